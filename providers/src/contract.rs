@@ -1,0 +1,451 @@
+//! The provider contract: what every provider kind declares and implements.
+//!
+//! The engine owns state, ordering, retries and timeouts. A provider only
+//! knows how to validate its inputs offline, compare two sets of inputs, and
+//! create / read / update / delete one object, each idempotent by the
+//! operation token the engine persisted before calling it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+/// A step's inputs or outputs: a JSON object, keys in a stable order.
+pub type Values = Map<String, Value>;
+
+/// Whether a provider kind creates a long-lived object or runs to completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepKind {
+    /// Exists until destroyed (a stack, a file system, a cluster).
+    Resource,
+    /// Runs to a success condition and re-runs when its inputs change (a test, a job).
+    Task,
+}
+
+/// The type an input accepts, checked offline before anything runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputType {
+    /// A string.
+    String,
+    /// A whole number.
+    Integer,
+    /// Any number.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// A list whose items all have the inner type.
+    List(Box<InputType>),
+    /// A table whose values all have the inner type.
+    Map(Box<InputType>),
+    /// Any value at all.
+    Any,
+    /// A path to a local file, relative to the workflow file's folder; it must exist.
+    LocalFile,
+    /// A duration such as `"45m"` or `"1h 30m"`.
+    Duration,
+}
+
+impl InputType {
+    /// A short human name of the type, for diagnostics.
+    pub fn describe(&self) -> String {
+        match self {
+            InputType::String => "a string".into(),
+            InputType::Integer => "an integer".into(),
+            InputType::Number => "a number".into(),
+            InputType::Bool => "a boolean".into(),
+            InputType::List(inner) => format!("a list of {}", inner.plural()),
+            InputType::Map(inner) => format!("a table of {}", inner.plural()),
+            InputType::Any => "any value".into(),
+            InputType::LocalFile => "a path to a local file (a string)".into(),
+            InputType::Duration => "a duration such as \"45m\" (a string)".into(),
+        }
+    }
+
+    fn plural(&self) -> String {
+        match self {
+            InputType::String | InputType::LocalFile | InputType::Duration => "strings".into(),
+            InputType::Integer => "integers".into(),
+            InputType::Number => "numbers".into(),
+            InputType::Bool => "booleans".into(),
+            InputType::Any => "values".into(),
+            other => format!("({})", other.describe()),
+        }
+    }
+
+    /// Whether `value` has this type. `LocalFile` and `Duration` only check the
+    /// JSON type here; the engine checks existence and syntax with spans.
+    pub fn accepts(&self, value: &Value) -> bool {
+        match (self, value) {
+            (InputType::Any, _) => true,
+            (InputType::String | InputType::LocalFile | InputType::Duration, Value::String(_)) => {
+                true
+            }
+            (InputType::Integer, Value::Number(n)) => n.is_i64() || n.is_u64(),
+            (InputType::Number, Value::Number(_)) => true,
+            (InputType::Bool, Value::Bool(_)) => true,
+            (InputType::List(inner), Value::Array(items)) => items.iter().all(|v| inner.accepts(v)),
+            (InputType::Map(inner), Value::Object(map)) => map.values().all(|v| inner.accepts(v)),
+            _ => false,
+        }
+    }
+}
+
+/// One input a provider kind accepts.
+#[derive(Debug, Clone)]
+pub struct InputSpec {
+    /// The input's name under `[steps.NAME.inputs]`.
+    pub name: &'static str,
+    /// Its type.
+    pub ty: InputType,
+    /// Whether the step must set it.
+    pub required: bool,
+    /// Whether the value is secret whatever it references (never printed or stored in clear).
+    pub sensitive: bool,
+    /// Whether changing it replaces the object instead of updating it in place.
+    pub force_new: bool,
+    /// One line for the reference docs and diagnostics.
+    pub description: &'static str,
+}
+
+impl InputSpec {
+    /// An optional input of the given type that updates in place.
+    pub const fn optional(name: &'static str, ty: InputType, description: &'static str) -> Self {
+        InputSpec {
+            name,
+            ty,
+            required: false,
+            sensitive: false,
+            force_new: false,
+            description,
+        }
+    }
+
+    /// A required input of the given type that updates in place.
+    pub const fn required(name: &'static str, ty: InputType, description: &'static str) -> Self {
+        InputSpec {
+            name,
+            ty,
+            required: true,
+            sensitive: false,
+            force_new: false,
+            description,
+        }
+    }
+
+    /// The same input, marked as replacing the object when it changes.
+    pub fn forces_new(mut self) -> Self {
+        self.force_new = true;
+        self
+    }
+
+    /// The same input, marked as secret.
+    pub fn secret(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+}
+
+/// What a provider kind declares about itself.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    /// Resource or task.
+    pub kind: StepKind,
+    /// One line describing the kind.
+    pub description: &'static str,
+    /// The inputs it accepts.
+    pub inputs: Vec<InputSpec>,
+    /// Whether inputs not listed are accepted too (the `null` provider's echo).
+    pub open_inputs: bool,
+}
+
+impl Schema {
+    /// The spec of the input called `name`, if declared.
+    pub fn input(&self, name: &str) -> Option<&InputSpec> {
+        self.inputs.iter().find(|i| i.name == name)
+    }
+}
+
+/// An input as known at validation or plan time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputValue {
+    /// Fully known.
+    Known(Value),
+    /// Depends on an output not known until apply.
+    Unknown,
+}
+
+/// A problem a provider found in a step's inputs, offline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The input it concerns, as a path (`["parameters", "VpcCidr"]`); empty for the step itself.
+    pub path: Vec<String>,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+impl Problem {
+    /// A problem with the named top-level input.
+    pub fn at(input: &str, message: impl Into<String>) -> Self {
+        Problem {
+            path: vec![input.to_string()],
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// The same problem with a help line.
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+/// What validation may look at besides the inputs.
+#[derive(Debug, Clone)]
+pub struct ValidateContext {
+    /// The workflow file's folder; relative paths are resolved against it.
+    pub workdir: PathBuf,
+}
+
+/// How a step's desired inputs differ from those it was applied with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing to do.
+    NoOp,
+    /// Change in place; the names of the inputs that differ.
+    Update(Vec<String>),
+    /// Delete and create again; the names of the inputs that force it.
+    Replace(Vec<String>),
+}
+
+/// The result of a successful create, update or read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Applied {
+    /// The real object's id (stack id, file-system id, …), if it has one.
+    pub id: Option<String>,
+    /// Outputs that later steps may reference.
+    pub outputs: Values,
+    /// Provider-private data kept in state for later calls (never shown).
+    pub private: Value,
+}
+
+/// What the engine recorded of a step the last time it was applied.
+#[derive(Debug, Clone, Copy)]
+pub struct Prior<'a> {
+    /// The object's id.
+    pub id: Option<&'a str>,
+    /// The inputs it was applied with (sensitive ones as digests).
+    pub inputs: &'a Values,
+    /// The outputs it produced.
+    pub outputs: &'a Values,
+    /// The provider-private data.
+    pub private: &'a Value,
+}
+
+/// What `read` found for an operation or object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadOutcome {
+    /// The object exists (the operation completed, or was still running and
+    /// the provider waited for it): adopt it.
+    Present(Applied),
+    /// The operation left nothing behind: issue it again with the same token.
+    Missing,
+}
+
+/// An error from a provider operation.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    /// The service's own message, with the failing resource named.
+    pub message: String,
+    /// Whether the engine may retry (throttling, transient server errors).
+    pub retryable: bool,
+}
+
+impl ProviderError {
+    /// A permanent failure.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        ProviderError {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+
+    /// A transient failure the engine may retry with backoff.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        ProviderError {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+}
+
+/// Where a running operation reports to; the engine redacts secrets before
+/// anything reaches a terminal or a file.
+pub trait Reporter: Send + Sync {
+    /// A progress event (stack event, lifecycle change, job status) shown live.
+    fn event(&self, message: &str);
+    /// A line of output for the step's log only.
+    fn log(&self, line: &str);
+}
+
+/// Everything an operation needs besides its inputs.
+#[derive(Clone)]
+pub struct OpContext {
+    /// The step's name.
+    pub step: String,
+    /// The operation token persisted before this call; the same on a retry or resume.
+    pub token: String,
+    /// The workflow file's folder.
+    pub workdir: PathBuf,
+    /// The step's log file (the reporter appends to it; commands may write it directly).
+    pub log_path: PathBuf,
+    /// The AWS region for the step, if the workflow or step set one.
+    pub region: Option<String>,
+    /// Progress and log sink.
+    pub reporter: Arc<dyn Reporter>,
+}
+
+/// One provider kind. Every method that changes the world is idempotent by
+/// `ctx.token`: called twice with the same token, it leaves one object.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The kind's name as written in `provider = "..."`.
+    fn name(&self) -> &'static str;
+
+    /// The inputs it accepts and whether it is a resource or a task.
+    fn schema(&self) -> &Schema;
+
+    /// Offline checks beyond the schema's types. Unknown inputs are skipped.
+    fn validate(
+        &self,
+        _inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Vec<Problem> {
+        Vec::new()
+    }
+
+    /// How `desired` differs from `prior`. The default compares input by input:
+    /// any input marked `force_new`, or any change at all for a task, replaces;
+    /// anything else updates in place.
+    fn diff(&self, prior: &Values, desired: &Values) -> Change {
+        default_diff(self.schema(), prior, desired)
+    }
+
+    /// Create the object (or run the task) and wait until it is ready.
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError>;
+
+    /// Change the object in place to match `inputs`.
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError>;
+
+    /// Delete the object and wait until it is gone. Deleting what is already gone succeeds.
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError>;
+
+    /// Find what an interrupted operation with `ctx.token` left behind, waiting
+    /// for it to finish if it is still in progress on the far side. `id` is the
+    /// object's id when one was recorded.
+    async fn read(
+        &self,
+        ctx: &OpContext,
+        id: Option<&str>,
+        inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError>;
+}
+
+/// The diff described on [`Provider::diff`].
+pub fn default_diff(schema: &Schema, prior: &Values, desired: &Values) -> Change {
+    let mut names: Vec<&String> = prior.keys().chain(desired.keys()).collect();
+    names.sort();
+    names.dedup();
+    let changed: Vec<String> = names
+        .into_iter()
+        .filter(|k| prior.get(*k) != desired.get(*k))
+        .cloned()
+        .collect();
+    if changed.is_empty() {
+        return Change::NoOp;
+    }
+    if schema.kind == StepKind::Task {
+        return Change::Replace(changed);
+    }
+    let forcing: Vec<String> = changed
+        .iter()
+        .filter(|k| schema.input(k).is_some_and(|s| s.force_new))
+        .cloned()
+        .collect();
+    if forcing.is_empty() {
+        Change::Update(changed)
+    } else {
+        Change::Replace(forcing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema(kind: StepKind) -> Schema {
+        Schema {
+            kind,
+            description: "test",
+            inputs: vec![
+                InputSpec::required("name", InputType::String, "name").forces_new(),
+                InputSpec::optional("size", InputType::Integer, "size"),
+            ],
+            open_inputs: false,
+        }
+    }
+
+    fn values(v: Value) -> Values {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn default_diff_separates_update_and_replace() {
+        let s = schema(StepKind::Resource);
+        let prior = values(json!({"name": "a", "size": 1}));
+        assert_eq!(default_diff(&s, &prior, &prior), Change::NoOp);
+        let bigger = values(json!({"name": "a", "size": 2}));
+        assert_eq!(
+            default_diff(&s, &prior, &bigger),
+            Change::Update(vec!["size".into()])
+        );
+        let renamed = values(json!({"name": "b", "size": 2}));
+        assert_eq!(
+            default_diff(&s, &prior, &renamed),
+            Change::Replace(vec!["name".into()])
+        );
+    }
+
+    #[test]
+    fn tasks_rerun_on_any_change() {
+        let s = schema(StepKind::Task);
+        let prior = values(json!({"name": "a", "size": 1}));
+        let later = values(json!({"name": "a"}));
+        assert_eq!(
+            default_diff(&s, &prior, &later),
+            Change::Replace(vec!["size".into()])
+        );
+    }
+
+    #[test]
+    fn types_accept_matching_values() {
+        let list = InputType::List(Box::new(InputType::String));
+        assert!(list.accepts(&json!(["a", "b"])));
+        assert!(!list.accepts(&json!(["a", 1])));
+        assert!(InputType::Integer.accepts(&json!(3)));
+        assert!(!InputType::Integer.accepts(&json!(3.5)));
+        assert!(InputType::Number.accepts(&json!(3.5)));
+        assert_eq!(list.describe(), "a list of strings");
+    }
+}

@@ -1,0 +1,5 @@
+//! The flow state store.
+
+pub mod records;
+
+pub use records::*;

@@ -1,0 +1,134 @@
+//! The records kept per step, as stored (JSON inside sled).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The version of the record layout this build writes. Older versions are
+/// migrated on open; newer ones are refused.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The operation a step was in the middle of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    /// Creating the object (or running the task).
+    Create,
+    /// Changing it in place.
+    Update,
+    /// Deleting it (also the first half of a replace).
+    Delete,
+}
+
+impl std::fmt::Display for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Operation::Create => "create",
+            Operation::Update => "update",
+            Operation::Delete => "delete",
+        })
+    }
+}
+
+/// An operation whose intent is durable but whose result is not yet known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// What was being done.
+    pub operation: Operation,
+    /// The idempotency token handed to the provider (and to AWS as ClientRequestToken).
+    pub token: String,
+    /// The inputs the operation was issued with (sensitive ones as digests).
+    pub inputs: Map<String, Value>,
+    /// When it started (seconds since the Unix epoch).
+    pub started_at: u64,
+}
+
+/// Where a step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// An operation is in flight (see [`StepRecord::in_flight`]).
+    Pending,
+    /// The last operation succeeded; `inputs` and `outputs` describe the object.
+    Applied,
+    /// The last operation failed; `inputs` and `outputs` describe the last
+    /// applied object, if `applied` is true.
+    Failed,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Status::Pending => "pending",
+            Status::Applied => "applied",
+            Status::Failed => "failed",
+        })
+    }
+}
+
+/// Everything the engine knows about one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// The step's name in the workflow.
+    pub name: String,
+    /// The provider kind (`exec`, `cloudformation.stack`, …).
+    pub provider: String,
+    /// Where it stands.
+    pub status: Status,
+    /// Whether an object exists (or a task completed) as described by `inputs`/`outputs`.
+    pub applied: bool,
+    /// The real object's id, if it has one.
+    pub resource_id: Option<String>,
+    /// The inputs it was last applied with; sensitive values only as `sha256:` digests.
+    pub inputs: Map<String, Value>,
+    /// The outputs it produced.
+    pub outputs: Map<String, Value>,
+    /// Provider-private data (never shown).
+    #[serde(default)]
+    pub private: Value,
+    /// The steps it depended on when last applied: destroy order comes from here.
+    pub depends_on: Vec<String>,
+    /// Whether destroy must refuse it unless told otherwise.
+    #[serde(default)]
+    pub prevent_destroy: bool,
+    /// The operation in flight, if any: durable before the side effect starts.
+    pub in_flight: Option<InFlight>,
+    /// How many attempts the last operation took (including retries).
+    pub attempts: u32,
+    /// The last error, if the last operation failed.
+    pub last_error: Option<String>,
+    /// When the step was first recorded (seconds since the Unix epoch).
+    pub created_at: u64,
+    /// When the record last changed (seconds since the Unix epoch).
+    pub updated_at: u64,
+}
+
+impl StepRecord {
+    /// A fresh record for a step about to be created.
+    pub fn new(name: &str, provider: &str, now: u64) -> Self {
+        StepRecord {
+            name: name.to_string(),
+            provider: provider.to_string(),
+            status: Status::Pending,
+            applied: false,
+            resource_id: None,
+            inputs: Map::new(),
+            outputs: Map::new(),
+            private: Value::Null,
+            depends_on: Vec::new(),
+            prevent_destroy: false,
+            in_flight: None,
+            attempts: 0,
+            last_error: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
