@@ -1,1 +1,11 @@
+//! The flow engine: workflow language, DAG, planner, executor and CLI.
 
+pub mod apply;
+pub mod cli;
+pub mod dag;
+pub mod diag;
+pub mod inputs;
+pub mod lang;
+pub mod plan;
+pub mod secrets;
+pub mod style;

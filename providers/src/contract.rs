@@ -321,11 +321,7 @@ pub trait Provider: Send + Sync {
     fn schema(&self) -> &Schema;
 
     /// Offline checks beyond the schema's types. Unknown inputs are skipped.
-    fn validate(
-        &self,
-        _inputs: &[(String, InputValue)],
-        _ctx: &ValidateContext,
-    ) -> Vec<Problem> {
+    fn validate(&self, _inputs: &[(String, InputValue)], _ctx: &ValidateContext) -> Vec<Problem> {
         Vec::new()
     }
 

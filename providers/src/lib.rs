@@ -2,5 +2,13 @@
 //! built-in kinds.
 
 pub mod contract;
+pub mod exec;
+pub mod null;
+pub mod registry;
+
+pub mod suggest;
+#[cfg(test)]
+mod testing;
 
 pub use contract::*;
+pub use registry::Registry;

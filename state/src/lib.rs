@@ -1,5 +1,31 @@
 //! The flow state store.
+//!
+//! One workflow's state lives in a directory (`.flow/` by default): a sled
+//! database of [`StepRecord`]s, a process lock, step logs and JSON backups.
+//! [`Store::open`] takes the lock and checks the schema; reads go straight to
+//! the database, writes go through a [`Committer`], which groups concurrent
+//! changes into one transaction and one flush.
 
+#![warn(missing_docs)]
+
+pub mod backup;
+mod commit;
+mod db;
+pub mod error;
+pub mod layout;
+pub mod lock;
+mod meta;
+mod migrate;
 pub mod records;
+mod store;
+pub mod timefmt;
+mod watermark;
+mod writer;
 
+pub use backup::{BackupInfo, KEEP_BACKUPS, Restored, list_backups, restore};
+pub use commit::{Committer, Mutation};
+pub use error::StateError;
+pub use layout::StateLayout;
+pub use lock::{LockInfo, StateLock};
 pub use records::*;
+pub use store::Store;

@@ -1,0 +1,161 @@
+//! What apply tells the user while it runs, and where each step's log goes.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flow_providers::Reporter;
+
+use crate::plan::Action;
+use crate::secrets::Redactor;
+
+/// How a step ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The action was carried out.
+    Done(Action),
+    /// Nothing needed doing.
+    Unchanged,
+    /// It failed; the message is already redacted.
+    Failed(String),
+    /// It did not run because something it needs failed or was skipped.
+    Skipped(String),
+    /// It did not start because the run was interrupted.
+    NotStarted,
+}
+
+/// Something that happened during an apply or destroy.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A step started.
+    Started {
+        /// The step.
+        step: String,
+        /// What it is doing.
+        action: Action,
+    },
+    /// A progress message from the provider (already redacted).
+    Progress {
+        /// The step.
+        step: String,
+        /// The message.
+        message: String,
+    },
+    /// A retryable error; the step will try again after `delay`.
+    Retrying {
+        /// The step.
+        step: String,
+        /// The attempt that failed (1-based).
+        attempt: u32,
+        /// How long until the next attempt.
+        delay: Duration,
+        /// The error (redacted).
+        error: String,
+    },
+    /// A step ended.
+    Finished {
+        /// The step.
+        step: String,
+        /// How.
+        outcome: Outcome,
+        /// How long it took.
+        elapsed: Duration,
+    },
+    /// Ctrl-C: nothing new starts.
+    Interrupted {
+        /// How many steps are still running and will be allowed to finish.
+        running: usize,
+    },
+}
+
+/// Receives events; the CLI prints them.
+pub trait EventSink: Send + Sync {
+    /// Handle one event.
+    fn emit(&self, event: Event);
+}
+
+/// The reporter handed to a provider for one step: writes the step's log
+/// (redacted, mode 0600) and forwards progress events.
+pub struct StepReporter {
+    step: String,
+    log: Mutex<LogFile>,
+    redactor: Arc<Redactor>,
+    sink: Arc<dyn EventSink>,
+}
+
+impl StepReporter {
+    /// A reporter appending to `log_path`.
+    pub fn new(
+        step: &str,
+        log_path: &PathBuf,
+        redactor: Arc<Redactor>,
+        sink: Arc<dyn EventSink>,
+    ) -> Self {
+        let file = open_log(log_path).ok();
+        StepReporter {
+            step: step.to_string(),
+            log: Mutex::new(LogFile {
+                file,
+                last: String::new(),
+            }),
+            redactor,
+            sink,
+        }
+    }
+
+    /// Append a line; an event repeating the line just logged (a command's
+    /// latest output shown as progress) is not written twice.
+    fn write(&self, line: &str, event: bool) {
+        let Ok(mut log) = self.log.lock() else { return };
+        if event && line == log.last {
+            return;
+        }
+        let stamp = flow_state::timefmt::format_rfc3339(flow_state::now_secs());
+        if let Some(f) = log.file.as_mut() {
+            let _ = if event {
+                writeln!(f, "{stamp} [event] {line}")
+            } else {
+                writeln!(f, "{stamp} {line}")
+            };
+        }
+        log.last = line.to_string();
+    }
+
+    /// Write a line of the engine's own to the log (a header, a result).
+    pub fn note(&self, line: &str) {
+        self.write(&format!("[flow] {}", self.redactor.redact(line)), false);
+    }
+}
+
+impl Reporter for StepReporter {
+    fn event(&self, message: &str) {
+        let message = self.redactor.redact(message);
+        self.write(&message, true);
+        self.sink.emit(Event::Progress {
+            step: self.step.clone(),
+            message,
+        });
+    }
+
+    fn log(&self, line: &str) {
+        self.write(&self.redactor.redact(line), false);
+    }
+}
+
+struct LogFile {
+    file: Option<std::fs::File>,
+    last: String,
+}
+
+fn open_log(path: &PathBuf) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}

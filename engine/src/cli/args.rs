@@ -1,0 +1,180 @@
+//! The command line, as clap parses it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::style::ColorChoice;
+
+/// flow: plan, apply and destroy distributed-training infrastructure and the
+/// jobs that validate and train on it, from one TOML workflow.
+#[derive(Debug, Parser)]
+#[command(name = "flow", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// Colour output: auto (terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Print less: only errors and the final summary.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Print more: every provider event and retry.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a workflow file: syntax, references, providers, inputs, cycles.
+    Validate(WorkflowArgs),
+    /// Show what apply would do, without changing anything.
+    Plan(PlanArgs),
+    /// Create, update or replace what the workflow describes.
+    Apply(ApplyArgs),
+    /// Delete everything state records, in reverse dependency order.
+    Destroy(DestroyArgs),
+    /// Print the dependency graph as DOT.
+    Graph(WorkflowArgs),
+    /// Print outputs of applied steps.
+    Output(OutputArgs),
+    /// Inspect the state.
+    #[command(subcommand)]
+    State(StateCommand),
+}
+
+/// Where the workflow and its variables come from.
+#[derive(Debug, Clone, Args)]
+pub struct WorkflowArgs {
+    /// The workflow file.
+    pub file: PathBuf,
+    /// Set a variable: NAME=VALUE (lists and tables in TOML syntax).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// Read variables from a TOML file of NAME = VALUE lines.
+    #[arg(long = "var-file", value_name = "FILE")]
+    pub var_files: Vec<PathBuf>,
+    /// The state folder (default: .flow beside the workflow file).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// `flow plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The workflow.
+    #[command(flatten)]
+    pub workflow: WorkflowArgs,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 0 when nothing would change, 2 when something would, 1 on error.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    /// Save the plan to FILE, for `flow apply FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Plan only these steps and what they need.
+    #[arg(long, value_name = "STEP")]
+    pub target: Vec<String>,
+    /// Replace (or re-run) these steps even if unchanged.
+    #[arg(long, value_name = "STEP")]
+    pub replace: Vec<String>,
+}
+
+/// `flow apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The workflow file, or a plan saved with `flow plan --out`.
+    pub file: PathBuf,
+    /// Set a variable: NAME=VALUE.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// Read variables from a TOML file.
+    #[arg(long = "var-file", value_name = "FILE")]
+    pub var_files: Vec<PathBuf>,
+    /// The state folder (default: .flow beside the workflow file).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// How many steps may run at once.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub parallelism: usize,
+    /// Apply only these steps and what they need.
+    #[arg(long, value_name = "STEP")]
+    pub target: Vec<String>,
+    /// Replace (or re-run) these steps even if unchanged.
+    #[arg(long, value_name = "STEP")]
+    pub replace: Vec<String>,
+}
+
+/// `flow destroy`.
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// The workflow file (only its folder and state are used: destroy works
+    /// from the dependencies recorded in state, even if the file changed).
+    pub file: PathBuf,
+    /// The state folder (default: .flow beside the workflow file).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// How many steps may be deleted at once.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub parallelism: usize,
+    /// Destroy only these steps.
+    #[arg(long, value_name = "STEP")]
+    pub target: Vec<String>,
+    /// Also destroy steps that depend on the targets.
+    #[arg(long)]
+    pub with_dependents: bool,
+    /// Destroy steps with lifecycle.prevent_destroy too.
+    #[arg(long)]
+    pub allow_protected: bool,
+}
+
+/// `flow output`.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// The workflow file.
+    pub file: PathBuf,
+    /// A step, or STEP.KEY for one value.
+    pub selector: Option<String>,
+    /// The state folder (default: .flow beside the workflow file).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `flow state ...`.
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// List every step in state with its status.
+    List {
+        /// The workflow file.
+        file: PathBuf,
+        /// The state folder.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show everything state records about one step.
+    Show {
+        /// The workflow file.
+        file: PathBuf,
+        /// The step.
+        step: String,
+        /// The state folder.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+}

@@ -1,0 +1,129 @@
+//! What the commands share: errors, state location, loading a workflow.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use flow_providers::Registry;
+use flow_state::{StepRecord, Store};
+
+use crate::diag::Diagnostics;
+use crate::lang::load::{Loaded, load};
+use crate::lang::vars::VarInputs;
+use crate::style::Style;
+
+/// How a command failed.
+#[derive(Debug)]
+pub enum CliError {
+    /// Problems in the workflow or the command line, with spans.
+    Diagnostics(Diagnostics),
+    /// Anything else, with an optional help line.
+    Message(String, Option<String>),
+    /// Steps failed; already reported.
+    StepsFailed,
+    /// Ctrl-C; already reported.
+    Interrupted,
+}
+
+impl CliError {
+    /// An error without help.
+    pub fn msg(m: impl Into<String>) -> Self {
+        CliError::Message(m.into(), None)
+    }
+
+    /// An error with a help line.
+    pub fn help(m: impl Into<String>, help: impl Into<String>) -> Self {
+        CliError::Message(m.into(), Some(help.into()))
+    }
+
+    /// The process exit code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Interrupted => 130,
+            _ => 1,
+        }
+    }
+}
+
+impl From<flow_state::StateError> for CliError {
+    fn from(e: flow_state::StateError) -> Self {
+        CliError::msg(e.to_string())
+    }
+}
+
+/// A command's result.
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+/// Output settings shared by all commands.
+#[derive(Debug, Clone, Copy)]
+pub struct Ui {
+    /// Styling for stdout.
+    pub style: Style,
+    /// `-q`.
+    pub quiet: bool,
+    /// `-v`.
+    pub verbose: bool,
+}
+
+/// The state folder: `--state-dir`, else `.flow` beside the workflow file.
+pub fn state_dir(file: &Path, flag: Option<&PathBuf>) -> PathBuf {
+    if let Some(dir) = flag {
+        return dir.clone();
+    }
+    let parent = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    parent.join(".flow")
+}
+
+/// The workflow file's folder.
+pub fn workdir(file: &Path) -> PathBuf {
+    file.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Load and check a workflow, reading variables from the real environment.
+pub fn load_workflow(file: &Path, vars: &VarInputs, registry: &Registry) -> CliResult<Loaded> {
+    load(file, vars, registry, &|name| std::env::var(name).ok()).map_err(CliError::Diagnostics)
+}
+
+/// Every record in `store`, by name.
+pub fn records_of(store: Option<&Store>) -> CliResult<BTreeMap<String, StepRecord>> {
+    Ok(match store {
+        Some(s) => s
+            .steps()?
+            .into_iter()
+            .map(|r| (r.name.clone(), r))
+            .collect(),
+        None => BTreeMap::new(),
+    })
+}
+
+/// Ask "yes" on a terminal; refuse without one.
+pub fn confirm(question: &str, auto_approve: bool) -> CliResult<()> {
+    if auto_approve {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::help(
+            "refusing to continue without confirmation: standard input is not a terminal",
+            "pass --auto-approve to run without asking",
+        ));
+    }
+    println!("{question}\n  Only 'yes' will be accepted.");
+    print!("  Enter a value: ");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| CliError::msg(format!("cannot read the answer: {e}")))?;
+    if answer.trim() == "yes" {
+        Ok(())
+    } else {
+        Err(CliError::msg("cancelled: nothing was changed"))
+    }
+}

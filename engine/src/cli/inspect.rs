@@ -1,0 +1,212 @@
+//! `flow graph`, `flow output` and `flow state list/show`: read-only views.
+
+use std::path::{Path, PathBuf};
+
+use flow_providers::Registry;
+use flow_state::{StepRecord, Store, timefmt::format_rfc3339};
+use serde_json::Value;
+
+use super::args::{OutputArgs, WorkflowArgs};
+use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
+use super::run_plan::var_inputs;
+use crate::secrets::is_sensitive_marker;
+
+/// `flow graph FILE`: DOT on stdout, each step labelled with its provider.
+pub fn graph(args: &WorkflowArgs, registry: &Registry) -> CliResult<i32> {
+    let loaded = load_workflow(&args.file, &var_inputs(args), registry)?;
+    let mut out = format!(
+        "digraph \"{}\" {{\n  rankdir=LR;\n  node [shape=box];\n",
+        escape(&loaded.workflow.name)
+    );
+    for step in &loaded.workflow.steps {
+        out.push_str(&format!(
+            "  \"{}\" [label=\"{}\\n({})\"];\n",
+            escape(&step.name),
+            escape(&step.name),
+            escape(&step.provider)
+        ));
+    }
+    for (from, to) in loaded.dag.edges() {
+        out.push_str(&format!("  \"{}\" -> \"{}\";\n", escape(from), escape(to)));
+    }
+    out.push_str("}\n");
+    print!("{out}");
+    Ok(0)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn open_records(file: &Path, dir: Option<&PathBuf>, command: &str) -> CliResult<Vec<StepRecord>> {
+    let dir = state_dir(file, dir);
+    let store = Store::open_if_exists(&dir, command)?;
+    Ok(records_of(store.as_ref())?.into_values().collect())
+}
+
+/// A stored value for display: sensitive placeholders masked.
+fn visible(v: &Value) -> Value {
+    match v {
+        v if is_sensitive_marker(v) => Value::String("(sensitive)".into()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), visible(v))).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(visible).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `flow output FILE [STEP[.KEY]]`.
+pub fn output(args: &OutputArgs) -> CliResult<i32> {
+    let records = open_records(&args.file, args.state_dir.as_ref(), "flow output")?;
+    let find = |name: &str| {
+        records.iter().find(|r| r.name == name).ok_or_else(|| {
+            CliError::help(
+                format!("there is no step `{name}` in state"),
+                "run `flow apply` first, or check the name with `flow state list`",
+            )
+        })
+    };
+    let value = match args.selector.as_deref() {
+        None => Value::Object(
+            records
+                .iter()
+                .filter(|r| r.applied)
+                .map(|r| (r.name.clone(), visible(&Value::Object(r.outputs.clone()))))
+                .collect(),
+        ),
+        Some(sel) => match find(sel) {
+            Ok(rec) => visible(&Value::Object(rec.outputs.clone())),
+            Err(e) => {
+                let Some((step, key)) = sel.split_once('.') else {
+                    return Err(e);
+                };
+                let rec = find(step)?;
+                let v = rec.outputs.get(key).ok_or_else(|| {
+                    CliError::msg(format!(
+                        "step `{step}` has no output `{key}`; its outputs are: {}",
+                        rec.outputs.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ))
+                })?;
+                visible(v)
+            }
+        },
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value).expect("json"));
+        return Ok(0);
+    }
+    match &value {
+        Value::String(s) => println!("{s}"),
+        Value::Object(map) => print_table(map, 0),
+        other => println!("{other}"),
+    }
+    Ok(0)
+}
+
+fn print_table(map: &serde_json::Map<String, Value>, indent: usize) {
+    let width = map.keys().map(String::len).max().unwrap_or(0);
+    for (k, v) in map {
+        match v {
+            Value::Object(inner) if indent == 0 => {
+                println!("{k}:");
+                print_table(inner, indent + 2);
+            }
+            Value::String(s) => println!("{:indent$}{k:<width$} = {s}", ""),
+            other => println!("{:indent$}{k:<width$} = {other}", ""),
+        }
+    }
+}
+
+/// `flow state list FILE`.
+pub fn state_list(file: &Path, dir: Option<&PathBuf>, json: bool, ui: Ui) -> CliResult<i32> {
+    let records = open_records(file, dir, "flow state list")?;
+    if json {
+        let rows: Vec<Value> = records
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "step": r.name,
+                    "provider": r.provider,
+                    "status": r.status.to_string(),
+                    "applied": r.applied,
+                    "resource_id": r.resource_id,
+                    "in_flight": r.in_flight.as_ref().map(|f| f.operation.to_string()),
+                    "updated_at": format_rfc3339(r.updated_at),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+        return Ok(0);
+    }
+    if records.is_empty() {
+        println!("State is empty.");
+        return Ok(0);
+    }
+    let w = records
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let p = records
+        .iter()
+        .map(|r| r.provider.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    println!(
+        "{:<w$}  {:<p$}  {:<8}  {:<20}  ID",
+        "STEP", "PROVIDER", "STATUS", "UPDATED"
+    );
+    for r in &records {
+        let status = match (&r.in_flight, r.status) {
+            (Some(f), _) => format!("{}…", f.operation),
+            (None, s) => s.to_string(),
+        };
+        let status = match r.status {
+            flow_state::Status::Failed => ui.style.err(&format!("{status:<8}")),
+            flow_state::Status::Pending => ui.style.warn(&format!("{status:<8}")),
+            flow_state::Status::Applied => format!("{status:<8}"),
+        };
+        println!(
+            "{:<w$}  {:<p$}  {status}  {:<20}  {}",
+            r.name,
+            r.provider,
+            format_rfc3339(r.updated_at),
+            r.resource_id.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(0)
+}
+
+/// `flow state show FILE STEP`.
+pub fn state_show(file: &Path, step: &str, dir: Option<&PathBuf>) -> CliResult<i32> {
+    let records = open_records(file, dir, "flow state show")?;
+    let rec = records.iter().find(|r| r.name == step).ok_or_else(|| {
+        CliError::help(
+            format!("there is no step `{step}` in state"),
+            "`flow state list FILE` shows the steps state holds",
+        )
+    })?;
+    let shown = serde_json::json!({
+        "step": rec.name,
+        "provider": rec.provider,
+        "status": rec.status.to_string(),
+        "applied": rec.applied,
+        "resource_id": rec.resource_id,
+        "inputs": visible(&Value::Object(rec.inputs.clone())),
+        "outputs": visible(&Value::Object(rec.outputs.clone())),
+        "depends_on": rec.depends_on,
+        "prevent_destroy": rec.prevent_destroy,
+        "in_flight": rec.in_flight.as_ref().map(|f| serde_json::json!({
+            "operation": f.operation.to_string(),
+            "token": f.token,
+            "started_at": format_rfc3339(f.started_at),
+        })),
+        "attempts": rec.attempts,
+        "last_error": rec.last_error,
+        "created_at": format_rfc3339(rec.created_at),
+        "updated_at": format_rfc3339(rec.updated_at),
+    });
+    println!("{}", serde_json::to_string_pretty(&shown).expect("json"));
+    Ok(0)
+}

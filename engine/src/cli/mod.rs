@@ -1,0 +1,83 @@
+//! The `flow` command line.
+
+pub mod args;
+pub mod common;
+pub mod inspect;
+pub mod progress;
+pub mod run_apply;
+pub mod run_plan;
+
+use std::io::IsTerminal;
+
+use flow_providers::Registry;
+
+use args::{Cli, Command, StateCommand};
+use common::{CliError, Ui};
+
+use crate::style::Style;
+
+/// Run the parsed command line; returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    let ui = Ui {
+        style: Style::detect(cli.color, std::io::stdout().is_terminal()),
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+    };
+    let registry = Registry::builtin();
+    let result = match &cli.command {
+        Command::Validate(a) => run_plan::validate(a, ui, &registry),
+        Command::Plan(a) => run_plan::plan(a, ui, &registry),
+        Command::Graph(a) => inspect::graph(a, &registry),
+        Command::Output(a) => inspect::output(a),
+        Command::State(StateCommand::List {
+            file,
+            state_dir,
+            json,
+        }) => inspect::state_list(file, state_dir.as_ref(), *json, ui),
+        Command::State(StateCommand::Show {
+            file,
+            step,
+            state_dir,
+        }) => inspect::state_show(file, step, state_dir.as_ref()),
+        Command::Apply(a) => block_on(run_apply::apply(a, ui, &registry)),
+        Command::Destroy(a) => block_on(run_apply::destroy(a, ui, &registry)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            report(&e);
+            e.exit_code()
+        }
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+fn report(err: &CliError) {
+    let style = Style::detect(
+        crate::style::ColorChoice::Auto,
+        std::io::stderr().is_terminal(),
+    );
+    match err {
+        CliError::Diagnostics(d) => {
+            let width = std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(100);
+            eprint!("{}", d.render(style.color, width));
+        }
+        CliError::Message(m, help) => {
+            eprintln!("{} {m}", style.err("error:"));
+            if let Some(h) = help {
+                eprintln!("  {} {h}", style.dim("help:"));
+            }
+        }
+        CliError::StepsFailed | CliError::Interrupted => {}
+    }
+}

@@ -1,0 +1,113 @@
+//! `flow validate` and `flow plan`.
+
+use flow_providers::Registry;
+use flow_state::Store;
+
+use super::args::{PlanArgs, WorkflowArgs};
+use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
+use crate::lang::vars::VarInputs;
+use crate::plan::render::{render_json, render_text};
+use crate::plan::saved::{FORMAT, SavedPlan, text_digest};
+use crate::plan::{Plan, PlanRequest, compute_plan};
+
+/// The variables a workflow command was given.
+pub fn var_inputs(args: &WorkflowArgs) -> VarInputs {
+    VarInputs {
+        flags: args.vars.clone(),
+        files: args.var_files.clone(),
+        ..VarInputs::default()
+    }
+}
+
+/// `flow validate FILE`.
+pub fn validate(args: &WorkflowArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
+    let loaded = load_workflow(&args.file, &var_inputs(args), registry)?;
+    if !ui.quiet {
+        println!(
+            "{} {} is valid: {} step{}, {} variable{}.",
+            ui.style.ok("✓"),
+            args.file.display(),
+            loaded.workflow.steps.len(),
+            if loaded.workflow.steps.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            loaded.workflow.vars.len(),
+            if loaded.workflow.vars.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+        );
+    }
+    Ok(0)
+}
+
+/// `flow plan FILE`.
+pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
+    let wf_args = &args.workflow;
+    let loaded = load_workflow(&wf_args.file, &var_inputs(wf_args), registry)?;
+    let dir = state_dir(&wf_args.file, wf_args.state_dir.as_ref());
+    let store = Store::open_if_exists(&dir, "flow plan")?;
+    let records = records_of(store.as_ref())?;
+    let salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
+    let serial = store.as_ref().map_or(0, |s| s.serial());
+    drop(store);
+    let plan = compute_plan(&PlanRequest {
+        loaded: &loaded,
+        registry,
+        records: &records,
+        salt: &salt,
+        serial,
+        targets: &args.target,
+        replace: &args.replace,
+    })
+    .map_err(CliError::Diagnostics)?;
+    if let Some(out) = &args.out {
+        save(&plan, &loaded, &dir, args, out)?;
+    }
+    if args.json {
+        println!("{}", render_json(&plan));
+    } else if !ui.quiet || plan.has_changes() {
+        print!("{}", render_text(&plan, &ui.style));
+        if let Some(out) = &args.out {
+            println!(
+                "Saved the plan to {}; apply it with `flow apply {}`.",
+                out.display(),
+                out.display()
+            );
+        }
+    }
+    Ok(if args.detailed_exitcode && plan.has_changes() {
+        2
+    } else {
+        0
+    })
+}
+
+fn save(
+    plan: &Plan,
+    loaded: &crate::lang::load::Loaded,
+    dir: &std::path::Path,
+    args: &PlanArgs,
+    out: &std::path::Path,
+) -> CliResult {
+    let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let salt = crate::apply::step::new_token();
+    let saved = SavedPlan {
+        format: FORMAT.into(),
+        version: 1,
+        workflow_path: abs(&args.workflow.file),
+        workflow_digest: text_digest(&loaded.workflow.source.text),
+        state_dir: abs(dir),
+        vars: SavedPlan::vars_for_saving(&loaded.vars, &salt),
+        salt,
+        targets: args.target.clone(),
+        replace: args.replace.clone(),
+        plan: plan.clone(),
+    };
+    saved
+        .write(out)
+        .map_err(|e| CliError::msg(format!("cannot write the plan to {}: {e}", out.display())))
+}

@@ -1,0 +1,184 @@
+//! The dependency graph of a set of steps.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use petgraph::graph::{DiGraph, NodeIndex};
+
+/// A DAG of named steps; an edge `a → b` means `b` needs `a` first.
+#[derive(Debug, Clone, Default)]
+pub struct Dag {
+    graph: DiGraph<String, ()>,
+    index: BTreeMap<String, NodeIndex>,
+}
+
+impl Dag {
+    /// A graph of `nodes` with the given `(from, to)` edges. Edges naming
+    /// unknown nodes are ignored.
+    pub fn new<'a>(
+        nodes: impl IntoIterator<Item = &'a str>,
+        edges: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Self {
+        let mut dag = Dag::default();
+        for n in nodes {
+            if !dag.index.contains_key(n) {
+                let i = dag.graph.add_node(n.to_string());
+                dag.index.insert(n.to_string(), i);
+            }
+        }
+        for (from, to) in edges {
+            if let (Some(&a), Some(&b)) = (dag.index.get(from), dag.index.get(to))
+                && a != b
+                && dag.graph.find_edge(a, b).is_none()
+            {
+                dag.graph.add_edge(a, b, ());
+            }
+        }
+        dag
+    }
+
+    /// Whether the graph has a node of this name.
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// All node names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.index.keys().map(String::as_str).collect()
+    }
+
+    /// The number of nodes.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether the graph is empty.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Nodes in an order where every node comes after what it needs; ties
+    /// broken by name, so the order is stable. `None` if there is a cycle.
+    pub fn topo_order(&self) -> Option<Vec<&str>> {
+        let mut indegree: BTreeMap<NodeIndex, usize> = self
+            .graph
+            .node_indices()
+            .map(|i| {
+                (
+                    i,
+                    self.graph.neighbors_directed(i, petgraph::Incoming).count(),
+                )
+            })
+            .collect();
+        let mut ready: BTreeSet<&str> = indegree
+            .iter()
+            .filter(|(_, d)| **d == 0)
+            .map(|(i, _)| self.graph[*i].as_str())
+            .collect();
+        let mut out = Vec::with_capacity(self.len());
+        while let Some(name) = ready.pop_first() {
+            out.push(name);
+            let i = self.index[name];
+            for s in self.graph.neighbors_directed(i, petgraph::Outgoing) {
+                let d = indegree.get_mut(&s).expect("node");
+                *d -= 1;
+                if *d == 0 {
+                    ready.insert(self.graph[s].as_str());
+                }
+            }
+        }
+        (out.len() == self.len()).then_some(out)
+    }
+
+    /// What `name` needs directly, sorted.
+    pub fn needs(&self, name: &str) -> Vec<&str> {
+        self.neighbours(name, petgraph::Incoming)
+    }
+
+    /// What needs `name` directly, sorted.
+    pub fn needed_by(&self, name: &str) -> Vec<&str> {
+        self.neighbours(name, petgraph::Outgoing)
+    }
+
+    fn neighbours(&self, name: &str, dir: petgraph::Direction) -> Vec<&str> {
+        let Some(&i) = self.index.get(name) else {
+            return Vec::new();
+        };
+        let mut v: Vec<&str> = self
+            .graph
+            .neighbors_directed(i, dir)
+            .map(|n| self.graph[n].as_str())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `roots` and everything they need, transitively.
+    pub fn with_ancestors(&self, roots: &[String]) -> BTreeSet<String> {
+        self.closure(roots, petgraph::Incoming)
+    }
+
+    /// `roots` and everything that needs them, transitively.
+    pub fn with_descendants(&self, roots: &[String]) -> BTreeSet<String> {
+        self.closure(roots, petgraph::Outgoing)
+    }
+
+    fn closure(&self, roots: &[String], dir: petgraph::Direction) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut queue: VecDeque<&str> = roots.iter().map(String::as_str).collect();
+        while let Some(n) = queue.pop_front() {
+            if !self.contains(n) || !seen.insert(n.to_string()) {
+                continue;
+            }
+            queue.extend(self.neighbours(n, dir));
+        }
+        seen
+    }
+
+    /// Every edge as `(from, to)`, sorted.
+    pub fn edges(&self) -> Vec<(&str, &str)> {
+        let mut v: Vec<(&str, &str)> = self
+            .graph
+            .edge_indices()
+            .filter_map(|e| self.graph.edge_endpoints(e))
+            .map(|(a, b)| (self.graph[a].as_str(), self.graph[b].as_str()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The same graph with every edge reversed (destroy order).
+    pub fn reversed(&self) -> Dag {
+        let edges = self.edges();
+        Dag::new(self.names(), edges.into_iter().map(|(a, b)| (b, a)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diamond() -> Dag {
+        Dag::new(
+            ["d", "b", "c", "a", "x"],
+            [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")],
+        )
+    }
+
+    #[test]
+    fn topo_order_is_stable_and_valid() {
+        assert_eq!(diamond().topo_order().unwrap(), ["a", "b", "c", "d", "x"]);
+        let cyclic = Dag::new(["a", "b"], [("a", "b"), ("b", "a")]);
+        assert!(cyclic.topo_order().is_none());
+    }
+
+    #[test]
+    fn closures() {
+        let g = diamond();
+        let anc: Vec<_> = g.with_ancestors(&["d".into()]).into_iter().collect();
+        assert_eq!(anc, ["a", "b", "c", "d"]);
+        let desc: Vec<_> = g.with_descendants(&["b".into()]).into_iter().collect();
+        assert_eq!(desc, ["b", "d"]);
+        assert_eq!(g.needs("d"), ["b", "c"]);
+        assert_eq!(g.reversed().needs("a"), ["b", "c"]);
+    }
+}

@@ -1,0 +1,88 @@
+//! A step's desired inputs: interpolated for the provider, and the form kept
+//! in state (secrets as digests) that plans compare against.
+
+use flow_providers::{Registry, Values};
+use serde_json::Value;
+
+use crate::diag::Diag;
+use crate::lang::ast::StepDecl;
+use crate::lang::load::Loaded;
+use crate::lang::resolve::{Lookup, evaluate};
+use crate::secrets::digest;
+
+/// The stand-in for an input not known until apply: never equal to a real value.
+pub const UNKNOWN: &str = "\u{0}(known after apply)";
+
+/// A step's inputs, resolved as far as possible.
+#[derive(Debug, Clone, Default)]
+pub struct Desired {
+    /// The values to hand the provider (complete only when `unknown` is empty).
+    pub actual: Values,
+    /// The values as recorded in state: secrets as digests, unknowns as [`UNKNOWN`].
+    pub stored: Values,
+    /// Inputs not known until earlier steps are applied.
+    pub unknown: Vec<String>,
+    /// Inputs that are secret.
+    pub sensitive: Vec<String>,
+}
+
+impl Desired {
+    /// Whether every input is known.
+    pub fn is_known(&self) -> bool {
+        self.unknown.is_empty()
+    }
+}
+
+/// Resolve `step`'s inputs with `outputs` giving earlier steps' outputs.
+pub fn desired_inputs(
+    loaded: &Loaded,
+    step: &StepDecl,
+    registry: &Registry,
+    salt: &[u8],
+    outputs: &dyn Fn(&str, &str) -> Lookup,
+) -> Result<Desired, Vec<Diag>> {
+    let schema = registry.get(&step.provider).map(|p| p.schema().clone());
+    let mut desired = Desired::default();
+    let mut errors = Vec::new();
+    for input in &step.inputs {
+        match evaluate(&input.value, &loaded.vars, outputs) {
+            Err(e) => errors.push(
+                Diag::new("flow::bad-reference", e.message)
+                    .in_source(&loaded.workflow.source)
+                    .label(e.span, "here"),
+            ),
+            Ok(ev) => {
+                let secret = ev.sensitive
+                    || schema
+                        .as_ref()
+                        .and_then(|s| s.input(&input.key))
+                        .is_some_and(|s| s.sensitive);
+                if secret {
+                    desired.sensitive.push(input.key.clone());
+                }
+                match ev.value {
+                    None => {
+                        desired.unknown.push(input.key.clone());
+                        desired
+                            .stored
+                            .insert(input.key.clone(), Value::String(UNKNOWN.into()));
+                    }
+                    Some(v) => {
+                        let kept = if secret {
+                            Value::String(digest(salt, &v))
+                        } else {
+                            v.clone()
+                        };
+                        desired.stored.insert(input.key.clone(), kept);
+                        desired.actual.insert(input.key.clone(), v);
+                    }
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(desired)
+    } else {
+        Err(errors)
+    }
+}

@@ -1,0 +1,283 @@
+//! The parsed workflow: every name and value keeps the span it came from.
+
+use std::time::Duration;
+
+use crate::diag::{Source, Span};
+
+/// A value as written in the workflow, before interpolation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Where it is written.
+    pub span: Span,
+    /// What it is.
+    pub kind: NodeKind,
+}
+
+/// The kinds of value a workflow can write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    /// A string, possibly with `${...}` references.
+    Str(Template),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A TOML date-time, kept as written.
+    Datetime(String),
+    /// An array.
+    Array(Vec<Node>),
+    /// A table, keys in source order.
+    Table(Vec<Entry>),
+}
+
+/// A key and its value inside a table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The key.
+    pub key: String,
+    /// Where the key is written.
+    pub key_span: Span,
+    /// The value.
+    pub value: Node,
+}
+
+/// A string split into literal text and references.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Template {
+    /// The pieces, in order.
+    pub parts: Vec<Part>,
+}
+
+/// One piece of a template.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// Literal text (`$${` already turned into `${`).
+    Lit(String),
+    /// A `${...}` reference.
+    Ref(Reference),
+}
+
+/// A `${vars.X}` or `${steps.S.outputs.K}` reference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// What it names.
+    pub target: RefTarget,
+    /// Where it is written (the whole `${...}` when the string has no escapes,
+    /// else the whole string).
+    pub span: Span,
+}
+
+/// What a reference names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RefTarget {
+    /// A variable.
+    Var(String),
+    /// An output of a step.
+    Output {
+        /// The step.
+        step: String,
+        /// The output key.
+        key: String,
+    },
+}
+
+impl std::fmt::Display for RefTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RefTarget::Var(v) => write!(f, "vars.{v}"),
+            RefTarget::Output { step, key } => write!(f, "steps.{step}.outputs.{key}"),
+        }
+    }
+}
+
+impl Template {
+    /// A template of plain text.
+    pub fn literal(text: &str) -> Self {
+        Template {
+            parts: vec![Part::Lit(text.to_string())],
+        }
+    }
+
+    /// The single reference, when the template is exactly one `${...}`.
+    pub fn single_ref(&self) -> Option<&Reference> {
+        match self.parts.as_slice() {
+            [Part::Ref(r)] => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The references it contains.
+    pub fn refs(&self) -> impl Iterator<Item = &Reference> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Ref(r) => Some(r),
+            Part::Lit(_) => None,
+        })
+    }
+
+    /// The text, when it has no references.
+    pub fn as_literal(&self) -> Option<String> {
+        let mut out = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit(s) => out.push_str(s),
+                Part::Ref(_) => return None,
+            }
+        }
+        Some(out)
+    }
+}
+
+impl Node {
+    /// Every reference inside this value, depth first.
+    pub fn refs(&self) -> Vec<&Reference> {
+        let mut out = Vec::new();
+        self.collect_refs(&mut out);
+        out
+    }
+
+    fn collect_refs<'a>(&'a self, out: &mut Vec<&'a Reference>) {
+        match &self.kind {
+            NodeKind::Str(t) => out.extend(t.refs()),
+            NodeKind::Array(items) => items.iter().for_each(|n| n.collect_refs(out)),
+            NodeKind::Table(entries) => entries.iter().for_each(|e| e.value.collect_refs(out)),
+            _ => {}
+        }
+    }
+
+    /// The plain string, when this is a string without references.
+    pub fn as_plain_str(&self) -> Option<String> {
+        match &self.kind {
+            NodeKind::Str(t) => t.as_literal(),
+            _ => None,
+        }
+    }
+}
+
+/// The declared type of a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VarType {
+    /// A string (the default).
+    String,
+    /// A whole number.
+    Integer,
+    /// Any number.
+    Number,
+    /// true or false.
+    Bool,
+    /// A list.
+    List,
+    /// A table.
+    Table,
+    /// Anything.
+    Any,
+}
+
+impl VarType {
+    /// Parse a `type = "..."` value.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "string" => VarType::String,
+            "integer" | "int" => VarType::Integer,
+            "number" => VarType::Number,
+            "bool" | "boolean" => VarType::Bool,
+            "list" => VarType::List,
+            "table" | "map" => VarType::Table,
+            "any" => VarType::Any,
+            _ => return None,
+        })
+    }
+
+    /// The name as written.
+    pub fn name(self) -> &'static str {
+        match self {
+            VarType::String => "string",
+            VarType::Integer => "integer",
+            VarType::Number => "number",
+            VarType::Bool => "bool",
+            VarType::List => "list",
+            VarType::Table => "table",
+            VarType::Any => "any",
+        }
+    }
+}
+
+/// A `[vars.NAME]` declaration.
+#[derive(Debug, Clone)]
+pub struct VarDecl {
+    /// The variable's name.
+    pub name: String,
+    /// Where the name is written.
+    pub name_span: Span,
+    /// Its default value.
+    pub default: Option<Node>,
+    /// What it is for.
+    pub description: Option<String>,
+    /// Its type (`string` when not given).
+    pub ty: VarType,
+    /// Whether it is secret.
+    pub sensitive: bool,
+    /// The environment variable it is read from.
+    pub env: Option<String>,
+}
+
+/// A `[steps.NAME]` declaration.
+#[derive(Debug, Clone)]
+pub struct StepDecl {
+    /// The step's name.
+    pub name: String,
+    /// Where the name is written.
+    pub name_span: Span,
+    /// The provider kind.
+    pub provider: String,
+    /// Where the provider is written (or the name when missing).
+    pub provider_span: Span,
+    /// Explicit dependencies, with their spans.
+    pub depends_on: Vec<(String, Span)>,
+    /// How long one attempt may take.
+    pub timeout: Option<Duration>,
+    /// How many times a retryable error is retried.
+    pub retries: u32,
+    /// Whether destroy must refuse it.
+    pub prevent_destroy: bool,
+    /// A region for this step only.
+    pub region: Option<String>,
+    /// The provider's inputs, in source order.
+    pub inputs: Vec<Entry>,
+    /// Where `[steps.NAME.inputs]` (or the step) is written, for missing inputs.
+    pub inputs_span: Span,
+}
+
+/// A whole workflow file.
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    /// The file.
+    pub source: Source,
+    /// The folder it lives in: relative paths resolve against it.
+    pub dir: std::path::PathBuf,
+    /// `[workflow] name` (the file stem when missing).
+    pub name: String,
+    /// `[workflow] description`.
+    pub description: Option<String>,
+    /// `[workflow] region`.
+    pub region: Option<String>,
+    /// `[workflow] profile`.
+    pub profile: Option<String>,
+    /// Variables, in source order.
+    pub vars: Vec<VarDecl>,
+    /// Steps, in source order.
+    pub steps: Vec<StepDecl>,
+}
+
+impl Workflow {
+    /// The step called `name`.
+    pub fn step(&self, name: &str) -> Option<&StepDecl> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+
+    /// The variable called `name`.
+    pub fn var(&self, name: &str) -> Option<&VarDecl> {
+        self.vars.iter().find(|v| v.name == name)
+    }
+}

@@ -1,0 +1,348 @@
+//! Static checks of a parsed workflow: references, providers, inputs, types
+//! and cycles. Needs no variable values and no state.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flow_providers::{InputType, Registry};
+
+use super::ast::{Node, NodeKind, RefTarget, StepDecl, Workflow};
+use super::parse::var_type_phrase;
+use super::toml_nodes::type_name;
+use crate::diag::{Diag, Diagnostics, Span};
+use flow_providers::suggest::closest;
+
+/// One dependency edge and the place that creates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    /// The step that must come first.
+    pub from: String,
+    /// The step that depends on it.
+    pub to: String,
+    /// The reference or `depends_on` entry.
+    pub span: Span,
+}
+
+/// Every static problem in `wf`, plus the dependency edges found (for the DAG).
+pub fn check_workflow(wf: &Workflow, registry: &Registry) -> (Vec<Edge>, Diagnostics) {
+    let mut diags = Diagnostics::default();
+    let step_names: BTreeSet<&str> = wf.steps.iter().map(|s| s.name.as_str()).collect();
+    let var_names: Vec<&str> = wf.vars.iter().map(|v| v.name.as_str()).collect();
+    let mut edges = Vec::new();
+    for step in &wf.steps {
+        check_step_refs(wf, step, &step_names, &var_names, &mut edges, &mut diags);
+        check_provider(wf, step, registry, &mut diags);
+    }
+    edges.sort_by(|a, b| (&a.to, &a.from).cmp(&(&b.to, &b.from)));
+    edges.dedup_by(|a, b| a.from == b.from && a.to == b.to);
+    if let Some(cycle) = find_cycle(wf, &edges) {
+        diags.push(cycle);
+    }
+    (edges, diags)
+}
+
+fn diag(wf: &Workflow, code: &'static str, msg: String, span: Span, label: &str) -> Diag {
+    Diag::new(code, msg)
+        .in_source(&wf.source)
+        .label(span, label)
+}
+
+fn check_step_refs(
+    wf: &Workflow,
+    step: &StepDecl,
+    step_names: &BTreeSet<&str>,
+    var_names: &[&str],
+    edges: &mut Vec<Edge>,
+    diags: &mut Diagnostics,
+) {
+    let mut depend = |target: &str, span: &Span, diags: &mut Diagnostics, via: &str| {
+        if target == step.name {
+            diags.push(
+                diag(
+                    wf,
+                    "flow::self-dependency",
+                    format!("step `{}` depends on itself", step.name),
+                    span.clone(),
+                    &format!("{via} of `{}` itself", step.name),
+                )
+                .help("a step cannot use its own outputs or wait for itself; remove this"),
+            );
+        } else if step_names.contains(target) {
+            edges.push(Edge {
+                from: target.to_string(),
+                to: step.name.clone(),
+                span: span.clone(),
+            });
+        } else {
+            let mut d = diag(
+                wf,
+                "flow::unknown-step",
+                format!("unknown step `{target}`"),
+                span.clone(),
+                "no step of that name",
+            );
+            d = match closest(target, step_names.iter().copied()) {
+                Some(s) => d.help(format!("did you mean `{s}`?")),
+                None => d.help("declare it as [steps.NAME] or fix the name"),
+            };
+            diags.push(d);
+        }
+    };
+    for (dep, span) in &step.depends_on {
+        depend(dep, span, diags, "a dependency");
+    }
+    for input in &step.inputs {
+        for r in input.value.refs() {
+            match &r.target {
+                RefTarget::Output { step: s, .. } => depend(s, &r.span, diags, "an output"),
+                RefTarget::Var(v) => {
+                    if !var_names.contains(&v.as_str()) {
+                        let mut d = diag(
+                            wf,
+                            "flow::unknown-var",
+                            format!("unknown variable `{v}`"),
+                            r.span.clone(),
+                            "not declared",
+                        );
+                        d = match closest(v, var_names.iter().copied()) {
+                            Some(s) => d.help(format!("did you mean `{s}`?")),
+                            None => d.help(format!("declare it with [vars.{v}]")),
+                        };
+                        diags.push(d);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_provider(wf: &Workflow, step: &StepDecl, registry: &Registry, diags: &mut Diagnostics) {
+    if step.provider.is_empty() {
+        return;
+    }
+    let Some(provider) = registry.get(&step.provider) else {
+        let names = registry.names();
+        let help = match registry.closest(&step.provider) {
+            Some(s) => format!("did you mean `{s}`? Providers: {}", names.join(", ")),
+            None => format!("providers: {}", names.join(", ")),
+        };
+        diags.push(
+            diag(
+                wf,
+                "flow::unknown-provider",
+                format!("unknown provider `{}`", step.provider),
+                step.provider_span.clone(),
+                "not a provider",
+            )
+            .help(help),
+        );
+        return;
+    };
+    let schema = provider.schema();
+    for input in &step.inputs {
+        match schema.input(&input.key) {
+            Some(spec) => check_type(
+                wf,
+                &input.value,
+                &spec.ty,
+                &format!("`{}`", input.key),
+                diags,
+            ),
+            None if schema.open_inputs => {}
+            None => {
+                let known: Vec<&str> = schema.inputs.iter().map(|i| i.name).collect();
+                let help = match closest(&input.key, known.iter().copied()) {
+                    Some(s) => format!(
+                        "did you mean `{s}`? `{}` accepts: {}",
+                        step.provider,
+                        known.join(", ")
+                    ),
+                    None => format!("`{}` accepts: {}", step.provider, known.join(", ")),
+                };
+                diags.push(
+                    diag(
+                        wf,
+                        "flow::unknown-input",
+                        format!("`{}` has no input `{}`", step.provider, input.key),
+                        input.key_span.clone(),
+                        "unknown input",
+                    )
+                    .help(help),
+                );
+            }
+        }
+    }
+    for spec in schema.inputs.iter().filter(|s| s.required) {
+        if !step.inputs.iter().any(|i| i.key == spec.name) {
+            diags.push(
+                diag(
+                    wf,
+                    "flow::missing-input",
+                    format!(
+                        "step `{}` is missing the required input `{}`",
+                        step.name, spec.name
+                    ),
+                    step.inputs_span.clone(),
+                    &format!("`{}` needs `{}`", step.provider, spec.name),
+                )
+                .help(format!(
+                    "add `{} = ...` ({}: {}) under [steps.{}.inputs]",
+                    spec.name,
+                    spec.ty.describe(),
+                    spec.description,
+                    step.name
+                )),
+            );
+        }
+    }
+}
+
+/// Check a written value against an input type. References are checked where
+/// their type is known (a whole-value variable reference with a declared type).
+fn check_type(wf: &Workflow, node: &Node, ty: &InputType, what: &str, diags: &mut Diagnostics) {
+    let mismatch = |found: &str| {
+        diag(
+            wf,
+            "flow::wrong-type",
+            format!("{what} must be {}, found {found}", ty.describe()),
+            node.span.clone(),
+            &format!("expected {}", ty.describe()),
+        )
+    };
+    match (&node.kind, ty) {
+        (_, InputType::Any) => {}
+        (NodeKind::Str(t), _) => {
+            if let Some(r) = t.single_ref() {
+                if let RefTarget::Var(v) = &r.target
+                    && let Some(var) = wf.var(v)
+                    && !var_fits(var.ty, ty)
+                {
+                    diags.push(
+                        mismatch(&format!("variable `{v}` of type {}", var.ty.name())).help(
+                            format!(
+                                "declare `{v}` as {} or pass a different value",
+                                var_type_phrase_for(ty)
+                            ),
+                        ),
+                    );
+                }
+                return;
+            }
+            if !matches!(
+                ty,
+                InputType::String | InputType::LocalFile | InputType::Duration
+            ) {
+                diags.push(mismatch("a string"));
+            }
+        }
+        (NodeKind::Array(items), InputType::List(inner)) => {
+            for item in items {
+                check_type(wf, item, inner, &format!("each item of {what}"), diags);
+            }
+        }
+        (NodeKind::Table(entries), InputType::Map(inner)) => {
+            for e in entries {
+                check_type(
+                    wf,
+                    &e.value,
+                    inner,
+                    &format!("`{}` in {what}", e.key),
+                    diags,
+                );
+            }
+        }
+        (NodeKind::Int(_), InputType::Integer | InputType::Number) => {}
+        (NodeKind::Float(_), InputType::Number) => {}
+        (NodeKind::Bool(_), InputType::Bool) => {}
+        _ => diags.push(mismatch(type_name(node))),
+    }
+}
+
+fn var_fits(var: super::ast::VarType, ty: &InputType) -> bool {
+    use super::ast::VarType as V;
+    matches!(
+        (var, ty),
+        (V::Any, _)
+            | (_, InputType::Any)
+            | (
+                V::String,
+                InputType::String | InputType::LocalFile | InputType::Duration
+            )
+            | (V::Integer, InputType::Integer | InputType::Number)
+            | (V::Number, InputType::Number)
+            | (V::Bool, InputType::Bool)
+            | (V::List, InputType::List(_))
+            | (V::Table, InputType::Map(_))
+    )
+}
+
+fn var_type_phrase_for(ty: &InputType) -> &'static str {
+    use super::ast::VarType as V;
+    var_type_phrase(match ty {
+        InputType::Integer => V::Integer,
+        InputType::Number => V::Number,
+        InputType::Bool => V::Bool,
+        InputType::List(_) => V::List,
+        InputType::Map(_) => V::Table,
+        InputType::Any => V::Any,
+        _ => V::String,
+    })
+}
+
+/// The first dependency cycle, naming every step on it in order.
+fn find_cycle(wf: &Workflow, edges: &[Edge]) -> Option<Diag> {
+    let mut succ: BTreeMap<&str, Vec<&Edge>> = BTreeMap::new();
+    for e in edges {
+        succ.entry(e.from.as_str()).or_default().push(e);
+    }
+    // Iterative DFS with colours; the stack of edges gives the cycle's path.
+    let mut colour: BTreeMap<&str, u8> = BTreeMap::new();
+    for start in wf.steps.iter().map(|s| s.name.as_str()) {
+        if colour.get(start).copied().unwrap_or(0) != 0 {
+            continue;
+        }
+        let mut path: Vec<&Edge> = Vec::new();
+        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
+        colour.insert(start, 1);
+        while let Some((node, idx)) = stack.last().cloned() {
+            let next = succ.get(node).and_then(|v| v.get(idx)).copied();
+            stack.last_mut().expect("non-empty").1 += 1;
+            match next {
+                None => {
+                    colour.insert(node, 2);
+                    stack.pop();
+                    path.pop();
+                }
+                Some(edge) => match colour.get(edge.to.as_str()).copied().unwrap_or(0) {
+                    0 => {
+                        colour.insert(edge.to.as_str(), 1);
+                        path.push(edge);
+                        stack.push((edge.to.as_str(), 0));
+                    }
+                    1 => {
+                        path.push(edge);
+                        let begin = path.iter().position(|e| e.from == edge.to).unwrap_or(0);
+                        return Some(cycle_diag(wf, &path[begin..]));
+                    }
+                    _ => {}
+                },
+            }
+        }
+    }
+    None
+}
+
+fn cycle_diag(wf: &Workflow, cycle: &[&Edge]) -> Diag {
+    // Edges run from a dependency to its dependent; people read a cycle as
+    // "a needs b needs c needs a", so walk it backwards.
+    let mut names: Vec<&str> = cycle.iter().rev().map(|e| e.to.as_str()).collect();
+    names.push(names[0]);
+    let mut d = Diag::new(
+        "flow::cycle",
+        format!("dependency cycle: {}", names.join(" → ")),
+    )
+    .in_source(&wf.source);
+    for e in cycle {
+        d = d.label(e.span.clone(), format!("`{}` needs `{}`", e.to, e.from));
+    }
+    d.help("break the cycle by removing one of these references or dependencies")
+}

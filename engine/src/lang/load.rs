@@ -1,0 +1,246 @@
+//! Load a workflow for a command: read, parse, check, resolve variables and
+//! validate every input that is already known. All problems come back together.
+
+use std::path::{Path, PathBuf};
+
+use flow_providers::{InputType, InputValue, Registry, ValidateContext};
+
+use super::ast::{Entry, Node, NodeKind, StepDecl, Workflow};
+use super::check::{Edge, check_workflow};
+use super::parse::parse_workflow;
+use super::resolve::{Lookup, evaluate};
+use super::vars::{VarInputs, VarValues, resolve_vars};
+use crate::dag::Dag;
+use crate::diag::{Diag, Diagnostics, Source, Span};
+
+/// A workflow ready to plan.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The parsed workflow.
+    pub workflow: Workflow,
+    /// The dependency edges with the places that create them.
+    pub edges: Vec<Edge>,
+    /// The dependency graph.
+    pub dag: Dag,
+    /// Every variable's value.
+    pub vars: VarValues,
+    /// The workflow file's path as given.
+    pub path: PathBuf,
+}
+
+impl Loaded {
+    /// What `step` depends on directly, sorted.
+    pub fn deps_of(&self, step: &str) -> Vec<String> {
+        self.dag
+            .needs(step)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Read and check the workflow at `path`.
+pub fn load(
+    path: &Path,
+    var_inputs: &VarInputs,
+    registry: &Registry,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Loaded, Diagnostics> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        let mut d = Diagnostics::default();
+        d.push(
+            Diag::new(
+                "flow::missing-file",
+                format!("cannot read workflow {}: {e}", path.display()),
+            )
+            .help("check the path; workflow files are TOML"),
+        );
+        d
+    })?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let source = Source::new(path.display().to_string(), text);
+    let (wf, mut diags) = parse_workflow(&source, &dir);
+    let Some(wf) = wf else {
+        return Err(diags);
+    };
+    let (edges, check_diags) = check_workflow(&wf, registry);
+    diags.extend(check_diags);
+    let (vars, var_diags) = resolve_vars(&wf, var_inputs, env);
+    diags.extend(var_diags);
+    if diags.is_empty() {
+        for step in &wf.steps {
+            validate_known_inputs(&wf, step, &vars, registry, &mut diags);
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let dag = Dag::new(
+        wf.steps.iter().map(|s| s.name.as_str()),
+        edges.iter().map(|e| (e.from.as_str(), e.to.as_str())),
+    );
+    Ok(Loaded {
+        workflow: wf,
+        edges,
+        dag,
+        vars,
+        path: path.to_path_buf(),
+    })
+}
+
+/// Check inputs whose values are known before apply: local files exist,
+/// durations parse, and the provider's own offline checks pass.
+fn validate_known_inputs(
+    wf: &Workflow,
+    step: &StepDecl,
+    vars: &VarValues,
+    registry: &Registry,
+    diags: &mut Diagnostics,
+) {
+    let Some(provider) = registry.get(&step.provider) else {
+        return;
+    };
+    let schema = provider.schema();
+    let unknown_outputs = |_: &str, _: &str| Lookup::Unknown;
+    let mut values = Vec::new();
+    for input in &step.inputs {
+        let value = match evaluate(&input.value, vars, &unknown_outputs) {
+            Ok(e) => e.value,
+            Err(e) => {
+                diags.push(
+                    Diag::new("flow::bad-reference", e.message)
+                        .in_source(&wf.source)
+                        .label(e.span, "here"),
+                );
+                None
+            }
+        };
+        if let (Some(v), Some(spec)) = (&value, schema.input(&input.key)) {
+            check_known(wf, step, input, v, &spec.ty, diags);
+        }
+        values.push((
+            input.key.clone(),
+            value.map_or(InputValue::Unknown, InputValue::Known),
+        ));
+    }
+    let ctx = ValidateContext {
+        workdir: wf.dir.clone(),
+    };
+    for problem in provider.validate(&values, &ctx) {
+        let span = span_of_path(step, &problem.path);
+        let mut d = Diag::new(
+            "flow::invalid-input",
+            format!("step `{}`: {}", step.name, problem.message),
+        )
+        .in_source(&wf.source)
+        .label(span, "rejected by the provider");
+        if let Some(h) = problem.help {
+            d = d.help(h);
+        }
+        diags.push(d);
+    }
+}
+
+fn check_known(
+    wf: &Workflow,
+    step: &StepDecl,
+    input: &Entry,
+    value: &serde_json::Value,
+    ty: &InputType,
+    diags: &mut Diagnostics,
+) {
+    if !ty.accepts(value) {
+        diags.push(
+            Diag::new(
+                "flow::wrong-type",
+                format!(
+                    "`{}` of step `{}` must be {}, found {}",
+                    input.key,
+                    step.name,
+                    ty.describe(),
+                    json_type(value)
+                ),
+            )
+            .in_source(&wf.source)
+            .label(
+                input.value.span.clone(),
+                format!("expected {}", ty.describe()),
+            ),
+        );
+        return;
+    }
+    let Some(s) = value.as_str() else { return };
+    match ty {
+        InputType::LocalFile => {
+            let full = wf.dir.join(s);
+            if !full.is_file() {
+                diags.push(
+                    Diag::new(
+                        "flow::missing-file",
+                        format!("file `{s}` does not exist (looked for {})", full.display()),
+                    )
+                    .in_source(&wf.source)
+                    .label(input.value.span.clone(), "no such file")
+                    .help("paths are relative to the workflow file's folder"),
+                );
+            }
+        }
+        InputType::Duration => {
+            if let Err(e) = humantime::parse_duration(s) {
+                diags.push(
+                    Diag::new(
+                        "flow::bad-duration",
+                        format!("`{s}` is not a duration: {e}"),
+                    )
+                    .in_source(&wf.source)
+                    .label(input.value.span.clone(), "not a duration")
+                    .help("write a duration such as \"30s\", \"45m\" or \"1h 30m\""),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "nothing",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "a table",
+    }
+}
+
+/// The span of an input path such as `["parameters", "VpcCidr"]`; the deepest
+/// part found, else the step's inputs.
+pub fn span_of_path(step: &StepDecl, path: &[String]) -> Span {
+    let Some((first, rest)) = path.split_first() else {
+        return step.name_span.clone();
+    };
+    let Some(entry) = step.inputs.iter().find(|e| &e.key == first) else {
+        return step.inputs_span.clone();
+    };
+    let mut node: &Node = &entry.value;
+    let mut span = entry.key_span.start..entry.value.span.end;
+    for part in rest {
+        let next = match &node.kind {
+            NodeKind::Table(entries) => entries.iter().find(|e| &e.key == part).map(|e| &e.value),
+            NodeKind::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        };
+        match next {
+            Some(n) => {
+                node = n;
+                span = n.span.clone();
+            }
+            None => break,
+        }
+    }
+    span
+}

@@ -1,0 +1,446 @@
+//! Spanned TOML entries → a [`Workflow`], reporting every structural problem.
+
+use std::path::Path;
+
+use super::ast::{Entry, Node, NodeKind, StepDecl, VarDecl, VarType, Workflow};
+use super::template::is_name;
+use super::toml_nodes::{parse_document, type_name};
+use crate::diag::{Diag, Diagnostics, Source, Span};
+
+/// Parse a workflow file's text. The workflow is returned whenever the TOML
+/// itself parsed, so that later checks can report more problems in one run.
+pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnostics) {
+    let (entries, mut diags) = parse_document(source);
+    if diags
+        .items
+        .iter()
+        .any(|d| matches!(d.code, "flow::toml-syntax" | "flow::duplicate-name"))
+    {
+        return (None, diags);
+    }
+    let stem = Path::new(&source.name)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "workflow".into());
+    let mut wf = Workflow {
+        source: source.clone(),
+        dir: dir.to_path_buf(),
+        name: stem,
+        description: None,
+        region: None,
+        profile: None,
+        vars: Vec::new(),
+        steps: Vec::new(),
+    };
+    let mut p = Parser {
+        source,
+        diags: &mut diags,
+    };
+    for entry in &entries {
+        match entry.key.as_str() {
+            "workflow" => p.workflow_table(entry, &mut wf),
+            "vars" => wf.vars = p.each_table(entry, "vars", Parser::var),
+            "steps" => wf.steps = p.each_table(entry, "steps", Parser::step),
+            other => p.unknown_key(
+                entry,
+                other,
+                &["workflow", "vars", "steps"],
+                "the top level",
+            ),
+        }
+    }
+    (Some(wf), diags)
+}
+
+struct Parser<'a> {
+    source: &'a Source,
+    diags: &'a mut Diagnostics,
+}
+
+impl Parser<'_> {
+    fn err(
+        &mut self,
+        code: &'static str,
+        msg: String,
+        span: Span,
+        label: &str,
+        help: Option<String>,
+    ) {
+        let mut d = Diag::new(code, msg)
+            .in_source(self.source)
+            .label(span, label);
+        if let Some(h) = help {
+            d = d.help(h);
+        }
+        self.diags.push(d);
+    }
+
+    fn unknown_key(&mut self, entry: &Entry, key: &str, known: &[&str], place: &str) {
+        let help = match flow_providers::suggest::closest(key, known.iter().copied()) {
+            Some(s) => format!("did you mean `{s}`? Known keys here: {}", known.join(", ")),
+            None => format!("known keys here: {}", known.join(", ")),
+        };
+        self.err(
+            "flow::unknown-key",
+            format!("unknown key `{key}` in {place}"),
+            entry.key_span.clone(),
+            "not recognised",
+            Some(help),
+        );
+    }
+
+    fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) {
+        self.err(
+            "flow::wrong-type",
+            format!("{what} must be {expected}, found {}", type_name(node)),
+            node.span.clone(),
+            &format!("expected {expected}"),
+            None,
+        );
+    }
+
+    fn table<'e>(&mut self, node: &'e Node, what: &str) -> Option<&'e [Entry]> {
+        match &node.kind {
+            NodeKind::Table(entries) => Some(entries),
+            _ => {
+                self.wrong_type(node, what, "a table");
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, node: &Node, what: &str) -> Option<String> {
+        match &node.kind {
+            NodeKind::Str(t) => match t.as_literal() {
+                Some(s) => Some(s),
+                None => {
+                    self.err(
+                        "flow::reference-not-allowed",
+                        format!("{what} cannot contain references"),
+                        node.span.clone(),
+                        "write a plain value here",
+                        Some("only step inputs and variable defaults are interpolated".into()),
+                    );
+                    None
+                }
+            },
+            _ => {
+                self.wrong_type(node, what, "a string");
+                None
+            }
+        }
+    }
+
+    fn bool(&mut self, node: &Node, what: &str) -> Option<bool> {
+        match node.kind {
+            NodeKind::Bool(b) => Some(b),
+            _ => {
+                self.wrong_type(node, what, "a boolean");
+                None
+            }
+        }
+    }
+
+    fn workflow_table(&mut self, entry: &Entry, wf: &mut Workflow) {
+        let Some(entries) = self.table(&entry.value, "[workflow]") else {
+            return;
+        };
+        for e in entries {
+            let what = format!("workflow.{}", e.key);
+            match e.key.as_str() {
+                "name" => {
+                    if let Some(s) = self.string(&e.value, &what) {
+                        wf.name = s;
+                    }
+                }
+                "description" => wf.description = self.string(&e.value, &what),
+                "region" => wf.region = self.string(&e.value, &what),
+                "profile" => wf.profile = self.string(&e.value, &what),
+                other => self.unknown_key(
+                    e,
+                    other,
+                    &["name", "description", "region", "profile"],
+                    "[workflow]",
+                ),
+            }
+        }
+    }
+
+    fn each_table<T>(
+        &mut self,
+        entry: &Entry,
+        what: &str,
+        item: fn(&mut Self, &Entry, &[Entry]) -> Option<T>,
+    ) -> Vec<T> {
+        let Some(entries) = self.table(&entry.value, &format!("[{what}]")) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for e in entries {
+            if !is_name(&e.key) {
+                self.err(
+                    "flow::bad-name",
+                    format!("`{}` is not a valid name", e.key),
+                    e.key_span.clone(),
+                    "invalid name",
+                    Some(
+                        "names start with a letter or `_` and contain letters, digits, `_` and `-`"
+                            .into(),
+                    ),
+                );
+                continue;
+            }
+            let Some(fields) = self.table(&e.value, &format!("{what}.{}", e.key)) else {
+                continue;
+            };
+            if let Some(t) = item(self, e, fields) {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    fn var(&mut self, entry: &Entry, fields: &[Entry]) -> Option<VarDecl> {
+        let mut var = VarDecl {
+            name: entry.key.clone(),
+            name_span: entry.key_span.clone(),
+            default: None,
+            description: None,
+            ty: VarType::String,
+            sensitive: false,
+            env: None,
+        };
+        let mut declared_type = false;
+        for f in fields {
+            let what = format!("vars.{}.{}", entry.key, f.key);
+            match f.key.as_str() {
+                "default" => var.default = Some(f.value.clone()),
+                "description" => var.description = self.string(&f.value, &what),
+                "sensitive" => var.sensitive = self.bool(&f.value, &what).unwrap_or(false),
+                "env" => var.env = self.string(&f.value, &what),
+                "type" => {
+                    if let Some(s) = self.string(&f.value, &what) {
+                        match VarType::parse(&s) {
+                            Some(t) => {
+                                var.ty = t;
+                                declared_type = true;
+                            }
+                            None => self.err(
+                                "flow::unknown-type",
+                                format!("unknown variable type `{s}`"),
+                                f.value.span.clone(),
+                                "not a type",
+                                Some(
+                                    "types: string, integer, number, bool, list, table, any".into(),
+                                ),
+                            ),
+                        }
+                    }
+                }
+                other => self.unknown_key(
+                    f,
+                    other,
+                    &["default", "description", "type", "sensitive", "env"],
+                    &format!("[vars.{}]", entry.key),
+                ),
+            }
+        }
+        if !declared_type && let Some(d) = &var.default {
+            var.ty = infer_type(d);
+        }
+        if let Some(d) = &var.default {
+            if !d.refs().is_empty() {
+                self.err(
+                    "flow::reference-not-allowed",
+                    format!("the default of `{}` cannot contain references", var.name),
+                    d.refs()[0].span.clone(),
+                    "reference in a default",
+                    Some(
+                        "defaults are plain values; use the reference where the variable is used"
+                            .into(),
+                    ),
+                );
+            } else if !node_matches(var.ty, d) {
+                self.err(
+                    "flow::wrong-type",
+                    format!(
+                        "the default of `{}` must be {}, found {}",
+                        var.name,
+                        var_type_phrase(var.ty),
+                        type_name(d)
+                    ),
+                    d.span.clone(),
+                    &format!("expected {}", var_type_phrase(var.ty)),
+                    None,
+                );
+            }
+        }
+        Some(var)
+    }
+
+    fn step(&mut self, entry: &Entry, fields: &[Entry]) -> Option<StepDecl> {
+        let mut step = StepDecl {
+            name: entry.key.clone(),
+            name_span: entry.key_span.clone(),
+            provider: String::new(),
+            provider_span: entry.key_span.clone(),
+            depends_on: Vec::new(),
+            timeout: None,
+            retries: 0,
+            prevent_destroy: false,
+            region: None,
+            inputs: Vec::new(),
+            inputs_span: entry.key_span.clone(),
+        };
+        let mut has_provider = false;
+        for f in fields {
+            let what = format!("steps.{}.{}", entry.key, f.key);
+            match f.key.as_str() {
+                "provider" => {
+                    if let Some(p) = self.string(&f.value, &what) {
+                        step.provider = p;
+                        step.provider_span = f.value.span.clone();
+                        has_provider = true;
+                    }
+                }
+                "depends_on" => match &f.value.kind {
+                    NodeKind::Array(items) => {
+                        for item in items {
+                            if let Some(s) = self.string(item, &what) {
+                                step.depends_on.push((s, item.span.clone()));
+                            }
+                        }
+                    }
+                    _ => self.wrong_type(&f.value, &what, "an array of step names"),
+                },
+                "timeout" => {
+                    if let Some(s) = self.string(&f.value, &what) {
+                        match humantime::parse_duration(&s) {
+                            Ok(d) if !d.is_zero() => step.timeout = Some(d),
+                            Ok(_) => self.err(
+                                "flow::bad-duration",
+                                "a timeout must be longer than zero".into(),
+                                f.value.span.clone(),
+                                "zero",
+                                Some("write a duration such as \"45m\" or \"1h 30m\"".into()),
+                            ),
+                            Err(e) => self.err(
+                                "flow::bad-duration",
+                                format!("`{s}` is not a duration: {e}"),
+                                f.value.span.clone(),
+                                "not a duration",
+                                Some(
+                                    "write a duration such as \"30s\", \"45m\" or \"1h 30m\""
+                                        .into(),
+                                ),
+                            ),
+                        }
+                    }
+                }
+                "retries" => match f.value.kind {
+                    NodeKind::Int(n) if (0..=100).contains(&n) => step.retries = n as u32,
+                    NodeKind::Int(_) => self.err(
+                        "flow::out-of-range",
+                        "retries must be between 0 and 100".into(),
+                        f.value.span.clone(),
+                        "out of range",
+                        None,
+                    ),
+                    _ => self.wrong_type(&f.value, &what, "an integer"),
+                },
+                "region" => step.region = self.string(&f.value, &what),
+                "lifecycle" => {
+                    if let Some(items) = self.table(&f.value, &what) {
+                        for l in items {
+                            match l.key.as_str() {
+                                "prevent_destroy" => {
+                                    step.prevent_destroy = self
+                                        .bool(&l.value, &format!("{what}.prevent_destroy"))
+                                        .unwrap_or(false)
+                                }
+                                other => self.unknown_key(
+                                    l,
+                                    other,
+                                    &["prevent_destroy"],
+                                    &format!("[steps.{}.lifecycle]", entry.key),
+                                ),
+                            }
+                        }
+                    }
+                }
+                "inputs" => {
+                    if let Some(items) = self.table(&f.value, &what) {
+                        step.inputs = items.to_vec();
+                        step.inputs_span = f.key_span.clone();
+                    }
+                }
+                other => self.unknown_key(
+                    f,
+                    other,
+                    &[
+                        "provider",
+                        "depends_on",
+                        "timeout",
+                        "retries",
+                        "region",
+                        "lifecycle",
+                        "inputs",
+                    ],
+                    &format!("[steps.{}]", entry.key),
+                ),
+            }
+        }
+        if !has_provider && !fields.iter().any(|f| f.key == "provider") {
+            self.err(
+                "flow::missing-provider",
+                format!("step `{}` has no provider", entry.key),
+                entry.key_span.clone(),
+                "this step",
+                Some(format!(
+                    "add `provider = \"...\"` under [steps.{}]",
+                    entry.key
+                )),
+            );
+        }
+        Some(step)
+    }
+}
+
+/// The type a default value implies when no `type` is declared.
+fn infer_type(node: &Node) -> VarType {
+    match node.kind {
+        NodeKind::Str(_) | NodeKind::Datetime(_) => VarType::String,
+        NodeKind::Int(_) => VarType::Integer,
+        NodeKind::Float(_) => VarType::Number,
+        NodeKind::Bool(_) => VarType::Bool,
+        NodeKind::Array(_) => VarType::List,
+        NodeKind::Table(_) => VarType::Table,
+    }
+}
+
+/// Whether a written value fits a variable type.
+pub fn node_matches(ty: VarType, node: &Node) -> bool {
+    matches!(
+        (ty, &node.kind),
+        (VarType::Any, _)
+            | (VarType::String, NodeKind::Str(_) | NodeKind::Datetime(_))
+            | (VarType::Integer, NodeKind::Int(_))
+            | (VarType::Number, NodeKind::Int(_) | NodeKind::Float(_))
+            | (VarType::Bool, NodeKind::Bool(_))
+            | (VarType::List, NodeKind::Array(_))
+            | (VarType::Table, NodeKind::Table(_))
+    )
+}
+
+/// "a string", "an integer", … for a variable type.
+pub fn var_type_phrase(ty: VarType) -> &'static str {
+    match ty {
+        VarType::String => "a string",
+        VarType::Integer => "an integer",
+        VarType::Number => "a number",
+        VarType::Bool => "a boolean",
+        VarType::List => "a list",
+        VarType::Table => "a table",
+        VarType::Any => "any value",
+    }
+}

@@ -1,0 +1,289 @@
+//! Variable values: defaults, then environment variables, then `--var-file`
+//! files, then `--var NAME=VALUE`, each later one winning.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::ast::{Node, NodeKind, VarDecl, VarType, Workflow};
+use super::parse::{node_matches, var_type_phrase};
+use super::toml_nodes::{parse_document, type_name};
+use crate::diag::{Diag, Diagnostics, Source};
+use flow_providers::suggest::closest;
+
+/// Where a variable's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The declaration's default.
+    Default,
+    /// An environment variable.
+    Env(String),
+    /// A `--var-file`.
+    File(String),
+    /// A `--var` flag.
+    Flag,
+}
+
+/// A variable's value for this run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VarValue {
+    /// The value.
+    pub value: Value,
+    /// Whether it is secret.
+    pub sensitive: bool,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+/// Every variable's value, by name.
+pub type VarValues = BTreeMap<String, VarValue>;
+
+/// What the command line says about variables.
+#[derive(Debug, Clone, Default)]
+pub struct VarInputs {
+    /// `--var NAME=VALUE`, in order.
+    pub flags: Vec<String>,
+    /// `--var-file FILE`, in order.
+    pub files: Vec<std::path::PathBuf>,
+    /// Values fixed by a saved plan; they win over everything.
+    pub fixed: Vec<(String, Value)>,
+}
+
+/// Work out every variable's value, reporting every problem.
+pub fn resolve_vars(
+    wf: &Workflow,
+    inputs: &VarInputs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (VarValues, Diagnostics) {
+    let mut diags = Diagnostics::default();
+    let mut values = VarValues::new();
+    for var in &wf.vars {
+        if let Some(d) = &var.default
+            && d.refs().is_empty()
+            && node_matches(var.ty, d)
+        {
+            values.insert(
+                var.name.clone(),
+                value(node_to_json(d), var, Origin::Default),
+            );
+        }
+        if let Some(name) = &var.env
+            && let Some(raw) = env(name)
+        {
+            match parse_flag_value(var.ty, &raw) {
+                Ok(v) => {
+                    values.insert(var.name.clone(), value(v, var, Origin::Env(name.clone())));
+                }
+                Err(e) => diags.push(
+                    Diag::new(
+                        "flow::bad-var-value",
+                        format!("environment variable {name} (for `{}`): {e}", var.name),
+                    )
+                    .in_source(&wf.source)
+                    .label(var.name_span.clone(), "declared here"),
+                ),
+            }
+        }
+    }
+    for file in &inputs.files {
+        apply_var_file(wf, file, &mut values, &mut diags);
+    }
+    for flag in &inputs.flags {
+        let Some((name, raw)) = flag.split_once('=') else {
+            diags.push(
+                Diag::new(
+                    "flow::bad-var-flag",
+                    format!("`--var {flag}` is not NAME=VALUE"),
+                )
+                .help("write --var NAME=VALUE"),
+            );
+            continue;
+        };
+        let name = name.trim();
+        let Some(var) = wf.var(name) else {
+            diags.push(unknown_var_diag(wf, name, "--var"));
+            continue;
+        };
+        match parse_flag_value(var.ty, raw) {
+            Ok(v) => {
+                values.insert(name.to_string(), value(v, var, Origin::Flag));
+            }
+            Err(e) => diags.push(
+                Diag::new("flow::bad-var-value", format!("--var {name}: {e}"))
+                    .in_source(&wf.source)
+                    .label(
+                        var.name_span.clone(),
+                        format!("declared as {}", var.ty.name()),
+                    ),
+            ),
+        }
+    }
+    for (name, fixed) in &inputs.fixed {
+        match wf.var(name) {
+            Some(var) => {
+                values.insert(name.clone(), value(fixed.clone(), var, Origin::Flag));
+            }
+            None => diags.push(unknown_var_diag(wf, name, "the saved plan")),
+        }
+    }
+    for var in &wf.vars {
+        if !values.contains_key(&var.name) && var.default.is_none() {
+            let mut how = format!("pass --var {}=VALUE", var.name);
+            if let Some(env) = &var.env {
+                how.push_str(&format!(", set the environment variable {env}"));
+            }
+            how.push_str(", or give it a default");
+            diags.push(
+                Diag::new(
+                    "flow::missing-var",
+                    format!("variable `{}` has no value", var.name),
+                )
+                .in_source(&wf.source)
+                .label(var.name_span.clone(), "needs a value")
+                .help(how),
+            );
+        }
+    }
+    (values, diags)
+}
+
+fn value(v: Value, var: &VarDecl, origin: Origin) -> VarValue {
+    VarValue {
+        value: v,
+        sensitive: var.sensitive,
+        origin,
+    }
+}
+
+fn unknown_var_diag(wf: &Workflow, name: &str, via: &str) -> Diag {
+    let names: Vec<&str> = wf.vars.iter().map(|v| v.name.as_str()).collect();
+    let d = Diag::new(
+        "flow::unknown-var",
+        format!("{via} sets `{name}`, but the workflow declares no such variable"),
+    );
+    match closest(name, names.iter().copied()) {
+        Some(s) => d.help(format!("did you mean `{s}`?")),
+        None if names.is_empty() => d.help("the workflow declares no variables"),
+        None => d.help(format!("declared variables: {}", names.join(", "))),
+    }
+}
+
+fn apply_var_file(wf: &Workflow, file: &Path, values: &mut VarValues, diags: &mut Diagnostics) {
+    let shown = file.display().to_string();
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            diags.push(
+                Diag::new(
+                    "flow::missing-file",
+                    format!("cannot read var file {shown}: {e}"),
+                )
+                .help("check the path given to --var-file"),
+            );
+            return;
+        }
+    };
+    let source = Source::new(shown.clone(), text);
+    let (entries, file_diags) = parse_document(&source);
+    let failed = !file_diags.is_empty();
+    diags.extend(file_diags);
+    if failed {
+        return;
+    }
+    for entry in entries {
+        let Some(var) = wf.var(&entry.key) else {
+            let mut d = unknown_var_diag(wf, &entry.key, &shown);
+            d = d
+                .in_source(&source)
+                .label(entry.key_span.clone(), "not declared");
+            diags.push(d);
+            continue;
+        };
+        if !entry.value.refs().is_empty() {
+            diags.push(
+                Diag::new("flow::reference-not-allowed", "var files hold plain values")
+                    .in_source(&source)
+                    .label(entry.value.span.clone(), "reference here"),
+            );
+        } else if !node_matches(var.ty, &entry.value) {
+            diags.push(
+                Diag::new(
+                    "flow::wrong-type",
+                    format!(
+                        "`{}` must be {}, found {}",
+                        var.name,
+                        var_type_phrase(var.ty),
+                        type_name(&entry.value)
+                    ),
+                )
+                .in_source(&source)
+                .label(
+                    entry.value.span.clone(),
+                    format!("expected {}", var_type_phrase(var.ty)),
+                ),
+            );
+        } else {
+            values.insert(
+                var.name.clone(),
+                value(node_to_json(&entry.value), var, Origin::File(shown.clone())),
+            );
+        }
+    }
+}
+
+/// A value given on the command line or in the environment, read as the
+/// variable's type (lists and tables are TOML: `--var 'azs=["a","b"]'`).
+pub fn parse_flag_value(ty: VarType, raw: &str) -> Result<Value, String> {
+    match ty {
+        VarType::String => Ok(Value::String(raw.to_string())),
+        VarType::Integer => raw
+            .trim()
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| format!("`{raw}` is not an integer")),
+        VarType::Number => raw
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or_else(|| format!("`{raw}` is not a number")),
+        VarType::Bool => match raw.trim() {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            _ => Err(format!("`{raw}` is not true or false")),
+        },
+        VarType::List | VarType::Table | VarType::Any => {
+            let doc = format!("v = {raw}");
+            let source = Source::new("value", doc);
+            let (entries, diags) = parse_document(&source);
+            let node = entries.into_iter().next().map(|e| e.value);
+            match node {
+                Some(n) if diags.is_empty() && node_matches(ty, &n) => Ok(node_to_json(&n)),
+                _ if ty == VarType::Any => Ok(Value::String(raw.to_string())),
+                _ => Err(format!("`{raw}` is not {}", var_type_phrase(ty))),
+            }
+        }
+    }
+}
+
+/// A reference-free value as JSON.
+pub fn node_to_json(node: &Node) -> Value {
+    match &node.kind {
+        NodeKind::Str(t) => Value::String(t.as_literal().unwrap_or_default()),
+        NodeKind::Int(i) => Value::from(*i),
+        NodeKind::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        NodeKind::Bool(b) => Value::Bool(*b),
+        NodeKind::Datetime(d) => Value::String(d.clone()),
+        NodeKind::Array(items) => Value::Array(items.iter().map(node_to_json).collect()),
+        NodeKind::Table(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|e| (e.key.clone(), node_to_json(&e.value)))
+                .collect(),
+        ),
+    }
+}

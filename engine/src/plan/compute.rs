@@ -1,0 +1,286 @@
+//! Compute a plan: compare what the workflow asks for with what state recorded.
+//! No provider is called: plans are instant.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flow_providers::{Change, Registry};
+use flow_state::{Operation, StepRecord};
+use serde_json::Value;
+
+use super::model::{Action, InputDiff, Plan, Shown, StepChange};
+use crate::diag::{Diag, Diagnostics};
+use crate::inputs::{Desired, UNKNOWN, desired_inputs};
+use crate::lang::load::Loaded;
+use crate::lang::resolve::Lookup;
+
+/// Everything a plan is computed from.
+pub struct PlanRequest<'a> {
+    /// The checked workflow.
+    pub loaded: &'a Loaded,
+    /// The provider kinds.
+    pub registry: &'a Registry,
+    /// What state holds, by step name.
+    pub records: &'a BTreeMap<String, StepRecord>,
+    /// The state's digest salt.
+    pub salt: &'a [u8],
+    /// The state's serial.
+    pub serial: u64,
+    /// `--target` steps (with what they need); empty for all.
+    pub targets: &'a [String],
+    /// `--replace` steps.
+    pub replace: &'a [String],
+}
+
+/// Plan every step of the workflow and every step state holds that the
+/// workflow no longer has.
+pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
+    let mut diags = Diagnostics::default();
+    let wf = &req.loaded.workflow;
+    for name in req.targets.iter().chain(req.replace) {
+        if wf.step(name).is_none() && !req.records.contains_key(name) {
+            diags.push(
+                Diag::new("flow::unknown-step", format!("there is no step `{name}`"))
+                    .help("--target and --replace name steps of the workflow or of state"),
+            );
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let selected: Option<BTreeSet<String>> =
+        (!req.targets.is_empty()).then(|| req.loaded.dag.with_ancestors(req.targets));
+    let order = req.loaded.dag.topo_order().unwrap_or_default();
+    let mut planned: BTreeMap<String, Action> = BTreeMap::new();
+    let mut changes = Vec::new();
+    for name in order {
+        if selected.as_ref().is_some_and(|s| !s.contains(name)) {
+            continue;
+        }
+        let step = wf.step(name).expect("dag node is a step");
+        let lookup = |s: &str, k: &str| -> Lookup {
+            match planned.get(s) {
+                Some(Action::NoOp) | None => match req.records.get(s) {
+                    Some(rec) => match rec.outputs.get(k) {
+                        Some(v) => Lookup::Known(v.clone()),
+                        None => Lookup::Missing(rec.outputs.keys().cloned().collect()),
+                    },
+                    None => Lookup::Unknown,
+                },
+                Some(_) => Lookup::Unknown,
+            }
+        };
+        let desired = match desired_inputs(req.loaded, step, req.registry, req.salt, &lookup) {
+            Ok(d) => d,
+            Err(errs) => {
+                errs.into_iter().for_each(|e| diags.push(e));
+                continue;
+            }
+        };
+        let change = plan_step(req, name, &step.provider, &desired, step.prevent_destroy);
+        match change {
+            Ok(mut c) => {
+                c.depends_on = req.loaded.deps_of(name);
+                planned.insert(name.to_string(), c.action);
+                changes.push(c);
+            }
+            Err(d) => diags.push(*d),
+        }
+    }
+    let mut gone: Vec<&StepRecord> = req
+        .records
+        .values()
+        .filter(|r| wf.step(&r.name).is_none())
+        .filter(|r| req.targets.is_empty() || req.targets.contains(&r.name))
+        .collect();
+    gone.sort_by(|a, b| a.name.cmp(&b.name));
+    for rec in gone {
+        if rec.prevent_destroy && rec.applied {
+            diags.push(
+                Diag::new(
+                    "flow::prevent-destroy",
+                    format!(
+                        "step `{}` was removed from the workflow, but it has lifecycle.prevent_destroy",
+                        rec.name
+                    ),
+                )
+                .help(format!(
+                    "put the step back, or delete it on purpose with `flow destroy FILE --target {} --allow-protected`",
+                    rec.name
+                )),
+            );
+            continue;
+        }
+        changes.push(StepChange {
+            step: rec.name.clone(),
+            action: Action::Delete,
+            provider: rec.provider.clone(),
+            reason: "removed from the workflow".into(),
+            inputs: Vec::new(),
+            known_after_apply: false,
+            resumes: rec.in_flight.as_ref().map(|f| f.token.clone()),
+            depends_on: rec.depends_on.clone(),
+        });
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    Ok(Plan {
+        workflow: wf.name.clone(),
+        changes,
+        state_serial: req.serial,
+    })
+}
+
+fn plan_step(
+    req: &PlanRequest<'_>,
+    name: &str,
+    provider_name: &str,
+    desired: &Desired,
+    prevent_destroy: bool,
+) -> Result<StepChange, Box<Diag>> {
+    let provider = req.registry.get(provider_name).expect("checked provider");
+    let schema = provider.schema();
+    let record = req.records.get(name);
+    let forced = req.replace.iter().any(|r| r == name);
+    let mut change = StepChange {
+        step: name.to_string(),
+        action: Action::NoOp,
+        provider: provider_name.to_string(),
+        reason: String::new(),
+        inputs: Vec::new(),
+        known_after_apply: !desired.is_known(),
+        resumes: record
+            .and_then(|r| r.in_flight.as_ref())
+            .map(|f| f.token.clone()),
+        depends_on: Vec::new(),
+    };
+    let after = |k: &str| shown_after(desired, k);
+    let Some(rec) = record.filter(|r| r.applied) else {
+        change.action = Action::Create;
+        change.reason = match record {
+            Some(r) if r.in_flight.is_some() => "resumes an interrupted create".into(),
+            Some(r) if r.last_error.is_some() => "the last attempt failed".into(),
+            _ => "new step".into(),
+        };
+        change.inputs = desired
+            .stored
+            .keys()
+            .map(|k| InputDiff {
+                name: k.clone(),
+                before: Shown::Absent,
+                after: after(k),
+                forces_replacement: false,
+            })
+            .collect();
+        return Ok(change);
+    };
+    let diff = if rec.provider != provider_name {
+        Change::Replace(vec![])
+    } else {
+        provider.diff(&rec.inputs, &desired.stored)
+    };
+    let (action, mut reason, forcing) = match (&diff, forced) {
+        (_, true) => (
+            Action::Replace,
+            "requested with --replace".to_string(),
+            vec![],
+        ),
+        (Change::Replace(f), _) if rec.provider != provider_name => (
+            Action::Replace,
+            format!("provider changed from {} to {provider_name}", rec.provider),
+            f.clone(),
+        ),
+        (Change::Replace(f), _) => (
+            Action::Replace,
+            if f.is_empty() {
+                "inputs changed".to_string()
+            } else {
+                format!("forced by {}", quoted(f))
+            },
+            f.clone(),
+        ),
+        (Change::Update(_), _) => (Action::Update, "inputs changed".into(), vec![]),
+        (Change::NoOp, _) => (Action::NoOp, String::new(), vec![]),
+    };
+    let mut action = action;
+    if let Some(flight) = &rec.in_flight {
+        let resumed = match flight.operation {
+            Operation::Create => Action::Replace,
+            Operation::Update => Action::Update,
+            Operation::Delete => Action::Replace,
+        };
+        if action < resumed {
+            action = resumed;
+            reason = format!("resumes an interrupted {}", flight.operation);
+        }
+    } else if action == Action::NoOp && rec.last_error.is_some() {
+        action = Action::Update;
+        reason = "the last attempt failed".into();
+    }
+    if action == Action::Replace && prevent_destroy {
+        return Err(Box::new(Diag::new(
+            "flow::prevent-destroy",
+            format!("step `{name}` must be replaced ({reason}), but it has lifecycle.prevent_destroy"),
+        )
+        .help("revert the change that forces replacement, or remove prevent_destroy first")));
+    }
+    change.action = action;
+    change.reason = reason;
+    if action != Action::NoOp {
+        let mut names: Vec<&String> = rec.inputs.keys().chain(desired.stored.keys()).collect();
+        names.sort();
+        names.dedup();
+        change.inputs = names
+            .into_iter()
+            .filter(|k| rec.inputs.get(*k) != desired.stored.get(*k))
+            .map(|k| InputDiff {
+                name: k.clone(),
+                before: shown_before(rec.inputs.get(k)),
+                after: if desired.stored.contains_key(k) {
+                    after(k)
+                } else {
+                    Shown::Absent
+                },
+                forces_replacement: forcing.contains(k)
+                    || schema.input(k).is_some_and(|s| s.force_new) && action == Action::Replace,
+            })
+            .collect();
+    }
+    Ok(change)
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn shown_after(desired: &Desired, key: &str) -> Shown {
+    if desired.unknown.iter().any(|k| k == key) {
+        Shown::KnownAfterApply
+    } else if desired.sensitive.iter().any(|k| k == key) {
+        Shown::Sensitive
+    } else {
+        desired
+            .actual
+            .get(key)
+            .cloned()
+            .map_or(Shown::Absent, Shown::Value)
+    }
+}
+
+fn shown_before(value: Option<&Value>) -> Shown {
+    match value {
+        None => Shown::Absent,
+        Some(Value::String(s)) if is_digest(s) => Shown::Sensitive,
+        Some(Value::String(s)) if s == UNKNOWN => Shown::KnownAfterApply,
+        Some(v) => Shown::Value(v.clone()),
+    }
+}
+
+fn is_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}

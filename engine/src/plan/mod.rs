@@ -1,0 +1,9 @@
+//! Plans: what apply would do, computed from the workflow and state alone.
+
+pub mod compute;
+pub mod model;
+pub mod render;
+pub mod saved;
+
+pub use compute::{PlanRequest, compute_plan};
+pub use model::{Action, Plan, StepChange};

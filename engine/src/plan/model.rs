@@ -1,0 +1,157 @@
+//! What a plan is: one change per step, with per-input differences.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What apply will do to a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Nothing.
+    NoOp,
+    /// Create it (or run the task).
+    Create,
+    /// Change it in place.
+    Update,
+    /// Delete it and create it again (or re-run the task).
+    Replace,
+    /// Delete it.
+    Delete,
+}
+
+impl Action {
+    /// The word used in plans.
+    pub fn word(self) -> &'static str {
+        match self {
+            Action::NoOp => "no-op",
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Delete => "delete",
+        }
+    }
+
+    /// The one- to three-character sign shown before the step.
+    pub fn sign(self) -> &'static str {
+        match self {
+            Action::NoOp => " ",
+            Action::Create => "+",
+            Action::Update => "~",
+            Action::Replace => "-/+",
+            Action::Delete => "-",
+        }
+    }
+}
+
+/// A value as a plan may show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shown {
+    /// The value itself.
+    Value(Value),
+    /// A secret: never shown.
+    Sensitive,
+    /// Not known until apply.
+    KnownAfterApply,
+    /// Not set.
+    Absent,
+}
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shown::Value(v) => write!(f, "{v}"),
+            Shown::Sensitive => f.write_str("(sensitive)"),
+            Shown::KnownAfterApply => f.write_str("(known after apply)"),
+            Shown::Absent => f.write_str("(none)"),
+        }
+    }
+}
+
+/// One input's before and after.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputDiff {
+    /// The input's name.
+    pub name: String,
+    /// What state recorded.
+    pub before: Shown,
+    /// What the workflow asks for.
+    pub after: Shown,
+    /// Whether this input forces a replacement.
+    pub forces_replacement: bool,
+}
+
+/// The planned change of one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepChange {
+    /// The step.
+    pub step: String,
+    /// What will happen.
+    pub action: Action,
+    /// The provider kind.
+    pub provider: String,
+    /// Why, in a few words (empty for no-op).
+    pub reason: String,
+    /// The inputs that differ (all inputs for a create).
+    pub inputs: Vec<InputDiff>,
+    /// Whether some inputs are only known once earlier steps are applied.
+    pub known_after_apply: bool,
+    /// The operation token of an interrupted operation this change resumes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumes: Option<String>,
+    /// What it depends on (from the workflow; from state for deletes).
+    pub depends_on: Vec<String>,
+}
+
+/// A whole plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The workflow's name.
+    pub workflow: String,
+    /// Every step's change: workflow steps in dependency order, then deletes.
+    pub changes: Vec<StepChange>,
+    /// The state's serial when planned; a saved plan refuses a newer state.
+    pub state_serial: u64,
+}
+
+/// Counts of each action.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Steps to create.
+    pub create: usize,
+    /// Steps to update in place.
+    pub update: usize,
+    /// Steps to replace.
+    pub replace: usize,
+    /// Steps to delete.
+    pub delete: usize,
+    /// Steps left alone.
+    pub unchanged: usize,
+}
+
+impl Plan {
+    /// Counts of each action.
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::default();
+        for c in &self.changes {
+            match c.action {
+                Action::Create => s.create += 1,
+                Action::Update => s.update += 1,
+                Action::Replace => s.replace += 1,
+                Action::Delete => s.delete += 1,
+                Action::NoOp => s.unchanged += 1,
+            }
+        }
+        s
+    }
+
+    /// Whether anything would change.
+    pub fn has_changes(&self) -> bool {
+        self.changes.iter().any(|c| c.action != Action::NoOp)
+    }
+
+    /// The change for `step`.
+    pub fn change(&self, step: &str) -> Option<&StepChange> {
+        self.changes.iter().find(|c| c.step == step)
+    }
+}

@@ -1,0 +1,104 @@
+//! Plans for people (text, coloured on a terminal) and for programs (JSON).
+
+use std::fmt::Write;
+
+use super::model::{Action, Plan, Shown};
+use crate::style::Style;
+
+/// The plan as text: one block per changed step, then a summary line.
+pub fn render_text(plan: &Plan, style: &Style) -> String {
+    let mut out = String::new();
+    let changed: Vec<_> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::NoOp)
+        .collect();
+    if changed.is_empty() {
+        let _ = writeln!(
+            out,
+            "No changes. {} step{} up to date.",
+            plan.changes.len(),
+            if plan.changes.len() == 1 {
+                " is"
+            } else {
+                "s are"
+            }
+        );
+        return out;
+    }
+    let width = changed.iter().map(|c| c.step.len()).max().unwrap_or(0);
+    for c in &changed {
+        let sign = style.action(c.action, c.action.sign());
+        let _ = writeln!(
+            out,
+            "{sign:>3} {:<width$}  {}  {}{}",
+            style.bold(&c.step),
+            style.dim(&format!("({})", c.provider)),
+            style.action(c.action, c.action.word()),
+            if c.reason.is_empty() {
+                String::new()
+            } else {
+                style.dim(&format!(" — {}", c.reason))
+            },
+        );
+        if let Some(token) = &c.resumes {
+            let _ = writeln!(
+                out,
+                "      {}",
+                style.dim(&format!("operation token {token}"))
+            );
+        }
+        let key_width = c.inputs.iter().map(|i| i.name.len()).max().unwrap_or(0);
+        for input in &c.inputs {
+            let after = shown(&input.after);
+            let line = match (c.action, &input.before) {
+                (Action::Create, _) | (_, Shown::Absent) => after,
+                _ => format!("{} → {after}", shown(&input.before)),
+            };
+            let _ = writeln!(
+                out,
+                "      {:<key_width$} = {line}{}",
+                input.name,
+                if input.forces_replacement {
+                    style.warn("  # forces replacement")
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    let s = plan.summary();
+    let _ = writeln!(
+        out,
+        "\nPlan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
+        s.create, s.update, s.replace, s.delete, s.unchanged
+    );
+    out
+}
+
+fn shown(s: &Shown) -> String {
+    match s {
+        Shown::Value(v) => {
+            let text = v.to_string();
+            if text.chars().count() > 200 {
+                let cut: String = text.chars().take(197).collect();
+                format!("{cut}...")
+            } else {
+                text
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The plan as JSON: `{"workflow":…, "changes":[{"step":…, "action":…}], "summary":{…}}`.
+pub fn render_json(plan: &Plan) -> String {
+    let value = serde_json::json!({
+        "format_version": 1,
+        "workflow": plan.workflow,
+        "state_serial": plan.state_serial,
+        "changes": plan.changes,
+        "summary": plan.summary(),
+    });
+    serde_json::to_string_pretty(&value).expect("plan serialises")
+}

@@ -1,0 +1,99 @@
+//! Saved plans (`flow plan --out FILE`): the plan plus everything needed to
+//! check, at apply time, that nothing it was computed from has changed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::model::Plan;
+use crate::lang::vars::VarValues;
+
+/// What marks a file as a saved plan.
+pub const FORMAT: &str = "flow-plan";
+
+/// A variable's value as saved: secrets only as a salted digest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SavedVar {
+    /// The value.
+    Value(Value),
+    /// The digest of a sensitive value; it must be given again at apply.
+    SensitiveDigest(String),
+}
+
+/// A plan file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedPlan {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The file layout's version.
+    pub version: u32,
+    /// The workflow file (absolute).
+    pub workflow_path: PathBuf,
+    /// SHA-256 of the workflow file's text.
+    pub workflow_digest: String,
+    /// The state folder (absolute).
+    pub state_dir: PathBuf,
+    /// Salt for the digests of sensitive variables.
+    pub salt: String,
+    /// Every variable's value.
+    pub vars: BTreeMap<String, SavedVar>,
+    /// `--target` steps.
+    pub targets: Vec<String>,
+    /// `--replace` steps.
+    pub replace: Vec<String>,
+    /// The plan itself.
+    pub plan: Plan,
+}
+
+/// SHA-256 of text, hex.
+pub fn text_digest(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+impl SavedPlan {
+    /// Save vars with secrets digested under a fresh salt.
+    pub fn vars_for_saving(vars: &VarValues, salt: &str) -> BTreeMap<String, SavedVar> {
+        vars.iter()
+            .map(|(k, v)| {
+                let saved = if v.sensitive {
+                    SavedVar::SensitiveDigest(crate::secrets::digest(salt.as_bytes(), &v.value))
+                } else {
+                    SavedVar::Value(v.value.clone())
+                };
+                (k.clone(), saved)
+            })
+            .collect()
+    }
+
+    /// Write the plan file (mode 0600).
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let text = serde_json::to_string_pretty(self).expect("plan serialises");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")
+    }
+
+    /// Read `path` if it is a saved plan; `Ok(None)` if it is something else
+    /// (a workflow file).
+    pub fn read_if_plan(path: &Path) -> std::io::Result<Option<SavedPlan>> {
+        let text = std::fs::read_to_string(path)?;
+        if !text.trim_start().starts_with('{') {
+            return Ok(None);
+        }
+        match serde_json::from_str::<SavedPlan>(&text) {
+            Ok(p) if p.format == FORMAT => Ok(Some(p)),
+            _ => Ok(None),
+        }
+    }
+}

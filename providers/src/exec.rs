@@ -1,0 +1,216 @@
+//! The `exec` provider: a resource made by shell commands.
+//!
+//! `run` creates or updates it and reports outputs by appending `key=value`
+//! lines to the file named by `$FLOW_OUTPUT`; `destroy`, if given, deletes
+//! it. Both run with `sh -c` in the workflow file's folder (or `workdir`),
+//! with the inherited environment plus `env` and:
+//!
+//! - `FLOW_STEP`: the step's name;
+//! - `FLOW_OPERATION_TOKEN`: the operation's token, the same when flow
+//!   re-issues an interrupted command on resume, so a script can use it to
+//!   be idempotent;
+//! - `FLOW_OUTPUT`: a fresh empty file for outputs, removed afterwards
+//!   (`destroy` gets one too, but what it writes there is ignored);
+//! - for `destroy` only, each output as `FLOW_OUTPUT_<KEY>` (`vpc.id` →
+//!   `FLOW_OUTPUT_VPC_ID`).
+//!
+//! Output lines go to the step log and, at most four times a second, to the
+//! live progress display. A command still running when its operation is
+//! abandoned (timeout, Ctrl-C) is killed with its whole process group; see
+//! the `group` module for what survives a `kill -9` of flow itself.
+
+mod checks;
+mod group;
+mod inputs;
+mod outputs;
+mod shell;
+mod transcript;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::contract::{
+    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
+    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+};
+use inputs::ExecInputs;
+use shell::Shell;
+
+/// The `exec` provider kind.
+#[derive(Debug, Clone)]
+pub struct Exec {
+    /// What [`Provider::schema`] returns.
+    schema: Schema,
+}
+
+impl Exec {
+    /// The provider with its schema.
+    pub fn new() -> Self {
+        Exec {
+            schema: Schema {
+                kind: StepKind::Resource,
+                description: "A resource created by a shell command and deleted by another",
+                inputs: vec![
+                    InputSpec::required(
+                        "run",
+                        InputType::String,
+                        "Shell command that creates or updates; appends `key=value` lines to $FLOW_OUTPUT for outputs",
+                    ),
+                    InputSpec::optional(
+                        "destroy",
+                        InputType::String,
+                        "Shell command that deletes; sees the outputs as $FLOW_OUTPUT_<KEY>",
+                    ),
+                    InputSpec::optional(
+                        "env",
+                        InputType::Map(Box::new(InputType::String)),
+                        "Environment variables added for both commands",
+                    ),
+                    InputSpec::optional(
+                        "workdir",
+                        InputType::String,
+                        "Folder to run in, relative to the workflow file's folder",
+                    ),
+                ],
+                open_inputs: false,
+            },
+        }
+    }
+
+    /// Runs the script of input `label` with the step's environment plus
+    /// `extra_env`, and returns what it wrote to `$FLOW_OUTPUT`.
+    async fn run_script(
+        &self,
+        ctx: &OpContext,
+        inputs: &ExecInputs,
+        label: &'static str,
+        script: &str,
+        extra_env: Vec<(String, String)>,
+    ) -> Result<Values, ProviderError> {
+        let output_file = tempfile::Builder::new()
+            .prefix("flow-output-")
+            .tempfile()
+            .map_err(|e| {
+                ProviderError::fatal(format!("could not create the $FLOW_OUTPUT file: {e}"))
+            })?;
+        let mut env = inputs.env.clone();
+        env.extend(extra_env);
+        env.push(("FLOW_STEP".into(), ctx.step.clone()));
+        env.push(("FLOW_OPERATION_TOKEN".into(), ctx.token.clone()));
+        env.push((
+            "FLOW_OUTPUT".into(),
+            output_file.path().to_string_lossy().into_owned(),
+        ));
+        let dir = inputs.dir(&ctx.workdir);
+        Shell {
+            label,
+            script,
+            dir: &dir,
+            env,
+        }
+        .run(ctx.reporter.as_ref())
+        .await?;
+        let bytes = tokio::fs::read(output_file.path()).await.map_err(|e| {
+            ProviderError::fatal(format!("could not read the $FLOW_OUTPUT file: {e}"))
+        })?;
+        outputs::parse(label, &String::from_utf8_lossy(&bytes))
+    }
+
+    /// Runs `run` and makes its outputs the step's.
+    async fn apply(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        let inputs = ExecInputs::from_values(inputs)?;
+        let outputs = self
+            .run_script(ctx, &inputs, "run", &inputs.run, Vec::new())
+            .await?;
+        Ok(Applied {
+            id: None,
+            outputs,
+            private: Value::Null,
+        })
+    }
+}
+
+impl Default for Exec {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `inputs` without `destroy`, which only matters when deleting.
+fn without_destroy(inputs: &Values) -> Values {
+    let mut inputs = inputs.clone();
+    inputs.remove("destroy");
+    inputs
+}
+
+#[async_trait]
+impl Provider for Exec {
+    fn name(&self) -> &'static str {
+        "exec"
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Checks that `workdir`, when known, is an existing folder, and that
+    /// the names in `env` can be environment variables' names.
+    fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
+        checks::problems(inputs, &ctx.workdir)
+    }
+
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        self.apply(ctx, inputs).await
+    }
+
+    /// Re-runs `run`, unless only `destroy` changed: then the prior outputs stand.
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        if without_destroy(prior.inputs) == without_destroy(inputs) {
+            return Ok(Applied {
+                id: None,
+                outputs: prior.outputs.clone(),
+                private: prior.private.clone(),
+            });
+        }
+        self.apply(ctx, inputs).await
+    }
+
+    /// Runs `destroy` if the step was applied with one; otherwise there is
+    /// nothing to delete.
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
+        let inputs = ExecInputs::from_values(prior.inputs)?;
+        let Some(destroy) = &inputs.destroy else {
+            return Ok(());
+        };
+        self.run_script(
+            ctx,
+            &inputs,
+            "destroy",
+            destroy,
+            outputs::as_env(prior.outputs),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A shell command leaves nothing flow can observe, so whatever an
+    /// interrupted command did, this reports [`ReadOutcome::Missing`] and the
+    /// engine re-issues it with the same `FLOW_OPERATION_TOKEN`, which the
+    /// script may use to be idempotent.
+    async fn read(
+        &self,
+        _ctx: &OpContext,
+        _id: Option<&str>,
+        _inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError> {
+        Ok(ReadOutcome::Missing)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,111 @@
+//! The `exec` step's inputs, read from the JSON the engine passes.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::contract::{ProviderError, Values};
+
+/// The inputs of an `exec` step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ExecInputs {
+    /// The command that creates or updates.
+    pub run: String,
+    /// The command that deletes, if any.
+    pub destroy: Option<String>,
+    /// Extra environment variables, in the order given.
+    pub env: Vec<(String, String)>,
+    /// The folder to run in, relative to the workflow file's folder.
+    pub workdir: Option<String>,
+}
+
+impl ExecInputs {
+    /// Reads the inputs, failing on a missing `run` or a mistyped value
+    /// (which the engine's schema check normally catches first).
+    pub fn from_values(inputs: &Values) -> Result<Self, ProviderError> {
+        let run =
+            string(inputs, "run")?.ok_or_else(|| ProviderError::fatal("`run` is required"))?;
+        let env = match inputs.get("env") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(table)) => table
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), s.clone())),
+                    other => Err(ProviderError::fatal(format!(
+                        "`env.{k}` must be a string, not {other}"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(ProviderError::fatal(format!(
+                    "`env` must be a table of strings, not {other}"
+                )));
+            }
+        };
+        Ok(ExecInputs {
+            run,
+            destroy: string(inputs, "destroy")?,
+            env,
+            workdir: string(inputs, "workdir")?,
+        })
+    }
+
+    /// The folder the commands run in: `workdir` resolved against `base`.
+    pub fn dir(&self, base: &Path) -> PathBuf {
+        match &self.workdir {
+            Some(w) => base.join(w),
+            None => base.to_path_buf(),
+        }
+    }
+}
+
+/// The string input `name`, if set.
+fn string(inputs: &Values, name: &str) -> Result<Option<String>, ProviderError> {
+    match inputs.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(ProviderError::fatal(format!(
+            "`{name}` must be a string, not {other}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::values;
+    use serde_json::json;
+
+    #[test]
+    fn reads_all_inputs() {
+        let inputs = values(json!({
+            "run": "make",
+            "destroy": "make clean",
+            "env": {"A": "1", "B": "2"},
+            "workdir": "sub",
+        }));
+        let parsed = ExecInputs::from_values(&inputs).unwrap();
+        assert_eq!(parsed.run, "make");
+        assert_eq!(parsed.destroy.as_deref(), Some("make clean"));
+        assert_eq!(
+            parsed.env,
+            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
+        );
+        assert_eq!(parsed.dir(Path::new("/base")), Path::new("/base/sub"));
+    }
+
+    #[test]
+    fn run_is_required_and_types_are_checked() {
+        let missing = ExecInputs::from_values(&values(json!({}))).unwrap_err();
+        assert!(missing.message.contains("`run` is required"));
+        let bad_env =
+            ExecInputs::from_values(&values(json!({"run": "x", "env": {"A": 1}}))).unwrap_err();
+        assert!(bad_env.message.contains("`env.A` must be a string"));
+    }
+
+    #[test]
+    fn dir_defaults_to_the_base() {
+        let parsed = ExecInputs::from_values(&values(json!({"run": "x"}))).unwrap();
+        assert_eq!(parsed.dir(Path::new("/base")), Path::new("/base"));
+    }
+}

@@ -1,0 +1,192 @@
+//! The write side of the store: [`Committer`] hands changes to the writer
+//! thread and waits until they are on disk.
+
+use std::sync::mpsc;
+
+use tokio::sync::oneshot;
+
+use crate::backup::Snapshot;
+use crate::error::StateError;
+use crate::records::StepRecord;
+
+/// One change to the recorded steps.
+// A put is by far the common case; boxing it would cost an allocation per
+// change for no gain in a short-lived Vec.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mutation {
+    /// Records (or replaces) the record of `record.name`.
+    Put(StepRecord),
+    /// Forgets the step with this name (nothing happens if it is unknown).
+    Remove(String),
+}
+
+/// A change in the form the writer applies: key and JSON bytes (or removal).
+pub(crate) struct Change {
+    pub key: String,
+    pub value: Option<Vec<u8>>,
+}
+
+/// How the writer answers one request.
+pub(crate) enum Reply<T> {
+    /// To an `async` caller.
+    Async(oneshot::Sender<Result<T, StateError>>),
+    /// To a thread that blocks.
+    Blocking(mpsc::SyncSender<Result<T, StateError>>),
+}
+
+impl<T> Reply<T> {
+    /// Delivers `result`; a caller that stopped waiting is ignored.
+    pub(crate) fn send(self, result: Result<T, StateError>) {
+        match self {
+            Reply::Async(tx) => {
+                let _ = tx.send(result);
+            }
+            Reply::Blocking(tx) => {
+                let _ = tx.send(result);
+            }
+        }
+    }
+}
+
+/// What the writer thread is asked to do.
+pub(crate) enum Request {
+    /// Apply `changes` atomically and answer with the serial of their batch.
+    Commit {
+        changes: Vec<Change>,
+        reply: Reply<u64>,
+    },
+    /// Read a consistent copy of everything, between two batches.
+    Snapshot { reply: Reply<Snapshot> },
+    /// Apply what is queued, flush and stop (sent by the store's drop).
+    Shutdown,
+}
+
+/// Sends a request and blocks until the writer answers.
+pub(crate) fn call_blocking<T>(
+    tx: &mpsc::Sender<Request>,
+    request: impl FnOnce(Reply<T>) -> Request,
+) -> Result<T, StateError> {
+    let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+    tx.send(request(Reply::Blocking(reply_tx)))
+        .map_err(|_| StateError::Closed)?;
+    reply_rx.recv().map_err(|_| StateError::Closed)?
+}
+
+/// A handle that records changes durably. Cheap to clone and share between
+/// tasks and threads; concurrent changes are written together, with one
+/// flush per group (group commit).
+#[derive(Clone)]
+pub struct Committer {
+    tx: mpsc::Sender<Request>,
+}
+
+impl std::fmt::Debug for Committer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Committer").finish_non_exhaustive()
+    }
+}
+
+impl Committer {
+    pub(crate) fn new(tx: mpsc::Sender<Request>) -> Self {
+        Committer { tx }
+    }
+
+    /// Records `rec`; returns once it is flushed to disk.
+    pub async fn put(&self, rec: StepRecord) -> Result<(), StateError> {
+        self.commit(vec![Mutation::Put(rec)]).await.map(|_| ())
+    }
+
+    /// Forgets the step `name`; returns once that is flushed to disk.
+    pub async fn remove(&self, name: &str) -> Result<(), StateError> {
+        self.commit(vec![Mutation::Remove(name.to_string())])
+            .await
+            .map(|_| ())
+    }
+
+    /// Applies `muts` atomically, in order, and returns the serial of the
+    /// batch that carried them once it is flushed to disk. Dropping the
+    /// future does not withdraw the changes.
+    pub async fn commit(&self, muts: Vec<Mutation>) -> Result<u64, StateError> {
+        let changes = encode(muts)?;
+        let (reply_tx, reply_rx) = oneshot::channel();
+        self.tx
+            .send(Request::Commit {
+                changes,
+                reply: Reply::Async(reply_tx),
+            })
+            .map_err(|_| StateError::Closed)?;
+        reply_rx.await.map_err(|_| StateError::Closed)?
+    }
+
+    /// Like [`Committer::commit`], blocking the calling thread instead
+    /// (for code outside an async runtime).
+    pub fn commit_blocking(&self, muts: Vec<Mutation>) -> Result<u64, StateError> {
+        let changes = encode(muts)?;
+        call_blocking(&self.tx, |reply| Request::Commit { changes, reply })
+    }
+}
+
+/// Serializes on the caller's thread, so that the writer only writes.
+fn encode(muts: Vec<Mutation>) -> Result<Vec<Change>, StateError> {
+    muts.into_iter()
+        .map(|m| match m {
+            Mutation::Put(rec) => {
+                let value = serde_json::to_vec(&rec).map_err(|e| {
+                    StateError::Sled(format!(
+                        "the record of step `{}` cannot be encoded: {e}",
+                        rec.name
+                    ))
+                })?;
+                Ok(Change {
+                    key: rec.name,
+                    value: Some(value),
+                })
+            }
+            Mutation::Remove(name) => Ok(Change {
+                key: name,
+                value: None,
+            }),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_keeps_order_and_keys() {
+        let changes = encode(vec![
+            Mutation::Put(StepRecord::new("vpc", "exec", 1)),
+            Mutation::Remove("old".into()),
+        ])
+        .unwrap();
+        assert_eq!(changes[0].key, "vpc");
+        let back: StepRecord = serde_json::from_slice(changes[0].value.as_ref().unwrap()).unwrap();
+        assert_eq!(back, StepRecord::new("vpc", "exec", 1));
+        assert_eq!(changes[1].key, "old");
+        assert!(changes[1].value.is_none());
+    }
+
+    #[test]
+    fn closed_writer_reports_closed() {
+        let (tx, rx) = mpsc::channel();
+        drop(rx);
+        let c = Committer::new(tx);
+        assert!(matches!(c.commit_blocking(vec![]), Err(StateError::Closed)));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let err = rt
+            .block_on(c.put(StepRecord::new("a", "exec", 0)))
+            .unwrap_err();
+        assert!(matches!(err, StateError::Closed));
+    }
+
+    #[test]
+    fn committer_is_send_sync_clone() {
+        fn ok<T: Send + Sync + Clone>() {}
+        ok::<Committer>();
+    }
+}

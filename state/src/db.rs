@@ -1,0 +1,174 @@
+//! Opening the sled database of a state, and keeping its files private.
+
+use std::io::ErrorKind;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::StateError;
+use crate::layout::StateLayout;
+
+/// The sled trees a state is made of.
+#[derive(Clone)]
+pub(crate) struct Trees {
+    /// The whole database (for `flush`).
+    pub db: sled::Db,
+    /// Step name → JSON [`crate::StepRecord`].
+    pub steps: sled::Tree,
+    /// `schema_version`, `serial`, `salt`.
+    pub meta: sled::Tree,
+}
+
+/// How long to wait for sled's own file lock, which a store that was just
+/// closed in this process may hold for a moment while its last I/O
+/// threads finish. The caller holds the state lock, so nobody else can.
+const SLED_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Opens (creating if needed) the database of `layout`; the caller holds the
+/// state lock. Files under `db/` are made private.
+pub(crate) fn open(layout: &StateLayout) -> Result<Trees, StateError> {
+    let path = layout.db();
+    let started = Instant::now();
+    let db = loop {
+        match open_once(&path) {
+            Ok(db) => break db,
+            Err(OpenError::SledLockBusy) if started.elapsed() < SLED_LOCK_WAIT => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(OpenError::SledLockBusy) => {
+                return Err(StateError::Sled(format!(
+                    "the database files in {} are held by another program",
+                    path.display()
+                )));
+            }
+            Err(OpenError::Io(e)) => return Err(StateError::io(&path, e)),
+            Err(OpenError::Damaged(detail)) => {
+                return Err(StateError::corrupt(&layout.root, detail));
+            }
+        }
+    };
+    let tree = |name: &str| {
+        db.open_tree(name)
+            .map_err(|e| StateError::from_sled(&layout.root, e))
+    };
+    let trees = Trees {
+        steps: tree("steps")?,
+        meta: tree("meta")?,
+        db,
+    };
+    make_private(&path)?;
+    Ok(trees)
+}
+
+enum OpenError {
+    SledLockBusy,
+    Io(std::io::Error),
+    Damaged(String),
+}
+
+fn open_once(path: &Path) -> Result<sled::Db, OpenError> {
+    let config = sled::Config::new()
+        .path(path)
+        .mode(sled::Mode::HighThroughput);
+    // sled asserts on some kinds of damage instead of returning an error.
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open()));
+    match opened {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(sled::Error::Io(e))) => Err(classify_io(e)),
+        Ok(Err(e)) => Err(OpenError::Damaged(format!(
+            "the database cannot be opened ({e})"
+        ))),
+        Err(_) => Err(OpenError::Damaged(
+            "the database cannot be opened (sled stopped on an inconsistency)".to_string(),
+        )),
+    }
+}
+
+fn classify_io(e: std::io::Error) -> OpenError {
+    match e.kind() {
+        // Truncated or garbled files surface as these.
+        ErrorKind::UnexpectedEof | ErrorKind::InvalidData => {
+            OpenError::Damaged(format!("the database cannot be opened ({e})"))
+        }
+        // sled's own flock on db/db, reported as a formatted `Other` error.
+        ErrorKind::Other if e.to_string().contains("could not acquire lock") => {
+            OpenError::SledLockBusy
+        }
+        _ => OpenError::Io(e),
+    }
+}
+
+/// Sets mode 0700 on `dir` and every directory under it, and 0600 on every
+/// file under it.
+pub(crate) fn make_private(dir: &Path) -> Result<(), StateError> {
+    let set = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| StateError::io(p, e))
+    };
+    set(dir, 0o700)?;
+    let entries = std::fs::read_dir(dir).map_err(|e| StateError::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StateError::io(dir, e))?;
+        let path = entry.path();
+        let kind = entry.file_type().map_err(|e| StateError::io(&path, e))?;
+        if kind.is_dir() {
+            make_private(&path)?;
+        } else if kind.is_file() {
+            match set(&path, 0o600) {
+                // sled may remove a file (an old snapshot) meanwhile.
+                Err(StateError::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
+                other => other?,
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_files_are_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = StateLayout::new(tmp.path().join(".flow"));
+        layout.ensure().unwrap();
+        let trees = open(&layout).unwrap();
+        trees.steps.insert("a", "b").unwrap();
+        trees.db.flush().unwrap();
+        drop(trees);
+        make_private(&layout.db()).unwrap();
+        let mut seen = 0;
+        let mut stack = vec![layout.db()];
+        while let Some(dir) = stack.pop() {
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let entry = entry.unwrap();
+                if entry.file_type().unwrap().is_dir() {
+                    stack.push(entry.path());
+                } else {
+                    seen += 1;
+                    let mode = entry.metadata().unwrap().permissions().mode();
+                    assert_eq!(mode & 0o777, 0o600, "{}", entry.path().display());
+                }
+            }
+        }
+        assert!(seen >= 2, "sled wrote {seen} files");
+    }
+
+    #[test]
+    fn garbage_database_is_reported_damaged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = StateLayout::new(tmp.path().join(".flow"));
+        layout.ensure().unwrap();
+        std::fs::create_dir(layout.db()).unwrap();
+        std::fs::write(layout.db().join("conf"), b"\xff\xfe not a sled config").unwrap();
+        std::fs::write(layout.db().join("db"), vec![0xAB; 4096]).unwrap();
+        match open(&layout) {
+            Err(StateError::Corrupt { path, .. }) => assert_eq!(path, layout.root),
+            Err(other) => panic!("expected Corrupt, got {other:?}"),
+            Ok(_) => panic!("expected Corrupt, got an open database"),
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The errors the state store reports, worded for the person at the terminal.
+
+use std::path::{Path, PathBuf};
+
+use crate::lock::LockInfo;
+use crate::timefmt::format_rfc3339;
+
+/// Everything that can go wrong while opening, reading or writing the state.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// Another process holds the state lock.
+    #[error("{}", locked_message(path, info.as_ref()))]
+    Locked {
+        /// The state directory.
+        path: PathBuf,
+        /// Who holds it, as the holder wrote it (absent if unreadable).
+        info: Option<LockInfo>,
+    },
+
+    /// The state was written by a newer flow than this one.
+    #[error(
+        "state was written by a newer flow (schema {found}); this flow reads up to {supported}"
+    )]
+    NewerSchema {
+        /// The schema version found on disk.
+        found: u32,
+        /// The newest schema version this build reads.
+        supported: u32,
+    },
+
+    /// The state is older than anything this flow can migrate from.
+    #[error(
+        "state has schema {found}, which this flow cannot migrate (it migrates from schema {oldest} onwards)"
+    )]
+    UnsupportedSchema {
+        /// The schema version found on disk.
+        found: u32,
+        /// The oldest schema version this build can migrate.
+        oldest: u32,
+    },
+
+    /// The database cannot be opened or holds a record that cannot be read.
+    #[error(
+        "state at {} is damaged: {detail}. List the backups kept in {} with `flow state backups` and restore one with `flow state restore <file>`",
+        path.display(),
+        path.join("backups").display()
+    )]
+    Corrupt {
+        /// The state directory.
+        path: PathBuf,
+        /// What was found wrong (never a record's contents).
+        detail: String,
+    },
+
+    /// A backup file cannot be used for a restore.
+    #[error("backup {} cannot be restored: {detail}", path.display())]
+    InvalidBackup {
+        /// The backup file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+
+    /// A file or directory of the state cannot be read or written.
+    #[error("could not access {}: {source}", path.display())]
+    Io {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The database engine failed in a way that is not damage to the state.
+    #[error("the state database failed: {0}")]
+    Sled(String),
+
+    /// The store was closed, so the change was not recorded.
+    #[error("the state store is closed, so the change was not recorded")]
+    Closed,
+}
+
+impl StateError {
+    /// An [`StateError::Io`] for `path`.
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StateError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A [`StateError::Corrupt`] for the state at `root`.
+    pub(crate) fn corrupt(root: &Path, detail: impl Into<String>) -> Self {
+        StateError::Corrupt {
+            path: root.to_path_buf(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The same error again (for answering several waiters with one failure).
+    pub(crate) fn duplicate(&self) -> StateError {
+        match self {
+            StateError::Locked { path, info } => StateError::Locked {
+                path: path.clone(),
+                info: info.clone(),
+            },
+            StateError::NewerSchema { found, supported } => StateError::NewerSchema {
+                found: *found,
+                supported: *supported,
+            },
+            StateError::UnsupportedSchema { found, oldest } => StateError::UnsupportedSchema {
+                found: *found,
+                oldest: *oldest,
+            },
+            StateError::Corrupt { path, detail } => StateError::Corrupt {
+                path: path.clone(),
+                detail: detail.clone(),
+            },
+            StateError::InvalidBackup { path, detail } => StateError::InvalidBackup {
+                path: path.clone(),
+                detail: detail.clone(),
+            },
+            StateError::Io { path, source } => StateError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            StateError::Sled(text) => StateError::Sled(text.clone()),
+            StateError::Closed => StateError::Closed,
+        }
+    }
+
+    /// Maps an error from sled while the state at `root` is in use.
+    pub(crate) fn from_sled(root: &Path, err: sled::Error) -> Self {
+        match err {
+            sled::Error::Io(source) => StateError::io(root.join("db"), source),
+            sled::Error::Corruption { .. } => {
+                StateError::corrupt(root, format!("the database reports {err}"))
+            }
+            other => StateError::Sled(other.to_string()),
+        }
+    }
+}
+
+/// Says a JSON decoding error without quoting the data it choked on.
+pub(crate) fn describe_json_error(err: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let at = format!("line {} column {}", err.line(), err.column());
+    match err.classify() {
+        Category::Io => format!("it could not be read ({err})"),
+        Category::Syntax => format!("it is not valid JSON ({at})"),
+        Category::Eof => format!("it is cut short ({at})"),
+        Category::Data => {
+            let text = err.to_string();
+            // serde's "missing field `x`" / "unknown field `x`" quote field
+            // names only; other data errors may quote values, so they are
+            // left out.
+            if text.starts_with("missing field") || text.starts_with("unknown field") {
+                let what = text.split(" at line").next().unwrap_or(&text);
+                format!("it does not match the record layout ({what}, {at})")
+            } else {
+                format!("it does not match the record layout ({at})")
+            }
+        }
+    }
+}
+
+fn locked_message(path: &Path, info: Option<&LockInfo>) -> String {
+    match info {
+        Some(info) => format!(
+            "state at {} is locked by `{}` (pid {} on host {}, since {})",
+            path.display(),
+            info.command,
+            info.pid,
+            info.host,
+            format_rfc3339(info.since)
+        ),
+        None => format!(
+            "state at {} is locked by another flow process (which has not yet said who it is)",
+            path.display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locked_names_the_holder() {
+        let err = StateError::Locked {
+            path: PathBuf::from(".flow"),
+            info: Some(LockInfo {
+                pid: 4242,
+                host: "build-1".into(),
+                since: 1_795_324_320,
+                command: "flow apply".into(),
+            }),
+        };
+        assert_eq!(
+            err.to_string(),
+            "state at .flow is locked by `flow apply` (pid 4242 on host build-1, since 2026-11-22T05:12:00Z)"
+        );
+    }
+
+    #[test]
+    fn newer_schema_says_both_versions() {
+        let err = StateError::NewerSchema {
+            found: 3,
+            supported: 1,
+        };
+        assert_eq!(
+            err.to_string(),
+            "state was written by a newer flow (schema 3); this flow reads up to 1"
+        );
+    }
+
+    #[test]
+    fn corrupt_points_at_backups() {
+        let err = StateError::corrupt(Path::new(".flow"), "the record of step `vpc` is cut short");
+        let text = err.to_string();
+        assert!(text.contains(".flow/backups"), "{text}");
+        assert!(text.contains("flow state restore"), "{text}");
+    }
+
+    #[test]
+    fn json_errors_do_not_quote_values() {
+        let err = serde_json::from_str::<u32>("\"hunter2\"").unwrap_err();
+        let text = describe_json_error(&err);
+        assert!(!text.contains("hunter2"), "{text}");
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct S {
+            a: u32,
+        }
+        let err = serde_json::from_str::<S>("{}").unwrap_err();
+        assert!(describe_json_error(&err).contains("missing field `a`"));
+    }
+}

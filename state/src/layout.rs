@@ -1,0 +1,122 @@
+//! Where the files of one workflow's state live.
+
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::StateError;
+
+/// The directories and files under a state root (`.flow/` by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateLayout {
+    /// The state directory itself.
+    pub root: PathBuf,
+}
+
+impl StateLayout {
+    /// The layout under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        StateLayout { root: root.into() }
+    }
+
+    /// The sled database directory: `root/db`.
+    pub fn db(&self) -> PathBuf {
+        self.root.join("db")
+    }
+
+    /// The process lock file: `root/lock`.
+    pub fn lock_file(&self) -> PathBuf {
+        self.root.join("lock")
+    }
+
+    /// The commit watermark: `root/serial` (see the `watermark` module).
+    pub fn watermark(&self) -> PathBuf {
+        self.root.join("serial")
+    }
+
+    /// The directory of step logs: `root/logs`.
+    pub fn logs(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+
+    /// The log of one step: `root/logs/<step>.log`. Characters other than
+    /// ASCII letters, digits, `_` and `-` are percent-encoded, so that any
+    /// step name maps to its own file inside `logs/`.
+    pub fn log_file(&self, step: &str) -> PathBuf {
+        self.logs().join(format!("{}.log", file_name_for(step)))
+    }
+
+    /// The directory of JSON backups: `root/backups`.
+    pub fn backups(&self) -> PathBuf {
+        self.root.join("backups")
+    }
+
+    /// Creates `root`, `logs/` and `backups/` (mode 0700) where missing.
+    /// Directories that already exist keep their mode.
+    pub fn ensure(&self) -> Result<(), StateError> {
+        for dir in [self.root.clone(), self.logs(), self.backups()] {
+            create_private_dir(&dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates `dir` and its missing parents; the ones created get mode 0700.
+pub(crate) fn create_private_dir(dir: &Path) -> Result<(), StateError> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| StateError::io(dir, e))
+}
+
+fn file_name_for(step: &str) -> String {
+    let mut out = String::with_capacity(step.len());
+    for b in step.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn paths() {
+        let l = StateLayout::new(".flow");
+        assert_eq!(l.db(), Path::new(".flow/db"));
+        assert_eq!(l.lock_file(), Path::new(".flow/lock"));
+        assert_eq!(l.watermark(), Path::new(".flow/serial"));
+        assert_eq!(l.logs(), Path::new(".flow/logs"));
+        assert_eq!(l.backups(), Path::new(".flow/backups"));
+        assert_eq!(
+            l.log_file("nccl_test-2"),
+            Path::new(".flow/logs/nccl_test-2.log")
+        );
+    }
+
+    #[test]
+    fn odd_step_names_stay_inside_logs() {
+        let l = StateLayout::new(".flow");
+        assert_eq!(l.log_file("../x"), Path::new(".flow/logs/%2E%2E%2Fx.log"));
+        assert_eq!(l.log_file("a.b"), Path::new(".flow/logs/a%2Eb.log"));
+    }
+
+    #[test]
+    fn ensure_creates_private_dirs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let l = StateLayout::new(tmp.path().join("nested/.flow"));
+        l.ensure().unwrap();
+        l.ensure().unwrap();
+        for dir in [l.root.clone(), l.logs(), l.backups()] {
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! [`Store`]: one open, locked state.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use crate::backup::{self, Snapshot};
+use crate::commit::{self, Committer, Request};
+use crate::db::{self, Trees};
+use crate::error::{StateError, describe_json_error};
+use crate::layout::StateLayout;
+use crate::lock::StateLock;
+use crate::meta;
+use crate::migrate::Migration;
+use crate::migrate::{self, MIGRATIONS};
+use crate::records::{SCHEMA_VERSION, StepRecord};
+use crate::watermark::{self, Watermark};
+
+/// An open state: holds the process lock, reads records directly and
+/// writes them through [`Committer`]s. Dropping it flushes, stops the
+/// writer thread and then releases the lock.
+pub struct Store {
+    layout: StateLayout,
+    trees: Trees,
+    salt: [u8; 32],
+    serial: Arc<AtomicU64>,
+    tx: mpsc::Sender<Request>,
+    writer: Option<JoinHandle<()>>,
+    // Declared last so it is released after the database is closed.
+    _lock: StateLock,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("root", &self.layout.root)
+            .field("serial", &self.serial())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the state at `root` for `command` (shown to anyone who finds it
+    /// locked), creating it if needed: takes the lock first, then opens the
+    /// database and checks (or migrates) its schema.
+    pub fn open(root: &Path, command: &str) -> Result<Store, StateError> {
+        let layout = StateLayout::new(root);
+        layout.ensure()?;
+        let lock = StateLock::acquire(&layout, command)?;
+        let had_db = layout.db().is_dir();
+        let trees = db::open(&layout)?;
+        // A deleted db/ is a deliberate fresh start; an emptied one is not.
+        let mark = if had_db {
+            watermark::read(&layout)?
+        } else {
+            None
+        };
+        check_schema(&layout, &trees, mark, MIGRATIONS)?;
+        let serial = meta::read_serial(root, &trees.meta)?;
+        let salt = meta::read_salt(root, &trees.meta)?;
+        let watermark = Watermark::open(&layout)?;
+        watermark.record(serial)?;
+        let serial = Arc::new(AtomicU64::new(serial));
+        let (tx, writer) =
+            crate::writer::spawn(root.to_path_buf(), trees.clone(), serial.clone(), watermark)?;
+        Ok(Store {
+            layout,
+            trees,
+            salt,
+            serial,
+            tx,
+            writer: Some(writer),
+            _lock: lock,
+        })
+    }
+
+    /// Like [`Store::open`], but returns `None`, creating nothing, when
+    /// there is no database under `root` yet (for read-only commands).
+    pub fn open_if_exists(root: &Path, command: &str) -> Result<Option<Store>, StateError> {
+        if !StateLayout::new(root).db().is_dir() {
+            return Ok(None);
+        }
+        Store::open(root, command).map(Some)
+    }
+
+    /// Every recorded step, sorted by name.
+    pub fn steps(&self) -> Result<Vec<StepRecord>, StateError> {
+        self.trees
+            .steps
+            .iter()
+            .map(|item| {
+                let (key, value) = item.map_err(|e| StateError::from_sled(&self.layout.root, e))?;
+                self.decode(&key, &value)
+            })
+            .collect()
+    }
+
+    /// The record of step `name`, if there is one.
+    pub fn get(&self, name: &str) -> Result<Option<StepRecord>, StateError> {
+        let value = self
+            .trees
+            .steps
+            .get(name)
+            .map_err(|e| StateError::from_sled(&self.layout.root, e))?;
+        value.map(|v| self.decode(name.as_bytes(), &v)).transpose()
+    }
+
+    /// The number of batches committed since the state was created.
+    pub fn serial(&self) -> u64 {
+        self.serial.load(Ordering::SeqCst)
+    }
+
+    /// This state's random salt (for digests of sensitive values).
+    pub fn salt(&self) -> [u8; 32] {
+        self.salt
+    }
+
+    /// Where this state's files are.
+    pub fn layout(&self) -> &StateLayout {
+        &self.layout
+    }
+
+    /// A handle to record changes with.
+    pub fn committer(&self) -> Committer {
+        Committer::new(self.tx.clone())
+    }
+
+    /// A consistent copy of everything, taken by the writer between batches.
+    pub(crate) fn snapshot(&self) -> Result<Snapshot, StateError> {
+        commit::call_blocking(&self.tx, |reply| Request::Snapshot { reply })
+    }
+
+    fn decode(&self, key: &[u8], value: &[u8]) -> Result<StepRecord, StateError> {
+        serde_json::from_slice(value).map_err(|e| {
+            StateError::corrupt(
+                &self.layout.root,
+                format!(
+                    "the record of step `{}` cannot be read: {}",
+                    String::from_utf8_lossy(key),
+                    describe_json_error(&e)
+                ),
+            )
+        })
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Request::Shutdown);
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+        let _ = self.trees.db.flush();
+        let _ = db::make_private(&self.layout.db());
+    }
+}
+
+/// Initializes a blank database, refuses unknown versions and migrates old
+/// ones with `registry` (after taking a backup). `mark` is the commit
+/// watermark of an existing database.
+fn check_schema(
+    layout: &StateLayout,
+    trees: &Trees,
+    mark: Option<u64>,
+    registry: &[Migration],
+) -> Result<(), StateError> {
+    let root = &layout.root;
+    match meta::read_version(root, &trees.meta)? {
+        None if meta::is_blank(trees) => match mark {
+            Some(mark) => Err(StateError::corrupt(
+                root,
+                format!("the database is empty, but changes up to serial {mark} were committed"),
+            )),
+            None => meta::initialize(root, trees, SCHEMA_VERSION, meta::random_salt()?),
+        },
+        None => Err(StateError::corrupt(root, "the schema version is missing")),
+        Some(found) => {
+            let serial = meta::read_serial(root, &trees.meta)?;
+            if let Some(mark) = mark.filter(|&m| serial < m) {
+                return Err(StateError::corrupt(
+                    root,
+                    format!(
+                        "the database holds changes up to serial {serial}, but changes up to serial {mark} were committed, so the newest ones are lost"
+                    ),
+                ));
+            }
+            if found == SCHEMA_VERSION {
+                return Ok(());
+            }
+            migrate::check(found, SCHEMA_VERSION, registry)?;
+            backup::write(layout, &backup::snapshot(root, trees)?, None)?;
+            migrate::upgrade(root, trees, found, SCHEMA_VERSION, registry)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commit::Mutation;
+    use crate::records::Status;
+
+    fn root() -> (tempfile::TempDir, std::path::PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join(".flow");
+        (tmp, root)
+    }
+
+    fn record(name: &str) -> StepRecord {
+        StepRecord::new(name, "exec", 1_700_000_000)
+    }
+
+    #[test]
+    fn fresh_state_has_schema_serial_and_salt() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        assert_eq!(store.serial(), 0);
+        assert!(store.steps().unwrap().is_empty());
+        assert_eq!(
+            meta::read_version(&root, &store.trees.meta).unwrap(),
+            Some(SCHEMA_VERSION)
+        );
+        let salt = store.salt();
+        assert_ne!(salt, [0; 32]);
+        drop(store);
+        let store = Store::open(&root, "flow apply").unwrap();
+        assert_eq!(store.salt(), salt, "the salt is kept across opens");
+    }
+
+    #[test]
+    fn second_open_is_locked_not_a_sled_error() {
+        let (_tmp, root) = root();
+        let _first = Store::open(&root, "flow apply").unwrap();
+        match Store::open(&root, "flow plan") {
+            Err(StateError::Locked {
+                info: Some(info), ..
+            }) => {
+                assert_eq!(info.pid, std::process::id());
+                assert_eq!(info.command, "flow apply");
+            }
+            other => panic!("expected Locked, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn open_if_exists_creates_nothing() {
+        let (_tmp, root) = root();
+        assert!(Store::open_if_exists(&root, "flow plan").unwrap().is_none());
+        assert!(!root.exists());
+        drop(Store::open(&root, "flow apply").unwrap());
+        assert!(Store::open_if_exists(&root, "flow plan").unwrap().is_some());
+    }
+
+    #[test]
+    fn put_get_remove_and_sorted_steps() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        let c = store.committer();
+        let mut vpc = record("vpc");
+        vpc.status = Status::Applied;
+        c.commit_blocking(vec![
+            Mutation::Put(record("zeta")),
+            Mutation::Put(vpc.clone()),
+            Mutation::Put(record("alpha")),
+            Mutation::Remove("zeta".into()),
+        ])
+        .unwrap();
+        assert_eq!(store.serial(), 1);
+        assert_eq!(store.get("vpc").unwrap(), Some(vpc));
+        assert_eq!(store.get("zeta").unwrap(), None);
+        let names: Vec<_> = store.steps().unwrap().into_iter().map(|r| r.name).collect();
+        assert_eq!(names, ["alpha", "vpc"]);
+
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(c.remove("alpha")).unwrap();
+        assert_eq!(store.get("alpha").unwrap(), None);
+        assert_eq!(store.serial(), 2);
+        // An empty commit changes nothing and costs nothing.
+        assert_eq!(c.commit_blocking(vec![]).unwrap(), 2);
+    }
+
+    #[test]
+    fn concurrent_puts_are_grouped() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..500)
+                .map(|i| {
+                    let c = store.committer();
+                    tokio::spawn(async move { c.put(record(&format!("step-{i:03}"))).await })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap().unwrap();
+            }
+        });
+        let batches = store.serial();
+        assert!((1..500).contains(&batches), "{batches} batches");
+        assert_eq!(store.steps().unwrap().len(), 500);
+        drop(store);
+
+        let store = Store::open(&root, "flow plan").unwrap();
+        assert_eq!(store.serial(), batches);
+        let steps = store.steps().unwrap();
+        assert_eq!(steps.len(), 500);
+        assert_eq!(steps[499].name, "step-499");
+    }
+
+    #[test]
+    fn committer_after_store_drop_is_closed() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        let c = store.committer();
+        c.commit_blocking(vec![Mutation::Put(record("a"))]).unwrap();
+        drop(store);
+        assert!(matches!(
+            c.commit_blocking(vec![Mutation::Put(record("b"))]),
+            Err(StateError::Closed)
+        ));
+        // The lock is free again even though a Committer is alive.
+        let store = Store::open(&root, "flow apply").unwrap();
+        assert!(store.get("a").unwrap().is_some());
+        assert!(store.get("b").unwrap().is_none());
+    }
+
+    #[test]
+    fn newer_and_unsupported_schemas_are_refused() {
+        let (_tmp, root) = root();
+        let set_version = |v: u32| {
+            let store = Store::open(&root, "test").unwrap();
+            store
+                .trees
+                .meta
+                .insert(meta::SCHEMA_VERSION, meta::encode_number(v.into()))
+                .unwrap();
+        };
+        set_version(SCHEMA_VERSION + 1);
+        let err = Store::open(&root, "flow apply").unwrap_err();
+        assert!(
+            matches!(err, StateError::NewerSchema { found, supported } if found == SCHEMA_VERSION + 1 && supported == SCHEMA_VERSION),
+            "{err:?}"
+        );
+        // A refused open leaves the lock free.
+        let layout = StateLayout::new(&root);
+        drop(StateLock::acquire(&layout, "probe").unwrap());
+
+        let trees = db::open(&layout).unwrap();
+        trees.meta.insert(meta::SCHEMA_VERSION, "0").unwrap();
+        trees.db.flush().unwrap();
+        drop(trees);
+        let err = Store::open(&root, "flow apply").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StateError::UnsupportedSchema {
+                    found: 0,
+                    oldest: 1
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn undecodable_record_is_corrupt() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        store
+            .trees
+            .steps
+            .insert("vpc", r#"{"name":"vpc","secret":"#)
+            .unwrap();
+        match store.get("vpc") {
+            Err(StateError::Corrupt { detail, .. }) => {
+                assert!(detail.contains("`vpc`"), "{detail}");
+                assert!(!detail.contains("secret"), "{detail}");
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+        assert!(matches!(store.steps(), Err(StateError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn missing_version_on_used_database_is_corrupt() {
+        let (_tmp, root) = root();
+        let layout = StateLayout::new(&root);
+        layout.ensure().unwrap();
+        let trees = db::open(&layout).unwrap();
+        trees.steps.insert("vpc", "{}").unwrap();
+        trees.db.flush().unwrap();
+        drop(trees);
+        assert!(matches!(
+            Store::open(&root, "flow apply"),
+            Err(StateError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn lost_changes_are_detected() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        store
+            .committer()
+            .commit_blocking(vec![Mutation::Put(record("vpc"))])
+            .unwrap();
+        let layout = store.layout().clone();
+        drop(store);
+        assert_eq!(watermark::read(&layout).unwrap(), Some(1));
+
+        // As if sled had kept only the part of its log before some damage.
+        Watermark::open(&layout).unwrap().record(5).unwrap();
+        match Store::open(&root, "flow apply") {
+            Err(StateError::Corrupt { detail, .. }) => {
+                assert!(detail.contains("serial 5"), "{detail}")
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+
+        // An emptied database is not mistaken for a new one.
+        std::fs::remove_dir_all(layout.db()).unwrap();
+        std::fs::create_dir(layout.db()).unwrap();
+        assert!(matches!(
+            Store::open(&root, "flow apply"),
+            Err(StateError::Corrupt { .. })
+        ));
+
+        // A deleted one is a deliberate fresh start.
+        std::fs::remove_dir_all(layout.db()).unwrap();
+        let store = Store::open(&root, "flow apply").unwrap();
+        assert_eq!(store.serial(), 0);
+        drop(store);
+        assert_eq!(watermark::read(&layout).unwrap(), Some(0));
+    }
+
+    #[test]
+    fn damaged_log_never_loses_changes_silently() {
+        for damage in 0..4 {
+            let (_tmp, root) = root();
+            let store = Store::open(&root, "flow apply").unwrap();
+            let c = store.committer();
+            for i in 0..50 {
+                c.commit_blocking(vec![Mutation::Put(record(&format!("s{i:02}")))])
+                    .unwrap();
+            }
+            drop(store);
+            let log = root.join("db/db");
+            let mut bytes = std::fs::read(&log).unwrap();
+            let n = bytes.len();
+            match damage {
+                0 => bytes.truncate(n / 2),
+                1 => bytes[n / 4..n / 2].iter_mut().for_each(|b| *b ^= 0x55),
+                2 => bytes[..64].iter_mut().for_each(|b| *b ^= 0x55),
+                _ => bytes.truncate(10),
+            }
+            std::fs::write(&log, bytes).unwrap();
+            match Store::open(&root, "flow apply") {
+                Err(StateError::Corrupt { .. }) => {}
+                Ok(store) => {
+                    assert_eq!(store.serial(), 50, "damage {damage}");
+                    assert_eq!(store.steps().unwrap().len(), 50, "damage {damage}");
+                }
+                Err(other) => panic!("damage {damage}: expected Corrupt, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn old_schema_is_backed_up_then_migrated() {
+        fn v0_to_v1(steps: &sled::Tree) -> Result<sled::Batch, String> {
+            let mut batch = sled::Batch::default();
+            for key in steps.iter().keys() {
+                let key = key.map_err(|e| e.to_string())?;
+                let name = String::from_utf8_lossy(&key).into_owned();
+                let rec = StepRecord::new(&name, "exec", 1);
+                batch.insert(key, serde_json::to_vec(&rec).unwrap());
+            }
+            Ok(batch)
+        }
+        let registry = [Migration {
+            from: SCHEMA_VERSION - 1,
+            run: v0_to_v1,
+        }];
+        let (_tmp, root) = root();
+        let layout = StateLayout::new(&root);
+        layout.ensure().unwrap();
+        let trees = db::open(&layout).unwrap();
+        meta::initialize(&root, &trees, SCHEMA_VERSION - 1, [1; 32]).unwrap();
+        trees
+            .steps
+            .insert("vpc", r#"{"name":"vpc","old":true}"#)
+            .unwrap();
+
+        check_schema(&layout, &trees, Some(0), &registry).unwrap();
+        assert_eq!(
+            meta::read_version(&root, &trees.meta).unwrap(),
+            Some(SCHEMA_VERSION)
+        );
+        let rec: StepRecord =
+            serde_json::from_slice(&trees.steps.get("vpc").unwrap().unwrap()).unwrap();
+        assert_eq!(rec.name, "vpc");
+        let backups = crate::backup::list_backups(&root).unwrap();
+        assert_eq!(backups.len(), 1);
+        assert_eq!(backups[0].serial, 0);
+    }
+
+    #[test]
+    fn store_is_send_sync() {
+        fn ok<T: Send + Sync>() {}
+        ok::<Store>();
+    }
+}

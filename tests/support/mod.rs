@@ -1,0 +1,166 @@
+//! Test harness for end-to-end tests: a scratch folder with workflow files,
+//! and the real `flow` binary run in it as a user would.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `flow` binary under test.
+pub fn flow_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_flow"))
+}
+
+/// A scratch project folder.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+/// What a finished `flow` run printed.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(out: Output) -> Self {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Fails the test unless the exit code is `code`, showing the output.
+    pub fn expect(self, code: i32) -> Self {
+        assert_eq!(
+            self.code, code,
+            "expected exit {code}, got {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Standard output and error together.
+    pub fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+impl Project {
+    /// An empty project.
+    pub fn new() -> Self {
+        Project {
+            dir: tempfile::Builder::new()
+                .prefix("flow-e2e")
+                .tempdir()
+                .expect("tempdir"),
+        }
+    }
+
+    /// The project folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Write a file (creating folders) and return its path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    /// Read a file of the project ("" when missing).
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
+    /// Number of lines in a file (0 when missing).
+    pub fn lines(&self, name: &str) -> usize {
+        self.read(name).lines().count()
+    }
+
+    /// A `flow` command run in the project folder, with colour off.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(flow_bin());
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "100")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Run `flow ARGS` to the end.
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::from(self.cmd(args).output().expect("run flow"))
+    }
+
+    /// Run `flow ARGS` with extra environment variables.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut c = self.cmd(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Run::from(c.output().expect("run flow"))
+    }
+
+    /// Start `flow ARGS` in the background.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn flow")
+    }
+
+    /// Every file under the state folder, recursively.
+    pub fn state_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        walk(&self.dir.path().join(".flow"), &mut out);
+        out
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// Wait until `cond` holds, polling; panics with `what` after `limit`.
+pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Collect a finished child's output.
+pub fn finish(child: Child) -> Run {
+    Run::from(child.wait_with_output().expect("wait flow"))
+}
+
+/// Send a signal to a process.
+pub fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a pid we own; no memory is touched.
+    let rc = unsafe { libc::kill(child.id() as i32, sig) };
+    assert_eq!(rc, 0, "kill failed");
+}
