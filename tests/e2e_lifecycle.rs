@@ -666,3 +666,64 @@ fn graph_prints_dot_and_output_prints_json() {
         missing.stderr
     );
 }
+
+#[test]
+fn destroy_commands_get_secrets_back_from_the_workflow_when_it_has_them() {
+    let p = Project::new();
+    p.write(
+        "wf.toml",
+        r#"
+[vars.token]
+sensitive = true
+env = "API_TOKEN"
+
+[steps.svc]
+provider = "exec"
+[steps.svc.inputs]
+run = "true"
+destroy = "echo \"token-length=${#TOKEN}\" >> destroyed.log"
+env = { TOKEN = "${vars.token}" }
+"#,
+    );
+    let env = [("API_TOKEN", "abcdefgh")];
+    p.run_env(&["apply", "wf.toml", "--auto-approve"], &env)
+        .expect(0);
+    // With the secret available, destroy sees the real value (8 characters),
+    // not the 71-character digest kept in state.
+    p.run_env(&["destroy", "wf.toml", "--auto-approve"], &env)
+        .expect(0);
+    assert_eq!(p.read("destroyed.log"), "token-length=8\n");
+
+    // Without it, destroy still runs, without the variable, and says so in the log.
+    p.run_env(&["apply", "wf.toml", "--auto-approve"], &env)
+        .expect(0);
+    p.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert_eq!(p.read("destroyed.log"), "token-length=8\ntoken-length=0\n");
+    let log = p.read(".flow/logs/svc.log");
+    assert!(log.contains("runs without TOKEN:"), "{log}");
+}
+
+#[test]
+fn backups_are_kept_and_restorable() {
+    let p = Project::new();
+    p.write("wf.toml", CHAIN);
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    p.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    let listed = p.run(&["state", "backups", "wf.toml"]).expect(0);
+    let newest = listed
+        .stdout
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().last())
+        .expect("a backup")
+        .to_string();
+    // The newest backup was taken just before destroy: all three steps.
+    let restored = p.run(&["state", "restore", "wf.toml", &newest]).expect(0);
+    assert!(
+        restored.stdout.contains("Restored 3 steps"),
+        "{}",
+        restored.stdout
+    );
+    let plan = p.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+    assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
+}

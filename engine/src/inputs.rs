@@ -5,7 +5,7 @@ use flow_providers::{Registry, Values};
 use serde_json::Value;
 
 use crate::diag::Diag;
-use crate::lang::ast::StepDecl;
+use crate::lang::ast::{Node, NodeKind, StepDecl};
 use crate::lang::load::Loaded;
 use crate::lang::resolve::{Lookup, evaluate};
 use crate::secrets::digest;
@@ -30,6 +30,44 @@ impl Desired {
     /// Whether every input is known.
     pub fn is_known(&self) -> bool {
         self.unknown.is_empty()
+    }
+}
+
+/// `value` (the evaluation of `node`) with only the parts that carry a secret
+/// replaced by digests: table entries are sealed one by one, so that
+/// `env = { REGION = "x", TOKEN = "${vars.token}" }` keeps `REGION` readable.
+fn seal(node: &Node, value: &Value, loaded: &Loaded, salt: &[u8]) -> Value {
+    match (&node.kind, value) {
+        (NodeKind::Table(entries), Value::Object(map)) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let entry = entries.iter().find(|e| &e.key == k);
+                    let secret = entry.is_none_or(|e| {
+                        evaluate(&e.value, &loaded.vars, &|_, _| Lookup::Unknown)
+                            .map_or(true, |ev| ev.sensitive)
+                    });
+                    let kept = match (secret, entry) {
+                        (false, _) => v.clone(),
+                        (true, Some(e)) => seal(&e.value, v, loaded, salt),
+                        (true, None) => Value::String(digest(salt, v)),
+                    };
+                    (k.clone(), kept)
+                })
+                .collect(),
+        ),
+        _ => Value::String(digest(salt, value)),
+    }
+}
+
+/// A stored value for display: sealed secrets shown as `(sensitive)`.
+pub fn mask_sealed(value: &Value) -> Value {
+    match value {
+        v if flow_providers::is_sealed(v) => Value::String(crate::secrets::MASK.into()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), mask_sealed(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(mask_sealed).collect()),
+        other => other.clone(),
     }
 }
 
@@ -68,10 +106,15 @@ pub fn desired_inputs(
                             .insert(input.key.clone(), Value::String(UNKNOWN.into()));
                     }
                     Some(v) => {
-                        let kept = if secret {
-                            Value::String(digest(salt, &v))
-                        } else {
-                            v.clone()
+                        let whole = !ev.sensitive
+                            || schema
+                                .as_ref()
+                                .and_then(|s| s.input(&input.key))
+                                .is_some_and(|s| s.sensitive);
+                        let kept = match (secret, whole) {
+                            (false, _) => v.clone(),
+                            (true, true) => Value::String(digest(salt, &v)),
+                            (true, false) => seal(&input.value, &v, loaded, salt),
                         };
                         desired.stored.insert(input.key.clone(), kept);
                         desired.actual.insert(input.key.clone(), v);

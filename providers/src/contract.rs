@@ -357,6 +357,16 @@ pub trait Provider: Send + Sync {
     ) -> Result<ReadOutcome, ProviderError>;
 }
 
+/// Whether a recorded input is a sealed secret: state keeps sensitive inputs
+/// only as `sha256:<hex>` digests, so a provider reading [`Prior::inputs`]
+/// (on delete, say) may find one where the value used to be.
+pub fn is_sealed(value: &Value) -> bool {
+    value.as_str().is_some_and(|s| {
+        s.strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    })
+}
+
 /// The diff described on [`Provider::diff`].
 pub fn default_diff(schema: &Schema, prior: &Values, desired: &Values) -> Change {
     let mut names: Vec<&String> = prior.keys().chain(desired.keys()).collect();
@@ -432,6 +442,13 @@ mod tests {
             default_diff(&s, &prior, &later),
             Change::Replace(vec!["size".into()])
         );
+    }
+
+    #[test]
+    fn sealed_values_are_recognised() {
+        assert!(is_sealed(&json!(format!("sha256:{}", "ab".repeat(32)))));
+        assert!(!is_sealed(&json!("sha256:short")));
+        assert!(!is_sealed(&json!(3)));
     }
 
     #[test]

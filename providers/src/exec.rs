@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
-    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+    ReadOutcome, Schema, StepKind, ValidateContext, Values, is_sealed,
 };
 use inputs::ExecInputs;
 use shell::Shell;
@@ -183,10 +183,21 @@ impl Provider for Exec {
     /// Runs `destroy` if the step was applied with one; otherwise there is
     /// nothing to delete.
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
+        if prior.inputs.get("destroy").is_some_and(is_sealed) {
+            return Err(ProviderError::fatal(
+                "`destroy` uses a sensitive value, which state keeps only as a digest; destroy with the workflow file and its secrets available",
+            ));
+        }
         let inputs = ExecInputs::from_values(prior.inputs)?;
         let Some(destroy) = &inputs.destroy else {
             return Ok(());
         };
+        if !inputs.sealed.is_empty() {
+            ctx.reporter.log(&format!(
+                "`destroy` runs without {}: sensitive values are not kept in state and the workflow did not provide them",
+                inputs.sealed.join(", ")
+            ));
+        }
         self.run_script(
             ctx,
             &inputs,

@@ -90,6 +90,9 @@ pub struct StepRecord {
     /// Whether destroy must refuse it unless told otherwise.
     #[serde(default)]
     pub prevent_destroy: bool,
+    /// The cloud region it was applied in, so destroy needs no workflow file.
+    #[serde(default)]
+    pub region: Option<String>,
     /// The operation in flight, if any: durable before the side effect starts.
     pub in_flight: Option<InFlight>,
     /// How many attempts the last operation took (including retries).
@@ -116,6 +119,7 @@ impl StepRecord {
             private: Value::Null,
             depends_on: Vec::new(),
             prevent_destroy: false,
+            region: None,
             in_flight: None,
             attempts: 0,
             last_error: None,

@@ -29,8 +29,6 @@ pub struct RunContext {
     pub layout: StateLayout,
     /// The workflow file's folder.
     pub workdir: PathBuf,
-    /// The workflow's region.
-    pub region: Option<String>,
     /// The state's digest salt.
     pub salt: [u8; 32],
     /// Masks secrets in everything written or shown.
@@ -58,6 +56,8 @@ pub struct StepJob {
     pub decl: Option<StepDecl>,
     /// Dependencies to record.
     pub depends_on: Vec<String>,
+    /// The region to operate in (the step's, else the workflow's, else the recorded one).
+    pub region: Option<String>,
 }
 
 impl RunContext {
@@ -99,6 +99,32 @@ impl RunContext {
             },
             None => Lookup::Unknown,
         }
+    }
+}
+
+/// `recorded` with every sealed leaf that equals the same leaf of `stored`
+/// (the desired value in its stored form) replaced by the leaf of `actual`.
+fn unseal(recorded: &Value, stored: &Value, actual: &Value) -> Value {
+    match (recorded, stored, actual) {
+        (r, s, a) if flow_providers::is_sealed(r) => {
+            if r == s {
+                a.clone()
+            } else {
+                r.clone()
+            }
+        }
+        (Value::Object(r), Value::Object(s), Value::Object(a)) => Value::Object(
+            r.iter()
+                .map(|(k, v)| {
+                    let real = match (s.get(k), a.get(k)) {
+                        (Some(sv), Some(av)) => unseal(v, sv, av),
+                        _ => v.clone(),
+                    };
+                    (k.clone(), real)
+                })
+                .collect(),
+        ),
+        (r, _, _) => r.clone(),
     }
 }
 
@@ -152,7 +178,7 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, Strin
         job.change.action.word(),
         job.change.provider
     ));
-    let desired = match (&job.decl, &ctx.loaded) {
+    let resolved = match (&job.decl, &ctx.loaded) {
         (Some(decl), Some(loaded)) => Some(
             desired_inputs(loaded, decl, &ctx.registry, &ctx.salt, &|s, k| {
                 ctx.lookup(s, k)
@@ -163,24 +189,38 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, Strin
                     .map(|d| d.message)
                     .collect::<Vec<_>>()
                     .join("; ")
-            })?,
+            }),
         ),
         _ => None,
     };
-    if let Some(d) = &desired
-        && !d.is_known()
-    {
-        return Err(format!("inputs still unknown: {}", d.unknown.join(", ")));
-    }
-    let op = Op {
-        ctx,
-        job,
-        provider: provider.as_ref(),
-        reporter: reporter.clone(),
-    };
-    let outcome = match job.change.action {
-        Action::Delete => op.delete_all().await?,
-        _ => op.apply(desired.expect("workflow step has inputs")).await?,
+    let outcome = if job.change.action == Action::Delete {
+        // A delete needs nothing from the workflow; what it can resolve only
+        // helps to unseal secrets the delete command uses.
+        let desired = resolved.and_then(Result::ok).filter(Desired::is_known);
+        let op = Op {
+            ctx,
+            job,
+            provider: provider.as_ref(),
+            reporter: reporter.clone(),
+            desired: desired.as_ref(),
+        };
+        op.delete_all().await?
+    } else {
+        let desired = resolved.ok_or("the step is not in the workflow")??;
+        if !desired.is_known() {
+            return Err(format!(
+                "inputs still unknown: {}",
+                desired.unknown.join(", ")
+            ));
+        }
+        let op = Op {
+            ctx,
+            job,
+            provider: provider.as_ref(),
+            reporter: reporter.clone(),
+            desired: Some(&desired),
+        };
+        op.apply().await?
     };
     reporter.note(&match &outcome {
         Outcome::Done(a) => format!("{} done", a.word()),
@@ -195,6 +235,8 @@ struct Op<'a> {
     job: &'a StepJob,
     provider: &'a dyn Provider,
     reporter: Arc<StepReporter>,
+    /// The inputs the workflow asks for now, when it can say.
+    desired: Option<&'a Desired>,
 }
 
 impl Op<'_> {
@@ -208,12 +250,7 @@ impl Op<'_> {
             token: token.to_string(),
             workdir: self.ctx.workdir.clone(),
             log_path: self.ctx.layout.log_file(self.name()),
-            region: self
-                .job
-                .decl
-                .as_ref()
-                .and_then(|d| d.region.clone())
-                .or_else(|| self.ctx.region.clone()),
+            region: self.job.region.clone(),
             reporter: self.reporter.clone(),
         }
     }
@@ -273,6 +310,7 @@ impl Op<'_> {
         inputs: &Values,
     ) -> Result<(), String> {
         rec.status = Status::Pending;
+        rec.region = self.job.region.clone();
         rec.in_flight = Some(InFlight {
             operation,
             token: token.to_string(),
@@ -325,20 +363,40 @@ impl Op<'_> {
         message
     }
 
-    /// Create, update or replace until the step matches `desired`.
-    async fn apply(&self, desired: Desired) -> Result<Outcome, String> {
+    /// Recorded inputs with sealed secrets put back where the workflow still
+    /// gives the same value (same digest), so that update and delete see
+    /// real values.
+    fn unsealed(&self, recorded: &Values) -> Values {
+        let Some(desired) = self.desired else {
+            return recorded.clone();
+        };
+        recorded
+            .iter()
+            .map(|(k, v)| {
+                let real = match (desired.stored.get(k), desired.actual.get(k)) {
+                    (Some(stored), Some(actual)) => unseal(v, stored, actual),
+                    _ => v.clone(),
+                };
+                (k.clone(), real)
+            })
+            .collect()
+    }
+
+    /// Create, update or replace until the step matches the desired inputs.
+    async fn apply(&self) -> Result<Outcome, String> {
+        let desired = self.desired.expect("apply has desired inputs");
         let planned = self.job.change.action;
         let mut rec = self.base_record();
         let mut did: Option<Action> = None;
         let mut replace_requested = planned == Action::Replace;
         for _ in 0..4 {
             if let Some(flight) = rec.in_flight.clone() {
-                self.reconcile(&mut rec, flight, &desired).await?;
+                self.reconcile(&mut rec, flight, desired).await?;
                 did = Some(did.unwrap_or(planned));
                 continue;
             }
             if !rec.applied {
-                self.create(&mut rec, &desired, new_token()).await?;
+                self.create(&mut rec, desired, new_token()).await?;
                 return Ok(Outcome::Done(
                     did.map_or(Action::Create, |d| d.max(Action::Create)),
                 ));
@@ -383,7 +441,7 @@ impl Op<'_> {
                     return Ok(did.map_or(Outcome::Unchanged, Outcome::Done));
                 }
                 Action::Update => {
-                    self.update(&mut rec, &desired, new_token()).await?;
+                    self.update(&mut rec, desired, new_token()).await?;
                     return Ok(Outcome::Done(
                         did.unwrap_or(Action::Update).max(Action::Update),
                     ));
@@ -510,8 +568,10 @@ impl Op<'_> {
     }
 
     async fn delete(&self, rec: &mut StepRecord, token: String) -> Result<(), String> {
-        let inputs = rec.inputs.clone();
-        self.begin(rec, Operation::Delete, &token, &inputs).await?;
+        let recorded = rec.inputs.clone();
+        self.begin(rec, Operation::Delete, &token, &recorded)
+            .await?;
+        let inputs = self.unsealed(&recorded);
         let ctx = self.op_context(&token);
         let (outputs, private) = (rec.outputs.clone(), rec.private.clone());
         let id = rec.resource_id.clone();
@@ -583,5 +643,34 @@ impl Op<'_> {
         }
         self.ctx.forget(self.name()).await?;
         Ok(Outcome::Done(Action::Delete))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unseal_restores_only_leaves_whose_digest_still_matches() {
+        let d1 = format!("sha256:{}", "a".repeat(64));
+        let d2 = format!("sha256:{}", "b".repeat(64));
+        let recorded = json!({"REGION": "x", "TOKEN": d1, "OLD": d2});
+        let stored =
+            json!({"REGION": "x", "TOKEN": d1, "OLD": format!("sha256:{}", "c".repeat(64))});
+        let actual = json!({"REGION": "x", "TOKEN": "real", "OLD": "new"});
+        assert_eq!(
+            unseal(&recorded, &stored, &actual),
+            json!({"REGION": "x", "TOKEN": "real", "OLD": d2})
+        );
+        assert_eq!(unseal(&json!(d1), &json!(d1), &json!("v")), json!("v"));
+    }
+
+    #[test]
+    fn tokens_are_valid_client_request_tokens() {
+        let t = new_token();
+        assert_eq!(t.len(), 32);
+        assert!(t.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(t, new_token());
     }
 }

@@ -136,6 +136,13 @@ pub struct DestroyArgs {
     /// Destroy steps with lifecycle.prevent_destroy too.
     #[arg(long)]
     pub allow_protected: bool,
+    /// Set a variable (only used to give destroy commands the secrets state
+    /// does not keep).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// Read variables from a TOML file.
+    #[arg(long = "var-file", value_name = "FILE")]
+    pub var_files: Vec<PathBuf>,
 }
 
 /// `flow output`.
@@ -166,6 +173,24 @@ pub enum StateCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// List the state backups kept (one is written before every apply and destroy).
+    Backups {
+        /// The workflow file.
+        file: PathBuf,
+        /// The state folder.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Replace the state with a backup (the current state is backed up first).
+    Restore {
+        /// The workflow file.
+        file: PathBuf,
+        /// The backup file, as listed by `flow state backups`.
+        backup: PathBuf,
+        /// The state folder.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
     },
     /// Show everything state records about one step.
     Show {

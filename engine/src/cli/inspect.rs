@@ -44,10 +44,12 @@ fn open_records(file: &Path, dir: Option<&PathBuf>, command: &str) -> CliResult<
     Ok(records_of(store.as_ref())?.into_values().collect())
 }
 
-/// A stored value for display: sensitive placeholders masked.
+/// A stored value for display: sensitive placeholders and sealed inputs masked.
 fn visible(v: &Value) -> Value {
     match v {
-        v if is_sensitive_marker(v) => Value::String("(sensitive)".into()),
+        v if is_sensitive_marker(v) || flow_providers::is_sealed(v) => {
+            Value::String(crate::secrets::MASK.into())
+        }
         Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), visible(v))).collect()),
         Value::Array(items) => Value::Array(items.iter().map(visible).collect()),
         other => other.clone(),
@@ -208,5 +210,45 @@ pub fn state_show(file: &Path, step: &str, dir: Option<&PathBuf>) -> CliResult<i
         "updated_at": format_rfc3339(rec.updated_at),
     });
     println!("{}", serde_json::to_string_pretty(&shown).expect("json"));
+    Ok(0)
+}
+
+/// `flow state backups FILE`: newest first.
+pub fn state_backups(file: &Path, dir: Option<&PathBuf>) -> CliResult<i32> {
+    let root = state_dir(file, dir);
+    let backups = flow_state::list_backups(&root)?;
+    if backups.is_empty() {
+        println!("No backups in {}.", root.join("backups").display());
+        return Ok(0);
+    }
+    println!("{:<20}  {:>8}  FILE", "TAKEN", "SERIAL");
+    for b in backups {
+        println!(
+            "{:<20}  {:>8}  {}",
+            format_rfc3339(b.created_at),
+            b.serial,
+            b.path.display()
+        );
+    }
+    Ok(0)
+}
+
+/// `flow state restore FILE BACKUP`.
+pub fn state_restore(file: &Path, backup: &Path, dir: Option<&PathBuf>) -> CliResult<i32> {
+    let root = state_dir(file, dir);
+    let restored = flow_state::restore(&root, backup)?;
+    println!(
+        "Restored {} step{} from {} (state serial is now {}).",
+        restored.steps,
+        if restored.steps == 1 { "" } else { "s" },
+        backup.display(),
+        restored.serial
+    );
+    if let Some(prev) = &restored.previous {
+        println!("The state it replaced was backed up to {}.", prev.display());
+    }
+    if let Some(damaged) = &restored.damaged {
+        println!("The damaged database was moved to {}.", damaged.display());
+    }
     Ok(0)
 }

@@ -39,6 +39,14 @@ pub fn run(cli: Cli) -> i32 {
             step,
             state_dir,
         }) => inspect::state_show(file, step, state_dir.as_ref()),
+        Command::State(StateCommand::Backups { file, state_dir }) => {
+            inspect::state_backups(file, state_dir.as_ref())
+        }
+        Command::State(StateCommand::Restore {
+            file,
+            backup,
+            state_dir,
+        }) => inspect::state_restore(file, backup, state_dir.as_ref()),
         Command::Apply(a) => block_on(run_apply::apply(a, ui, &registry)),
         Command::Destroy(a) => block_on(run_apply::destroy(a, ui, &registry)),
     };

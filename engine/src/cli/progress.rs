@@ -161,6 +161,9 @@ pub fn print_summary(report: &Report, style: &Style, what: &str) {
             println!("    {line}");
         }
     }
+    if !report.steps.is_empty() {
+        println!();
+    }
     let head = if report.interrupted {
         style.warn(&format!("{what} interrupted"))
     } else if failed.is_empty() {

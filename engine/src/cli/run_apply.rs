@@ -19,7 +19,7 @@ use crate::apply::retry::Backoff;
 use crate::apply::schedule::{Report, Signals, run_all};
 use crate::apply::step::{RunContext, StepJob};
 use crate::dag::Dag;
-use crate::lang::load::Loaded;
+use crate::lang::load::{Loaded, load};
 use crate::lang::vars::VarInputs;
 use crate::plan::render::render_text;
 use crate::plan::saved::{SavedPlan, SavedVar, text_digest};
@@ -52,7 +52,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         replace: &args.replace,
     })
     .map_err(CliError::Diagnostics)?;
-    if !ui.quiet || plan.has_changes() {
+    if !ui.quiet || (plan.has_changes() && !args.auto_approve) {
         print!("{}", render_text(&plan, &ui.style));
     }
     if !plan.has_changes() && !deps_changed(&plan, &records) {
@@ -60,7 +60,9 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     }
     if plan.has_changes() {
         confirm("\nDo you want to apply these changes?", args.auto_approve)?;
-        println!();
+        if !ui.quiet {
+            println!();
+        }
     }
     execute(
         &store,
@@ -206,17 +208,25 @@ async fn execute(
     let jobs: Vec<StepJob> = plan
         .changes
         .iter()
-        .map(|c| StepJob {
-            change: c.clone(),
-            decl: loaded.workflow.step(&c.step).cloned(),
-            depends_on: c.depends_on.clone(),
+        .map(|c| {
+            let decl = loaded.workflow.step(&c.step).cloned();
+            let region = decl
+                .as_ref()
+                .and_then(|d| d.region.clone())
+                .or_else(|| loaded.workflow.region.clone())
+                .or_else(|| records.get(&c.step).and_then(|r| r.region.clone()));
+            StepJob {
+                change: c.clone(),
+                decl,
+                depends_on: c.depends_on.clone(),
+                region,
+            }
         })
         .collect();
     let ctx = run_context(
         store,
         registry,
         file,
-        loaded.workflow.region.clone(),
         redactor,
         records,
         Some(loaded),
@@ -252,7 +262,6 @@ fn run_context(
     store: &Store,
     registry: &Registry,
     file: &Path,
-    region: Option<String>,
     redactor: Redactor,
     records: BTreeMap<String, StepRecord>,
     loaded: Option<&Loaded>,
@@ -265,7 +274,6 @@ fn run_context(
         committer: store.committer(),
         layout: store.layout().clone(),
         workdir: workdir(file),
-        region,
         salt: store.salt(),
         redactor: Arc::new(redactor),
         sink: Arc::new(PlainProgress::new(ui.style, ui.quiet, ui.verbose, width)),
@@ -361,23 +369,39 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         .into_iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
+    // The workflow is optional for destroy: when it still loads, its secrets
+    // let delete commands see values state keeps only as digests.
+    let vars = VarInputs {
+        flags: args.vars.clone(),
+        files: args.var_files.clone(),
+        ..VarInputs::default()
+    };
+    let loaded = load(&args.file, &vars, registry, &|n| std::env::var(n).ok()).ok();
+    let mut redactor = Redactor::default();
+    if let Some(l) = &loaded {
+        for v in l.vars.values().filter(|v| v.sensitive) {
+            redactor.add(&v.value);
+        }
+    }
     let jobs: Vec<StepJob> = plan
         .changes
         .iter()
         .map(|c| StepJob {
             change: c.clone(),
-            decl: None,
+            decl: loaded
+                .as_ref()
+                .and_then(|l| l.workflow.step(&c.step).cloned()),
             depends_on: c.depends_on.clone(),
+            region: records.get(&c.step).and_then(|r| r.region.clone()),
         })
         .collect();
     let ctx = run_context(
         &store,
         registry,
         &args.file,
-        None,
-        Redactor::default(),
+        redactor,
         records,
-        None,
+        loaded.as_ref(),
         ui,
         &plan,
     );

@@ -38,6 +38,10 @@ const HELP: &str =
     "a reference is `${vars.NAME}` or `${steps.STEP.outputs.KEY}`; write `$${` for a literal `${`";
 
 /// Split `text` into parts. `$${` is a literal `${`; any other `$` is kept.
+/// A `${...}` whose body does not start with a name and a dot (`${HOME}`,
+/// `${#ARGS}`, `${VAR:-x}`) is shell syntax and kept as written; one that does
+/// (`${vars.x}`, `${steps.a.outputs.b}`, and typos such as `${var.x}`) is a
+/// reference.
 pub fn parse(text: &str, at: &Placement) -> Result<Template, TemplateError> {
     let mut parts = Vec::new();
     let mut lit = String::new();
@@ -56,6 +60,11 @@ pub fn parse(text: &str, at: &Placement) -> Result<Template, TemplateError> {
                 });
             };
             let body_range = i + 2..i + 2 + close;
+            if !looks_like_reference(&text[body_range.clone()]) {
+                lit.push_str(&text[i..body_range.end + 1]);
+                i = body_range.end + 1;
+                continue;
+            }
             let span = at.span(i..body_range.end + 1);
             let target = parse_target(text[body_range].trim()).ok_or_else(|| TemplateError {
                 message: format!("`{}` is not a reference", &text[i..i + 3 + close]),
@@ -84,6 +93,15 @@ pub fn is_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Whether a `${...}` body is meant as a reference: a name followed by a dot.
+fn looks_like_reference(body: &str) -> bool {
+    let body = body.trim_start();
+    let name_len = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .unwrap_or(body.len());
+    name_len > 0 && body[name_len..].starts_with('.')
 }
 
 fn parse_target(body: &str) -> Option<RefTarget> {
@@ -119,6 +137,20 @@ mod tests {
     fn plain_text_and_shell_dollars_stay() {
         let t = exact("echo $HOME and $1").unwrap();
         assert_eq!(t.as_literal().unwrap(), "echo $HOME and $1");
+    }
+
+    #[test]
+    fn shell_braces_stay() {
+        for text in [
+            "echo ${HOME}",
+            "n=${#ARGS}",
+            "x=${VAR:-default.txt}",
+            "${1}",
+        ] {
+            let t = exact(text).unwrap();
+            assert_eq!(t.as_literal().unwrap(), text);
+        }
+        assert!(exact("${var.x}").is_err());
     }
 
     #[test]
@@ -163,7 +195,7 @@ mod tests {
     #[test]
     fn inexact_placement_points_at_whole_string() {
         let e = parse(
-            "\\t${oops}",
+            "\\t${oops.x}",
             &Placement {
                 whole: 10..22,
                 exact: None,

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::model::{Action, InputDiff, Plan, Shown, StepChange};
 use crate::diag::{Diag, Diagnostics};
-use crate::inputs::{Desired, UNKNOWN, desired_inputs};
+use crate::inputs::{Desired, UNKNOWN, desired_inputs, mask_sealed};
 use crate::lang::load::Loaded;
 use crate::lang::resolve::Lookup;
 
@@ -259,28 +259,21 @@ fn quoted(names: &[String]) -> String {
 
 fn shown_after(desired: &Desired, key: &str) -> Shown {
     if desired.unknown.iter().any(|k| k == key) {
-        Shown::KnownAfterApply
-    } else if desired.sensitive.iter().any(|k| k == key) {
-        Shown::Sensitive
-    } else {
-        desired
-            .actual
-            .get(key)
-            .cloned()
-            .map_or(Shown::Absent, Shown::Value)
+        return Shown::KnownAfterApply;
     }
+    let value = if desired.sensitive.iter().any(|k| k == key) {
+        desired.stored.get(key)
+    } else {
+        desired.actual.get(key)
+    };
+    shown_before(value)
 }
 
 fn shown_before(value: Option<&Value>) -> Shown {
     match value {
         None => Shown::Absent,
-        Some(Value::String(s)) if is_digest(s) => Shown::Sensitive,
+        Some(v) if flow_providers::is_sealed(v) => Shown::Sensitive,
         Some(Value::String(s)) if s == UNKNOWN => Shown::KnownAfterApply,
-        Some(v) => Shown::Value(v.clone()),
+        Some(v) => Shown::Value(mask_sealed(v)),
     }
-}
-
-fn is_digest(s: &str) -> bool {
-    s.strip_prefix("sha256:")
-        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::contract::{ProviderError, Values};
+use crate::contract::{ProviderError, Values, is_sealed};
 
 /// The inputs of an `exec` step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +17,9 @@ pub(super) struct ExecInputs {
     pub env: Vec<(String, String)>,
     /// The folder to run in, relative to the workflow file's folder.
     pub workdir: Option<String>,
+    /// Environment variables left out because state holds them only as
+    /// sealed secrets (`"env"` when the whole table is sealed).
+    pub sealed: Vec<String>,
 }
 
 impl ExecInputs {
@@ -25,17 +28,28 @@ impl ExecInputs {
     pub fn from_values(inputs: &Values) -> Result<Self, ProviderError> {
         let run =
             string(inputs, "run")?.ok_or_else(|| ProviderError::fatal("`run` is required"))?;
+        let mut sealed = Vec::new();
         let env = match inputs.get("env") {
             None | Some(Value::Null) => Vec::new(),
-            Some(Value::Object(table)) => table
-                .iter()
-                .map(|(k, v)| match v {
-                    Value::String(s) => Ok((k.clone(), s.clone())),
-                    other => Err(ProviderError::fatal(format!(
-                        "`env.{k}` must be a string, not {other}"
-                    ))),
-                })
-                .collect::<Result<_, _>>()?,
+            Some(v) if is_sealed(v) => {
+                sealed.push("env".to_string());
+                Vec::new()
+            }
+            Some(Value::Object(table)) => {
+                let mut env = Vec::new();
+                for (k, v) in table {
+                    match v {
+                        v if is_sealed(v) => sealed.push(k.clone()),
+                        Value::String(s) => env.push((k.clone(), s.clone())),
+                        other => {
+                            return Err(ProviderError::fatal(format!(
+                                "`env.{k}` must be a string, not {other}"
+                            )));
+                        }
+                    }
+                }
+                env
+            }
             Some(other) => {
                 return Err(ProviderError::fatal(format!(
                     "`env` must be a table of strings, not {other}"
@@ -47,6 +61,7 @@ impl ExecInputs {
             destroy: string(inputs, "destroy")?,
             env,
             workdir: string(inputs, "workdir")?,
+            sealed,
         })
     }
 
