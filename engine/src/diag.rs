@@ -176,7 +176,15 @@ impl Diagnostics {
             .with_links(false)
             .with_context_lines(1);
         let mut out = String::new();
-        for diag in &self.items {
+        // In file order: problems without a place first, then by file and offset.
+        let mut ordered: Vec<&Diag> = self.items.iter().collect();
+        ordered.sort_by_key(|d| {
+            (
+                d.source.as_ref().map(|s| s.name.clone()),
+                d.labels.first().map_or(0, |(span, _)| span.start),
+            )
+        });
+        for diag in ordered {
             if handler.render_report(&mut out, diag).is_err() {
                 out.push_str(&format!("error: {}\n", diag.message));
             }

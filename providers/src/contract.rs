@@ -185,6 +185,9 @@ pub struct Problem {
     pub message: String,
     /// How to fix it.
     pub help: Option<String>,
+    /// Whether the last element of `path` is itself the problem (a bad table
+    /// key), rather than its value.
+    pub on_key: bool,
 }
 
 impl Problem {
@@ -194,7 +197,24 @@ impl Problem {
             path: vec![input.to_string()],
             message: message.into(),
             help: None,
+            on_key: false,
         }
+    }
+
+    /// The problem at `path` (an input, then keys or list indexes inside it).
+    pub fn at_path(path: &[&str], message: impl Into<String>) -> Self {
+        Problem {
+            path: path.iter().map(|p| p.to_string()).collect(),
+            message: message.into(),
+            help: None,
+            on_key: false,
+        }
+    }
+
+    /// The same problem, pointing at the key that ends its path rather than the value.
+    pub fn on_key(mut self) -> Self {
+        self.on_key = true;
+        self
     }
 
     /// The same problem with a help line.
@@ -302,12 +322,26 @@ pub struct OpContext {
     pub token: String,
     /// The workflow file's folder.
     pub workdir: PathBuf,
-    /// The step's log file (the reporter appends to it; commands may write it directly).
+    /// The step's log file (the engine's reporter appends to it; providers
+    /// write through [`OpContext::reporter`], never to the file directly).
     pub log_path: PathBuf,
     /// The AWS region for the step, if the workflow or step set one.
     pub region: Option<String>,
+    /// The AWS profile, if the workflow set one.
+    pub profile: Option<String>,
     /// Progress and log sink.
     pub reporter: Arc<dyn Reporter>,
+}
+
+/// What a provider adds to a planned change after looking at the real object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanDetail {
+    /// Lines shown under the step, e.g. a CloudFormation change set's
+    /// resource changes (`~ Modify AWS::EC2::Subnet PrivateSubnet (replacement: True)`).
+    pub lines: Vec<String>,
+    /// The real object must be replaced, for this reason (a stack left in
+    /// `ROLLBACK_COMPLETE`, say).
+    pub replace_because: Option<String>,
 }
 
 /// One provider kind. Every method that changes the world is idempotent by
@@ -345,6 +379,19 @@ pub trait Provider: Send + Sync {
 
     /// Delete the object and wait until it is gone. Deleting what is already gone succeeds.
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError>;
+
+    /// Look at the real object while planning, for a step that has a change
+    /// pending (never for unchanged steps: plans stay instant). `prior` is
+    /// what state recorded, if the step was ever applied. The default adds
+    /// nothing.
+    async fn plan_detail(
+        &self,
+        _ctx: &OpContext,
+        _prior: Option<Prior<'_>>,
+        _desired: &Values,
+    ) -> Result<PlanDetail, ProviderError> {
+        Ok(PlanDetail::default())
+    }
 
     /// Find what an interrupted operation with `ctx.token` left behind, waiting
     /// for it to finish if it is still in progress on the far side. `id` is the

@@ -53,6 +53,7 @@ pub(crate) fn op_context(
         workdir: workdir.to_path_buf(),
         log_path: workdir.join(format!("{step}.log")),
         region: None,
+        profile: None,
         reporter: reporter.clone(),
     };
     (ctx, reporter)

@@ -41,6 +41,8 @@ pub struct RunContext {
     pub records: Mutex<BTreeMap<String, StepRecord>>,
     /// Outputs produced in this run, with secrets in clear (memory only).
     pub outputs: Mutex<BTreeMap<String, Values>>,
+    /// The AWS profile the workflow names, if any.
+    pub profile: Option<String>,
     /// The workflow, for resolving inputs (None for destroy).
     pub loaded: Option<Arc<Loaded>>,
     /// Retries made so far in this run.
@@ -251,6 +253,7 @@ impl Op<'_> {
             workdir: self.ctx.workdir.clone(),
             log_path: self.ctx.layout.log_file(self.name()),
             region: self.job.region.clone(),
+            profile: self.ctx.profile.clone(),
             reporter: self.reporter.clone(),
         }
     }

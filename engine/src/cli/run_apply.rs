@@ -29,7 +29,7 @@ use crate::secrets::{Redactor, digest};
 /// `flow apply FILE|PLAN`.
 pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     let saved = SavedPlan::read_if_plan(&args.file)
-        .map_err(|e| CliError::msg(format!("cannot read {}: {e}", args.file.display())))?;
+        .map_err(|e| CliError::help(e, "make a new one with `flow plan FILE --out PLAN`"))?;
     if let Some(saved) = saved {
         return apply_saved(args, saved, ui, registry).await;
     }
@@ -154,7 +154,13 @@ async fn apply_saved(
         replace: &saved.replace,
     })
     .map_err(CliError::Diagnostics)?;
-    if plan.changes != saved.plan.changes {
+    let essence = |p: &Plan| {
+        p.changes
+            .iter()
+            .map(StepChange::essence)
+            .collect::<Vec<_>>()
+    };
+    if essence(&plan) != essence(&saved.plan) {
         return Err(stale("recomputing it now gives a different plan".into()));
     }
     if !ui.quiet {
@@ -278,6 +284,7 @@ fn run_context(
         redactor: Arc::new(redactor),
         sink: Arc::new(PlainProgress::new(ui.style, ui.quiet, ui.verbose, width)),
         backoff: Backoff::default(),
+        profile: loaded.and_then(|l| l.workflow.profile.clone()),
         records: Mutex::new(records),
         outputs: Mutex::new(BTreeMap::new()),
         loaded: loaded.map(|l| Arc::new(l.clone())),
@@ -351,6 +358,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
                     known_after_apply: false,
                     resumes: rec.in_flight.as_ref().map(|f| f.token.clone()),
                     depends_on: rec.depends_on.clone(),
+                    details: Vec::new(),
                 }
             })
             .collect(),

@@ -220,6 +220,9 @@ pub struct VarDecl {
     pub sensitive: bool,
     /// The environment variable it is read from.
     pub env: Option<String>,
+    /// Whether its declaration had problems (already reported): later checks
+    /// skip it rather than report knock-on errors.
+    pub broken: bool,
 }
 
 /// A `[steps.NAME]` declaration.
@@ -247,6 +250,9 @@ pub struct StepDecl {
     pub inputs: Vec<Entry>,
     /// Where `[steps.NAME.inputs]` (or the step) is written, for missing inputs.
     pub inputs_span: Span,
+    /// Whether its declaration had problems (already reported): later checks
+    /// skip what they would only report as knock-on errors.
+    pub broken: bool,
 }
 
 /// A whole workflow file.

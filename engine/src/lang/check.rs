@@ -117,7 +117,7 @@ fn check_step_refs(
 
 fn check_provider(wf: &Workflow, step: &StepDecl, registry: &Registry, diags: &mut Diagnostics) {
     if step.provider.is_empty() {
-        return;
+        return; // missing or empty: already reported by the parser
     }
     let Some(provider) = registry.get(&step.provider) else {
         let names = registry.names();
@@ -170,6 +170,9 @@ fn check_provider(wf: &Workflow, step: &StepDecl, registry: &Registry, diags: &m
                 );
             }
         }
+    }
+    if step.broken {
+        return;
     }
     for spec in schema.inputs.iter().filter(|s| s.required) {
         if !step.inputs.iter().any(|i| i.key == spec.name) {
@@ -341,7 +344,7 @@ fn cycle_diag(wf: &Workflow, cycle: &[&Edge]) -> Diag {
         format!("dependency cycle: {}", names.join(" → ")),
     )
     .in_source(&wf.source);
-    for e in cycle {
+    for e in cycle.iter().rev() {
         d = d.label(e.span.clone(), format!("`{}` needs `{}`", e.to, e.from));
     }
     d.help("break the cycle by removing one of these references or dependencies")

@@ -131,7 +131,7 @@ fn validate_known_inputs(
         workdir: wf.dir.clone(),
     };
     for problem in provider.validate(&values, &ctx) {
-        let span = span_of_path(step, &problem.path);
+        let span = span_of_path(step, &problem.path, problem.on_key);
         let mut d = Diag::new(
             "flow::invalid-input",
             format!("step `{}`: {}", step.name, problem.message),
@@ -217,9 +217,9 @@ fn json_type(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// The span of an input path such as `["parameters", "VpcCidr"]`; the deepest
-/// part found, else the step's inputs.
-pub fn span_of_path(step: &StepDecl, path: &[String]) -> Span {
+/// The span of an input path such as `["parameters", "VpcCidr"]`: the value
+/// (or, with `on_key`, the key) of the deepest part found, else the step's inputs.
+pub fn span_of_path(step: &StepDecl, path: &[String], on_key: bool) -> Span {
     let Some((first, rest)) = path.split_first() else {
         return step.name_span.clone();
     };
@@ -227,17 +227,33 @@ pub fn span_of_path(step: &StepDecl, path: &[String]) -> Span {
         return step.inputs_span.clone();
     };
     let mut node: &Node = &entry.value;
-    let mut span = entry.key_span.start..entry.value.span.end;
-    for part in rest {
+    let mut span = if on_key && rest.is_empty() {
+        entry.key_span.clone()
+    } else {
+        entry.value.span.clone()
+    };
+    for (i, part) in rest.iter().enumerate() {
+        let last = i + 1 == rest.len();
         let next = match &node.kind {
-            NodeKind::Table(entries) => entries.iter().find(|e| &e.key == part).map(|e| &e.value),
-            NodeKind::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
+            NodeKind::Table(entries) => entries
+                .iter()
+                .find(|e| &e.key == part)
+                .map(|e| (&e.value, e.key_span.clone())),
+            NodeKind::Array(items) => part
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| items.get(i))
+                .map(|n| (n, n.span.clone())),
             _ => None,
         };
         match next {
-            Some(n) => {
+            Some((n, key_span)) => {
                 node = n;
-                span = n.span.clone();
+                span = if on_key && last {
+                    key_span
+                } else {
+                    n.span.clone()
+                };
             }
             None => break,
         }

@@ -119,7 +119,7 @@ impl Parser<'_> {
                         format!("{what} cannot contain references"),
                         node.span.clone(),
                         "write a plain value here",
-                        Some("only step inputs and variable defaults are interpolated".into()),
+                        Some("only step inputs are interpolated; write a plain value here".into()),
                     );
                     None
                 }
@@ -209,8 +209,10 @@ impl Parser<'_> {
             ty: VarType::String,
             sensitive: false,
             env: None,
+            broken: false,
         };
         let mut declared_type = false;
+        let errors_before = self.diags.items.len();
         for f in fields {
             let what = format!("vars.{}.{}", entry.key, f.key);
             match f.key.as_str() {
@@ -245,6 +247,7 @@ impl Parser<'_> {
                 ),
             }
         }
+        var.broken = self.diags.items.len() > errors_before;
         if !declared_type && let Some(d) = &var.default {
             var.ty = infer_type(d);
         }
@@ -291,22 +294,40 @@ impl Parser<'_> {
             region: None,
             inputs: Vec::new(),
             inputs_span: entry.key_span.clone(),
+            broken: false,
         };
         let mut has_provider = false;
+        let errors_before = self.diags.items.len();
         for f in fields {
             let what = format!("steps.{}.{}", entry.key, f.key);
             match f.key.as_str() {
                 "provider" => {
-                    if let Some(p) = self.string(&f.value, &what) {
-                        step.provider = p;
-                        step.provider_span = f.value.span.clone();
-                        has_provider = true;
+                    step.provider_span = f.value.span.clone();
+                    match self.string(&f.value, &what) {
+                        Some(p) if p.trim().is_empty() => self.err(
+                            "flow::missing-provider",
+                            format!("step `{}` has an empty provider", entry.key),
+                            f.value.span.clone(),
+                            "empty",
+                            Some("name a provider, e.g. `provider = \"exec\"`".into()),
+                        ),
+                        Some(p) => {
+                            step.provider = p;
+                            has_provider = true;
+                        }
+                        None => {}
                     }
                 }
                 "depends_on" => match &f.value.kind {
                     NodeKind::Array(items) => {
                         for item in items {
-                            if let Some(s) = self.string(item, &what) {
+                            if !matches!(item.kind, NodeKind::Str(_)) {
+                                self.wrong_type(
+                                    item,
+                                    &format!("each item of {what}"),
+                                    "a step name (a string)",
+                                );
+                            } else if let Some(s) = self.string(item, &what) {
                                 step.depends_on.push((s, item.span.clone()));
                             }
                         }
@@ -368,12 +389,13 @@ impl Parser<'_> {
                         }
                     }
                 }
-                "inputs" => {
-                    if let Some(items) = self.table(&f.value, &what) {
+                "inputs" => match self.table(&f.value, &what) {
+                    Some(items) => {
                         step.inputs = items.to_vec();
                         step.inputs_span = f.key_span.clone();
                     }
-                }
+                    None => step.broken = true,
+                },
                 other => self.unknown_key(
                     f,
                     other,
@@ -390,6 +412,7 @@ impl Parser<'_> {
                 ),
             }
         }
+        step.broken |= self.diags.items.len() > errors_before;
         if !has_provider && !fields.iter().any(|f| f.key == "provider") {
             self.err(
                 "flow::missing-provider",

@@ -228,6 +228,6 @@ mod tests {
             "{}",
             err.message
         );
-        assert_eq!(err.span, 4..30);
+        assert_eq!(err.span, 5..30);
     }
 }

@@ -11,8 +11,8 @@ use crate::diag::{Diag, Diagnostics, Source};
 pub fn parse_document(source: &Source) -> (Vec<Entry>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let (table, errors) = DeTable::parse_recoverable(&source.text);
-    for err in &errors {
-        diags.push(syntax_diag(source, err));
+    for d in syntax_diags(source, &errors) {
+        diags.push(d);
     }
     if !diags.is_empty() {
         return (Vec::new(), diags);
@@ -21,26 +21,146 @@ pub fn parse_document(source: &Source) -> (Vec<Entry>, Diagnostics) {
     (entries, diags)
 }
 
-fn syntax_diag(source: &Source, err: &toml::de::Error) -> Diag {
-    let span = err.span().unwrap_or(0..0);
-    let message = err.message().trim().to_string();
-    if message.starts_with("duplicate key") {
-        let key = source
-            .text
-            .get(span.clone())
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        return Diag::new("flow::duplicate-name", format!("`{key}` is defined twice"))
-            .in_source(source)
-            .label(span, "defined again here")
-            .help("every table and key may appear once; rename or merge the two definitions");
+/// One diagnostic per TOML error, in file order. A table defined twice is
+/// reported once (not again for every key inside it), pointing at both
+/// definitions; a bare word where a value belongs gets a plain explanation.
+fn syntax_diags(source: &Source, errors: &[toml::de::Error]) -> Vec<Diag> {
+    let text = source.text.as_str();
+    let mut errors: Vec<&toml::de::Error> = errors.iter().collect();
+    errors.sort_by_key(|e| e.span().map_or(0, |s| s.start));
+    let mut skip_until = 0;
+    let mut out = Vec::new();
+    for err in errors {
+        let span = err.span().unwrap_or(0..0);
+        let message = err.message().trim().to_string();
+        if message.starts_with("duplicate key") {
+            if span.start < skip_until {
+                continue;
+            }
+            let (line_start, line) = line_at(text, span.start);
+            let key = text.get(span.clone()).unwrap_or("").trim().to_string();
+            let trimmed = line.trim();
+            if trimmed.starts_with('[') {
+                // Everything up to the next table header belongs to the duplicate.
+                skip_until = next_header(text, line_start + line.len());
+                let name = trimmed.trim_matches(|c| c == '[' || c == ']').trim();
+                let mut d = Diag::new("flow::duplicate-name", format!("`{name}` is defined twice"))
+                    .in_source(source)
+                    .label(span, "defined again here");
+                if let Some(first) = find_line(text, trimmed, line_start) {
+                    d = d.label(first, "first defined here");
+                }
+                out.push(
+                    d.help("every table may appear once; rename one of them or merge the two"),
+                );
+            } else {
+                let mut d = Diag::new(
+                    "flow::duplicate-name",
+                    format!("`{key}` is set twice in the same table"),
+                )
+                .in_source(source)
+                .label(span, "set again here");
+                if let Some(first) = find_key_before(text, &key, line_start) {
+                    d = d.label(first, "first set here");
+                }
+                out.push(d.help("every key may appear once in a table; remove one of them"));
+            }
+            continue;
+        }
+        if let Some(word) = bare_word(text, span.start) {
+            out.push(
+                Diag::new("flow::toml-syntax", format!("`{word}` is not a TOML value"))
+                    .in_source(source)
+                    .label(span.start..span.start + word.len(), "a bare word")
+                    .help(format!(
+                        "strings need quotes: \"{word}\"; booleans are true and false"
+                    )),
+            );
+            continue;
+        }
+        out.push(
+            Diag::new("flow::toml-syntax", format!("invalid TOML: {message}"))
+                .in_source(source)
+                .label(span, message)
+                .help("see https://toml.io for the syntax"),
+        );
     }
-    Diag::new("flow::toml-syntax", format!("invalid TOML: {message}"))
-        .in_source(source)
-        .label(span, message)
-        .help("see https://toml.io for the syntax")
+    out
 }
+
+/// The start offset and text (without newline) of the line holding `offset`.
+fn line_at(text: &str, offset: usize) -> (usize, &str) {
+    let start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    (start, &text[start..end])
+}
+
+/// The offset of the next line starting with `[` at or after `from`.
+fn next_header(text: &str, from: usize) -> usize {
+    let mut pos = from;
+    for line in text[from.min(text.len())..].split_inclusive('\n') {
+        if line.trim_start().starts_with('[') {
+            return pos;
+        }
+        pos += line.len();
+    }
+    text.len()
+}
+
+/// The span of the first line before `before` whose trimmed text is `wanted`.
+fn find_line(text: &str, wanted: &str, before: usize) -> Option<Span> {
+    let mut pos = 0;
+    for line in text[..before].split_inclusive('\n') {
+        if line.trim() == wanted {
+            let lead = line.len() - line.trim_start().len();
+            return Some(pos + lead..pos + lead + wanted.len());
+        }
+        pos += line.len();
+    }
+    None
+}
+
+/// The span of `key` set earlier in the same table as the line at `before`.
+fn find_key_before(text: &str, key: &str, before: usize) -> Option<Span> {
+    let head = &text[..before];
+    let table_start = head
+        .rmatch_indices('\n')
+        .map(|(i, _)| i + 1)
+        .find(|&i| text[i..].trim_start().starts_with('['))
+        .unwrap_or(0);
+    let mut pos = table_start;
+    for line in text[table_start..before].split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix(key)
+            && rest.trim_start().starts_with('=')
+        {
+            let lead = line.len() - trimmed.len();
+            return Some(pos + lead..pos + lead + key.len());
+        }
+        pos += line.len();
+    }
+    None
+}
+
+/// The word at `offset` when it is a bare word where a value belongs (after
+/// the `=` of its line).
+fn bare_word(text: &str, offset: usize) -> Option<&str> {
+    let rest = text.get(offset..)?;
+    let len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+        .unwrap_or(rest.len());
+    let word = &rest[..len];
+    let (line_start, line) = line_at(text, offset);
+    let after_equals = line.find('=').is_some_and(|i| line_start + i < offset);
+    (after_equals
+        && word.starts_with(|c: char| c.is_ascii_alphabetic())
+        && !matches!(word, "true" | "false" | "inf" | "nan"))
+    .then_some(word)
+}
+
+type Span = std::ops::Range<usize>;
 
 fn convert_table(source: &Source, table: &DeTable<'_>, diags: &mut Diagnostics) -> Vec<Entry> {
     table
@@ -81,7 +201,8 @@ fn convert_value(
                 diags.push(
                     Diag::new("flow::toml-syntax", "integer out of range")
                         .in_source(source)
-                        .label(span.clone(), "does not fit in 64 bits"),
+                        .label(span.clone(), "does not fit in 64 bits")
+                        .help("integers range from -9223372036854775808 to 9223372036854775807"),
                 );
                 NodeKind::Int(0)
             }
@@ -184,10 +305,38 @@ mod tests {
     }
 
     #[test]
+    fn a_duplicate_table_is_reported_once_with_both_places() {
+        let src = Source::new(
+            "w.toml",
+            "[steps.a]\nprovider = \"null\"\n\n[steps.a]\nprovider = \"exec\"\n",
+        );
+        let (_, diags) = parse_document(&src);
+        assert_eq!(diags.items.len(), 1, "{:?}", diags.items);
+        assert_eq!(diags.items[0].message, "`steps.a` is defined twice");
+        assert_eq!(diags.items[0].labels[1].0, 0..9);
+    }
+
+    #[test]
+    fn a_duplicate_key_points_at_the_first_one() {
+        let src = Source::new("w.toml", "[a]\nx = 1\ny = 2\nx = 3\n");
+        let (_, diags) = parse_document(&src);
+        assert_eq!(diags.items[0].message, "`x` is set twice in the same table");
+        assert_eq!(diags.items[0].labels[1].0, 4..5);
+    }
+
+    #[test]
+    fn bare_words_are_explained() {
+        let src = Source::new("w.toml", "[a]\nprovider = null\n");
+        let (_, diags) = parse_document(&src);
+        assert_eq!(diags.items[0].message, "`null` is not a TOML value");
+        assert!(diags.items[0].help.as_deref().unwrap().contains("\"null\""));
+    }
+
+    #[test]
     fn bad_reference_is_reported() {
-        let src = Source::new("w.toml", "a = \"${nope}\"\n");
+        let src = Source::new("w.toml", "a = \"${nope.x}\"\n");
         let (_, diags) = parse_document(&src);
         assert_eq!(diags.items[0].code, "flow::bad-reference");
-        assert_eq!(diags.items[0].labels[0].0, 4..11);
+        assert_eq!(diags.items[0].labels[0].0, 5..14);
     }
 }

@@ -58,6 +58,8 @@ pub fn resolve_vars(
 ) -> (VarValues, Diagnostics) {
     let mut diags = Diagnostics::default();
     let mut values = VarValues::new();
+    // Variables given a value that was rejected (already reported).
+    let mut rejected: Vec<String> = Vec::new();
     for var in &wf.vars {
         if let Some(d) = &var.default
             && d.refs().is_empty()
@@ -75,19 +77,26 @@ pub fn resolve_vars(
                 Ok(v) => {
                     values.insert(var.name.clone(), value(v, var, Origin::Env(name.clone())));
                 }
-                Err(e) => diags.push(
-                    Diag::new(
-                        "flow::bad-var-value",
-                        format!("environment variable {name} (for `{}`): {e}", var.name),
-                    )
-                    .in_source(&wf.source)
-                    .label(var.name_span.clone(), "declared here"),
-                ),
+                Err(e) => {
+                    rejected.push(var.name.clone());
+                    diags.push(
+                        Diag::new(
+                            "flow::bad-var-value",
+                            format!("environment variable {name} (for `{}`): {e}", var.name),
+                        )
+                        .in_source(&wf.source)
+                        .label(
+                            var.name_span.clone(),
+                            format!("declared as {}", var.ty.name()),
+                        )
+                        .help(format!("set {name} to {}", var_type_phrase(var.ty))),
+                    );
+                }
             }
         }
     }
     for file in &inputs.files {
-        apply_var_file(wf, file, &mut values, &mut diags);
+        apply_var_file(wf, file, &mut values, &mut rejected, &mut diags);
     }
     for flag in &inputs.flags {
         let Some((name, raw)) = flag.split_once('=') else {
@@ -109,14 +118,18 @@ pub fn resolve_vars(
             Ok(v) => {
                 values.insert(name.to_string(), value(v, var, Origin::Flag));
             }
-            Err(e) => diags.push(
-                Diag::new("flow::bad-var-value", format!("--var {name}: {e}"))
-                    .in_source(&wf.source)
-                    .label(
-                        var.name_span.clone(),
-                        format!("declared as {}", var.ty.name()),
-                    ),
-            ),
+            Err(e) => {
+                rejected.push(name.to_string());
+                diags.push(
+                    Diag::new("flow::bad-var-value", format!("--var {name}: {e}"))
+                        .in_source(&wf.source)
+                        .label(
+                            var.name_span.clone(),
+                            format!("declared as {}", var.ty.name()),
+                        )
+                        .help(format!("pass {}", var_type_phrase(var.ty))),
+                );
+            }
         }
     }
     for (name, fixed) in &inputs.fixed {
@@ -128,7 +141,11 @@ pub fn resolve_vars(
         }
     }
     for var in &wf.vars {
-        if !values.contains_key(&var.name) && var.default.is_none() {
+        if !values.contains_key(&var.name)
+            && var.default.is_none()
+            && !var.broken
+            && !rejected.contains(&var.name)
+        {
             let mut how = format!("pass --var {}=VALUE", var.name);
             if let Some(env) = &var.env {
                 how.push_str(&format!(", set the environment variable {env}"));
@@ -169,7 +186,13 @@ fn unknown_var_diag(wf: &Workflow, name: &str, via: &str) -> Diag {
     }
 }
 
-fn apply_var_file(wf: &Workflow, file: &Path, values: &mut VarValues, diags: &mut Diagnostics) {
+fn apply_var_file(
+    wf: &Workflow,
+    file: &Path,
+    values: &mut VarValues,
+    rejected: &mut Vec<String>,
+    diags: &mut Diagnostics,
+) {
     let shown = file.display().to_string();
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
@@ -201,12 +224,15 @@ fn apply_var_file(wf: &Workflow, file: &Path, values: &mut VarValues, diags: &mu
             continue;
         };
         if !entry.value.refs().is_empty() {
+            rejected.push(var.name.clone());
             diags.push(
                 Diag::new("flow::reference-not-allowed", "var files hold plain values")
                     .in_source(&source)
-                    .label(entry.value.span.clone(), "reference here"),
+                    .label(entry.value.span.clone(), "reference here")
+                    .help("write the value itself; references are only resolved in step inputs"),
             );
         } else if !node_matches(var.ty, &entry.value) {
+            rejected.push(var.name.clone());
             diags.push(
                 Diag::new(
                     "flow::wrong-type",

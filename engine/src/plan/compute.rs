@@ -119,6 +119,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
             known_after_apply: false,
             resumes: rec.in_flight.as_ref().map(|f| f.token.clone()),
             depends_on: rec.depends_on.clone(),
+            details: Vec::new(),
         });
     }
     if !diags.is_empty() {
@@ -153,6 +154,7 @@ fn plan_step(
             .and_then(|r| r.in_flight.as_ref())
             .map(|f| f.token.clone()),
         depends_on: Vec::new(),
+        details: Vec::new(),
     };
     let after = |k: &str| shown_after(desired, k);
     let Some(rec) = record.filter(|r| r.applied) else {

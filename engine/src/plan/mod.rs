@@ -2,6 +2,7 @@
 
 pub mod compute;
 pub mod model;
+pub mod refine;
 pub mod render;
 pub mod saved;
 

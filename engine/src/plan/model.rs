@@ -101,6 +101,20 @@ pub struct StepChange {
     pub resumes: Option<String>,
     /// What it depends on (from the workflow; from state for deletes).
     pub depends_on: Vec<String>,
+    /// What the provider found looking at the real object (a change set's
+    /// resource changes, say); not part of what a saved plan must match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+}
+
+impl StepChange {
+    /// The change without provider details, for comparing plans.
+    pub fn essence(&self) -> StepChange {
+        StepChange {
+            details: Vec::new(),
+            ..self.clone()
+        }
+    }
 }
 
 /// A whole plan.

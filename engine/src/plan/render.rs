@@ -48,6 +48,9 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
                 style.dim(&format!("operation token {token}"))
             );
         }
+        for line in &c.details {
+            let _ = writeln!(out, "      {}", style.dim(line));
+        }
         let key_width = c.inputs.iter().map(|i| i.name.len()).max().unwrap_or(0);
         for input in &c.inputs {
             let after = shown(&input.after);

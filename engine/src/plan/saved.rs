@@ -85,15 +85,23 @@ impl SavedPlan {
     }
 
     /// Read `path` if it is a saved plan; `Ok(None)` if it is something else
-    /// (a workflow file).
-    pub fn read_if_plan(path: &Path) -> std::io::Result<Option<SavedPlan>> {
-        let text = std::fs::read_to_string(path)?;
+    /// (a workflow file, or nothing readable: the workflow loader reports
+    /// that); an error if it claims to be a plan but cannot be read as one.
+    pub fn read_if_plan(path: &Path) -> Result<Option<SavedPlan>, String> {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return Ok(None);
+        };
         if !text.trim_start().starts_with('{') {
             return Ok(None);
         }
         match serde_json::from_str::<SavedPlan>(&text) {
             Ok(p) if p.format == FORMAT => Ok(Some(p)),
-            _ => Ok(None),
+            Ok(_) => Ok(None),
+            Err(e) if text.contains(FORMAT) => Err(format!(
+                "{} looks like a saved plan but cannot be read: {e}",
+                path.display()
+            )),
+            Err(_) => Ok(None),
         }
     }
 }

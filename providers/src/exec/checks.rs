@@ -32,8 +32,8 @@ fn workdir_problem(workdir: &str, base: &Path) -> Option<Problem> {
         Err(_) => format!("`workdir` {workdir:?} does not exist"),
     };
     Some(Problem::at("workdir", message).with_help(format!(
-        "`workdir` is relative to the workflow file's folder, {}",
-        base.display()
+        "`workdir` is relative to the workflow file's folder ({})",
+        std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf()).display()
     )))
 }
 
@@ -42,11 +42,14 @@ fn env_name_problem(key: &str) -> Option<Problem> {
     if !key.is_empty() && !key.contains(['=', '\0']) {
         return None;
     }
-    Some(Problem {
-        path: vec!["env".to_string(), key.to_string()],
-        message: format!("{key:?} cannot be an environment variable's name"),
-        help: Some("names must be non-empty and contain no `=`".to_string()),
-    })
+    Some(
+        Problem::at_path(
+            &["env", key],
+            format!("{key:?} cannot be an environment variable's name"),
+        )
+        .on_key()
+        .with_help("names must be non-empty and contain no `=`"),
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,133 @@
+//! Refine a computed plan by asking providers to look at the real objects of
+//! steps with pending changes (change sets, stacks stuck in a failed state).
+//! Unchanged steps are never looked at, so plans of large, settled states stay
+//! instant.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow_providers::{OpContext, PlanDetail, Prior, Registry, Reporter};
+use flow_state::StepRecord;
+use tokio::task::JoinSet;
+
+use super::model::{Action, Plan};
+use crate::inputs::desired_inputs;
+use crate::lang::load::Loaded;
+use crate::lang::resolve::Lookup;
+
+/// How long one provider may take to look.
+const LOOK_TIMEOUT: Duration = Duration::from_secs(120);
+
+struct Silent;
+
+impl Reporter for Silent {
+    fn event(&self, _message: &str) {}
+    fn log(&self, _line: &str) {}
+}
+
+/// Ask each pending step's provider for details, at most `parallelism` at once.
+pub async fn refine_plan(
+    plan: &mut Plan,
+    loaded: &Loaded,
+    registry: &Registry,
+    records: &BTreeMap<String, StepRecord>,
+    salt: &[u8],
+    parallelism: usize,
+) {
+    let mut tasks: JoinSet<(String, Result<PlanDetail, String>)> = JoinSet::new();
+    let mut pending = Vec::new();
+    for change in &plan.changes {
+        if !matches!(
+            change.action,
+            Action::Create | Action::Update | Action::Replace
+        ) {
+            continue;
+        }
+        let (Some(decl), Some(provider)) = (
+            loaded.workflow.step(&change.step),
+            registry.get(&change.provider),
+        ) else {
+            continue;
+        };
+        let lookup = |s: &str, k: &str| match records.get(s).and_then(|r| r.outputs.get(k)) {
+            Some(v) if plan.change(s).is_some_and(|c| c.action == Action::NoOp) => {
+                Lookup::Known(v.clone())
+            }
+            _ => Lookup::Unknown,
+        };
+        let Ok(desired) = desired_inputs(loaded, decl, registry, salt, &lookup) else {
+            continue;
+        };
+        if !desired.is_known() {
+            continue;
+        }
+        let record = records.get(&change.step).filter(|r| r.applied).cloned();
+        let ctx = OpContext {
+            step: change.step.clone(),
+            token: String::new(),
+            workdir: loaded.workflow.dir.clone(),
+            log_path: std::path::PathBuf::new(),
+            region: decl
+                .region
+                .clone()
+                .or_else(|| loaded.workflow.region.clone()),
+            profile: loaded.workflow.profile.clone(),
+            reporter: Arc::new(Silent),
+        };
+        pending.push((ctx, provider, record, desired.actual));
+    }
+    let parallelism = parallelism.max(1);
+    let mut queue = pending.into_iter();
+    let mut results = BTreeMap::new();
+    loop {
+        while tasks.len() < parallelism {
+            let Some((ctx, provider, record, desired)) = queue.next() else {
+                break;
+            };
+            tasks.spawn(async move {
+                let prior = record.as_ref().map(|r| Prior {
+                    id: r.resource_id.as_deref(),
+                    inputs: &r.inputs,
+                    outputs: &r.outputs,
+                    private: &r.private,
+                });
+                let res =
+                    tokio::time::timeout(LOOK_TIMEOUT, provider.plan_detail(&ctx, prior, &desired))
+                        .await;
+                let res = match res {
+                    Ok(Ok(d)) => Ok(d),
+                    Ok(Err(e)) => Err(e.message),
+                    Err(_) => Err("timed out".into()),
+                };
+                (ctx.step, res)
+            });
+        }
+        match tasks.join_next().await {
+            Some(Ok((step, res))) => {
+                results.insert(step, res);
+            }
+            Some(Err(_)) => {}
+            None => break,
+        }
+    }
+    for change in &mut plan.changes {
+        match results.remove(&change.step) {
+            Some(Ok(detail)) => {
+                change.details = detail.lines;
+                if let Some(why) = detail.replace_because {
+                    if change.action == Action::Update || change.action == Action::Replace {
+                        change.action = Action::Replace;
+                        change.reason = why;
+                    } else {
+                        change.details.insert(0, why);
+                    }
+                }
+            }
+            Some(Err(e)) => {
+                change.details = vec![format!("(could not look at the real object: {e})")];
+            }
+            None => {}
+        }
+    }
+}
