@@ -1,0 +1,1010 @@
+mod support;
+
+// End-to-end tests of what `flow` says about broken workflows.
+//
+// The corpus: every file `tests/fixtures/bad/NN-short-name.toml` is one
+// broken workflow (var files it needs live in `tests/fixtures/bad/vars/`).
+// Each case runs `flow validate`, `flow plan` and `flow apply` on its file in
+// a scratch copy of the fixtures folder and checks that all three:
+//
+// - exit with code 1 and print nothing on stdout;
+// - print the same diagnostics, which point at the expected places
+//   (`╭─[bad/NN-....toml:LINE:COL]`), unless the problem is on the command
+//   line only;
+// - end with the `N problem(s) found; nothing was changed` summary;
+// - create no `.flow` state folder.
+//
+// The rendered diagnostics are kept as insta snapshots in `tests/snapshots/`.
+//
+// Cases marked `#[ignore = "engine bug: ..."]` describe the diagnostic the
+// engine *should* give; they fail today. Run them with
+// `cargo test -p flow --test e2e_diagnostics -- --ignored`, and create their
+// snapshots (`INSTA_UPDATE=always`) once the engine is fixed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use support::{Project, Run};
+
+/// An environment variable that a fixture reads and that must not be set.
+const UNSET_ENV: &str = "FLOW_E2E_SURELY_UNSET_TOKEN";
+/// An environment variable that a fixture reads; set only by its case.
+const NODES_ENV: &str = "FLOW_E2E_NODES";
+
+/// One broken workflow and what `flow` must say about it.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    /// The file under `tests/fixtures/bad/`.
+    file: &'static str,
+    /// Extra command-line arguments (`--var`, `--var-file`).
+    args: &'static [&'static str],
+    /// Extra environment variables.
+    env: &'static [(&'static str, &'static str)],
+    /// Diagnostic codes that must appear.
+    codes: &'static [&'static str],
+    /// Locations that must appear as `╭─[LOCATION]`: `LINE:COL` in the case's
+    /// file, or `bad/...:LINE:COL` in another file. Empty: the problem is on
+    /// the command line and nothing may point into a file.
+    at: &'static [&'static str],
+    /// How many problems the summary must count.
+    problems: usize,
+    /// Text that must appear on stderr.
+    says: &'static [&'static str],
+    /// Text that must not appear on stderr.
+    never_says: &'static [&'static str],
+}
+
+const BASE: Case = Case {
+    file: "",
+    args: &[],
+    env: &[],
+    codes: &[],
+    at: &[],
+    problems: 1,
+    says: &[],
+    never_says: &[],
+};
+
+/// One `#[test]` per case, plus `CORPUS` listing them all.
+macro_rules! corpus {
+    ($( $(#[$meta:meta])* $test:ident: $case:expr, )*) => {
+        $(
+            #[test]
+            $(#[$meta])*
+            fn $test() {
+                check(&$case);
+            }
+        )*
+
+        /// Every case of the corpus.
+        const CORPUS: &[Case] = &[$($case),*];
+    };
+}
+
+corpus! {
+    // ---- TOML syntax ------------------------------------------------------
+    toml_missing_equals: Case {
+        file: "01-missing-equals.toml",
+        codes: &["flow::toml-syntax"],
+        at: &["5:10"],
+        says: &["expected `=`"],
+        ..BASE
+    },
+    toml_unclosed_string: Case {
+        file: "02-unclosed-string.toml",
+        codes: &["flow::toml-syntax"],
+        at: &["2:17"],
+        says: &["invalid basic string"],
+        ..BASE
+    },
+    toml_bad_table_header: Case {
+        file: "03-bad-table-header.toml",
+        codes: &["flow::toml-syntax"],
+        at: &["1:13"],
+        says: &["unclosed table, expected `]`"],
+        ..BASE
+    },
+    toml_bare_word_value: Case {
+        file: "04-bare-word-value.toml",
+        codes: &["flow::toml-syntax"],
+        at: &["2:12"],
+        never_says: &["float", "`nan`"],
+        ..BASE
+    },
+    toml_unclosed_inline_table: Case {
+        file: "68-unclosed-inline-table.toml",
+        codes: &["flow::toml-syntax"],
+        at: &["3:17"],
+        says: &["unclosed inline table, expected `}`"],
+        ..BASE
+    },
+    toml_integer_out_of_range: Case {
+        file: "62-integer-out-of-range.toml",
+        codes: &["flow::toml-syntax"],
+        at: &["5:12"],
+        says: &["integer out of range", "does not fit in 64 bits"],
+        ..BASE
+    },
+
+    // ---- duplicates -------------------------------------------------------
+    duplicate_step: Case {
+        file: "05-duplicate-step.toml",
+        codes: &["flow::duplicate-name"],
+        at: &["7:8", "1:1"],
+        says: &["`steps.build` is defined twice", "first defined here"],
+        never_says: &["`provider` is defined twice"],
+        ..BASE
+    },
+    duplicate_key: Case {
+        file: "06-duplicate-key.toml",
+        codes: &["flow::duplicate-name"],
+        at: &["3:1"],
+        says: &["`provider` is set twice in the same table", "first set here"],
+        ..BASE
+    },
+
+    // ---- unknown keys -----------------------------------------------------
+    unknown_top_level_key: Case {
+        file: "07-unknown-top-level-key.toml",
+        codes: &["flow::unknown-key"],
+        at: &["4:2"],
+        says: &["unknown key `step` in the top level", "did you mean `steps`?"],
+        ..BASE
+    },
+    unknown_workflow_key: Case {
+        file: "08-unknown-workflow-key.toml",
+        codes: &["flow::unknown-key"],
+        at: &["3:1"],
+        says: &["unknown key `regoin` in [workflow]", "did you mean `region`?"],
+        ..BASE
+    },
+    unknown_var_key: Case {
+        file: "09-unknown-var-key.toml",
+        codes: &["flow::unknown-key"],
+        at: &["3:1"],
+        says: &["unknown key `defualt` in [vars.size]", "did you mean `default`?"],
+        never_says: &["has no value"],
+        ..BASE
+    },
+    unknown_step_key: Case {
+        file: "10-unknown-step-key.toml",
+        codes: &["flow::unknown-key"],
+        at: &["3:1"],
+        says: &["unknown key `depends` in [steps.build]", "did you mean `depends_on`?"],
+        ..BASE
+    },
+    unknown_lifecycle_key: Case {
+        file: "11-unknown-lifecycle-key.toml",
+        codes: &["flow::unknown-key"],
+        at: &["5:1"],
+        says: &["unknown key `prevent_delete` in [steps.build.lifecycle]", "prevent_destroy"],
+        ..BASE
+    },
+
+    // ---- variables --------------------------------------------------------
+    bad_var_type_name: Case {
+        file: "12-bad-var-type.toml",
+        codes: &["flow::unknown-type"],
+        at: &["2:8"],
+        says: &["unknown variable type `int64`", "integer"],
+        ..BASE
+    },
+    default_of_wrong_type: Case {
+        file: "13-default-wrong-type.toml",
+        codes: &["flow::wrong-type"],
+        at: &["3:11"],
+        says: &["the default of `size` must be an integer, found a string"],
+        ..BASE
+    },
+    reference_in_default: Case {
+        file: "14-default-with-reference.toml",
+        codes: &["flow::reference-not-allowed"],
+        at: &["5:17"],
+        says: &["the default of `bucket` cannot contain references"],
+        ..BASE
+    },
+    missing_var_value: Case {
+        file: "15-missing-var-value.toml",
+        codes: &["flow::missing-var"],
+        at: &["1:7"],
+        says: &[
+            "variable `api_token` has no value",
+            "--var api_token=VALUE",
+            "FLOW_E2E_SURELY_UNSET_TOKEN",
+        ],
+        ..BASE
+    },
+    unknown_var_with_close_match: Case {
+        file: "16-unknown-var-close-match.toml",
+        codes: &["flow::unknown-var"],
+        at: &["8:10"],
+        says: &["unknown variable `regoin`", "did you mean `region`?"],
+        ..BASE
+    },
+    unknown_var_without_close_match: Case {
+        file: "17-unknown-var-no-match.toml",
+        codes: &["flow::unknown-var"],
+        at: &["8:19"],
+        says: &["unknown variable `image_tag`", "declare it with [vars.image_tag]"],
+        never_says: &["did you mean"],
+        ..BASE
+    },
+    unknown_var_in_string_with_escape: Case {
+        file: "63-unknown-var-after-escape.toml",
+        codes: &["flow::unknown-var"],
+        // The string has an escape, so the whole string is pointed at.
+        at: &["5:7"],
+        says: &["unknown variable `missing`"],
+        ..BASE
+    },
+    bad_var_name: Case {
+        file: "59-bad-var-name.toml",
+        codes: &["flow::bad-name"],
+        at: &["1:7"],
+        says: &["`node count` is not a valid name"],
+        ..BASE
+    },
+    var_from_env_of_wrong_type_only: Case {
+        file: "64-var-env-wrong-type.toml",
+        env: &[(NODES_ENV, "lots")],
+        codes: &["flow::bad-var-value"],
+        at: &["1:7"],
+        says: &["environment variable FLOW_E2E_NODES (for `nodes`): `lots` is not an integer"],
+        ..BASE
+    },
+
+    // ---- steps and dependencies ------------------------------------------
+    unknown_step_in_reference: Case {
+        file: "18-unknown-step-in-reference.toml",
+        codes: &["flow::unknown-step"],
+        at: &["8:8"],
+        says: &["unknown step `netwrok`", "did you mean `network`?"],
+        ..BASE
+    },
+    unknown_step_in_depends_on: Case {
+        file: "19-unknown-step-in-depends-on.toml",
+        codes: &["flow::unknown-step"],
+        at: &["6:26"],
+        says: &["unknown step `storage`"],
+        ..BASE
+    },
+    self_dependency_via_reference: Case {
+        file: "20-self-reference.toml",
+        codes: &["flow::self-dependency"],
+        at: &["5:11"],
+        says: &["step `cluster` depends on itself", "an output of `cluster` itself"],
+        ..BASE
+    },
+    self_dependency_via_depends_on: Case {
+        file: "21-self-depends-on.toml",
+        codes: &["flow::self-dependency"],
+        at: &["3:15"],
+        says: &["step `cluster` depends on itself", "a dependency of `cluster` itself"],
+        ..BASE
+    },
+    cycle_of_two_steps: Case {
+        file: "22-cycle-two-steps.toml",
+        codes: &["flow::cycle"],
+        at: &["3:15", "9:6"],
+        says: &["dependency cycle: a → b → a", "`a` needs `b`", "`b` needs `a`"],
+        ..BASE
+    },
+    cycle_of_four_steps: Case {
+        file: "23-cycle-four-steps.toml",
+        codes: &["flow::cycle"],
+        at: &["3:15"],
+        says: &[
+            "dependency cycle: network → validate → train → cluster → network",
+            "`network` needs `validate`",
+            "`validate` needs `train`",
+            "`train` needs `cluster`",
+            "`cluster` needs `network`",
+        ],
+        ..BASE
+    },
+    bad_step_name: Case {
+        file: "38-bad-step-name.toml",
+        codes: &["flow::bad-name"],
+        at: &["4:8"],
+        says: &["`2nd build` is not a valid name"],
+        ..BASE
+    },
+    depends_on_not_an_array: Case {
+        file: "50-depends-on-not-array.toml",
+        codes: &["flow::wrong-type"],
+        at: &["6:14"],
+        says: &["depends_on must be an array of step names, found a string"],
+        ..BASE
+    },
+    depends_on_a_table: Case {
+        file: "70-depends-on-table.toml",
+        codes: &["flow::wrong-type"],
+        at: &["6:14"],
+        says: &["depends_on must be an array of step names, found a table"],
+        ..BASE
+    },
+    depends_on_item_not_a_string: Case {
+        file: "56-depends-on-item-not-string.toml",
+        codes: &["flow::wrong-type"],
+        at: &["6:26"],
+        never_says: &["depends_on must be a string"],
+        ..BASE
+    },
+    missing_provider: Case {
+        file: "53-missing-provider.toml",
+        codes: &["flow::missing-provider"],
+        at: &["1:8"],
+        says: &["step `build` has no provider"],
+        ..BASE
+    },
+    provider_not_a_string: Case {
+        file: "51-provider-not-string.toml",
+        codes: &["flow::wrong-type"],
+        at: &["2:12"],
+        says: &["provider must be a string, found an array"],
+        ..BASE
+    },
+    empty_provider: Case {
+        file: "54-empty-provider.toml",
+        at: &["2:12"],
+        says: &["provider"],
+        ..BASE
+    },
+    reference_in_provider: Case {
+        file: "55-reference-in-provider.toml",
+        codes: &["flow::reference-not-allowed"],
+        at: &["5:12"],
+        says: &["provider cannot contain references"],
+        never_says: &["variable defaults are interpolated"],
+        ..BASE
+    },
+    bad_duration_in_timeout: Case {
+        file: "39-bad-duration.toml",
+        codes: &["flow::bad-duration"],
+        at: &["3:11"],
+        says: &["`45 minutos` is not a duration"],
+        ..BASE
+    },
+    zero_timeout: Case {
+        file: "40-zero-timeout.toml",
+        codes: &["flow::bad-duration"],
+        at: &["3:11"],
+        says: &["a timeout must be longer than zero"],
+        ..BASE
+    },
+    timeout_not_a_string: Case {
+        file: "67-timeout-not-string.toml",
+        codes: &["flow::wrong-type"],
+        at: &["3:11"],
+        says: &["timeout must be a string, found an integer"],
+        ..BASE
+    },
+    retries_out_of_range: Case {
+        file: "41-retries-out-of-range.toml",
+        codes: &["flow::out-of-range"],
+        at: &["3:11"],
+        says: &["retries must be between 0 and 100"],
+        ..BASE
+    },
+    retries_of_wrong_type: Case {
+        file: "42-retries-wrong-type.toml",
+        codes: &["flow::wrong-type"],
+        at: &["3:11"],
+        says: &["retries must be an integer, found a string"],
+        ..BASE
+    },
+    prevent_destroy_not_a_bool: Case {
+        file: "61-prevent-destroy-not-bool.toml",
+        codes: &["flow::wrong-type"],
+        at: &["3:33"],
+        says: &["prevent_destroy must be a boolean, found a string"],
+        ..BASE
+    },
+    workflow_not_a_table: Case {
+        file: "58-workflow-not-table.toml",
+        codes: &["flow::wrong-type"],
+        at: &["1:12"],
+        says: &["[workflow] must be a table, found a string"],
+        ..BASE
+    },
+
+    // ---- providers and inputs ---------------------------------------------
+    unknown_provider: Case {
+        file: "24-unknown-provider.toml",
+        codes: &["flow::unknown-provider"],
+        at: &["2:12"],
+        says: &["unknown provider `nul`", "did you mean `null`?"],
+        ..BASE
+    },
+    unknown_input: Case {
+        file: "25-unknown-input.toml",
+        codes: &["flow::unknown-input"],
+        at: &["6:1"],
+        says: &["`exec` has no input `destory`", "did you mean `destroy`?"],
+        ..BASE
+    },
+    missing_required_input: Case {
+        file: "26-missing-required-input.toml",
+        codes: &["flow::missing-input"],
+        at: &["4:14"],
+        says: &["step `build` is missing the required input `run`"],
+        ..BASE
+    },
+    inputs_not_a_table: Case {
+        file: "57-inputs-not-table.toml",
+        codes: &["flow::wrong-type"],
+        at: &["3:10"],
+        says: &["inputs must be a table, found a string"],
+        never_says: &["missing the required input"],
+        ..BASE
+    },
+    string_where_table_expected: Case {
+        file: "27-string-where-table.toml",
+        codes: &["flow::wrong-type"],
+        at: &["6:7"],
+        says: &["`env` must be a table of strings, found a string"],
+        ..BASE
+    },
+    integer_in_table_of_strings: Case {
+        file: "28-int-in-table-of-strings.toml",
+        codes: &["flow::wrong-type"],
+        at: &["6:30"],
+        says: &["`JOBS` in `env` must be a string, found an integer"],
+        ..BASE
+    },
+    bool_where_string_expected: Case {
+        file: "29-bool-where-string.toml",
+        codes: &["flow::wrong-type"],
+        at: &["6:11"],
+        says: &["`destroy` must be a string, found a boolean"],
+        ..BASE
+    },
+    list_where_string_expected: Case {
+        file: "30-list-where-string.toml",
+        codes: &["flow::wrong-type"],
+        at: &["5:7"],
+        says: &["`run` must be a string, found an array"],
+        ..BASE
+    },
+    table_where_string_expected: Case {
+        file: "31-table-where-string.toml",
+        codes: &["flow::wrong-type"],
+        at: &["6:11"],
+        says: &["`workdir` must be a string, found a table"],
+        ..BASE
+    },
+    string_where_integer_expected: Case {
+        file: "32-string-where-integer.toml",
+        codes: &["flow::wrong-type"],
+        at: &["5:12"],
+        says: &["`delay_ms` must be an integer, found a string"],
+        ..BASE
+    },
+    variable_of_wrong_type_as_input: Case {
+        file: "33-var-of-wrong-type-as-input.toml",
+        codes: &["flow::wrong-type"],
+        at: &["9:7"],
+        says: &["`run` must be a string, found variable `jobs` of type integer"],
+        ..BASE
+    },
+    provider_rejects_missing_workdir: Case {
+        file: "43-workdir-missing.toml",
+        codes: &["flow::invalid-input"],
+        at: &["6:11"],
+        says: &["step `build`: `workdir` \"no-such-folder\" does not exist"],
+        ..BASE
+    },
+    provider_rejects_negative_delay: Case {
+        file: "44-null-negative-delay.toml",
+        codes: &["flow::invalid-input"],
+        at: &["5:12"],
+        says: &["step `wait`: `delay_ms` must be at least 0, not -5"],
+        ..BASE
+    },
+    provider_rejects_env_name: Case {
+        file: "60-env-name-with-equals.toml",
+        codes: &["flow::invalid-input"],
+        at: &["6:9"],
+        says: &["\"CC=gcc\" cannot be an environment variable's name"],
+        ..BASE
+    },
+
+    // ---- references -------------------------------------------------------
+    reference_to_env: Case {
+        file: "34-ref-env.toml",
+        codes: &["flow::bad-reference"],
+        at: &["5:18"],
+        says: &["`${env.HOME}` is not a reference", "${vars.NAME}"],
+        ..BASE
+    },
+    reference_with_out_instead_of_outputs: Case {
+        file: "35-ref-steps-out.toml",
+        codes: &["flow::bad-reference"],
+        at: &["8:6"],
+        says: &["`${steps.a.out.b}` is not a reference", "${steps.STEP.outputs.KEY}"],
+        ..BASE
+    },
+    unterminated_reference: Case {
+        file: "36-ref-unterminated.toml",
+        codes: &["flow::bad-reference"],
+        at: &["8:13"],
+        says: &["unterminated `${` in string"],
+        ..BASE
+    },
+    reference_without_var_name: Case {
+        file: "37-ref-vars-empty.toml",
+        codes: &["flow::bad-reference"],
+        at: &["5:13"],
+        says: &["`${vars.}` is not a reference"],
+        ..BASE
+    },
+
+    // ---- the command line: --var and --var-file --------------------------
+    var_file_missing: Case {
+        file: "45-var-file-missing.toml",
+        args: &["--var-file", "bad/vars/nope.toml"],
+        codes: &["flow::missing-file"],
+        says: &["cannot read var file bad/vars/nope.toml", "--var-file"],
+        ..BASE
+    },
+    var_file_with_unknown_var: Case {
+        file: "46-var-file-unknown-var.toml",
+        args: &["--var-file", "bad/vars/unknown-var.toml"],
+        codes: &["flow::unknown-var"],
+        at: &["bad/vars/unknown-var.toml:2:1"],
+        says: &[
+            "bad/vars/unknown-var.toml sets `regoin`, but the workflow declares no such variable",
+            "did you mean `region`?",
+        ],
+        ..BASE
+    },
+    var_file_with_wrong_type: Case {
+        file: "47-var-file-wrong-type.toml",
+        args: &["--var-file", "bad/vars/wrong-type.toml"],
+        codes: &["flow::wrong-type"],
+        at: &["bad/vars/wrong-type.toml:2:9"],
+        says: &["`nodes` must be an integer, found a string"],
+        ..BASE
+    },
+    var_file_with_syntax_error: Case {
+        file: "66-var-file-syntax-error.toml",
+        args: &["--var-file", "bad/vars/syntax-error.toml"],
+        codes: &["flow::toml-syntax"],
+        at: &["bad/vars/syntax-error.toml:2:20"],
+        ..BASE
+    },
+    var_file_with_reference: Case {
+        file: "69-ref-in-var-file.toml",
+        args: &["--var-file", "bad/vars/reference.toml"],
+        codes: &["flow::reference-not-allowed"],
+        at: &["bad/vars/reference.toml:2:8"],
+        says: &["var files hold plain values"],
+        ..BASE
+    },
+    var_flag_for_undeclared_var: Case {
+        file: "48-var-flag-undeclared.toml",
+        args: &["--var", "regoin=us-east-1"],
+        codes: &["flow::unknown-var"],
+        says: &[
+            "--var sets `regoin`, but the workflow declares no such variable",
+            "did you mean `region`?",
+        ],
+        ..BASE
+    },
+    var_flag_of_wrong_type: Case {
+        file: "49-var-flag-wrong-type.toml",
+        args: &["--var", "nodes=four"],
+        codes: &["flow::bad-var-value"],
+        at: &["1:7"],
+        says: &["--var nodes: `four` is not an integer", "declared as integer"],
+        ..BASE
+    },
+    var_flag_of_wrong_type_without_default: Case {
+        file: "71-var-flag-wrong-type-no-default.toml",
+        args: &["--var", "nodes=four"],
+        codes: &["flow::bad-var-value"],
+        at: &["1:7"],
+        says: &["--var nodes: `four` is not an integer"],
+        never_says: &["has no value"],
+        ..BASE
+    },
+    var_flag_without_equals: Case {
+        file: "65-var-flag-not-name-value.toml",
+        args: &["--var", "region"],
+        codes: &["flow::bad-var-flag"],
+        says: &["`--var region` is not NAME=VALUE", "write --var NAME=VALUE"],
+        ..BASE
+    },
+
+    // ---- several problems at once ----------------------------------------
+    several_problems_in_one_run: Case {
+        file: "52-several-problems.toml",
+        codes: &[
+            "flow::unknown-key",
+            "flow::wrong-type",
+            "flow::bad-duration",
+            "flow::unknown-provider",
+            "flow::unknown-step",
+            "flow::unknown-var",
+        ],
+        at: &["3:1", "7:11", "15:11", "10:12", "14:15", "18:13"],
+        problems: 6,
+        says: &[
+            "unknown key `colour` in [workflow]",
+            "the default of `size` must be an integer, found a string",
+            "`soon` is not a duration",
+            "unknown provider `nul`",
+            "unknown step `netwrk`",
+            "unknown variable `sise`",
+        ],
+        ..BASE
+    },
+}
+
+/// The fixtures folder.
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bad")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read fixtures") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy fixture");
+        }
+    }
+}
+
+/// Run `flow ARGS` in `project` with a controlled environment.
+fn run_flow(project: &Project, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = project.cmd(args);
+    cmd.env_remove(UNSET_ENV).env_remove(NODES_ENV);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run flow");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `text` with the project's path replaced by `[dir]`.
+fn normalize(project: &Project, text: &str) -> String {
+    let mut out = text.to_string();
+    if let Ok(real) = project.path().canonicalize() {
+        out = out.replace(&real.display().to_string(), "[dir]");
+    }
+    out.replace(&project.path().display().to_string(), "[dir]")
+}
+
+/// Every `.flow` folder anywhere in the project.
+fn state_folders(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if entry.file_name() == ".flow" {
+                found.push(path.clone());
+            }
+            found.extend(state_folders(&path));
+        }
+    }
+    found
+}
+
+/// The summary line that ends every failed run.
+fn summary(problems: usize) -> String {
+    format!(
+        "error: {problems} problem{} found; nothing was changed\n",
+        if problems == 1 { "" } else { "s" }
+    )
+}
+
+/// Every check that holds for a run of `flow COMMAND` on a broken case.
+fn check_run(case: &Case, command: &str, run: &Run, project: &Project) {
+    let file = format!("bad/{}", case.file);
+    let context = format!(
+        "`flow {command} {file} {}`\n--- exit {}\n--- stdout\n{}\n--- stderr\n{}",
+        case.args.join(" "),
+        run.code,
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(run.code, 1, "exit code should be 1: {context}");
+    assert!(
+        run.stdout.is_empty(),
+        "nothing should go to stdout: {context}"
+    );
+    assert!(
+        run.stderr.ends_with(&summary(case.problems)),
+        "stderr should end with {:?}: {context}",
+        summary(case.problems)
+    );
+    if case.at.is_empty() {
+        assert!(
+            !run.stderr.contains("╭─["),
+            "a command-line problem should not point into a file: {context}"
+        );
+    }
+    for at in case.at {
+        let location = if at.starts_with("bad/") {
+            at.to_string()
+        } else {
+            format!("{file}:{at}")
+        };
+        assert!(
+            run.stderr.contains(&format!("╭─[{location}]")),
+            "stderr should point at {location}: {context}"
+        );
+    }
+    for code in case.codes {
+        assert!(
+            run.stderr.contains(code),
+            "stderr should have {code}: {context}"
+        );
+    }
+    for text in case.says {
+        assert!(
+            run.stderr.contains(text),
+            "stderr should say {text:?}: {context}"
+        );
+    }
+    for text in case.never_says {
+        assert!(
+            !run.stderr.contains(text),
+            "stderr should not say {text:?}: {context}"
+        );
+    }
+    let state = state_folders(project.path());
+    assert!(
+        state.is_empty(),
+        "no state folder should be created, found {state:?}: {context}"
+    );
+}
+
+/// Run validate, plan and apply on the case and check all of them; snapshot
+/// what validate prints.
+fn check(case: &Case) {
+    let project = Project::new();
+    copy_dir(&fixtures(), &project.path().join("bad"));
+    let file = format!("bad/{}", case.file);
+    let mut validate_stderr = None;
+    for command in ["validate", "plan", "apply"] {
+        let mut args = vec![command, file.as_str()];
+        args.extend_from_slice(case.args);
+        let run = run_flow(&project, &args, case.env);
+        check_run(case, command, &run, &project);
+        match &validate_stderr {
+            None => validate_stderr = Some(run.stderr),
+            Some(expected) => assert_eq!(
+                &run.stderr, expected,
+                "`flow {command}` should report exactly what `flow validate` does"
+            ),
+        }
+    }
+    let name = case.file.trim_end_matches(".toml");
+    let rendered = normalize(&project, &validate_stderr.expect("validate ran"));
+    insta::assert_snapshot!(name, rendered);
+}
+
+/// Every fixture is a case, every case has a fixture, and the corpus is big
+/// enough.
+#[test]
+fn every_fixture_is_in_the_corpus() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(fixtures())
+        .expect("fixtures")
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let mut in_corpus: Vec<String> = CORPUS.iter().map(|c| c.file.to_string()).collect();
+    in_corpus.sort();
+    let mut unique = in_corpus.clone();
+    unique.dedup();
+    assert_eq!(unique, in_corpus, "a fixture is used by two cases");
+    assert_eq!(on_disk, in_corpus, "fixtures and cases differ");
+    for name in &on_disk {
+        let (number, rest) = name.split_at(2);
+        assert!(
+            number.chars().all(|c| c.is_ascii_digit()) && rest.starts_with('-'),
+            "fixture {name} should be named NN-short-name.toml"
+        );
+        assert!(name.ends_with(".toml"), "fixture {name} should be TOML");
+    }
+    for entry in std::fs::read_dir(fixtures().join("vars")).expect("var files") {
+        let name = format!(
+            "bad/vars/{}",
+            entry.expect("entry").file_name().to_string_lossy()
+        );
+        assert!(
+            CORPUS.iter().any(|c| c.args.contains(&name.as_str())),
+            "{name} is used by no case"
+        );
+    }
+    assert!(CORPUS.len() >= 45, "only {} cases", CORPUS.len());
+}
+
+/// A missing workflow file is reported like any other problem.
+fn check_missing_workflow_file(command: &str) {
+    let project = Project::new();
+    let run = run_flow(&project, &[command, "nope.toml"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("cannot read workflow nope.toml"),
+        "{run:?}"
+    );
+    assert!(run.stderr.ends_with(&summary(1)), "{run:?}");
+    assert!(state_folders(project.path()).is_empty(), "{run:?}");
+}
+
+#[test]
+fn missing_workflow_file_validate() {
+    check_missing_workflow_file("validate");
+}
+
+#[test]
+fn missing_workflow_file_plan() {
+    check_missing_workflow_file("plan");
+}
+
+#[test]
+fn missing_workflow_file_apply() {
+    check_missing_workflow_file("apply");
+}
+
+// ---- existing state is never touched by a broken workflow -----------------
+
+const VALID: &str = r#"[workflow]
+name = "keep"
+
+[vars.label]
+default = "first"
+
+[steps.base]
+provider = "null"
+
+[steps.base.inputs]
+label = "${vars.label}"
+
+[steps.top]
+provider = "null"
+inputs = { from = "${steps.base.outputs.label}" }
+"#;
+
+/// Broken variants of [`VALID`], each with the extra arguments to pass.
+const BROKEN: &[(&str, &str, &[&str])] = &[
+    (
+        "TOML syntax error",
+        "[steps.base]\nprovider \"null\"\n",
+        &[],
+    ),
+    (
+        "unknown provider",
+        "[steps.base]\nprovider = \"nul\"\n\n[steps.top]\nprovider = \"null\"\n",
+        &[],
+    ),
+    (
+        "dependency cycle",
+        "[steps.base]\nprovider = \"null\"\ndepends_on = [\"top\"]\n\n\
+         [steps.top]\nprovider = \"null\"\ninputs = { from = \"${steps.base.outputs.label}\" }\n",
+        &[],
+    ),
+    (
+        "missing variable value",
+        "[vars.label]\ntype = \"string\"\n\n[steps.base]\nprovider = \"null\"\n\
+         inputs = { label = \"${vars.label}\" }\n\n[steps.top]\nprovider = \"null\"\n",
+        &[],
+    ),
+    (
+        "input rejected by the provider",
+        "[steps.base]\nprovider = \"null\"\ninputs = { delay_ms = -1 }\n\n\
+         [steps.top]\nprovider = \"null\"\n",
+        &[],
+    ),
+    (
+        "--var for an undeclared variable",
+        VALID,
+        &["--var", "lable=x"],
+    ),
+    (
+        "--var-file that does not exist",
+        VALID,
+        &["--var-file", "nope.toml"],
+    ),
+    (
+        "unknown step in depends_on",
+        "[steps.base]\nprovider = \"null\"\n\n[steps.top]\nprovider = \"null\"\n\
+         depends_on = [\"bsae\"]\n",
+        &[],
+    ),
+];
+
+/// Every file under the project's `.flow`: its bytes and modification time.
+fn state_contents(project: &Project) -> BTreeMap<PathBuf, (Vec<u8>, SystemTime)> {
+    project
+        .state_files()
+        .into_iter()
+        .map(|path| {
+            let bytes = std::fs::read(&path).expect("read state file");
+            let modified = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .expect("mtime");
+            (path, (bytes, modified))
+        })
+        .collect()
+}
+
+#[test]
+fn broken_workflows_leave_existing_state_byte_for_byte_unchanged() {
+    let project = Project::new();
+    project.write("wf.toml", VALID);
+    project
+        .run(&["apply", "wf.toml", "--auto-approve"])
+        .expect(0);
+    let before = state_contents(&project);
+    assert!(
+        before.keys().any(|p| p.ends_with("lock")),
+        "state should have a lock file: {:?}",
+        before.keys()
+    );
+    assert!(before.len() > 2, "state is too small: {:?}", before.keys());
+
+    for (what, text, extra) in BROKEN {
+        project.write("wf.toml", text);
+        for command in [
+            &["validate", "wf.toml"][..],
+            &["plan", "wf.toml"],
+            &["apply", "wf.toml"],
+            &["apply", "wf.toml", "--auto-approve"],
+        ] {
+            let mut args = command.to_vec();
+            args.extend_from_slice(extra);
+            let run = run_flow(&project, &args, &[]);
+            let context = format!("{what}: `flow {}`\n{run:?}", args.join(" "));
+            assert_eq!(run.code, 1, "{context}");
+            assert!(
+                run.stderr.contains("found; nothing was changed\n"),
+                "{context}"
+            );
+            let after = state_contents(&project);
+            assert_eq!(
+                after.keys().collect::<Vec<_>>(),
+                before.keys().collect::<Vec<_>>(),
+                "the set of state files changed: {context}"
+            );
+            for (path, (bytes, modified)) in &before {
+                let (now, now_modified) = &after[path];
+                assert!(
+                    now == bytes,
+                    "{} changed ({} bytes before, {} after): {context}",
+                    path.display(),
+                    bytes.len(),
+                    now.len()
+                );
+                assert_eq!(
+                    now_modified,
+                    modified,
+                    "{} was rewritten: {context}",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    // The state is still good: the valid workflow has nothing to change.
+    project.write("wf.toml", VALID);
+    project
+        .run(&["plan", "wf.toml", "--detailed-exitcode"])
+        .expect(0);
+}
