@@ -59,7 +59,8 @@ pub fn run(cli: Cli) -> i32 {
     }
 }
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// Run a future to completion on a fresh multi-threaded runtime.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

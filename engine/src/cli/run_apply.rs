@@ -21,6 +21,7 @@ use crate::apply::step::{RunContext, StepJob};
 use crate::dag::Dag;
 use crate::lang::load::{Loaded, load};
 use crate::lang::vars::VarInputs;
+use crate::plan::refine::refine_plan;
 use crate::plan::render::render_text;
 use crate::plan::saved::{SavedPlan, SavedVar, text_digest};
 use crate::plan::{Action, Plan, PlanRequest, StepChange, compute_plan};
@@ -42,7 +43,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     let dir = state_dir(&args.file, args.state_dir.as_ref());
     let store = Store::open(&dir, "flow apply")?;
     let records = records_of(Some(&store))?;
-    let plan = compute_plan(&PlanRequest {
+    let mut plan = compute_plan(&PlanRequest {
         loaded: &loaded,
         registry,
         records: &records,
@@ -52,6 +53,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         replace: &args.replace,
     })
     .map_err(CliError::Diagnostics)?;
+    refine_plan(&mut plan, &loaded, registry, &records, &store.salt(), 10).await;
     if !ui.quiet || (plan.has_changes() && !args.auto_approve) {
         print!("{}", render_text(&plan, &ui.style));
     }
@@ -144,7 +146,7 @@ async fn apply_saved(
         )));
     }
     let records = records_of(Some(&store))?;
-    let plan = compute_plan(&PlanRequest {
+    let mut plan = compute_plan(&PlanRequest {
         loaded: &loaded,
         registry,
         records: &records,
@@ -154,6 +156,7 @@ async fn apply_saved(
         replace: &saved.replace,
     })
     .map_err(CliError::Diagnostics)?;
+    refine_plan(&mut plan, &loaded, registry, &records, &store.salt(), 10).await;
     let essence = |p: &Plan| {
         p.changes
             .iter()

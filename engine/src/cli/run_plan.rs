@@ -8,6 +8,7 @@ use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_di
 use crate::lang::vars::VarInputs;
 use crate::plan::render::{render_json, render_text};
 use crate::plan::saved::{FORMAT, SavedPlan, text_digest};
+use crate::plan::refine::refine_plan;
 use crate::plan::{Plan, PlanRequest, compute_plan};
 
 /// The variables a workflow command was given.
@@ -54,7 +55,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     let salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
     let serial = store.as_ref().map_or(0, |s| s.serial());
     drop(store);
-    let plan = compute_plan(&PlanRequest {
+    let mut plan = compute_plan(&PlanRequest {
         loaded: &loaded,
         registry,
         records: &records,
@@ -64,6 +65,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
         replace: &args.replace,
     })
     .map_err(CliError::Diagnostics)?;
+    crate::cli::block_on(refine_plan(&mut plan, &loaded, registry, &records, &salt, 10));
     if let Some(out) = &args.out {
         save(&plan, &loaded, &dir, args, out)?;
     }
