@@ -55,6 +55,7 @@ pub(crate) fn op_context(
         region: None,
         profile: None,
         reporter: reporter.clone(),
+        cancel: crate::contract::Cancel::never(),
     };
     (ctx, reporter)
 }

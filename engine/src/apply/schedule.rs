@@ -173,6 +173,7 @@ pub async fn run_all(
                 }
                 stopping = true;
                 report.interrupted = true;
+                let _ = ctx.interrupt.send(true);
                 ctx.sink.emit(Event::Interrupted { running: running.len() });
             }
         }

@@ -43,6 +43,10 @@ pub struct RunContext {
     pub outputs: Mutex<BTreeMap<String, Values>>,
     /// The AWS profile the workflow names, if any.
     pub profile: Option<String>,
+    /// Fires on the first interrupt (tasks stop, resources finish).
+    pub cancel: flow_providers::Cancel,
+    /// Sends the interrupt to `cancel`.
+    pub interrupt: tokio::sync::watch::Sender<bool>,
     /// The workflow, for resolving inputs (None for destroy).
     pub loaded: Option<Arc<Loaded>>,
     /// Retries made so far in this run.
@@ -254,6 +258,7 @@ impl Op<'_> {
             log_path: self.ctx.layout.log_file(self.name()),
             region: self.job.region.clone(),
             profile: self.ctx.profile.clone(),
+            cancel: self.ctx.cancel.clone(),
             reporter: self.reporter.clone(),
         }
     }

@@ -278,7 +278,10 @@ fn run_context(
     plan: &Plan,
 ) -> Arc<RunContext> {
     let width = plan.changes.iter().map(|c| c.step.len()).max().unwrap_or(4);
+    let (interrupt, cancel) = flow_providers::Cancel::pair();
     Arc::new(RunContext {
+        cancel,
+        interrupt,
         registry: registry.clone(),
         committer: store.committer(),
         layout: store.layout().clone(),

@@ -6,9 +6,9 @@ use flow_state::Store;
 use super::args::{PlanArgs, WorkflowArgs};
 use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
 use crate::lang::vars::VarInputs;
+use crate::plan::refine::refine_plan;
 use crate::plan::render::{render_json, render_text};
 use crate::plan::saved::{FORMAT, SavedPlan, text_digest};
-use crate::plan::refine::refine_plan;
 use crate::plan::{Plan, PlanRequest, compute_plan};
 
 /// The variables a workflow command was given.
@@ -65,7 +65,9 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
         replace: &args.replace,
     })
     .map_err(CliError::Diagnostics)?;
-    crate::cli::block_on(refine_plan(&mut plan, &loaded, registry, &records, &salt, 10));
+    crate::cli::block_on(refine_plan(
+        &mut plan, &loaded, registry, &records, &salt, 10,
+    ));
     if let Some(out) = &args.out {
         save(&plan, &loaded, &dir, args, out)?;
     }

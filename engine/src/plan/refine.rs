@@ -74,6 +74,7 @@ pub async fn refine_plan(
                 .or_else(|| loaded.workflow.region.clone()),
             profile: loaded.workflow.profile.clone(),
             reporter: Arc::new(Silent),
+            cancel: flow_providers::Cancel::never(),
         };
         pending.push((ctx, provider, record, desired.actual));
     }
