@@ -1,7 +1,7 @@
 //! A step's desired inputs: interpolated for the provider, and the form kept
 //! in state (secrets as digests) that plans compare against.
 
-use flow_providers::{Registry, Values};
+use flow_providers::{InputType, Registry, Values};
 use serde_json::Value;
 
 use crate::diag::Diag;
@@ -59,6 +59,26 @@ fn seal(node: &Node, value: &Value, loaded: &Loaded, salt: &[u8]) -> Value {
     }
 }
 
+/// `value` with numbers and booleans turned into text where `ty` wants a
+/// string: `"${vars.epochs}"` in an `env` table is the text `20`, as written.
+pub fn coerce(value: Value, ty: &InputType) -> Value {
+    match (value, ty) {
+        (Value::Number(n), InputType::String | InputType::Duration | InputType::LocalFile) => {
+            Value::String(n.to_string())
+        }
+        (Value::Bool(b), InputType::String) => Value::String(b.to_string()),
+        (Value::Array(items), InputType::List(inner)) => {
+            Value::Array(items.into_iter().map(|v| coerce(v, inner)).collect())
+        }
+        (Value::Object(map), InputType::Map(inner)) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, coerce(v, inner)))
+                .collect(),
+        ),
+        (v, _) => v,
+    }
+}
+
 /// A stored value for display: sealed secrets shown as `(sensitive)`.
 pub fn mask_sealed(value: &Value) -> Value {
     match value {
@@ -98,7 +118,15 @@ pub fn desired_inputs(
                 if secret {
                     desired.sensitive.push(input.key.clone());
                 }
-                match ev.value {
+                let spec_ty = schema
+                    .as_ref()
+                    .and_then(|s| s.input(&input.key))
+                    .map(|s| s.ty.clone());
+                let value = match (ev.value, spec_ty) {
+                    (Some(v), Some(ty)) => Some(coerce(v, &ty)),
+                    (v, _) => v,
+                };
+                match value {
                     None => {
                         desired.unknown.push(input.key.clone());
                         desired
@@ -127,5 +155,25 @@ pub fn desired_inputs(
         Ok(desired)
     } else {
         Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scalars_become_text_where_strings_are_wanted() {
+        let env = InputType::Map(Box::new(InputType::String));
+        assert_eq!(
+            coerce(json!({"EPOCHS": 20, "DEBUG": true, "NAME": "x"}), &env),
+            json!({"EPOCHS": "20", "DEBUG": "true", "NAME": "x"})
+        );
+        assert_eq!(coerce(json!(3), &InputType::Integer), json!(3));
+        assert_eq!(
+            coerce(json!([1, 2]), &InputType::List(Box::new(InputType::String))),
+            json!(["1", "2"])
+        );
     }
 }

@@ -44,16 +44,19 @@ pub trait Interrupts: Send {
     fn next(&mut self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
 }
 
-/// Ctrl-C and SIGTERM.
+/// Ctrl-C (SIGINT) and SIGTERM, listened to from creation on.
 pub struct Signals {
+    int: Option<tokio::signal::unix::Signal>,
     term: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
-    /// Listen for SIGINT and SIGTERM.
+    /// Listen for SIGINT and SIGTERM (needs a running tokio runtime).
     pub fn new() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
         Signals {
-            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
+            int: signal(SignalKind::interrupt()).ok(),
+            term: signal(SignalKind::terminate()).ok(),
         }
     }
 }
@@ -64,19 +67,23 @@ impl Default for Signals {
     }
 }
 
+async fn recv_or_never(sig: Option<&mut tokio::signal::unix::Signal>) {
+    match sig {
+        Some(s) => {
+            if s.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
 impl Interrupts for Signals {
     fn next(&mut self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
-            match self.term.as_mut() {
-                Some(term) => {
-                    tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {}
-                        _ = term.recv() => {}
-                    }
-                }
-                None => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
+            tokio::select! {
+                _ = recv_or_never(self.int.as_mut()) => {}
+                _ = recv_or_never(self.term.as_mut()) => {}
             }
         })
     }

@@ -266,8 +266,9 @@ fn var_fits(var: super::ast::VarType, ty: &InputType) -> bool {
         (var, ty),
         (V::Any, _)
             | (_, InputType::Any)
+            // Numbers and booleans referenced inside a quoted string are text.
             | (
-                V::String,
+                V::String | V::Integer | V::Number | V::Bool,
                 InputType::String | InputType::LocalFile | InputType::Duration
             )
             | (V::Integer, InputType::Integer | InputType::Number)

@@ -109,7 +109,10 @@ fn validate_known_inputs(
     let mut values = Vec::new();
     for input in &step.inputs {
         let value = match evaluate(&input.value, vars, &unknown_outputs) {
-            Ok(e) => e.value,
+            Ok(e) => match (e.value, schema.input(&input.key)) {
+                (Some(v), Some(spec)) => Some(crate::inputs::coerce(v, &spec.ty)),
+                (v, _) => v,
+            },
             Err(e) => {
                 diags.push(
                     Diag::new("flow::bad-reference", e.message)
