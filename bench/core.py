@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Core engine benchmarks for flow; prints its figures.
+
+1. apply: 2,000 `null` steps in 10 layers of 200, each depending on 3 steps of
+   the layer before, each sleeping 200 ms, with --parallelism 200. The
+   critical path is 10 x 200 ms = 2 s; the figure is wall time / 2 s
+   (target <= 1.10, with durable state: every transition is flushed).
+2. plan: `flow plan` of 10,000 applied, unchanged steps (target < 1 s and
+   < 200 MB resident).
+
+Usage: bench/core.py [--flow PATH] [--runs N]
+Builds the release binary first unless --flow is given.
+"""
+
+import argparse
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def layered_workflow(layers, width, fan_in, delay_ms, seed=7):
+    rng = random.Random(seed)
+    out = ['[workflow]\nname = "bench-layers"\n']
+    for layer in range(layers):
+        for i in range(width):
+            name = f"s{layer}_{i}"
+            out.append(f'[steps.{name}]\nprovider = "null"\n')
+            if layer > 0:
+                deps = rng.sample(range(width), fan_in)
+                refs = ", ".join(f'"s{layer - 1}_{d}"' for d in deps)
+                out.append(f"depends_on = [{refs}]\n")
+            out.append(f"[steps.{name}.inputs]\ndelay_ms = {delay_ms}\nindex = {i}\n")
+            if layer > 0:
+                out.append(f'from = "${{steps.s{layer - 1}_{deps[0]}.outputs.index}}"\n')
+    return "".join(out)
+
+
+def run(flow, args, cwd):
+    """Run flow; return (wall seconds, max RSS in MB of this child)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    proc = subprocess.run([flow] + args, cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if proc.returncode != 0:
+        sys.exit(f"flow {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    # ru_maxrss of children is the max over all children so far (KiB on Linux).
+    return wall, max(after, before) / 1024.0, proc.stdout
+
+
+def rss_of(flow, args, cwd):
+    """Peak RSS of one run, measured in a fresh child so earlier runs don't mask it."""
+    code = (
+        "import resource,subprocess,sys,time;"
+        "t=time.perf_counter();"
+        "p=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL);"
+        "w=time.perf_counter()-t;"
+        "print(p.returncode, w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, flow] + args, cwd=cwd,
+                         stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+    rc, wall, kib = int(out[0]), float(out[1]), int(out[2])
+    if rc != 0:
+        sys.exit(f"flow {' '.join(args)} failed with {rc}")
+    return wall, kib / 1024.0
+
+
+def bench_apply(flow, runs):
+    layers, width, fan_in, delay = 10, 200, 3, 200
+    critical = layers * delay / 1000.0
+    ratios = []
+    for _ in range(runs):
+        d = tempfile.mkdtemp(prefix="flow-bench-apply-")
+        try:
+            with open(os.path.join(d, "wf.toml"), "w") as f:
+                f.write(layered_workflow(layers, width, fan_in, delay))
+            wall, _, out = run(flow, ["apply", "wf.toml", "--auto-approve", "-q",
+                                      "--parallelism", str(width)], d)
+            if "2000 created" not in out:
+                sys.exit(f"unexpected apply output:\n{out}")
+            ratios.append(wall / critical)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    ratios.sort()
+    median = ratios[len(ratios) // 2]
+    print(f"apply 2000 null steps (10 layers x 200, fan-in 3, 200 ms each, --parallelism 200)")
+    print(f"  critical path            {critical:.2f} s")
+    print(f"  wall / critical path     median {median:.3f}  (runs: {', '.join(f'{r:.3f}' for r in ratios)})")
+    print(f"  target                   <= 1.10  -> {'PASS' if median <= 1.10 else 'FAIL'}")
+    return median
+
+
+def bench_plan(flow, runs):
+    n = 10_000
+    d = tempfile.mkdtemp(prefix="flow-bench-plan-")
+    try:
+        with open(os.path.join(d, "wf.toml"), "w") as f:
+            f.write(layered_workflow(50, n // 50, 3, 0))
+        t0 = time.perf_counter()
+        run(flow, ["apply", "wf.toml", "--auto-approve", "-q", "--parallelism", "256"], d)
+        setup = time.perf_counter() - t0
+        results = [rss_of(flow, ["plan", "wf.toml", "--detailed-exitcode"], d) for _ in range(runs)]
+        results.sort()
+        wall, rss = results[len(results) // 2]
+        peak = max(r for _, r in results)
+        print(f"plan of {n} applied, unchanged steps (50 layers x 200, fan-in 3; apply took {setup:.1f} s)")
+        print(f"  wall                     median {wall:.3f} s  (runs: {', '.join(f'{w:.3f}' for w, _ in results)})")
+        print(f"  peak resident memory     {peak:.0f} MB")
+        print(f"  target                   < 1 s and < 200 MB -> {'PASS' if wall < 1 and peak < 200 else 'FAIL'}")
+        return wall, peak
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flow", help="path to a flow binary (default: build target/release/flow)")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    flow = os.path.abspath(args.flow) if args.flow else None
+    if not flow:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "flow"], cwd=ROOT, check=True)
+        flow = os.path.join(ROOT, "target", "release", "flow")
+    print(f"machine: {os.cpu_count()} cores; flow: {flow}\n")
+    bench_apply(flow, args.runs)
+    print()
+    bench_plan(flow, args.runs)
+
+
+if __name__ == "__main__":
+    main()
