@@ -108,15 +108,25 @@ impl Committer {
     /// batch that carried them once it is flushed to disk. Dropping the
     /// future does not withdraw the changes.
     pub async fn commit(&self, muts: Vec<Mutation>) -> Result<u64, StateError> {
-        let changes = encode(muts)?;
+        self.submit(muts).durable().await
+    }
+
+    /// Queues `muts` at once and returns a handle that resolves when they
+    /// are on disk. Changes queued later are never written before these, so
+    /// once a later change is durable, these are too (or failed).
+    pub fn submit(&self, muts: Vec<Mutation>) -> Pending {
+        let changes = match encode(muts) {
+            Ok(c) => c,
+            Err(e) => return Pending(Err(e)),
+        };
         let (reply_tx, reply_rx) = oneshot::channel();
-        self.tx
-            .send(Request::Commit {
-                changes,
-                reply: Reply::Async(reply_tx),
-            })
-            .map_err(|_| StateError::Closed)?;
-        reply_rx.await.map_err(|_| StateError::Closed)?
+        match self.tx.send(Request::Commit {
+            changes,
+            reply: Reply::Async(reply_tx),
+        }) {
+            Ok(()) => Pending(Ok(reply_rx)),
+            Err(_) => Pending(Err(StateError::Closed)),
+        }
     }
 
     /// Like [`Committer::commit`], blocking the calling thread instead
@@ -124,6 +134,19 @@ impl Committer {
     pub fn commit_blocking(&self, muts: Vec<Mutation>) -> Result<u64, StateError> {
         let changes = encode(muts)?;
         call_blocking(&self.tx, |reply| Request::Commit { changes, reply })
+    }
+}
+
+/// Changes queued by [`Committer::submit`], not yet known to be on disk.
+pub struct Pending(Result<oneshot::Receiver<Result<u64, StateError>>, StateError>);
+
+impl Pending {
+    /// Waits until the changes are flushed; returns the serial of their batch.
+    pub async fn durable(self) -> Result<u64, StateError> {
+        match self.0 {
+            Ok(rx) => rx.await.map_err(|_| StateError::Closed)?,
+            Err(e) => Err(e),
+        }
     }
 }
 

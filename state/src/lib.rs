@@ -23,7 +23,7 @@ mod watermark;
 mod writer;
 
 pub use backup::{BackupInfo, KEEP_BACKUPS, Restored, list_backups, restore};
-pub use commit::{Committer, Mutation};
+pub use commit::{Committer, Mutation, Pending};
 pub use error::StateError;
 pub use layout::StateLayout;
 pub use lock::{LockInfo, StateLock};

@@ -51,7 +51,13 @@ pub struct RunContext {
     pub loaded: Option<Arc<Loaded>>,
     /// Retries made so far in this run.
     pub retries: std::sync::atomic::AtomicU32,
+    /// Success records queued but maybe not yet on disk, by step: dependents
+    /// start at once and wait for these before their first side effect.
+    pub durable: Mutex<BTreeMap<String, DurableFlag>>,
 }
+
+/// Whether a queued record reached the disk: `None` while unknown.
+pub type DurableFlag = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
 
 /// One step to carry out.
 #[derive(Debug, Clone)]
@@ -81,6 +87,65 @@ impl RunContext {
             .put(rec.clone())
             .await
             .map_err(|e| format!("could not write state: {e}"))
+    }
+
+    /// Record `rec` without waiting for the flush: dependents may be started
+    /// at once, since each waits (in `begin`) for this flag before it does
+    /// anything, and the writer never writes a later change before this one.
+    fn persist_queued(&self, rec: &mut StepRecord) {
+        rec.updated_at = now_secs();
+        self.records
+            .lock()
+            .expect("records")
+            .insert(rec.name.clone(), rec.clone());
+        let pending = self
+            .committer
+            .submit(vec![flow_state::Mutation::Put(rec.clone())]);
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        self.durable
+            .lock()
+            .expect("durable")
+            .insert(rec.name.clone(), rx);
+        tokio::spawn(async move {
+            let result = pending
+                .durable()
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("could not write state: {e}"));
+            let _ = tx.send(Some(result));
+        });
+    }
+
+    /// Wait until the queued record of `step`, if any, is on disk.
+    async fn wait_durable(&self, step: &str) -> Result<(), String> {
+        let flag = self.durable.lock().expect("durable").get(step).cloned();
+        let Some(mut flag) = flag else { return Ok(()) };
+        let settled = flag
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| format!("the state of `{step}` was never written"))?
+            .clone();
+        settled
+            .expect("settled")
+            .map_err(|e| format!("the state of `{step}` could not be written: {e}"))
+    }
+
+    /// Wait for every queued record; the steps whose record could not be written.
+    pub async fn settle(&self) -> Vec<(String, String)> {
+        let names: Vec<String> = self
+            .durable
+            .lock()
+            .expect("durable")
+            .keys()
+            .cloned()
+            .collect();
+        let mut failed = Vec::new();
+        for name in names {
+            if let Err(e) = self.wait_durable(&name).await {
+                failed.push((name, e));
+            }
+        }
+        failed
     }
 
     async fn forget(&self, name: &str) -> Result<(), String> {
@@ -325,7 +390,13 @@ impl Op<'_> {
             inputs: inputs.clone(),
             started_at: now_secs(),
         });
-        self.ctx.persist(rec).await
+        self.ctx.persist(rec).await?;
+        // What this step needs was recorded before this intent (the writer
+        // keeps order), so it is on disk now unless writing it failed.
+        for dep in &self.job.depends_on {
+            self.ctx.wait_durable(dep).await?;
+        }
+        Ok(())
     }
 
     async fn succeeded(
@@ -351,7 +422,8 @@ impl Op<'_> {
             .lock()
             .expect("outputs")
             .insert(self.name().to_string(), applied.outputs);
-        self.ctx.persist(rec).await
+        self.ctx.persist_queued(rec);
+        Ok(())
     }
 
     async fn failed(

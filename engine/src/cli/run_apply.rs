@@ -15,6 +15,7 @@ use super::common::{
     CliError, CliResult, Ui, confirm, load_workflow, records_of, state_dir, workdir,
 };
 use super::progress::{PlainProgress, print_summary};
+use crate::apply::events::Outcome;
 use crate::apply::retry::Backoff;
 use crate::apply::schedule::{Report, Signals, run_all};
 use crate::apply::step::{RunContext, StepJob};
@@ -295,6 +296,7 @@ fn run_context(
         outputs: Mutex::new(BTreeMap::new()),
         loaded: loaded.map(|l| Arc::new(l.clone())),
         retries: AtomicU32::new(0),
+        durable: Mutex::new(BTreeMap::new()),
     })
 }
 
@@ -311,7 +313,16 @@ async fn run_jobs(
         edges.iter().map(|(a, b)| (a.as_str(), b.as_str())),
     );
     let mut signals = Signals::new();
-    run_all(ctx, jobs, &dag, parallelism, timeouts, &mut signals).await
+    let mut report = run_all(ctx.clone(), jobs, &dag, parallelism, timeouts, &mut signals).await;
+    // Every step's result must be on disk before the run counts as done.
+    for (step, error) in ctx.settle().await {
+        for (name, outcome, _) in report.steps.iter_mut() {
+            if *name == step {
+                *outcome = Outcome::Failed(error.clone());
+            }
+        }
+    }
+    report
 }
 
 fn finish(report: &Report, ui: Ui, what: &str) -> CliResult<i32> {

@@ -274,12 +274,24 @@ pub struct Workflow {
     pub vars: Vec<VarDecl>,
     /// Steps, in source order.
     pub steps: Vec<StepDecl>,
+    /// Position of each step in `steps`, by name (see [`Workflow::index_steps`]).
+    pub step_index: std::collections::HashMap<String, usize>,
 }
 
 impl Workflow {
+    /// Rebuild the name index after `steps` changed.
+    pub fn index_steps(&mut self) {
+        self.step_index = self
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.clone(), i))
+            .collect();
+    }
+
     /// The step called `name`.
     pub fn step(&self, name: &str) -> Option<&StepDecl> {
-        self.steps.iter().find(|s| s.name == name)
+        self.step_index.get(name).map(|&i| &self.steps[i])
     }
 
     /// The variable called `name`.

@@ -31,6 +31,7 @@ pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnos
         profile: None,
         vars: Vec::new(),
         steps: Vec::new(),
+        step_index: Default::default(),
     };
     let mut p = Parser {
         source,
@@ -49,6 +50,7 @@ pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnos
             ),
         }
     }
+    wf.index_steps();
     (Some(wf), diags)
 }
 

@@ -36,6 +36,12 @@ pub async fn refine_plan(
     parallelism: usize,
 ) {
     let mut tasks: JoinSet<(String, Result<PlanDetail, String>)> = JoinSet::new();
+    let unchanged: std::collections::HashSet<&str> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::NoOp)
+        .map(|c| c.step.as_str())
+        .collect();
     let mut pending = Vec::new();
     for change in &plan.changes {
         if !matches!(
@@ -51,9 +57,7 @@ pub async fn refine_plan(
             continue;
         };
         let lookup = |s: &str, k: &str| match records.get(s).and_then(|r| r.outputs.get(k)) {
-            Some(v) if plan.change(s).is_some_and(|c| c.action == Action::NoOp) => {
-                Lookup::Known(v.clone())
-            }
+            Some(v) if unchanged.contains(s) => Lookup::Known(v.clone()),
             _ => Lookup::Unknown,
         };
         let Ok(desired) = desired_inputs(loaded, decl, registry, salt, &lookup) else {
