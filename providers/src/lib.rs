@@ -1,8 +1,11 @@
 //! Providers for flow: the contract every provider kind implements, and the
 //! built-in kinds.
 
+pub mod aws;
 pub mod contract;
+pub mod eks;
 pub mod exec;
+pub mod kube;
 pub mod null;
 pub mod registry;
 

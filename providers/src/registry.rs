@@ -21,11 +21,21 @@ impl Registry {
         Self::default()
     }
 
-    /// A registry with every built-in provider kind.
+    /// A registry with every built-in provider kind: `exec`, `null` and
+    /// the AWS kinds (see [`crate::aws`]).
     pub fn builtin() -> Self {
         let mut registry = Self::new();
         registry.register(Arc::new(Exec::new()));
         registry.register(Arc::new(Null::new()));
+        for provider in crate::aws::providers() {
+            registry.register(provider);
+        }
+        for provider in crate::eks::providers()
+            .into_iter()
+            .chain(crate::kube::providers())
+        {
+            registry.register(provider);
+        }
         registry
     }
 
@@ -118,9 +128,26 @@ mod tests {
     }
 
     #[test]
-    fn builtin_has_exec_and_null() {
+    fn builtin_has_exec_null_and_the_aws_kinds() {
         let registry = Registry::builtin();
-        assert_eq!(registry.names(), vec!["exec", "null"]);
+        assert_eq!(
+            registry.names(),
+            vec![
+                "batch.job",
+                "cloudformation.stack",
+                "ecr.repository",
+                "eks.cluster",
+                "eks.nodegroup",
+                "exec",
+                "fsx.lustre",
+                "kube.job",
+                "kube.manifest",
+                "null",
+                "s3.bucket",
+                "s3.sync",
+                "secretsmanager.secret"
+            ]
+        );
         assert_eq!(registry.get("exec").unwrap().name(), "exec");
         assert_eq!(registry.get("null").unwrap().name(), "null");
         assert!(registry.get("nope").is_none());
@@ -128,12 +155,13 @@ mod tests {
 
     #[test]
     fn register_adds_and_keeps_names_sorted() {
-        let mut registry = Registry::builtin();
+        let mut registry = Registry::new();
+        registry.register(Arc::new(Named::new("null")));
         registry.register(Arc::new(Named::new("cloudformation.stack")));
         registry.register(Arc::new(Named::new("aaa")));
         assert_eq!(
             registry.names(),
-            vec!["aaa", "cloudformation.stack", "exec", "null"]
+            vec!["aaa", "cloudformation.stack", "null"]
         );
         assert!(registry.get("cloudformation.stack").is_some());
     }
@@ -152,6 +180,7 @@ mod tests {
             registry.closest("cloudformaton.stack"),
             Some("cloudformation.stack")
         );
-        assert_eq!(registry.closest("fsx.lustre"), None);
+        assert_eq!(registry.closest("fsx.lustr"), Some("fsx.lustre"));
+        assert_eq!(registry.closest("kube.manifst"), Some("kube.manifest"));
     }
 }

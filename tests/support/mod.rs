@@ -2,6 +2,10 @@
 //! and the real `flow` binary run in it as a user would.
 #![allow(dead_code)]
 
+pub mod fault_proxy;
+pub mod kube;
+pub mod moto;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

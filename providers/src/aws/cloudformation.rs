@@ -1,0 +1,500 @@
+//! The `cloudformation.stack` provider: a stack from a local template.
+//!
+//! - create: `CreateStack` with `ClientRequestToken` = the operation token and
+//!   a `flow:token` tag, then waits, showing stack events; a stack left in
+//!   `ROLLBACK_COMPLETE` by an earlier failed create of flow's is deleted
+//!   first. A stack of the same name that flow did not create is never adopted.
+//! - update: a change set of type UPDATE named after the token, executed; a
+//!   template and parameters that change nothing end without executing.
+//! - plan: for an existing stack, a change set shows the resource changes,
+//!   then is deleted; a stack in `ROLLBACK_COMPLETE` plans as a replace.
+//! - read (resume): the stack of that name carrying this token's tag is
+//!   waited for if in progress, and adopted once complete.
+//! - delete: `DeleteStack`, waiting for `DELETE_COMPLETE`.
+
+mod change_set;
+mod check;
+mod spec;
+mod stack;
+mod template;
+
+use std::collections::HashSet;
+
+use async_trait::async_trait;
+use aws_sdk_cloudformation::Client;
+use aws_sdk_cloudformation::types::Stack;
+use serde_json::{Value, json};
+
+use super::{config, error, tags};
+use crate::contract::{
+    Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
+    ProviderError, ReadOutcome, Schema, StepKind, ValidateContext, Values,
+};
+use change_set::Prepared;
+use spec::StackSpec;
+use stack::{describe, in_progress, now, settle, status};
+
+pub use template::template_digest;
+
+/// Statuses of a stack that is there and usable.
+const USABLE: [&str; 5] = [
+    "CREATE_COMPLETE",
+    "UPDATE_COMPLETE",
+    "UPDATE_ROLLBACK_COMPLETE",
+    "IMPORT_COMPLETE",
+    "IMPORT_ROLLBACK_COMPLETE",
+];
+
+/// How far back (seconds) events count as this operation's, for clock skew.
+const SKEW: i64 = 30;
+
+/// The `cloudformation.stack` provider kind.
+#[derive(Debug, Clone)]
+pub struct CloudFormationStack {
+    schema: Schema,
+}
+
+impl CloudFormationStack {
+    /// The provider with its schema.
+    pub fn new() -> Self {
+        CloudFormationStack {
+            schema: Schema {
+                kind: StepKind::Resource,
+                description: "A CloudFormation stack from a local YAML or JSON template",
+                inputs: vec![
+                    InputSpec::required("stack_name", InputType::String, "The stack's name")
+                        .forces_new(),
+                    InputSpec::required(
+                        "template",
+                        InputType::LocalFile,
+                        "The template, a YAML (short-form tags such as !Ref understood) or JSON file",
+                    ),
+                    InputSpec::optional(
+                        "parameters",
+                        InputType::Map(Box::new(InputType::Any)),
+                        "Parameter values by name; lists are passed comma-separated",
+                    ),
+                    InputSpec::optional(
+                        "capabilities",
+                        InputType::List(Box::new(InputType::String)),
+                        "Capabilities granted, e.g. [\"CAPABILITY_NAMED_IAM\"]",
+                    ),
+                    InputSpec::optional(
+                        "tags",
+                        InputType::Map(Box::new(InputType::String)),
+                        "Tags on the stack, which CloudFormation passes to its resources",
+                    ),
+                ],
+                open_inputs: false,
+            },
+        }
+    }
+}
+
+impl Default for CloudFormationStack {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A CloudFormation client for `ctx`.
+async fn client(ctx: &OpContext) -> Result<Client, ProviderError> {
+    Ok(Client::new(&config::sdk_config(ctx).await?))
+}
+
+/// What state keeps of a settled stack.
+fn applied(stack: &Stack, spec: &StackSpec) -> Applied {
+    Applied {
+        id: stack.stack_id().map(str::to_string),
+        outputs: stack::outputs(stack),
+        private: json!({ "template_sha256": spec.digest, "template": spec.template }),
+    }
+}
+
+/// The change set name an operation with `token` uses.
+fn change_set_name(token: &str) -> String {
+    format!("flow-{token}")
+}
+
+/// A name for a change set that only plans: unique enough, never executed.
+fn plan_change_set_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("flow-plan-{:x}{:x}", nanos, std::process::id())
+}
+
+impl CloudFormationStack {
+    /// Waits for a stack this create started (or is resuming) and turns its
+    /// settled state into the result.
+    async fn finish_create(
+        &self,
+        client: &Client,
+        ctx: &OpContext,
+        spec: &StackSpec,
+        since: i64,
+        seen: HashSet<String>,
+    ) -> Result<Applied, ProviderError> {
+        let settled = settle(client, ctx.reporter.as_ref(), &spec.name, since, seen).await?;
+        match settled {
+            Some(s) if USABLE.contains(&status(&s)) => Ok(applied(&s, spec)),
+            Some(s) => Err(stack::failed(client, &spec.name, "create", &s, since).await),
+            None => Err(ProviderError::fatal(format!(
+                "stack `{}` disappeared while it was being created",
+                spec.name
+            ))),
+        }
+    }
+
+    /// Deletes the stack `target` (name or id) and waits until it is gone.
+    async fn delete_stack(
+        &self,
+        client: &Client,
+        ctx: &OpContext,
+        name: &str,
+        target: &str,
+    ) -> Result<(), ProviderError> {
+        let since = now() - SKEW;
+        let Some(current) = describe(client, target).await? else {
+            return Ok(());
+        };
+        if status(&current) == "DELETE_COMPLETE" {
+            return Ok(());
+        }
+        if in_progress(status(&current)) && status(&current) != "DELETE_IN_PROGRESS" {
+            settle(client, ctx.reporter.as_ref(), target, since, HashSet::new()).await?;
+        }
+        let seen = stack::seen_events(client, target).await;
+        let mut request = client.delete_stack().stack_name(target);
+        if !ctx.token.is_empty() {
+            request = request.client_request_token(&ctx.token);
+        }
+        request
+            .send()
+            .await
+            .map_err(|e| error::aws(&format!("delete stack `{name}`"), e))?;
+        match settle(client, ctx.reporter.as_ref(), target, since, seen).await? {
+            None => Ok(()),
+            Some(s) if status(&s) == "DELETE_COMPLETE" => Ok(()),
+            Some(s) => Err(stack::failed(client, name, "delete", &s, since).await),
+        }
+    }
+
+    /// Updates an existing, settled stack through change set `flow-<token>`.
+    async fn update_stack(
+        &self,
+        client: &Client,
+        ctx: &OpContext,
+        spec: &StackSpec,
+        current: Stack,
+    ) -> Result<Applied, ProviderError> {
+        let since = now() - SKEW;
+        let seen = stack::seen_events(client, &spec.name).await;
+        let name = change_set_name(&ctx.token);
+        let mut stack_tags = spec.tags.clone();
+        if let Some(token) = stack::tag(&current, tags::TOKEN) {
+            stack_tags.insert(tags::TOKEN.to_string(), token.to_string());
+        }
+        // Resuming: the change set of this token may exist, even be executed.
+        let executed = match change_set::execution(client, &spec.name, &name).await? {
+            Some(exec) if exec == "EXECUTE_COMPLETE" || exec == "EXECUTE_IN_PROGRESS" => true,
+            Some(exec) if exec == "AVAILABLE" => {
+                change_set::execute(client, &spec.name, &name, &ctx.token).await?;
+                true
+            }
+            _ => false,
+        };
+        if !executed {
+            let prepared =
+                change_set::create(client, ctx.reporter.as_ref(), spec, &name, &stack_tags).await?;
+            match prepared {
+                Prepared::NoChanges => {
+                    change_set::delete(client, &spec.name, &name).await?;
+                    ctx.reporter
+                        .event(&format!("stack `{}`: no resource changes", spec.name));
+                    return Ok(applied(&current, spec));
+                }
+                Prepared::Ready(lines) => {
+                    for l in &lines {
+                        ctx.reporter.log(l);
+                    }
+                    change_set::execute(client, &spec.name, &name, &ctx.token).await?;
+                }
+            }
+        }
+        match settle(client, ctx.reporter.as_ref(), &spec.name, since, seen).await? {
+            Some(s) if status(&s) == "UPDATE_COMPLETE" || status(&s) == "CREATE_COMPLETE" => {
+                Ok(applied(&s, spec))
+            }
+            Some(s) => Err(stack::failed(client, &spec.name, "update", &s, since).await),
+            None => Err(ProviderError::fatal(format!(
+                "stack `{}` disappeared while it was being updated",
+                spec.name
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for CloudFormationStack {
+    fn name(&self) -> &'static str {
+        "cloudformation.stack"
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Parses the template and checks the parameters against it.
+    fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
+        check::problems(inputs, &ctx.workdir)
+    }
+
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        let spec = StackSpec::load(inputs, &ctx.workdir)?;
+        let client = client(ctx).await?;
+        let since = now() - SKEW;
+        if let Some(existing) = describe(&client, &spec.name).await? {
+            let token = stack::tag(&existing, tags::TOKEN);
+            let st = status(&existing).to_string();
+            if token == Some(ctx.token.as_str()) {
+                ctx.reporter.event(&format!(
+                    "stack `{}` was already started by this operation ({st})",
+                    spec.name
+                ));
+                let seen = stack::seen_events(&client, &spec.name).await;
+                return self.finish_create(&client, ctx, &spec, since, seen).await;
+            }
+            if token.is_some()
+                && (st == "ROLLBACK_COMPLETE" || st == "ROLLBACK_FAILED" || st == "CREATE_FAILED")
+            {
+                ctx.reporter.event(&format!(
+                    "stack `{}` is in {st} from an earlier failed create: deleting it first",
+                    spec.name
+                ));
+                let id = existing.stack_id().unwrap_or(&spec.name).to_string();
+                self.delete_stack(&client, ctx, &spec.name, &id).await?;
+            } else if st != "DELETE_COMPLETE" {
+                return Err(ProviderError::fatal(format!(
+                    "stack `{}` already exists ({st}) and this step did not create it; flow does not adopt stacks it did not create: delete it or choose another stack_name",
+                    spec.name
+                )));
+            }
+        }
+        let mut request = client
+            .create_stack()
+            .stack_name(&spec.name)
+            .template_body(&spec.body)
+            .set_parameters(Some(spec.parameters()))
+            .set_capabilities(Some(spec.capabilities()))
+            .set_tags(Some(spec::aws_tags(&tags::with_token(
+                &spec.tags, &ctx.token,
+            ))));
+        if !ctx.token.is_empty() {
+            request = request.client_request_token(&ctx.token);
+        }
+        match request.send().await {
+            Ok(_) => {}
+            // A retry of our own call that had reached CloudFormation.
+            Err(e) if error::code(&e) == Some("AlreadyExistsException") => {
+                let mine = describe(&client, &spec.name)
+                    .await?
+                    .is_some_and(|s| stack::tag(&s, tags::TOKEN) == Some(ctx.token.as_str()));
+                if !mine {
+                    return Err(error::aws(&format!("create stack `{}`", spec.name), e));
+                }
+            }
+            Err(e) => return Err(error::aws(&format!("create stack `{}`", spec.name), e)),
+        }
+        self.finish_create(&client, ctx, &spec, since, HashSet::new())
+            .await
+    }
+
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let spec = StackSpec::load(inputs, &ctx.workdir)?;
+        let client = client(ctx).await?;
+        let since = now() - SKEW;
+        let target = prior.id.unwrap_or(&spec.name).to_string();
+        let mut current = describe(&client, &target).await?;
+        if current.as_ref().is_some_and(|s| in_progress(status(s))) {
+            current = settle(
+                &client,
+                ctx.reporter.as_ref(),
+                &target,
+                since,
+                HashSet::new(),
+            )
+            .await?;
+        }
+        match current {
+            None => {
+                ctx.reporter.event(&format!(
+                    "stack `{}` no longer exists: creating it again",
+                    spec.name
+                ));
+                self.create(ctx, inputs).await
+            }
+            Some(s) if status(&s) == "DELETE_COMPLETE" => {
+                ctx.reporter.event(&format!(
+                    "stack `{}` was deleted: creating it again",
+                    spec.name
+                ));
+                self.create(ctx, inputs).await
+            }
+            Some(s) if status(&s) == "ROLLBACK_COMPLETE" => Err(ProviderError::fatal(format!(
+                "stack `{}` is in ROLLBACK_COMPLETE and cannot be updated; `flow plan` shows it as a replace: apply that plan",
+                spec.name
+            ))),
+            Some(s) => self.update_stack(&client, ctx, &spec, s).await,
+        }
+    }
+
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
+        let name = prior
+            .inputs
+            .get("stack_name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| prior.id.map(str::to_string))
+            .ok_or_else(|| {
+                ProviderError::fatal("state records neither the stack's id nor its name")
+            })?;
+        let target = prior.id.unwrap_or(&name).to_string();
+        let client = client(ctx).await?;
+        self.delete_stack(&client, ctx, &name, &target).await
+    }
+
+    /// For an existing stack: a change set's resource changes, or a replace
+    /// when the stack is in `ROLLBACK_COMPLETE`.
+    async fn plan_detail(
+        &self,
+        ctx: &OpContext,
+        prior: Option<Prior<'_>>,
+        desired: &Values,
+    ) -> Result<PlanDetail, ProviderError> {
+        let spec = StackSpec::load(desired, &ctx.workdir)?;
+        let client = client(ctx).await?;
+        let mut detail = PlanDetail::default();
+        let Some(current) = describe(&client, &spec.name).await? else {
+            if prior.is_some() {
+                detail.lines.push(format!(
+                    "stack `{}` no longer exists: apply creates it again",
+                    spec.name
+                ));
+            }
+            return Ok(detail);
+        };
+        let st = status(&current);
+        if st == "ROLLBACK_COMPLETE" {
+            detail.replace_because = Some(format!(
+                "stack `{}` is in ROLLBACK_COMPLETE (its creation failed and was rolled back): it can only be deleted and created again",
+                spec.name
+            ));
+            return Ok(detail);
+        }
+        if prior.is_none() {
+            if stack::tag(&current, tags::TOKEN).is_none() {
+                detail.lines.push(format!(
+                    "stack `{}` already exists ({st}) and was not created by flow: apply will refuse to adopt it",
+                    spec.name
+                ));
+            }
+            return Ok(detail);
+        }
+        if in_progress(st) {
+            detail.lines.push(format!(
+                "stack `{}` is {st}: apply waits for it first",
+                spec.name
+            ));
+            return Ok(detail);
+        }
+        let name = plan_change_set_name();
+        let mut stack_tags = spec.tags.clone();
+        if let Some(token) = stack::tag(&current, tags::TOKEN) {
+            stack_tags.insert(tags::TOKEN.to_string(), token.to_string());
+        }
+        let prepared =
+            change_set::create(&client, ctx.reporter.as_ref(), &spec, &name, &stack_tags).await;
+        change_set::delete(&client, &spec.name, &name).await?;
+        match prepared? {
+            Prepared::Ready(lines) => detail.lines = lines,
+            Prepared::NoChanges => detail.lines.push("no resource changes".into()),
+        }
+        Ok(detail)
+    }
+
+    /// The stack of this name carrying this operation's token: waited for if
+    /// in progress, adopted once complete. Anything else is missing, and the
+    /// create that follows tells why (a failed stack, one not flow's). Only
+    /// the name is needed: a template since moved or deleted does not stop
+    /// the recovery.
+    async fn read(
+        &self,
+        ctx: &OpContext,
+        id: Option<&str>,
+        inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError> {
+        let spec =
+            StackSpec::load(inputs, &ctx.workdir).or_else(|_| StackSpec::name_only(inputs))?;
+        let client = client(ctx).await?;
+        let target = id.unwrap_or(&spec.name).to_string();
+        let Some(found) = describe(&client, &target).await? else {
+            return Ok(ReadOutcome::Missing);
+        };
+        if stack::tag(&found, tags::TOKEN) != Some(ctx.token.as_str()) {
+            return Ok(ReadOutcome::Missing);
+        }
+        let settled = if in_progress(status(&found)) {
+            ctx.reporter.event(&format!(
+                "stack `{}` is still {}: waiting for it",
+                spec.name,
+                status(&found)
+            ));
+            settle(
+                &client,
+                ctx.reporter.as_ref(),
+                &target,
+                now() - SKEW,
+                HashSet::new(),
+            )
+            .await?
+        } else {
+            Some(found)
+        };
+        Ok(match settled {
+            Some(s) if USABLE.contains(&status(&s)) => ReadOutcome::Present(applied(&s, &spec)),
+            _ => ReadOutcome::Missing,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_marks_the_name_as_forcing_replacement() {
+        let p = CloudFormationStack::new();
+        assert_eq!(p.name(), "cloudformation.stack");
+        assert!(p.schema().input("stack_name").unwrap().force_new);
+        assert!(!p.schema().input("template").unwrap().force_new);
+        assert_eq!(
+            p.schema().input("template").unwrap().ty,
+            InputType::LocalFile
+        );
+    }
+
+    #[test]
+    fn change_set_names_are_valid() {
+        let n = change_set_name("0123456789abcdef0123456789abcdef");
+        assert!(n.starts_with("flow-") && n.len() <= 128);
+        let p = plan_change_set_name();
+        assert!(p.starts_with("flow-plan-"));
+        assert!(p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    }
+}

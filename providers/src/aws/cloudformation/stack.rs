@@ -1,0 +1,250 @@
+//! Looking at a stack and waiting for it: status, outputs, tags, and the
+//! events that explain what happened.
+
+use std::collections::HashSet;
+
+use aws_sdk_cloudformation::Client;
+use aws_sdk_cloudformation::types::{Stack, StackEvent};
+use serde_json::Value;
+
+use crate::aws::error;
+use crate::aws::poll::{Pace, Waiter};
+use crate::contract::{ProviderError, Reporter, Values};
+
+/// The stack called (or with the id) `stack`, if it exists. A deleted stack
+/// looked up by id comes back with status `DELETE_COMPLETE`.
+pub(super) async fn describe(client: &Client, stack: &str) -> Result<Option<Stack>, ProviderError> {
+    match client.describe_stacks().stack_name(stack).send().await {
+        Ok(out) => Ok(out.stacks().first().cloned()),
+        Err(e)
+            if error::code(&e) == Some("ValidationError")
+                && e.as_service_error()
+                    .and_then(|s| aws_sdk_cloudformation::error::ProvideErrorMetadata::message(s))
+                    .is_some_and(|m| m.contains("does not exist")) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(error::aws(&format!("describe stack `{stack}`"), e)),
+    }
+}
+
+/// The stack's status, as CloudFormation writes it.
+pub(super) fn status(stack: &Stack) -> &str {
+    stack.stack_status().map_or("UNKNOWN", |s| s.as_str())
+}
+
+/// Whether `status` is a step on the way to another.
+pub(super) fn in_progress(status: &str) -> bool {
+    status.ends_with("_IN_PROGRESS")
+}
+
+/// The value of the stack's tag `key`.
+pub(super) fn tag<'a>(stack: &'a Stack, key: &str) -> Option<&'a str> {
+    stack
+        .tags()
+        .iter()
+        .find(|t| t.key() == Some(key))
+        .and_then(|t| t.value())
+}
+
+/// The stack's outputs by key.
+pub(super) fn outputs(stack: &Stack) -> Values {
+    stack
+        .outputs()
+        .iter()
+        .filter_map(|o| {
+            Some((
+                o.output_key()?.to_string(),
+                Value::String(o.output_value().unwrap_or_default().to_string()),
+            ))
+        })
+        .collect()
+}
+
+/// One event as a progress line: `Vpc (AWS::EC2::VPC) CREATE_FAILED: reason`.
+fn event_line(e: &StackEvent) -> String {
+    let mut line = format!(
+        "{} ({}) {}",
+        e.logical_resource_id().unwrap_or("?"),
+        e.resource_type().unwrap_or("?"),
+        e.resource_status().map_or("?", |s| s.as_str())
+    );
+    if let Some(reason) = e.resource_status_reason().filter(|r| !r.is_empty()) {
+        line.push_str(": ");
+        line.push_str(reason);
+    }
+    line
+}
+
+/// The stack's most recent events (newest first), one page.
+async fn events(client: &Client, stack: &str) -> Result<Vec<StackEvent>, ProviderError> {
+    client
+        .describe_stack_events()
+        .stack_name(stack)
+        .send()
+        .await
+        .map(|out| out.stack_events().to_vec())
+        .map_err(|e| error::aws(&format!("read the events of stack `{stack}`"), e))
+}
+
+/// When an event happened, in seconds since the epoch.
+fn when(e: &StackEvent) -> i64 {
+    e.timestamp().map_or(0, |t| t.secs())
+}
+
+/// The reason of the first `*_FAILED` event since `since` (seconds since the
+/// epoch), which is the cause; the later ones are its consequences.
+pub(super) async fn first_failure(client: &Client, stack: &str, since: i64) -> Option<String> {
+    let events = events(client, stack).await.ok()?;
+    events
+        .iter()
+        .rev()
+        .filter(|e| when(e) >= since)
+        .find(|e| {
+            e.resource_status()
+                .is_some_and(|s| s.as_str().ends_with("_FAILED"))
+                && e.resource_status_reason()
+                    .is_some_and(|r| !r.is_empty() && !r.contains("Resource creation cancelled"))
+        })
+        .map(|e| {
+            format!(
+                "{} ({}): {}",
+                e.logical_resource_id().unwrap_or("?"),
+                e.resource_type().unwrap_or("?"),
+                e.resource_status_reason().unwrap_or_default()
+            )
+        })
+}
+
+/// The ids of the stack's recent events, to leave out of the next wait's
+/// report (best effort: empty when they cannot be read).
+pub(super) async fn seen_events(client: &Client, stack: &str) -> HashSet<String> {
+    match events(client, stack).await {
+        Ok(events) => events
+            .iter()
+            .filter_map(|e| e.event_id().map(str::to_string))
+            .collect(),
+        Err(_) => HashSet::new(),
+    }
+}
+
+/// Waits until the stack is no longer in progress, showing its new events
+/// (those after `since`, seconds since the epoch, and not in `seen`) as they
+/// come. Returns the settled stack, or `None` once it is gone.
+pub(super) async fn settle(
+    client: &Client,
+    reporter: &dyn Reporter,
+    stack: &str,
+    since: i64,
+    mut seen: HashSet<String>,
+) -> Result<Option<Stack>, ProviderError> {
+    let mut waiter = Waiter::new(Pace::LONG, reporter, format!("stack `{stack}`"));
+    loop {
+        let look = async {
+            let found = describe(client, stack).await?;
+            let lines = match &found {
+                Some(_) => {
+                    let mut fresh: Vec<StackEvent> = events(client, stack)
+                        .await?
+                        .into_iter()
+                        .filter(|e| when(e) >= since)
+                        .filter(|e| e.event_id().is_some_and(|id| !seen.contains(id)))
+                        .collect();
+                    fresh.reverse();
+                    for e in &fresh {
+                        seen.insert(e.event_id().unwrap_or_default().to_string());
+                    }
+                    fresh.iter().map(event_line).collect()
+                }
+                None => Vec::new(),
+            };
+            Ok::<_, ProviderError>((found, lines))
+        };
+        match look.await {
+            Ok((found, lines)) => {
+                waiter.looked();
+                waiter.report(lines);
+                match found {
+                    None => return Ok(None),
+                    Some(s) if !in_progress(status(&s)) => return Ok(Some(s)),
+                    Some(s) => waiter.report([format!("stack `{stack}` is {}", status(&s))]),
+                }
+            }
+            Err(e) => waiter.tolerate(e)?,
+        }
+        waiter.pause().await?;
+    }
+}
+
+/// The error for a stack that settled in `status` instead of what was asked,
+/// with the first failure's reason when there is one.
+pub(super) async fn failed(
+    client: &Client,
+    name: &str,
+    doing: &str,
+    stack: &Stack,
+    since: i64,
+) -> ProviderError {
+    let id = stack.stack_id().unwrap_or(name);
+    let mut message = format!("stack `{name}` failed to {doing}: it is {}", status(stack));
+    match first_failure(client, id, since).await {
+        Some(reason) => {
+            message.push_str("; first failure: ");
+            message.push_str(&reason);
+        }
+        None => {
+            if let Some(reason) = stack.stack_status_reason().filter(|r| !r.is_empty()) {
+                message.push_str(": ");
+                message.push_str(reason);
+            }
+        }
+    }
+    ProviderError::fatal(message)
+}
+
+/// Seconds since the epoch now.
+pub(super) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_cloudformation::types::{Output, ResourceStatus, StackStatus, Tag};
+
+    #[test]
+    fn reads_outputs_tags_and_status() {
+        let stack = Stack::builder()
+            .stack_name("vpc")
+            .stack_status(StackStatus::CreateInProgress)
+            .outputs(
+                Output::builder()
+                    .output_key("VpcId")
+                    .output_value("vpc-1")
+                    .build(),
+            )
+            .tags(Tag::builder().key("flow:token").value("t1").build())
+            .build();
+        assert_eq!(status(&stack), "CREATE_IN_PROGRESS");
+        assert!(in_progress(status(&stack)));
+        assert!(!in_progress("ROLLBACK_COMPLETE"));
+        assert_eq!(tag(&stack, "flow:token"), Some("t1"));
+        assert_eq!(outputs(&stack)["VpcId"], "vpc-1");
+    }
+
+    #[test]
+    fn event_lines_name_the_resource_and_the_reason() {
+        let e = StackEvent::builder()
+            .logical_resource_id("Subnet")
+            .resource_type("AWS::EC2::Subnet")
+            .resource_status(ResourceStatus::CreateFailed)
+            .resource_status_reason("The CIDR '10.0.0.0/8' is invalid.")
+            .build();
+        assert_eq!(
+            event_line(&e),
+            "Subnet (AWS::EC2::Subnet) CREATE_FAILED: The CIDR '10.0.0.0/8' is invalid."
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! Waiting for long AWS operations: poll with growing delays, report
+//! progress only when it changes, give up after a limit.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::contract::{ProviderError, Reporter};
+
+/// What one look at a long operation found.
+#[derive(Debug)]
+pub(crate) enum Step<T> {
+    /// Finished with this result.
+    Done(T),
+    /// Still going; these lines are new progress to report (may be empty).
+    Pending(Vec<String>),
+}
+
+/// How a wait paces itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pace {
+    /// The first delay.
+    pub first: Duration,
+    /// No delay is longer than this.
+    pub max: Duration,
+    /// Give up after this long (the step's `timeout` usually ends it sooner).
+    pub limit: Duration,
+}
+
+impl Pace {
+    /// Pacing for operations that take minutes (stacks, file systems, jobs).
+    pub const LONG: Pace = Pace {
+        first: Duration::from_secs(2),
+        max: Duration::from_secs(20),
+        limit: Duration::from_secs(6 * 3600),
+    };
+
+    /// The delay after `delay`: half as long again, at most `max`.
+    pub fn next(&self, delay: Duration) -> Duration {
+        (delay + delay / 2).min(self.max)
+    }
+}
+
+/// How many looks in a row may fail with a retryable error before the wait fails.
+const MAX_FAILED_LOOKS: u32 = 8;
+
+/// Reports progress lines, each only when it differs from the one before.
+pub(crate) struct Progress<'a> {
+    reporter: &'a dyn Reporter,
+    last: Option<String>,
+}
+
+impl<'a> Progress<'a> {
+    /// Progress going to `reporter`.
+    pub fn new(reporter: &'a dyn Reporter) -> Self {
+        Progress {
+            reporter,
+            last: None,
+        }
+    }
+
+    /// Shows `line` as an event (and logs it) unless it repeats the last one.
+    pub fn show(&mut self, line: &str) {
+        if self.last.as_deref() == Some(line) {
+            return;
+        }
+        self.reporter.event(line);
+        self.reporter.log(line);
+        self.last = Some(line.to_string());
+    }
+}
+
+/// The pacing and bookkeeping of one wait, for loops that keep their own
+/// state between looks: report progress, tolerate a few failed looks, pause.
+pub(crate) struct Waiter<'a> {
+    pace: Pace,
+    what: String,
+    start: Instant,
+    delay: Duration,
+    failed_looks: u32,
+    /// Progress lines shown so far, deduplicated.
+    pub progress: Progress<'a>,
+    reporter: &'a dyn Reporter,
+}
+
+impl<'a> Waiter<'a> {
+    /// A wait for `what` (`"stack \`vpc\`"`), reporting to `reporter`.
+    pub fn new(pace: Pace, reporter: &'a dyn Reporter, what: impl Into<String>) -> Self {
+        Waiter {
+            pace,
+            what: what.into(),
+            start: Instant::now(),
+            delay: pace.first,
+            failed_looks: 0,
+            progress: Progress::new(reporter),
+            reporter,
+        }
+    }
+
+    /// Shows each line that differs from the one before it.
+    pub fn report(&mut self, lines: impl IntoIterator<Item = String>) {
+        for line in lines {
+            self.progress.show(&line);
+        }
+    }
+
+    /// Notes a look that succeeded (failed looks count again from zero).
+    pub fn looked(&mut self) {
+        self.failed_looks = 0;
+    }
+
+    /// Accepts a failed look when it is retryable and not one too many;
+    /// otherwise returns the error.
+    pub fn tolerate(&mut self, e: ProviderError) -> Result<(), ProviderError> {
+        if e.retryable && self.failed_looks < MAX_FAILED_LOOKS {
+            self.failed_looks += 1;
+            self.reporter.log(&format!(
+                "while waiting for {}: {} (will look again)",
+                self.what, e.message
+            ));
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }
+
+    /// Sleeps before the next look, each time half as long again; fails once
+    /// the wait has lasted its limit.
+    pub async fn pause(&mut self) -> Result<(), ProviderError> {
+        if self.start.elapsed() + self.delay > self.pace.limit {
+            return Err(ProviderError::fatal(format!(
+                "gave up waiting for {} after {}s; it may still finish: the next apply looks again",
+                self.what,
+                self.start.elapsed().as_secs()
+            )));
+        }
+        tokio::time::sleep(self.delay).await;
+        self.delay = self.pace.next(self.delay);
+        Ok(())
+    }
+}
+
+/// Looks at an operation with `look` until it is done, waiting longer between
+/// looks, reporting each new progress line. A look that fails retryably
+/// (throttling, a 5xx) is repeated after the next delay; `what` names the
+/// operation in the error when the wait gives up.
+pub(crate) async fn until<T, F, Fut>(
+    pace: Pace,
+    reporter: &dyn Reporter,
+    what: &str,
+    mut look: F,
+) -> Result<T, ProviderError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<T>, ProviderError>>,
+{
+    let mut waiter = Waiter::new(pace, reporter, what);
+    loop {
+        match look().await {
+            Ok(Step::Done(value)) => return Ok(value),
+            Ok(Step::Pending(lines)) => {
+                waiter.looked();
+                waiter.report(lines);
+            }
+            Err(e) => waiter.tolerate(e)?,
+        }
+        waiter.pause().await?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::RecordingReporter;
+
+    const FAST: Pace = Pace {
+        first: Duration::from_millis(1),
+        max: Duration::from_millis(4),
+        limit: Duration::from_secs(5),
+    };
+
+    #[tokio::test]
+    async fn reports_only_changes_and_returns_the_result() {
+        let reporter = RecordingReporter::default();
+        let mut n = 0;
+        let statuses = ["SUBMITTED", "SUBMITTED", "RUNNABLE", "RUNNING", "RUNNING"];
+        let done = until(FAST, &reporter, "job", || {
+            n += 1;
+            let i = n - 1;
+            async move {
+                Ok(match statuses.get(i) {
+                    Some(s) => Step::Pending(vec![format!("job is {s}")]),
+                    None => Step::Done(i),
+                })
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(done, 5);
+        assert_eq!(
+            reporter.events(),
+            ["job is SUBMITTED", "job is RUNNABLE", "job is RUNNING"]
+        );
+    }
+
+    #[tokio::test]
+    async fn retryable_failures_are_looked_past_fatal_ones_are_not() {
+        let reporter = RecordingReporter::default();
+        let mut n = 0;
+        let got = until(FAST, &reporter, "stack", || {
+            n += 1;
+            let k = n;
+            async move {
+                if k < 3 {
+                    Err(ProviderError::retryable("Rate exceeded"))
+                } else {
+                    Ok(Step::Done(k))
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, 3);
+        assert_eq!(reporter.logs().len(), 2);
+        let err = until(FAST, &reporter, "stack", || async {
+            Err::<Step<()>, _>(ProviderError::fatal("gone"))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err.message, "gone");
+    }
+
+    #[tokio::test]
+    async fn gives_up_after_the_limit() {
+        let reporter = RecordingReporter::default();
+        let pace = Pace {
+            limit: Duration::from_millis(20),
+            ..FAST
+        };
+        let err = until(pace, &reporter, "file system fs-1", || async {
+            Ok::<Step<()>, ProviderError>(Step::Pending(vec![]))
+        })
+        .await
+        .unwrap_err();
+        assert!(
+            err.message.contains("gave up waiting for file system fs-1"),
+            "{}",
+            err.message
+        );
+    }
+}

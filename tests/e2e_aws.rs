@@ -1,0 +1,807 @@
+//! End-to-end: the `flow` binary and the AWS providers against the moto
+//! server, which speaks the real AWS wire protocols; where moto cannot show
+//! a behaviour of the real service (an operation still in progress, a
+//! throttled or failing call), a fault-injecting proxy of our own sits
+//! between `flow` and moto.
+//!
+//! Each test starts its own moto server (installed into `.venv` on first use).
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use support::fault_proxy::{Fault, FaultProxy};
+use support::moto::Moto;
+use support::{Project, Run, finish, signal, wait_until};
+
+/// The CloudFormation templates of the tests.
+const VPC: &str = include_str!("fixtures/aws/vpc.yaml");
+const VPC_V2: &str = include_str!("fixtures/aws/vpc-v2.yaml");
+const APP: &str = include_str!("fixtures/aws/app.yaml");
+const BATCH: &str = include_str!("fixtures/aws/batch.yaml");
+
+/// A project for AWS tests: the scratch folder, its templates, and the
+/// environment that points `flow` at a moto server (or a proxy before it).
+struct Aws {
+    p: Project,
+    env: Vec<(String, String)>,
+}
+
+impl Aws {
+    fn new(moto: &Moto, endpoint: Option<&str>) -> Aws {
+        let p = Project::new();
+        p.write("vpc.yaml", VPC);
+        p.write("vpc-v2.yaml", VPC_V2);
+        p.write("app.yaml", APP);
+        p.write("batch.yaml", BATCH);
+        let env = match endpoint {
+            Some(e) => moto.env_for(e),
+            None => moto.env(),
+        };
+        Aws { p, env }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.p.cmd(args);
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.p.run_env(args, &env)
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn flow")
+    }
+
+    fn apply(&self) -> Run {
+        self.run(&["apply", "wf.toml", "--auto-approve"])
+    }
+}
+
+/// Where `needle` first appears in `hay` (panics if it does not).
+fn at(hay: &str, needle: &str) -> usize {
+    hay.find(needle)
+        .unwrap_or_else(|| panic!("`{needle}` not in:\n{hay}"))
+}
+
+const STACKS: &str = r#"
+[workflow]
+name = "stacks"
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+tags = { project = "flow-e2e" }
+
+[steps.app]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+[steps.app.inputs]
+stack_name = "flow-app"
+template = "app.yaml"
+parameters = { VpcStack = "flow-vpc" }
+"#;
+
+#[test]
+fn stacks_exports_imports_change_sets_and_destroy_in_order() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", STACKS);
+    a.run(&["validate", "wf.toml"]).expect(0);
+
+    let apply = a.apply().expect(0);
+    assert!(
+        apply.stdout.contains("Apply complete: 2 created"),
+        "{}",
+        apply.stdout
+    );
+    assert!(
+        apply.stdout.contains("CREATE_COMPLETE"),
+        "stack events are shown: {}",
+        apply.stdout
+    );
+    let mut stacks = moto.stacks();
+    stacks.sort();
+    assert_eq!(stacks, ["flow-app", "flow-vpc"]);
+    let vpc_id = a.run(&["output", "wf.toml", "vpc.VpcId"]).expect(0);
+    assert!(
+        vpc_id.stdout.trim().starts_with("vpc-"),
+        "{}",
+        vpc_id.stdout
+    );
+
+    // Nothing changed: no change, and no call to AWS needed to say so.
+    let same = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+    assert!(same.stdout.contains("No changes"), "{}", same.stdout);
+
+    // A new template: the plan shows the change set's resource changes.
+    a.p.write(
+        "wf.toml",
+        &STACKS.replace(r#"template = "vpc.yaml""#, r#"template = "vpc-v2.yaml""#),
+    );
+    let plan = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    assert!(
+        plan.stdout.contains("+ Add AWS::EC2::Subnet Subnet2"),
+        "{}",
+        plan.stdout
+    );
+    assert!(plan.stdout.contains("1 to update"), "{}", plan.stdout);
+    let update = a.apply().expect(0);
+    assert!(update.stdout.contains("1 updated"), "{}", update.stdout);
+    let resources = moto.query_call(
+        "cloudformation",
+        "Action=DescribeStackResources&StackName=flow-vpc&Version=2010-05-15",
+    );
+    assert!(
+        resources.contains("<LogicalResourceId>Subnet2</LogicalResourceId>"),
+        "{resources}"
+    );
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+
+    // Destroy: the importing stack first, then the exporting one.
+    let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    let all = destroy.all();
+    assert!(at(&all, "app ") < at(&all, "vpc "), "destroy order:\n{all}");
+    assert!(moto.stacks().is_empty(), "{:?}", moto.stacks());
+}
+
+/// A template edited in place (same path) is a change only once the engine
+/// records a digest of local content with the inputs (see
+/// docs/providers/aws.md, "Known limits").
+#[test]
+#[ignore = "needs the engine to record local content digests (template files, sync folders) with the inputs"]
+fn a_template_edited_in_place_plans_a_change_set() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", STACKS);
+    a.apply().expect(0);
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+    a.p.write("vpc.yaml", VPC_V2);
+    let plan = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    assert!(
+        plan.stdout.contains("+ Add AWS::EC2::Subnet Subnet2"),
+        "{}",
+        plan.stdout
+    );
+    a.apply().expect(0);
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+}
+
+#[test]
+fn validate_points_at_undeclared_and_missing_parameters() {
+    let p = Project::new();
+    p.write("batch.yaml", BATCH);
+    p.write(
+        "wf.toml",
+        r#"
+[workflow]
+name = "bad-params"
+
+[steps.batch]
+provider = "cloudformation.stack"
+[steps.batch.inputs]
+stack_name = "batch"
+template = "batch.yaml"
+parameters = { VPCStackParameterr = "vpc", InstanceType = "p5.48xlarge" }
+capabilities = ["CAPABILITY_NAMED_IAM"]
+"#,
+    );
+    let v = p.run(&["validate", "wf.toml"]).expect(1);
+    let all = v.all();
+    assert!(
+        all.contains("parameter `VPCStackParameterr` is not declared"),
+        "{all}"
+    );
+    assert!(all.contains("did you mean `VPCStackParameter`?"), "{all}");
+    assert!(
+        all.contains("parameter `VPCStackParameter` of template `batch.yaml` has no default"),
+        "{all}"
+    );
+    assert!(
+        all.contains("wf.toml:"),
+        "points into the workflow file: {all}"
+    );
+    assert!(
+        !p.path().join(".flow").exists(),
+        "bad input never touches state"
+    );
+
+    p.write("bad.yaml", "Resources:\n  Vpc:\n    Type: AWS::EC2::VPC\n    Properties:\n      CidrBlock: !Reff Cidr\n");
+    p.write(
+        "wf.toml",
+        "[workflow]\nname = \"bad-template\"\n[steps.s]\nprovider = \"cloudformation.stack\"\n[steps.s.inputs]\nstack_name = \"s\"\ntemplate = \"bad.yaml\"\n",
+    );
+    let v = p.run(&["validate", "wf.toml"]).expect(1);
+    assert!(v.all().contains("unknown tag `!Reff`"), "{}", v.all());
+    assert!(v.all().contains("line 5"), "{}", v.all());
+}
+
+/// The Batch runbook: VPC stack → Batch stack → SSH key → multi-node job.
+const BATCH_CHAIN: &str = r#"
+[workflow]
+name = "batch-nccl"
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.batch]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+[steps.batch.inputs]
+stack_name = "flow-batch"
+template = "batch.yaml"
+capabilities = ["CAPABILITY_NAMED_IAM"]
+parameters = { VPCStackParameter = "flow-vpc" }
+
+[steps.ssh]
+provider = "secretsmanager.secret"
+[steps.ssh.inputs]
+name = "flow-batch-ssh-key"
+generate = "ssh-ed25519"
+
+[steps.nccl]
+provider = "batch.job"
+[steps.nccl.inputs]
+job_name = "nccl-test-2node"
+job_queue = "${steps.batch.outputs.DistributedDeepLearningJQ}"
+job_definition = "${steps.batch.outputs.JobDefinitionMultiInstance}"
+num_nodes = 2
+environment = { SSH_PUBLIC_KEY = "${steps.ssh.outputs.public_key}" }
+timeout = "1h"
+"#;
+
+#[test]
+fn batch_chain_runs_a_multi_node_job_with_a_generated_ssh_key() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", BATCH_CHAIN);
+    let apply = a.apply().expect(0);
+    assert!(
+        apply.stdout.contains("Apply complete: 4 created"),
+        "{}",
+        apply.stdout
+    );
+    assert!(apply.stdout.contains("nccl-test-2node"), "{}", apply.stdout);
+    assert!(
+        apply.stdout.contains("SUCCEEDED"),
+        "the job's status is shown: {}",
+        apply.stdout
+    );
+
+    let status = a.run(&["output", "wf.toml", "nccl.status"]).expect(0);
+    assert_eq!(status.stdout.trim(), "SUCCEEDED");
+    let job_id = a.run(&["output", "wf.toml", "nccl.job_id"]).expect(0);
+    assert!(!job_id.stdout.trim().is_empty());
+
+    // The private key is only in Secrets Manager; the public key is an output.
+    let private = moto.secret_value("flow-batch-ssh-key");
+    assert!(
+        private.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"),
+        "{private}"
+    );
+    let public = a.run(&["output", "wf.toml", "ssh.public_key"]).expect(0);
+    assert!(
+        public.stdout.trim().starts_with("ssh-ed25519 "),
+        "{}",
+        public.stdout
+    );
+    for f in a.p.state_files() {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("PRIVATE KEY"),
+            "{} holds the private key",
+            f.display()
+        );
+    }
+    assert!(!apply.all().contains("PRIVATE KEY"));
+
+    // Unchanged inputs: the job does not run again.
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+
+    let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    let all = destroy.all();
+    assert!(
+        at(&all, "batch ") < at(&all, "vpc "),
+        "destroy order:\n{all}"
+    );
+    assert!(moto.stacks().is_empty());
+    assert!(moto.secrets().is_empty(), "{:?}", moto.secrets());
+}
+
+const FSX: &str = r#"
+[workflow]
+name = "fsx"
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.data]
+provider = "s3.bucket"
+[steps.data.inputs]
+name = "flow-training-data"
+
+[steps.fsx]
+provider = "fsx.lustre"
+[steps.fsx.inputs]
+storage_capacity = 1200
+deployment_type = "SCRATCH_2"
+subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
+security_group_ids = ["${steps.vpc.outputs.SecurityGroupId}"]
+import_path = "s3://${steps.data.outputs.name}/train/"
+export_path = "s3://${steps.data.outputs.name}/train/export/"
+tags = { Name = "training" }
+"#;
+
+#[test]
+fn fsx_lustre_with_an_s3_import_path() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", FSX);
+    let apply = a.apply().expect(0);
+    assert!(
+        apply.stdout.contains("Apply complete: 3 created"),
+        "{}",
+        apply.stdout
+    );
+    let fs = moto.file_systems();
+    assert_eq!(fs.len(), 1, "{fs:?}");
+    let id = a
+        .run(&["output", "wf.toml", "fsx.file_system_id"])
+        .expect(0);
+    assert_eq!(id.stdout.trim(), fs[0]);
+    let dns = a.run(&["output", "wf.toml", "fsx.dns_name"]).expect(0);
+    assert!(dns.stdout.contains(&fs[0]), "{}", dns.stdout);
+    let v = moto.json_call(
+        "fsx",
+        "AWSSimbaAPIService_v20180301.DescribeFileSystems",
+        "{}",
+    );
+    assert_eq!(
+        v["FileSystems"][0]["LustreConfiguration"]["ImportPath"],
+        "s3://flow-training-data/train/"
+    );
+
+    // Capacity grows in place; shrinking or moving replaces.
+    a.p.write(
+        "wf.toml",
+        &FSX.replace("storage_capacity = 1200", "storage_capacity = 2400"),
+    );
+    let grow = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    assert!(
+        grow.stdout.contains("1 to update, 0 to replace"),
+        "{}",
+        grow.stdout
+    );
+    a.p.write(
+        "wf.toml",
+        &FSX.replace(
+            r#"deployment_type = "SCRATCH_2""#,
+            r#"deployment_type = "PERSISTENT_2""#,
+        ),
+    );
+    let moved = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    assert!(moved.stdout.contains("1 to replace"), "{}", moved.stdout);
+    a.p.write("wf.toml", FSX);
+
+    a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(moto.file_systems().is_empty());
+    assert!(moto.stacks().is_empty());
+}
+
+const SYNC: &str = r#"
+[workflow]
+name = "sync"
+region = "us-east-1"
+
+[steps.data]
+provider = "s3.bucket"
+[steps.data.inputs]
+name = "flow-sync-data"
+versioning = true
+
+[steps.upload]
+provider = "s3.sync"
+[steps.upload.inputs]
+source = "data"
+destination = "s3://${steps.data.outputs.name}/train/"
+"#;
+
+#[test]
+fn s3_sync_sends_only_the_file_that_changed() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("data/a.txt", "alpha\n");
+    a.p.write("data/b.txt", "bravo\n");
+    a.p.write("data/sub/c.txt", "charlie\n");
+    a.p.write("wf.toml", SYNC);
+    a.apply().expect(0);
+    let mut keys = moto.objects("flow-sync-data", "train/");
+    keys.sort();
+    assert_eq!(keys, ["train/a.txt", "train/b.txt", "train/sub/c.txt"]);
+    assert_eq!(proxy.forwarded("s3:PUT /flow-sync-data/train/"), 3);
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+
+    // The same files, one of them changed, in another folder: the plan
+    // lists that one file by content hash, and only it is sent.
+    a.p.write("data2/a.txt", "alpha\n");
+    a.p.write("data2/b.txt", "bravo, changed\n");
+    a.p.write("data2/sub/c.txt", "charlie\n");
+    a.p.write(
+        "wf.toml",
+        &SYNC.replace(r#"source = "data""#, r#"source = "data2""#),
+    );
+    let plan = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    assert!(
+        plan.stdout
+            .contains("files: 0 to add, 1 to change, 0 to delete, 2 unchanged"),
+        "{}",
+        plan.stdout
+    );
+    assert!(plan.stdout.contains("~ b.txt (sha256 "), "{}", plan.stdout);
+    a.apply().expect(0);
+    assert_eq!(
+        proxy.forwarded("s3:PUT /flow-sync-data/train/"),
+        4,
+        "{:?}",
+        proxy.counts().forwarded
+    );
+    assert_eq!(
+        moto.object("flow-sync-data", "train/b.txt"),
+        "bravo, changed\n"
+    );
+
+    // A file removed from the folder is deleted from the prefix.
+    std::fs::remove_file(a.p.path().join("data2/sub/c.txt")).unwrap();
+    a.p.write("data3/a.txt", "alpha\n");
+    a.p.write("data3/b.txt", "bravo, changed\n");
+    a.p.write(
+        "wf.toml",
+        &SYNC.replace(r#"source = "data""#, r#"source = "data3""#),
+    );
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("- train/sub/c.txt"), "{}", plan.stdout);
+    a.apply().expect(0);
+    assert_eq!(proxy.forwarded("s3:PUT /flow-sync-data/train/"), 4);
+    let mut keys = moto.objects("flow-sync-data", "train/");
+    keys.sort();
+    assert_eq!(keys, ["train/a.txt", "train/b.txt"]);
+
+    // Destroy deletes what flow uploaded, then the bucket.
+    a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    let (status, _) = moto.rest_call("s3", "HEAD", "/flow-sync-data", "");
+    assert_eq!(status, 404);
+}
+
+/// Editing a file in place (same folder, same inputs) is a change only when
+/// the engine records a digest of the folder's content with the inputs: the
+/// contract has no way for a provider to say so today (see
+/// docs/providers/s3.sync.md).
+#[test]
+#[ignore = "needs the engine to record local content digests (template files, sync folders) with the inputs"]
+fn s3_sync_notices_a_file_edited_in_place() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("data/a.txt", "alpha\n");
+    a.p.write("data/b.txt", "bravo\n");
+    a.p.write("data/c.txt", "charlie\n");
+    a.p.write("wf.toml", SYNC);
+    a.apply().expect(0);
+    a.p.write("data/b.txt", "bravo, changed\n");
+    let plan = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    assert!(plan.stdout.contains("~ b.txt"), "{}", plan.stdout);
+    a.apply().expect(0);
+    assert_eq!(proxy.forwarded("s3:PUT /flow-sync-data/train/"), 4);
+}
+
+const RESUME: &str = r#"
+[workflow]
+name = "resume"
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.fsx]
+provider = "fsx.lustre"
+[steps.fsx.inputs]
+storage_capacity = 1200
+subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
+"#;
+
+#[test]
+fn kill_9_mid_chain_then_resume_makes_no_second_stack_or_file_system() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("wf.toml", RESUME);
+
+    // moto creates stacks at once; the proxy shows this one in progress.
+    proxy.rewrite(
+        "DescribeStacks",
+        "<StackStatus>CREATE_COMPLETE</StackStatus>",
+        "<StackStatus>CREATE_IN_PROGRESS</StackStatus>",
+        1000,
+    );
+    let child = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(
+        Duration::from_secs(60),
+        "flow to wait for the stack",
+        || proxy.forwarded("CreateStack") == 1 && proxy.counts().rewritten >= 2,
+    );
+    signal(&child, libc::SIGKILL);
+    assert_eq!(finish(child).code, -1);
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("resumes an interrupted create"),
+        "{}",
+        plan.stdout
+    );
+
+    // Resume: the stack is still in progress for a while; flow waits for it
+    // instead of creating another. Then FSx is shown creating, and killed too.
+    proxy.calm();
+    proxy.rewrite(
+        "DescribeStacks",
+        "<StackStatus>CREATE_COMPLETE</StackStatus>",
+        "<StackStatus>CREATE_IN_PROGRESS</StackStatus>",
+        2,
+    );
+    proxy.rewrite(
+        "DescribeFileSystems",
+        r#""FileSystemType": "LUSTRE""#,
+        r#""Lifecycle": "CREATING", "FileSystemType": "LUSTRE""#,
+        1000,
+    );
+    let child = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(
+        Duration::from_secs(90),
+        "flow to wait for the file system",
+        || proxy.forwarded("CreateFileSystem") == 1 && proxy.forwarded("DescribeFileSystems") >= 3,
+    );
+    signal(&child, libc::SIGKILL);
+    let resumed = finish(child);
+    assert!(
+        resumed.stdout.contains("waiting for it") || resumed.stdout.contains("adopting"),
+        "{}",
+        resumed.all()
+    );
+
+    proxy.calm();
+    proxy.rewrite(
+        "DescribeFileSystems",
+        r#""FileSystemType": "LUSTRE""#,
+        r#""Lifecycle": "CREATING", "FileSystemType": "LUSTRE""#,
+        1,
+    );
+    let done = a.apply().expect(0);
+    assert!(done.stdout.contains("Apply complete"), "{}", done.stdout);
+
+    assert_eq!(moto.stacks(), ["flow-vpc"]);
+    assert_eq!(moto.file_systems().len(), 1, "{:?}", moto.file_systems());
+    assert_eq!(proxy.forwarded("CreateStack"), 1);
+    assert_eq!(proxy.forwarded("CreateFileSystem"), 1);
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+    a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(moto.file_systems().is_empty());
+    assert!(moto.stacks().is_empty());
+}
+
+const MANY: &str = r#"
+[workflow]
+name = "flaky"
+region = "us-east-1"
+
+[vars.token]
+sensitive = true
+default = "hf_not_really_a_token_0123456789"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+retries = 8
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.app]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+retries = 8
+[steps.app.inputs]
+stack_name = "flow-app"
+template = "app.yaml"
+parameters = { VpcStack = "flow-vpc" }
+
+[steps.data]
+provider = "s3.bucket"
+retries = 8
+[steps.data.inputs]
+name = "flow-flaky-data"
+
+[steps.upload]
+provider = "s3.sync"
+retries = 8
+[steps.upload.inputs]
+source = "data"
+destination = "s3://${steps.data.outputs.name}/in/"
+
+[steps.hf]
+provider = "secretsmanager.secret"
+retries = 8
+[steps.hf.inputs]
+name = "hf-token"
+value = "${vars.token}"
+
+[steps.images]
+provider = "ecr.repository"
+retries = 8
+[steps.images.inputs]
+name = "nccl-tests"
+scan_on_push = true
+tags = { team = "ml" }
+
+[steps.fsx]
+provider = "fsx.lustre"
+retries = 8
+[steps.fsx.inputs]
+storage_capacity = 1200
+subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
+"#;
+
+#[test]
+fn throttling_and_server_errors_injected_and_the_apply_still_converges() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    for i in 0..4 {
+        a.p.write(&format!("data/f{i}.txt"), &format!("file {i}\n"));
+    }
+    a.p.write("wf.toml", MANY);
+    proxy.slow_by(Duration::from_millis(300));
+    let kinds = [
+        Fault::Throttle,
+        Fault::TooMany,
+        Fault::Internal,
+        Fault::Unavailable,
+        Fault::Reset,
+        Fault::Slow,
+    ];
+    proxy.faults(0.35, &kinds, None);
+    let apply = a.apply();
+    let counts = proxy.counts();
+    assert_eq!(apply.code, 0, "{}\n{counts:?}", apply.all());
+    for kind in kinds {
+        assert!(proxy.injected(kind) > 0, "no {kind:?} injected: {counts:?}");
+    }
+    assert!(
+        apply.stdout.contains("Apply complete: 7 created"),
+        "{}",
+        apply.stdout
+    );
+
+    // Every object exactly once despite the retries.
+    proxy.calm();
+    let mut stacks = moto.stacks();
+    stacks.sort();
+    assert_eq!(stacks, ["flow-app", "flow-vpc"]);
+    assert_eq!(moto.file_systems().len(), 1);
+    assert_eq!(moto.objects("flow-flaky-data", "in/").len(), 4);
+    assert_eq!(moto.secrets(), ["hf-token"]);
+    assert_eq!(
+        moto.secret_value("hf-token"),
+        "hf_not_really_a_token_0123456789"
+    );
+    for f in a.p.state_files() {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("hf_not_really"),
+            "{} holds the secret",
+            f.display()
+        );
+    }
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+
+    // Destroy converges through faults too.
+    proxy.faults(0.25, &kinds, None);
+    let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]);
+    assert_eq!(destroy.code, 0, "{}", destroy.all());
+    proxy.calm();
+    assert!(moto.stacks().is_empty());
+    assert!(moto.file_systems().is_empty());
+    assert!(moto.secrets().is_empty());
+}
+
+#[test]
+fn an_interrupted_batch_job_is_terminated() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write(
+        "wf.toml",
+        &BATCH_CHAIN.replace("generate = \"ssh-ed25519\"", "value = \"x\""),
+    );
+    a.run(&[
+        "apply",
+        "wf.toml",
+        "--auto-approve",
+        "--target",
+        "batch",
+        "--target",
+        "ssh",
+    ])
+    .expect(0);
+
+    // moto finishes jobs at once; the proxy shows this one running.
+    proxy.rewrite(
+        "batch:describejobs",
+        r#""status": "SUCCEEDED""#,
+        r#""status": "RUNNING""#,
+        1000,
+    );
+    let child = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(60), "the job to be watched", || {
+        proxy.forwarded("batch:describejobs") >= 2
+    });
+    signal(&child, libc::SIGINT);
+    let run = finish(child);
+    assert_ne!(run.code, 0, "{}", run.all());
+    assert_eq!(
+        proxy.forwarded("batch:terminatejob"),
+        1,
+        "{:?}",
+        proxy.counts().forwarded
+    );
+    assert!(run.all().contains("terminat"), "{}", run.all());
+}
+
+#[test]
+fn a_stack_left_in_rollback_complete_is_planned_as_a_replace() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("wf.toml", STACKS);
+    a.apply().expect(0);
+    // moto cannot fail a stack; the proxy shows it failed and rolled back.
+    proxy.rewrite(
+        "DescribeStacks",
+        "<StackStatus>CREATE_COMPLETE</StackStatus>",
+        "<StackStatus>ROLLBACK_COMPLETE</StackStatus>",
+        1000,
+    );
+    a.p.write(
+        "wf.toml",
+        &STACKS.replace(r#"template = "vpc.yaml""#, r#"template = "vpc-v2.yaml""#),
+    );
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("ROLLBACK_COMPLETE"), "{}", plan.stdout);
+    assert!(plan.stdout.contains("1 to replace"), "{}", plan.stdout);
+}

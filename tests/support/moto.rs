@@ -1,0 +1,406 @@
+//! A moto server (PyPI `moto[server]`, which speaks the real AWS wire
+//! protocols) for one test: installed into `<workspace>/.venv` on first use
+//! (one installer at a time, under a file lock), started on a free
+//! 127.0.0.1 port, configured for Batch without Docker, killed on drop.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The moto version the tests are written against.
+const MOTO: &str = "moto[server]==5.2.5";
+
+/// A running moto server.
+pub struct Moto {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its log (stdout and stderr).
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// The workspace's root folder.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("engine/ has a parent")
+        .to_path_buf()
+}
+
+/// Holds an exclusive `flock` on a file until dropped.
+struct FileLock(File);
+
+impl FileLock {
+    fn acquire(path: &Path) -> FileLock {
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .expect("open lock file");
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock(2) on a descriptor we own; no memory is touched.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "flock failed");
+        FileLock(file)
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as above.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// The path of `moto_server`, installing moto into `<workspace>/.venv` if
+/// it is not there yet.
+pub fn moto_server() -> PathBuf {
+    let venv = workspace_root().join(".venv");
+    let server = venv.join("bin/moto_server");
+    let ready = venv.join(".moto-ready");
+    if ready.exists() && server.exists() {
+        return server;
+    }
+    std::fs::create_dir_all(&venv).expect("create .venv");
+    let _lock = FileLock::acquire(&venv.join(".install.lock"));
+    if ready.exists() && server.exists() {
+        return server;
+    }
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    if !venv.join("bin/pip").exists() {
+        let status = Command::new(&python)
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("run python3 -m venv");
+        assert!(status.success(), "python3 -m venv failed");
+    }
+    // PIP_FIND_LINKS and other pip settings from the environment apply; the
+    // default index stays on.
+    let out = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", MOTO])
+        .output()
+        .expect("run pip");
+    assert!(
+        out.status.success(),
+        "installing {MOTO} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&ready, MOTO).expect("mark .venv ready");
+    server
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
+
+impl Moto {
+    /// Starts a moto server of this test's own, and waits until it answers.
+    pub fn start() -> Moto {
+        let server = moto_server();
+        for _ in 0..5 {
+            let dir = tempfile::Builder::new()
+                .prefix("moto")
+                .tempdir()
+                .expect("tempdir");
+            let log = dir.path().join("moto.log");
+            let port = free_port();
+            let out = File::create(&log).expect("moto log");
+            let child = Command::new(&server)
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().expect("dup log"))
+                .stderr(out)
+                .spawn()
+                .expect("start moto_server");
+            let mut moto = Moto {
+                child,
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                log,
+                _dir: dir,
+            };
+            if moto.wait_ready(Duration::from_secs(60)) {
+                let (status, body) = moto.http(
+                    "POST",
+                    "/moto-api/config",
+                    &[("Content-Type", "application/json")],
+                    br#"{"batch":{"use_docker":false}}"#,
+                );
+                assert!((200..300).contains(&status), "moto config: {status} {body}");
+                return moto;
+            }
+            // Lost the port to someone else, or moto died: try another
+            // (dropping `moto` kills what was started).
+        }
+        panic!("moto_server did not start");
+    }
+
+    /// Whether the server answers within `limit` (false if it exited).
+    fn wait_ready(&mut self, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if let Ok((200, _)) = try_http(self.addr, "GET", "/moto-api/data.json", &[], b"") {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The environment for `flow` to use this server (or `endpoint`, a proxy
+    /// in front of it): the standard AWS variables only, with dummy
+    /// credentials, no IMDS and no shared config files.
+    pub fn env_for(&self, endpoint: &str) -> Vec<(String, String)> {
+        let none = self._dir.path().join("no-such-aws-file");
+        let none = none.to_string_lossy().into_owned();
+        [
+            ("AWS_ENDPOINT_URL", endpoint.to_string()),
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+            ("AWS_SESSION_TOKEN", "testing".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+            ("AWS_CONFIG_FILE", none.clone()),
+            ("AWS_SHARED_CREDENTIALS_FILE", none),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// [`Moto::env_for`] this server itself.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.env_for(&self.endpoint())
+    }
+
+    /// One HTTP request to the server; panics if it cannot be made.
+    pub fn http(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String) {
+        try_http(self.addr, method, path, headers, body).expect("HTTP to moto")
+    }
+
+    /// An AWS API call in a JSON protocol (`X-Amz-Target`), unsigned but
+    /// scoped to `service` as moto routes it.
+    pub fn json_call(&self, service: &str, target: &str, body: &str) -> serde_json::Value {
+        let auth = authorization(service);
+        let (status, text) = self.http(
+            "POST",
+            "/",
+            &[
+                ("X-Amz-Target", target),
+                ("Content-Type", "application/x-amz-json-1.1"),
+                ("Authorization", &auth),
+            ],
+            body.as_bytes(),
+        );
+        assert_eq!(status, 200, "{target}: {text}");
+        serde_json::from_str(&text).expect("JSON answer")
+    }
+
+    /// An AWS API call in the query protocol (CloudFormation), returning the XML.
+    pub fn query_call(&self, service: &str, params: &str) -> String {
+        let auth = authorization(service);
+        let (status, text) = self.http(
+            "POST",
+            "/",
+            &[
+                ("Content-Type", "application/x-www-form-urlencoded"),
+                ("Authorization", &auth),
+            ],
+            params.as_bytes(),
+        );
+        assert_eq!(status, 200, "{params}: {text}");
+        text
+    }
+
+    /// A REST call (S3, Batch), returning status and body.
+    pub fn rest_call(&self, service: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+        let auth = authorization(service);
+        self.http(
+            method,
+            path,
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.as_bytes(),
+        )
+    }
+
+    /// The names of the live CloudFormation stacks.
+    pub fn stacks(&self) -> Vec<String> {
+        let xml = self.query_call("cloudformation", "Action=DescribeStacks&Version=2010-05-15");
+        between_all(&xml, "<StackName>", "</StackName>")
+    }
+
+    /// The ids of the FSx file systems.
+    pub fn file_systems(&self) -> Vec<String> {
+        let v = self.json_call(
+            "fsx",
+            "AWSSimbaAPIService_v20180301.DescribeFileSystems",
+            "{}",
+        );
+        v["FileSystems"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f["FileSystemId"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The keys under `prefix` in `bucket`.
+    pub fn objects(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let (status, xml) = self.rest_call(
+            "s3",
+            "GET",
+            &format!("/{bucket}?list-type=2&prefix={prefix}"),
+            "",
+        );
+        assert_eq!(status, 200, "{xml}");
+        between_all(&xml, "<Key>", "</Key>")
+    }
+
+    /// The content of an object.
+    pub fn object(&self, bucket: &str, key: &str) -> String {
+        let (status, body) = self.rest_call("s3", "GET", &format!("/{bucket}/{key}"), "");
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// The names of the secrets.
+    pub fn secrets(&self) -> Vec<String> {
+        let v = self.json_call("secretsmanager", "secretsmanager.ListSecrets", "{}");
+        v["SecretList"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s["Name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A secret's current value.
+    pub fn secret_value(&self, name: &str) -> String {
+        let v = self.json_call(
+            "secretsmanager",
+            "secretsmanager.GetSecretValue",
+            &format!(r#"{{"SecretId":"{name}"}}"#),
+        );
+        v["SecretString"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        // Our own child, by its handle.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An `Authorization` header that routes an unsigned request to `service`
+/// (moto does not check signatures).
+fn authorization(service: &str) -> String {
+    format!(
+        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
+    )
+}
+
+/// Every piece of `text` between `open` and `close`.
+pub fn between_all(text: &str, open: &str, close: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(open) {
+        let after = &rest[i + open.len()..];
+        let Some(j) = after.find(close) else { break };
+        out.push(after[..j].to_string());
+        rest = &after[j + close.len()..];
+    }
+    out
+}
+
+/// One HTTP/1.1 request with `Connection: close`; the status and body.
+pub fn try_http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes())?;
+    stream.write_all(body)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no HTTP head"))?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no status"))?;
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// The payload of a chunked body.
+pub fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size_text = String::from_utf8_lossy(&raw[..eol]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("0").trim(), 16)
+            .unwrap_or(0);
+        raw = &raw[eol + 2..];
+        if size == 0 || raw.len() < size {
+            break;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = &raw[(size + 2).min(raw.len())..];
+    }
+    out
+}
