@@ -1,0 +1,879 @@
+//! `eks.nodegroup`: an EKS managed node group. Scaling (min, desired, max)
+//! and tags change in place; anything else replaces the group.
+//!
+//! With `efa = true` or a `capacity_reservation_id`, the group gets a launch
+//! template (in the supporting stack `flow-eks-CLUSTER-ng-NAME`) carrying one
+//! EFA interface per network card of the instance type (4 for p4d, 32 for
+//! p5, 8 for p6-b200) and the capacity reservation target; without a
+//! `node_role_arn`, the same stack makes the node role.
+
+use std::collections::{BTreeMap, HashMap};
+
+use async_trait::async_trait;
+use aws_sdk_eks::types::{
+    AmiTypes, CapacityTypes, LaunchTemplateSpecification, NodegroupScalingConfig, Taint,
+    TaintEffect,
+};
+use serde_json::{Value, json};
+
+use super::shared_error as error;
+use super::shared_inputs::{bool_or, opt_int, opt_str, req_str, str_list, str_map};
+use super::shared_poll::{Pace, Step, until};
+use super::shared_tags::{self as tags, TOKEN};
+use super::{efa, stack};
+use crate::contract::{
+    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
+    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+};
+
+/// Policies of the node role flow makes when none is given.
+const NODE_POLICIES: [&str; 3] = [
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+];
+
+/// One taint of a node group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaintSpec {
+    /// The taint's key.
+    pub key: String,
+    /// Its value (may be empty).
+    pub value: String,
+    /// `NO_SCHEDULE`, `NO_EXECUTE` or `PREFER_NO_SCHEDULE` (Kubernetes spellings accepted).
+    pub effect: String,
+}
+
+/// Everything that defines a managed node group.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodegroupSpec {
+    /// The cluster's name.
+    pub cluster: String,
+    /// The node group's name.
+    pub name: String,
+    /// The node role; made in the supporting stack when absent.
+    pub node_role_arn: Option<String>,
+    /// Subnets the nodes go in.
+    pub subnet_ids: Vec<String>,
+    /// Instance types.
+    pub instance_types: Vec<String>,
+    /// Scaling: minimum.
+    pub min_size: i32,
+    /// Scaling: desired.
+    pub desired_size: i32,
+    /// Scaling: maximum.
+    pub max_size: i32,
+    /// EKS AMI type (`AL2_x86_64_GPU`, `AL2023_x86_64_NVIDIA`, …).
+    pub ami_type: Option<String>,
+    /// Kubernetes labels of the nodes.
+    pub labels: BTreeMap<String, String>,
+    /// Kubernetes taints of the nodes.
+    pub taints: Vec<TaintSpec>,
+    /// An EC2 capacity reservation (ODCR or capacity block) to launch into.
+    pub capacity_reservation_id: Option<String>,
+    /// `ON_DEMAND`, `SPOT` or `CAPACITY_BLOCK`.
+    pub capacity_type: Option<String>,
+    /// Whether the nodes get EFA interfaces.
+    pub efa: bool,
+    /// Root volume size in GiB.
+    pub disk_size: Option<i32>,
+    /// Extra security groups for the EFA interfaces.
+    pub security_group_ids: Vec<String>,
+    /// AWS tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+impl NodegroupSpec {
+    /// The spec from a step's inputs.
+    pub fn from_values(v: &Values) -> Result<Self, ProviderError> {
+        let int = |name: &str, default: i64| -> Result<i32, ProviderError> {
+            Ok(opt_int(v, name)?.unwrap_or(default) as i32)
+        };
+        let desired = int("desired_size", 1)?;
+        Ok(NodegroupSpec {
+            cluster: req_str(v, "cluster")?,
+            name: req_str(v, "name")?,
+            node_role_arn: opt_str(v, "node_role_arn")?,
+            subnet_ids: str_list(v, "subnet_ids")?,
+            instance_types: str_list(v, "instance_types")?,
+            min_size: int("min_size", desired as i64)?,
+            desired_size: desired,
+            max_size: int("max_size", desired as i64)?,
+            ami_type: opt_str(v, "ami_type")?,
+            labels: str_map(v, "labels")?,
+            taints: taints(v.get("taints"))?,
+            capacity_reservation_id: opt_str(v, "capacity_reservation_id")?,
+            capacity_type: opt_str(v, "capacity_type")?,
+            efa: bool_or(v, "efa", false)?,
+            disk_size: opt_int(v, "disk_size")?.map(|d| d as i32),
+            security_group_ids: str_list(v, "security_group_ids")?,
+            tags: str_map(v, "tags")?,
+        })
+    }
+
+    /// Offline problems, each at the input it concerns.
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        if !(self.min_size <= self.desired_size && self.desired_size <= self.max_size) {
+            out.push(Problem::at(
+                "desired_size",
+                format!(
+                    "scaling must have min ≤ desired ≤ max, found {} ≤ {} ≤ {}",
+                    self.min_size, self.desired_size, self.max_size
+                ),
+            ));
+        }
+        if self.instance_types.is_empty() {
+            out.push(Problem::at(
+                "instance_types",
+                "a node group needs at least one instance type",
+            ));
+        }
+        if self.efa {
+            for t in &self.instance_types {
+                if efa::interfaces(t).is_none() {
+                    out.push(
+                        Problem::at(
+                            "efa",
+                            format!("flow does not know how many EFA interfaces `{t}` has"),
+                        )
+                        .with_help(format!("known families: {}", efa::known_families())),
+                    );
+                }
+            }
+        }
+        for (i, t) in self.taints.iter().enumerate() {
+            if effect(&t.effect).is_none() {
+                out.push(
+                    Problem::at_path(
+                        &["taints", &i.to_string(), "effect"],
+                        format!("unknown taint effect `{}`", t.effect),
+                    )
+                    .with_help("use NoSchedule, NoExecute or PreferNoSchedule"),
+                );
+            }
+        }
+        out
+    }
+
+    /// EFA interfaces per node (the first instance type's), 0 without EFA.
+    pub fn efa_interfaces(&self) -> u32 {
+        if !self.efa {
+            return 0;
+        }
+        self.instance_types
+            .first()
+            .and_then(|t| efa::interfaces(t))
+            .unwrap_or(0)
+    }
+
+    /// Whether the group needs a launch template.
+    fn needs_launch_template(&self) -> bool {
+        self.efa || self.capacity_reservation_id.is_some()
+    }
+
+    /// The supporting stack's name.
+    pub fn stack_name(&self) -> String {
+        stack::name(&self.cluster, &format!("ng-{}", self.name))
+    }
+
+    /// What the supporting stack holds, if the group needs one.
+    pub fn stack_template(&self, cluster_sg: Option<&str>) -> Option<Value> {
+        if self.node_role_arn.is_some() && !self.needs_launch_template() {
+            return None;
+        }
+        let mut template = if self.node_role_arn.is_none() {
+            stack::role_template("ec2.amazonaws.com", &NODE_POLICIES)
+        } else {
+            json!({"AWSTemplateFormatVersion": "2010-09-09", "Resources": {}, "Outputs": {}})
+        };
+        if self.needs_launch_template() {
+            let mut data = json!({});
+            if self.efa {
+                let mut groups: Vec<String> = cluster_sg.map(str::to_string).into_iter().collect();
+                groups.extend(self.security_group_ids.iter().cloned());
+                data["NetworkInterfaces"] = efa::network_interfaces(self.efa_interfaces(), &groups);
+            }
+            if let Some(cr) = &self.capacity_reservation_id {
+                data["CapacityReservationSpecification"] =
+                    json!({"CapacityReservationTarget": {"CapacityReservationId": cr}});
+            }
+            if let Some(size) = self.disk_size {
+                data["BlockDeviceMappings"] = json!([{
+                    "DeviceName": "/dev/xvda",
+                    "Ebs": {"VolumeSize": size, "VolumeType": "gp3", "DeleteOnTermination": true}
+                }]);
+            }
+            template["Resources"]["LaunchTemplate"] = json!({
+                "Type": "AWS::EC2::LaunchTemplate",
+                "Properties": {
+                    "LaunchTemplateName": format!("flow-eks-{}-{}", self.cluster, self.name),
+                    "LaunchTemplateData": data
+                }
+            });
+            template["Outputs"]["LaunchTemplateId"] = json!({"Value": {"Ref": "LaunchTemplate"}});
+        }
+        Some(template)
+    }
+
+    /// What creating the group does, for plans (`eksctl_config`, plan detail).
+    pub fn describe(&self) -> String {
+        let mut parts = vec![format!(
+            "{} × {}..{} (desired {})",
+            self.instance_types.join(","),
+            self.min_size,
+            self.max_size,
+            self.desired_size
+        )];
+        if self.efa {
+            parts.push(format!(
+                "EFA: {} interfaces per node",
+                self.efa_interfaces()
+            ));
+        }
+        if let Some(cr) = &self.capacity_reservation_id {
+            parts.push(format!("capacity reservation {cr}"));
+        }
+        if !self.subnet_ids.is_empty() {
+            parts.push(format!("subnets {}", self.subnet_ids.join(",")));
+        }
+        if self.node_role_arn.is_none() {
+            parts.push("node role created".into());
+        }
+        format!("managed node group {}: {}", self.name, parts.join("; "))
+    }
+}
+
+/// Taints from an input: a list of `{ key, value, effect }` tables.
+fn taints(v: Option<&Value>) -> Result<Vec<TaintSpec>, ProviderError> {
+    let Some(Value::Array(items)) = v else {
+        return Ok(Vec::new());
+    };
+    items
+        .iter()
+        .map(|t| {
+            let s = |k: &str| {
+                t.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            if s("key").is_empty() {
+                return Err(ProviderError::fatal("each taint needs a `key`"));
+            }
+            Ok(TaintSpec {
+                key: s("key"),
+                value: s("value"),
+                effect: s("effect"),
+            })
+        })
+        .collect()
+}
+
+/// The EKS taint effect for `name`, in either spelling.
+fn effect(name: &str) -> Option<TaintEffect> {
+    match name.to_ascii_lowercase().replace('_', "").as_str() {
+        "noschedule" => Some(TaintEffect::NoSchedule),
+        "noexecute" => Some(TaintEffect::NoExecute),
+        "prefernoschedule" => Some(TaintEffect::PreferNoSchedule),
+        _ => None,
+    }
+}
+
+/// The cluster's own security group, if EKS reports one.
+async fn cluster_security_group(
+    eks: &aws_sdk_eks::Client,
+    cluster: &str,
+) -> Result<Option<String>, ProviderError> {
+    let out = eks
+        .describe_cluster()
+        .name(cluster)
+        .send()
+        .await
+        .map_err(|e| error::aws(&format!("describe cluster `{cluster}`"), e))?;
+    Ok(out
+        .cluster()
+        .and_then(|c| c.resources_vpc_config())
+        .and_then(|v| v.cluster_security_group_id())
+        .map(str::to_string))
+}
+
+/// Creates the node group of `spec` (and its supporting stack) and waits
+/// until it is `ACTIVE`; adopts one this operation already started.
+pub async fn create(
+    ctx: &OpContext,
+    eks: &aws_sdk_eks::Client,
+    spec: &NodegroupSpec,
+) -> Result<Values, ProviderError> {
+    if let Some(existing) = find(eks, spec).await? {
+        let token = existing.tags().and_then(|t| t.get(TOKEN));
+        if token.map(String::as_str) != Some(ctx.token.as_str()) {
+            return Err(ProviderError::fatal(format!(
+                "node group `{}` already exists in cluster `{}` and was not made by this step; import it or choose another name",
+                spec.name, spec.cluster
+            )));
+        }
+        return wait_active(ctx, eks, spec).await;
+    }
+    let mut role = spec.node_role_arn.clone();
+    let mut launch_template = None;
+    let cluster_sg = if spec.efa {
+        cluster_security_group(eks, &spec.cluster).await?
+    } else {
+        None
+    };
+    if let Some(template) = spec.stack_template(cluster_sg.as_deref()) {
+        let cfn = stack::client(ctx).await?;
+        let outs = stack::ensure(ctx, &cfn, &spec.stack_name(), &template).await?;
+        if role.is_none() {
+            role = outs
+                .get("RoleArn")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        launch_template = outs
+            .get("LaunchTemplateId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    let role = role.ok_or_else(|| ProviderError::fatal("the node role stack gave no RoleArn"))?;
+    ctx.reporter.event(&format!("creating {}", spec.describe()));
+    let scaling = NodegroupScalingConfig::builder()
+        .min_size(spec.min_size)
+        .desired_size(spec.desired_size)
+        .max_size(spec.max_size)
+        .build();
+    let all_tags: HashMap<String, String> = tags::with_token(&spec.tags, &ctx.token)
+        .into_iter()
+        .collect();
+    let mut req = eks
+        .create_nodegroup()
+        .cluster_name(&spec.cluster)
+        .nodegroup_name(&spec.name)
+        .node_role(role)
+        .set_subnets(Some(spec.subnet_ids.clone()))
+        .set_instance_types(Some(spec.instance_types.clone()))
+        .scaling_config(scaling)
+        .set_labels((!spec.labels.is_empty()).then(|| spec.labels.clone().into_iter().collect()))
+        .set_tags(Some(all_tags))
+        .client_request_token(super::request_token(&ctx.token, &spec.name));
+    for t in &spec.taints {
+        req = req.taints(
+            Taint::builder()
+                .key(&t.key)
+                .value(&t.value)
+                .set_effect(effect(&t.effect))
+                .build(),
+        );
+    }
+    if let Some(ami) = &spec.ami_type {
+        req = req.ami_type(AmiTypes::from(ami.as_str()));
+    }
+    if let Some(ct) = &spec.capacity_type {
+        req = req.capacity_type(CapacityTypes::from(ct.as_str()));
+    }
+    match &launch_template {
+        Some(id) => {
+            req = req.launch_template(LaunchTemplateSpecification::builder().id(id).build());
+        }
+        None => req = req.set_disk_size(spec.disk_size),
+    }
+    req.send()
+        .await
+        .map_err(|e| error::aws(&format!("create node group `{}`", spec.name), e))?;
+    wait_active(ctx, eks, spec).await
+}
+
+/// The node group, if it exists.
+async fn find(
+    eks: &aws_sdk_eks::Client,
+    spec: &NodegroupSpec,
+) -> Result<Option<aws_sdk_eks::types::Nodegroup>, ProviderError> {
+    find_named(eks, &spec.cluster, &spec.name).await
+}
+
+/// The node group `name` of `cluster`, if it exists.
+async fn find_named(
+    eks: &aws_sdk_eks::Client,
+    cluster: &str,
+    name: &str,
+) -> Result<Option<aws_sdk_eks::types::Nodegroup>, ProviderError> {
+    match eks
+        .describe_nodegroup()
+        .cluster_name(cluster)
+        .nodegroup_name(name)
+        .send()
+        .await
+    {
+        Ok(out) => Ok(out.nodegroup().cloned()),
+        Err(e) if error::code(&e) == Some("ResourceNotFoundException") => Ok(None),
+        Err(e) => Err(error::aws(&format!("describe node group `{name}`"), e)),
+    }
+}
+
+/// The outputs of a node group as EKS describes it.
+fn outputs(ng: &aws_sdk_eks::types::Nodegroup, spec: &NodegroupSpec) -> Values {
+    let mut out = Values::new();
+    out.insert(
+        "name".into(),
+        json!(ng.nodegroup_name().unwrap_or(&spec.name)),
+    );
+    out.insert("arn".into(), json!(ng.nodegroup_arn().unwrap_or_default()));
+    out.insert("cluster".into(), json!(spec.cluster));
+    out.insert(
+        "node_role_arn".into(),
+        json!(ng.node_role().unwrap_or_default()),
+    );
+    out.insert(
+        "status".into(),
+        json!(ng.status().map(|s| s.as_str()).unwrap_or_default()),
+    );
+    out.insert("efa_interfaces".into(), json!(spec.efa_interfaces()));
+    if let Some(lt) = ng.launch_template().and_then(|l| l.id()) {
+        out.insert("launch_template_id".into(), json!(lt));
+    }
+    let asgs: Vec<&str> = ng
+        .resources()
+        .map(|r| {
+            r.auto_scaling_groups()
+                .iter()
+                .filter_map(|a| a.name())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.insert("autoscaling_groups".into(), json!(asgs));
+    out
+}
+
+/// Waits until the node group is `ACTIVE`; fails with its health issues.
+async fn wait_active(
+    ctx: &OpContext,
+    eks: &aws_sdk_eks::Client,
+    spec: &NodegroupSpec,
+) -> Result<Values, ProviderError> {
+    let what = format!("node group `{}`", spec.name);
+    until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
+        let Some(ng) = find(eks, spec).await? else {
+            return Err(ProviderError::fatal(format!(
+                "node group `{}` disappeared",
+                spec.name
+            )));
+        };
+        let status = ng
+            .status()
+            .map(|s| s.as_str())
+            .unwrap_or("UNKNOWN")
+            .to_string();
+        match status.as_str() {
+            "ACTIVE" => Ok(Step::Done(outputs(&ng, spec))),
+            "CREATE_FAILED" | "DEGRADED" | "DELETE_FAILED" => {
+                let issues: Vec<String> = ng
+                    .health()
+                    .map(|h| {
+                        h.issues()
+                            .iter()
+                            .map(|i| {
+                                format!(
+                                    "{}: {}",
+                                    i.code().map(|c| c.as_str()).unwrap_or("issue"),
+                                    i.message().unwrap_or_default()
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Err(ProviderError::fatal(format!(
+                    "node group `{}` is {status}: {}",
+                    spec.name,
+                    if issues.is_empty() {
+                        "no health issue reported".into()
+                    } else {
+                        issues.join("; ")
+                    }
+                )))
+            }
+            other => Ok(Step::Pending(vec![format!(
+                "node group {}: {other}",
+                spec.name
+            )])),
+        }
+    })
+    .await
+}
+
+/// Deletes node group `name` of `cluster` and its supporting stack, waiting
+/// until both are gone.
+pub async fn delete(
+    ctx: &OpContext,
+    eks: &aws_sdk_eks::Client,
+    cluster: &str,
+    name: &str,
+) -> Result<(), ProviderError> {
+    if find_named(eks, cluster, name).await?.is_some() {
+        ctx.reporter.event(&format!("deleting node group {name}"));
+        match eks
+            .delete_nodegroup()
+            .cluster_name(cluster)
+            .nodegroup_name(name)
+            .send()
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if error::code(&e) == Some("ResourceNotFoundException") => {}
+            Err(e) => return Err(error::aws(&format!("delete node group `{name}`"), e)),
+        }
+        let what = format!("deletion of node group `{name}`");
+        until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
+            match find_named(eks, cluster, name).await? {
+                None => Ok(Step::Done(())),
+                Some(ng) => Ok(Step::Pending(vec![format!(
+                    "node group {name}: {}",
+                    ng.status().map(|s| s.as_str()).unwrap_or("DELETING")
+                )])),
+            }
+        })
+        .await?;
+    }
+    let cfn = stack::client(ctx).await?;
+    stack::delete(ctx, &cfn, &stack::name(cluster, &format!("ng-{name}"))).await
+}
+
+/// Changes scaling and tags in place.
+async fn update_in_place(
+    ctx: &OpContext,
+    eks: &aws_sdk_eks::Client,
+    before: &NodegroupSpec,
+    after: &NodegroupSpec,
+) -> Result<Values, ProviderError> {
+    let Some(ng) = find(eks, after).await? else {
+        return Err(ProviderError::fatal(format!(
+            "node group `{}` of cluster `{}` is gone; plan again to create it",
+            after.name, after.cluster
+        )));
+    };
+    let scaling = (after.min_size, after.desired_size, after.max_size);
+    if scaling != (before.min_size, before.desired_size, before.max_size) {
+        ctx.reporter.event(&format!(
+            "scaling node group {} to {}..{} (desired {})",
+            after.name, after.min_size, after.max_size, after.desired_size
+        ));
+        eks.update_nodegroup_config()
+            .cluster_name(&after.cluster)
+            .nodegroup_name(&after.name)
+            .scaling_config(
+                NodegroupScalingConfig::builder()
+                    .min_size(after.min_size)
+                    .desired_size(after.desired_size)
+                    .max_size(after.max_size)
+                    .build(),
+            )
+            .client_request_token(super::request_token(&ctx.token, &after.name))
+            .send()
+            .await
+            .map_err(|e| error::aws(&format!("scale node group `{}`", after.name), e))?;
+    }
+    if before.tags != after.tags
+        && let Some(arn) = ng.nodegroup_arn()
+    {
+        retag(eks, arn, &before.tags, &after.tags).await?;
+    }
+    wait_active(ctx, eks, after).await
+}
+
+/// Adds and removes tags to go from `before` to `after`.
+pub async fn retag(
+    eks: &aws_sdk_eks::Client,
+    arn: &str,
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Result<(), ProviderError> {
+    let (add, remove) = tags::changes(before, after);
+    if !add.is_empty() {
+        eks.tag_resource()
+            .resource_arn(arn)
+            .set_tags(Some(add.into_iter().collect()))
+            .send()
+            .await
+            .map_err(|e| error::aws(&format!("tag `{arn}`"), e))?;
+    }
+    if !remove.is_empty() {
+        eks.untag_resource()
+            .resource_arn(arn)
+            .set_tag_keys(Some(remove))
+            .send()
+            .await
+            .map_err(|e| error::aws(&format!("untag `{arn}`"), e))?;
+    }
+    Ok(())
+}
+
+/// The `eks.nodegroup` provider kind.
+#[derive(Debug, Clone)]
+pub struct EksNodegroup {
+    schema: Schema,
+}
+
+impl EksNodegroup {
+    /// The provider with its schema.
+    pub fn new() -> Self {
+        use InputType::*;
+        let list = || List(Box::new(String));
+        EksNodegroup {
+            schema: Schema {
+                kind: StepKind::Resource,
+                description: "An EKS managed node group, with EFA interfaces and capacity reservations",
+                inputs: vec![
+                    InputSpec::required("cluster", String, "The cluster's name").forces_new(),
+                    InputSpec::required("name", String, "The node group's name").forces_new(),
+                    InputSpec::required(
+                        "instance_types",
+                        list(),
+                        "Instance types, e.g. [\"p4d.24xlarge\"]",
+                    )
+                    .forces_new(),
+                    InputSpec::optional("subnet_ids", list(), "Subnets the nodes go in")
+                        .forces_new(),
+                    InputSpec::optional(
+                        "min_size",
+                        Integer,
+                        "Fewest nodes (default: desired_size)",
+                    ),
+                    InputSpec::optional("desired_size", Integer, "Nodes wanted now (default 1)"),
+                    InputSpec::optional("max_size", Integer, "Most nodes (default: desired_size)"),
+                    InputSpec::optional(
+                        "node_role_arn",
+                        String,
+                        "The nodes' IAM role; made for you when absent",
+                    )
+                    .forces_new(),
+                    InputSpec::optional("ami_type", String, "EKS AMI type, e.g. AL2_x86_64_GPU")
+                        .forces_new(),
+                    InputSpec::optional(
+                        "labels",
+                        Map(Box::new(String)),
+                        "Kubernetes labels of the nodes",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        "taints",
+                        List(Box::new(Any)),
+                        "Taints: a list of { key, value, effect }",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        "capacity_reservation_id",
+                        String,
+                        "EC2 capacity reservation to launch into (cr-…)",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        "capacity_type",
+                        String,
+                        "ON_DEMAND, SPOT or CAPACITY_BLOCK",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        "efa",
+                        Bool,
+                        "Attach one EFA interface per network card (p4d: 4, p5: 32, p6-b200: 8)",
+                    )
+                    .forces_new(),
+                    InputSpec::optional("disk_size", Integer, "Root volume size in GiB")
+                        .forces_new(),
+                    InputSpec::optional(
+                        "security_group_ids",
+                        list(),
+                        "Extra security groups for the EFA interfaces",
+                    )
+                    .forces_new(),
+                    InputSpec::optional("tags", Map(Box::new(String)), "AWS tags"),
+                ],
+                open_inputs: false,
+            },
+        }
+    }
+}
+
+impl Default for EksNodegroup {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Provider for EksNodegroup {
+    fn name(&self) -> &'static str {
+        "eks.nodegroup"
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn validate(
+        &self,
+        inputs: &[(std::string::String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Vec<Problem> {
+        let mut v = super::known_inputs(inputs);
+        // Unknown values must not trip the checks: fill in harmless stand-ins.
+        for (k, val) in inputs {
+            if *val == InputValue::Unknown {
+                v.remove(k);
+            }
+        }
+        v.entry("cluster").or_insert(json!("?"));
+        v.entry("name").or_insert(json!("?"));
+        if !v.contains_key("instance_types") {
+            return Vec::new();
+        }
+        match NodegroupSpec::from_values(&v) {
+            Ok(spec) => spec.problems(),
+            Err(e) => vec![Problem::at("taints", e.message)],
+        }
+    }
+
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        let spec = NodegroupSpec::from_values(inputs)?;
+        let eks = super::client(ctx).await?;
+        let outputs = create(ctx, &eks, &spec).await?;
+        Ok(applied(&spec, outputs))
+    }
+
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let before = NodegroupSpec::from_values(prior.inputs)?;
+        let after = NodegroupSpec::from_values(inputs)?;
+        let eks = super::client(ctx).await?;
+        let outputs = update_in_place(ctx, &eks, &before, &after).await?;
+        Ok(applied(&after, outputs))
+    }
+
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
+        let cluster = req_str(prior.inputs, "cluster")?;
+        let name = req_str(prior.inputs, "name")?;
+        let eks = super::client(ctx).await?;
+        delete(ctx, &eks, &cluster, &name).await
+    }
+
+    async fn read(
+        &self,
+        ctx: &OpContext,
+        _id: Option<&str>,
+        inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError> {
+        let spec = NodegroupSpec::from_values(inputs)?;
+        let eks = super::client(ctx).await?;
+        match find(&eks, &spec).await? {
+            Some(ng) if ng.tags().and_then(|t| t.get(TOKEN)) == Some(&ctx.token) => {
+                let outputs = wait_active(ctx, &eks, &spec).await?;
+                Ok(ReadOutcome::Present(applied(&spec, outputs)))
+            }
+            _ => Ok(ReadOutcome::Missing),
+        }
+    }
+}
+
+/// The step's result from the group's outputs.
+fn applied(spec: &NodegroupSpec, outputs: Values) -> Applied {
+    Applied {
+        id: outputs
+            .get("arn")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        outputs,
+        private: json!({"stack": spec.stack_name()}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::values;
+
+    fn spec(extra: Value) -> NodegroupSpec {
+        let mut v = values(
+            json!({"cluster": "dlc", "name": "gpu", "instance_types": ["p5.48xlarge"], "desired_size": 2}),
+        );
+        v.extend(values(extra));
+        NodegroupSpec::from_values(&v).unwrap()
+    }
+
+    #[test]
+    fn efa_template_has_one_interface_per_card_and_the_reservation() {
+        let s = spec(
+            json!({"efa": true, "capacity_reservation_id": "cr-1", "node_role_arn": "arn:role", "disk_size": 500}),
+        );
+        assert_eq!(s.efa_interfaces(), 32);
+        let t = s.stack_template(Some("sg-cluster")).unwrap();
+        let data = &t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"];
+        assert_eq!(data["NetworkInterfaces"].as_array().unwrap().len(), 32);
+        assert_eq!(data["NetworkInterfaces"][0]["Groups"][0], "sg-cluster");
+        assert_eq!(
+            data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"],
+            "cr-1"
+        );
+        assert_eq!(data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"], 500);
+        assert!(t["Resources"].get("Role").is_none());
+        assert!(
+            s.describe().contains("EFA: 32 interfaces per node"),
+            "{}",
+            s.describe()
+        );
+    }
+
+    #[test]
+    fn role_only_stack_without_efa_and_none_with_a_role() {
+        let s = spec(json!({}));
+        let t = s.stack_template(None).unwrap();
+        assert!(t["Resources"].get("Role").is_some());
+        assert!(t["Resources"].get("LaunchTemplate").is_none());
+        assert!(
+            spec(json!({"node_role_arn": "arn:r"}))
+                .stack_template(None)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn problems_are_found_offline() {
+        let s = spec(
+            json!({"instance_types": ["m5.large"], "efa": true, "min_size": 3,
+                            "taints": [{"key": "k", "effect": "Sometimes"}]}),
+        );
+        let p = s.problems();
+        assert!(p.iter().any(|p| p.path == ["desired_size"]), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|p| p.path == ["efa"] && p.message.contains("m5.large")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter().any(|p| p.path == ["taints", "0", "effect"]),
+            "{p:?}"
+        );
+        assert_eq!(effect("NoSchedule"), Some(TaintEffect::NoSchedule));
+        assert_eq!(effect("NO_EXECUTE"), Some(TaintEffect::NoExecute));
+    }
+
+    #[test]
+    fn scaling_updates_in_place_the_rest_replaces() {
+        use crate::contract::Change;
+        let p = EksNodegroup::new();
+        let a = values(
+            json!({"cluster": "c", "name": "n", "instance_types": ["p4d.24xlarge"], "desired_size": 1}),
+        );
+        let mut b = a.clone();
+        b.insert("desired_size".into(), json!(4));
+        assert_eq!(p.diff(&a, &b), Change::Update(vec!["desired_size".into()]));
+        b.insert("instance_types".into(), json!(["p5.48xlarge"]));
+        assert_eq!(
+            p.diff(&a, &b),
+            Change::Replace(vec!["instance_types".into()])
+        );
+    }
+}

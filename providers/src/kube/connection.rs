@@ -1,0 +1,265 @@
+//! How the Kubernetes providers reach a cluster.
+//!
+//! - `kubeconfig` (a file; default `$KUBECONFIG`, else `~/.kube/config`) and
+//!   `context` (default: the file's current context), with whatever
+//!   authentication the file names (token, client certificate, exec plugin).
+//! - `cluster`: an EKS cluster as an `eks.cluster` step outputs it
+//!   (`"${steps.eks.outputs.connection}"`: name, endpoint,
+//!   certificate_authority, region). The bearer token is presigned from the
+//!   AWS credentials of the step's region and profile (see
+//!   [`crate::eks::token`]) and made anew every ten minutes (tokens last 15).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ::kube::Client;
+use ::kube::config::{Config, KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
+
+use crate::contract::{OpContext, Problem, ProviderError, Values};
+
+/// How long a client with an EKS token is used before a fresh token.
+const EKS_TOKEN_LIFE: Duration = Duration::from_secs(600);
+
+/// Which cluster, and how to authenticate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A kubeconfig file (None: the default one) and context (None: current).
+    Kubeconfig {
+        /// The file.
+        path: Option<String>,
+        /// The context.
+        context: Option<String>,
+    },
+    /// An EKS cluster with a token from the AWS credentials.
+    Eks {
+        /// The cluster's name (bound into the token).
+        name: String,
+        /// The API endpoint (`https://…`).
+        endpoint: String,
+        /// The base64 PEM of the cluster's certificate authority.
+        certificate_authority: String,
+        /// The cluster's region, when it differs from the step's.
+        region: Option<String>,
+    },
+}
+
+impl Target {
+    /// The target named by a step's inputs.
+    pub fn from_inputs(v: &Values) -> Result<Target, ProviderError> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        match v.get("cluster") {
+            Some(Value::Object(c)) => {
+                let f = |k: &str| {
+                    c.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
+                        ProviderError::fatal(format!(
+                            "`cluster.{k}` is missing: pass an eks.cluster step's `connection` output"
+                        ))
+                    })
+                };
+                Ok(Target::Eks {
+                    name: f("name")?,
+                    endpoint: f("endpoint")?,
+                    certificate_authority: f("certificate_authority")?,
+                    region: c.get("region").and_then(Value::as_str).map(str::to_string),
+                })
+            }
+            _ => Ok(Target::Kubeconfig {
+                path: s("kubeconfig"),
+                context: s("context"),
+            }),
+        }
+    }
+
+    /// Offline problems with the connection inputs.
+    pub fn problems(inputs: &[(String, crate::contract::InputValue)]) -> Vec<Problem> {
+        let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
+        if has("cluster") && (has("kubeconfig") || has("context")) {
+            vec![Problem::at(
+                "cluster",
+                "give either `cluster` or `kubeconfig`/`context`, not both",
+            )]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// A connection to one cluster, making clients as needed.
+pub struct Connection {
+    target: Target,
+    workdir: PathBuf,
+    ctx: OpContext,
+    cached: Mutex<Option<(Instant, Client, Option<String>)>>,
+}
+
+impl Connection {
+    /// A connection for a step's inputs.
+    pub fn new(ctx: &OpContext, inputs: &Values) -> Result<Self, ProviderError> {
+        Ok(Connection {
+            target: Target::from_inputs(inputs)?,
+            workdir: ctx.workdir.clone(),
+            ctx: ctx.clone(),
+            cached: Mutex::new(None),
+        })
+    }
+
+    /// A client (a fresh one once an EKS token is due).
+    pub async fn client(&self) -> Result<Client, ProviderError> {
+        if let Some((made, client, _)) = &*self.cached.lock().unwrap_or_else(|e| e.into_inner())
+            && (matches!(self.target, Target::Kubeconfig { .. }) || made.elapsed() < EKS_TOKEN_LIFE)
+        {
+            return Ok(client.clone());
+        }
+        let (config, ns) = self.config().await?;
+        let client = Client::try_from(config).map_err(|e| {
+            ProviderError::fatal(format!("could not make a Kubernetes client: {e}"))
+        })?;
+        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Instant::now(), client.clone(), ns));
+        Ok(client)
+    }
+
+    /// The namespace the kubeconfig context names, if any.
+    pub async fn context_namespace(&self) -> Result<Option<String>, ProviderError> {
+        self.client().await?;
+        Ok(self
+            .cached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|(_, _, ns)| ns.clone()))
+    }
+
+    async fn config(&self) -> Result<(Config, Option<String>), ProviderError> {
+        match &self.target {
+            Target::Kubeconfig { path, context } => {
+                let path = resolve(&self.workdir, path.as_deref())?;
+                let kc = Kubeconfig::read_from(&path).map_err(|e| {
+                    ProviderError::fatal(format!(
+                        "could not read kubeconfig {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                let options = KubeConfigOptions {
+                    context: context.clone(),
+                    ..Default::default()
+                };
+                let wanted = context.clone().or(kc.current_context.clone());
+                let ns = kc
+                    .contexts
+                    .iter()
+                    .find(|c| Some(&c.name) == wanted.as_ref())
+                    .and_then(|c| c.context.as_ref())
+                    .and_then(|c| c.namespace.clone());
+                let config = Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|e| {
+                        ProviderError::fatal(format!("kubeconfig {}: {e}", path.display()))
+                    })?;
+                Ok((config, ns))
+            }
+            Target::Eks {
+                name,
+                endpoint,
+                certificate_authority,
+                region,
+            } => {
+                let mut ctx = self.ctx.clone();
+                if region.is_some() {
+                    ctx.region = region.clone();
+                }
+                let sdk = crate::eks::sdk_config(&ctx).await?;
+                let token = crate::eks::token::eks_token(&sdk, name).await?;
+                let kc = eks_kubeconfig(endpoint, certificate_authority, &token)?;
+                let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| ProviderError::fatal(format!("EKS cluster `{name}`: {e}")))?;
+                Ok((config, None))
+            }
+        }
+    }
+}
+
+/// The kubeconfig file to read: `path` relative to `workdir` (`~` expanded),
+/// else `$KUBECONFIG` (its first entry), else `~/.kube/config`.
+fn resolve(workdir: &Path, path: Option<&str>) -> Result<PathBuf, ProviderError> {
+    let home = || {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+    };
+    let expand = |p: &str| match p.strip_prefix("~/") {
+        Some(rest) => home().join(rest),
+        None => workdir.join(p),
+    };
+    if let Some(p) = path {
+        return Ok(expand(p));
+    }
+    if let Some(env) = std::env::var_os("KUBECONFIG")
+        && let Some(first) = std::env::split_paths(&env).next()
+        && !first.as_os_str().is_empty()
+    {
+        return Ok(first);
+    }
+    Ok(home().join(".kube/config"))
+}
+
+/// A one-cluster kubeconfig for an EKS endpoint and token.
+fn eks_kubeconfig(endpoint: &str, ca: &str, token: &str) -> Result<Kubeconfig, ProviderError> {
+    let doc = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "eks", "cluster": {"server": endpoint, "certificate-authority-data": ca}}],
+        "users": [{"name": "eks", "user": {"token": token}}],
+        "contexts": [{"name": "eks", "context": {"cluster": "eks", "user": "eks"}}],
+        "current-context": "eks",
+    });
+    Kubeconfig::from_yaml(&doc.to_string())
+        .map_err(|e| ProviderError::fatal(format!("could not build the EKS kubeconfig: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::values;
+
+    #[test]
+    fn target_from_inputs() {
+        let t = Target::from_inputs(&values(json!({"kubeconfig": "kc.yaml", "context": "dev"})))
+            .unwrap();
+        assert_eq!(
+            t,
+            Target::Kubeconfig {
+                path: Some("kc.yaml".into()),
+                context: Some("dev".into())
+            }
+        );
+        let t = Target::from_inputs(&values(json!({"cluster": {
+            "name": "dlc", "endpoint": "https://x", "certificate_authority": "Q0E=", "region": "us-west-2"
+        }})))
+        .unwrap();
+        assert!(matches!(t, Target::Eks { ref name, .. } if name == "dlc"));
+        let err = Target::from_inputs(&values(json!({"cluster": {"name": "dlc"}}))).unwrap_err();
+        assert!(err.message.contains("cluster.endpoint"), "{}", err.message);
+    }
+
+    #[test]
+    fn relative_kubeconfig_is_in_the_workflow_folder() {
+        let p = resolve(Path::new("/w"), Some("kc.yaml")).unwrap();
+        assert_eq!(p, PathBuf::from("/w/kc.yaml"));
+        let p = resolve(Path::new("/w"), Some("/abs/kc")).unwrap();
+        assert_eq!(p, PathBuf::from("/abs/kc"));
+    }
+
+    #[test]
+    fn eks_kubeconfig_carries_the_token() {
+        let kc = eks_kubeconfig("https://e.eks", "Q0E=", "k8s-aws-v1.abc").unwrap();
+        assert_eq!(kc.current_context.as_deref(), Some("eks"));
+        assert_eq!(
+            kc.clusters[0].cluster.as_ref().unwrap().server.as_deref(),
+            Some("https://e.eks")
+        );
+    }
+}

@@ -1,0 +1,561 @@
+//! `kube.job` (a task): a Job, PyTorchJob or MPIJob run to completion.
+//!
+//! The manifest holds exactly one job object. Create applies it (annotated
+//! with the operation token), follows its pods ([`super::logs`]) until the
+//! job succeeds or fails, and then checks `success_pattern` and takes the
+//! `capture` outputs from the logs. A failure names the failing pod and its
+//! reason. An interrupt (Ctrl-C) deletes the job and its pods. A job of the
+//! same name left by an earlier run of the step is deleted first; one this
+//! very operation made (a resumed apply) is followed, never made twice.
+//! Destroy deletes the job and its pods.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ::kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::capture::Matchers;
+use super::connection::{Connection, Target};
+use super::errors;
+use super::logs::{self, Follower};
+use super::objects::{KUBE_PACE, Kinds, Record};
+use super::render::{Doc, Sources};
+use crate::contract::{
+    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
+    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+};
+use crate::eks::shared_poll::Waiter;
+
+/// The annotation naming the step that made a job.
+const STEP_ANNOTATION: &str = "flow.dev/step";
+
+/// The `kube.job` provider kind.
+#[derive(Debug, Clone)]
+pub struct KubeJob {
+    schema: Schema,
+}
+
+impl KubeJob {
+    /// The provider with its schema.
+    pub fn new() -> Self {
+        let mut inputs = super::connection_inputs();
+        inputs.extend(super::manifest_inputs());
+        inputs.push(InputSpec::optional(
+            "success_pattern",
+            InputType::String,
+            "A regex the logs must match for the job to count as a success",
+        ));
+        inputs.push(InputSpec::optional(
+            "capture",
+            InputType::Map(Box::new(InputType::String)),
+            "Outputs taken from the logs: name = regex; the first group of the first match (a number when it is one)",
+        ));
+        KubeJob {
+            schema: Schema {
+                kind: StepKind::Task,
+                description: "A Kubernetes Job, PyTorchJob or MPIJob run to completion, its logs followed",
+                inputs,
+                open_inputs: false,
+            },
+        }
+    }
+}
+
+impl Default for KubeJob {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Whether `doc` is a job flow can follow.
+fn is_job(api_version: &str, kind: &str) -> bool {
+    (api_version == "batch/v1" && kind == "Job")
+        || (api_version.starts_with("kubeflow.org/") && kind.ends_with("Job"))
+}
+
+/// The label that picks the job's pods.
+fn pod_selector(r: &Record) -> String {
+    if r.kind == "Job" && r.api_version == "batch/v1" {
+        format!("job-name={}", r.name)
+    } else {
+        format!("training.kubeflow.org/job-name={}", r.name)
+    }
+}
+
+/// How the job stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum JobState {
+    Running(String),
+    Succeeded,
+    Failed(String),
+}
+
+/// The state of a job object (batch `Complete`/`Failed`, Kubeflow
+/// `Succeeded`/`Failed` conditions).
+fn job_state(obj: &Value) -> JobState {
+    let conditions = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let is_true = |t: &str| {
+        conditions.iter().find(|c| {
+            c.get("type").and_then(Value::as_str) == Some(t)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+    };
+    if let Some(c) = is_true("Failed") {
+        let s = |k: &str| {
+            c.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        return JobState::Failed(match (s("reason"), s("message")) {
+            (r, m) if m.is_empty() => r,
+            (r, m) if r.is_empty() => m,
+            (r, m) => format!("{r}: {m}"),
+        });
+    }
+    if is_true("Complete").is_some() || is_true("Succeeded").is_some() {
+        return JobState::Succeeded;
+    }
+    let latest = conditions
+        .iter()
+        .rev()
+        .find(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+        .and_then(|c| c.get("type").and_then(Value::as_str))
+        .unwrap_or("Pending");
+    JobState::Running(latest.to_string())
+}
+
+/// One operation on the step's job.
+struct Run<'a> {
+    ctx: &'a OpContext,
+    conn: Connection,
+    inputs: &'a Values,
+}
+
+impl<'a> Run<'a> {
+    fn new(ctx: &'a OpContext, inputs: &'a Values) -> Result<Self, ProviderError> {
+        Ok(Run {
+            ctx,
+            conn: Connection::new(ctx, inputs)?,
+            inputs,
+        })
+    }
+
+    /// The job object, placed in its namespace and annotated.
+    async fn doc(&self, kinds: &mut Kinds) -> Result<Doc, ProviderError> {
+        let docs = Sources::from_inputs(self.inputs)?
+            .render(&self.ctx.workdir)
+            .await?;
+        let doc = single_job(&docs).map_err(ProviderError::fatal)?;
+        let ns = match self.inputs.get("namespace").and_then(Value::as_str) {
+            Some(ns) => ns.to_string(),
+            None => self
+                .conn
+                .context_namespace()
+                .await?
+                .unwrap_or_else(|| "default".into()),
+        };
+        let mut placed = kinds.place(&doc, &ns).await?;
+        let meta = placed.object["metadata"]
+            .as_object_mut()
+            .expect("placed has metadata");
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(super::TOKEN_ANNOTATION.into(), json!(self.ctx.token));
+            a.insert(STEP_ANNOTATION.into(), json!(self.ctx.step));
+        }
+        Ok(placed)
+    }
+
+    fn matchers(&self) -> Result<Matchers, ProviderError> {
+        let success = self.inputs.get("success_pattern").and_then(Value::as_str);
+        let captures: BTreeMap<String, String> = self
+            .inputs
+            .get("capture")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Matchers::new(success, &captures).map_err(|p| ProviderError::fatal(p.message))
+    }
+
+    /// Creates the job unless this operation already did, then follows it.
+    async fn run(&self) -> Result<Applied, ProviderError> {
+        let mut kinds = Kinds::new(self.conn.client().await?);
+        let doc = self.doc(&mut kinds).await?;
+        let mut record = Kinds::record_of(&doc);
+        match kinds.get(&record).await? {
+            Some(existing)
+                if annotation(&existing, super::TOKEN_ANNOTATION)
+                    == Some(self.ctx.token.as_str()) =>
+            {
+                self.ctx.reporter.log(&format!(
+                    "{} was already started by this operation: following it",
+                    record.label()
+                ));
+                record.uid = existing.metadata.uid.unwrap_or_default();
+            }
+            Some(existing)
+                if annotation(&existing, STEP_ANNOTATION) == Some(self.ctx.step.as_str()) =>
+            {
+                self.ctx.reporter.log(&format!(
+                    "deleting {} left by an earlier run",
+                    record.label()
+                ));
+                record.uid = existing.metadata.uid.clone().unwrap_or_default();
+                self.delete_job(&mut kinds, &record).await?;
+                record = kinds.apply(&doc).await?;
+            }
+            Some(_) => {
+                return Err(ProviderError::fatal(format!(
+                    "{} already exists and was not started by step `{}`: delete it or rename the job",
+                    record.label(),
+                    self.ctx.step
+                )));
+            }
+            None => {
+                record = kinds.apply(&doc).await?;
+                self.ctx
+                    .reporter
+                    .event(&format!("started {}", record.label()));
+            }
+        }
+        self.follow(&mut kinds, &record).await
+    }
+
+    /// Follows the job to its end.
+    async fn follow(&self, kinds: &mut Kinds, record: &Record) -> Result<Applied, ProviderError> {
+        let api = kinds.api_for(record).await?;
+        let pods: Api<Pod> = Api::namespaced(
+            self.conn.client().await?,
+            record.namespace.as_deref().unwrap_or("default"),
+        );
+        let mut follower = Follower::new(pods, pod_selector(record), self.ctx.reporter.clone());
+        let matchers = self.matchers()?;
+        let reporter: Arc<dyn crate::contract::Reporter> = self.ctx.reporter.clone();
+        let mut waiter = Waiter::new(KUBE_PACE, reporter.as_ref(), record.label());
+        let (state, last_pods) = loop {
+            let look = async {
+                let obj = api
+                    .get_opt(&record.name)
+                    .await
+                    .map_err(|e| errors::kube(&format!("read {}", record.label()), e))?
+                    .ok_or_else(|| {
+                        ProviderError::fatal(format!(
+                            "{} was deleted while running",
+                            record.label()
+                        ))
+                    })?;
+                let pods = follower.look().await?;
+                Ok::<_, ProviderError>((
+                    job_state(&serde_json::to_value(&obj).unwrap_or(Value::Null)),
+                    pods,
+                ))
+            };
+            match look.await {
+                Ok((JobState::Running(phase), _)) => {
+                    waiter.looked();
+                    waiter.report([format!("{}: {phase}", record.label())]);
+                }
+                Ok(done) => break done,
+                Err(e) => waiter.tolerate(e)?,
+            }
+            tokio::select! {
+                r = waiter.pause() => r?,
+                _ = self.ctx.cancel.cancelled() => {
+                    follower.abort();
+                    self.ctx.reporter.event(&format!("interrupted: deleting {}", record.label()));
+                    self.delete_job(kinds, record).await?;
+                    return Err(ProviderError::fatal(format!("interrupted: {} and its pods were deleted", record.label())));
+                }
+            }
+        };
+        follower.finish(&last_pods).await;
+        let final_pods = follower.look().await.unwrap_or(last_pods);
+        match state {
+            JobState::Failed(why) => {
+                let mut message = format!("{} failed: {why}", record.label());
+                if let Some(pod) = logs::failure_reason(&final_pods) {
+                    message.push_str("; ");
+                    message.push_str(&pod);
+                }
+                Err(ProviderError::fatal(message))
+            }
+            _ => {
+                self.ctx
+                    .reporter
+                    .event(&format!("{} succeeded", record.label()));
+                let captured = matchers
+                    .check(&follower.text())
+                    .map_err(|e| ProviderError::fatal(format!("{}: {e}", record.label())))?;
+                let mut outputs = Values::new();
+                outputs.insert("name".into(), json!(record.name));
+                outputs.insert("namespace".into(), json!(record.namespace));
+                outputs.insert("kind".into(), json!(record.kind));
+                outputs.insert("uid".into(), json!(record.uid));
+                outputs.insert(
+                    "pods".into(),
+                    json!(
+                        final_pods
+                            .iter()
+                            .filter_map(|p| p.metadata.name.clone())
+                            .collect::<Vec<_>>()
+                    ),
+                );
+                outputs.extend(captured);
+                Ok(Applied {
+                    id: Some(record.uid.clone()),
+                    outputs,
+                    private: json!({ "job": record }),
+                })
+            }
+        }
+    }
+
+    /// Deletes the job and its pods (the garbage collector would, but it may
+    /// be slow or absent) and waits until they are gone.
+    async fn delete_job(&self, kinds: &mut Kinds, record: &Record) -> Result<(), ProviderError> {
+        let api = kinds.api_for(record).await?;
+        match api.delete(&record.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(e) if errors::status(&e) == Some(404) => {}
+            Err(e) => return Err(errors::kube(&format!("delete {}", record.label()), e)),
+        }
+        let ns = record.namespace.as_deref().unwrap_or("default");
+        let pods: Api<Pod> = Api::namespaced(self.conn.client().await?, ns);
+        let selector = pod_selector(record);
+        pods.delete_collection(
+            &DeleteParams::background(),
+            &ListParams::default().labels(&selector),
+        )
+        .await
+        .map_err(|e| errors::kube(&format!("delete pods {selector}"), e))?;
+        let mut gone = record.clone();
+        gone.uid = String::new();
+        kinds.delete(&gone, self.ctx.reporter.as_ref()).await?;
+        Ok(())
+    }
+}
+
+fn annotation<'a>(obj: &'a DynamicObject, key: &str) -> Option<&'a str> {
+    obj.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// The one job object of the manifests.
+fn single_job(docs: &[Doc]) -> Result<Doc, String> {
+    let jobs: Vec<&Doc> = docs
+        .iter()
+        .filter(|d| is_job(d.api_version(), d.kind()))
+        .collect();
+    let others: Vec<String> = docs
+        .iter()
+        .filter(|d| !is_job(d.api_version(), d.kind()))
+        .map(|d| format!("{} {}", d.kind(), d.name()))
+        .collect();
+    if !others.is_empty() {
+        return Err(format!(
+            "kube.job runs one Job, PyTorchJob or MPIJob; apply {} with a kube.manifest step",
+            others.join(", ")
+        ));
+    }
+    match jobs.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err("the manifest holds no Job, PyTorchJob or MPIJob".into()),
+        _ => Err(format!(
+            "the manifest holds {} jobs; kube.job runs one",
+            jobs.len()
+        )),
+    }
+}
+
+#[async_trait]
+impl Provider for KubeJob {
+    fn name(&self) -> &'static str {
+        "kube.job"
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
+        let mut out = Target::problems(inputs);
+        let known = crate::eks::known_inputs(inputs);
+        let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
+        if !has("files") && !has("manifest") {
+            out.push(Problem::at_path(
+                &[],
+                "give `files` (a YAML file or URL) or an inline `manifest` holding the job",
+            ));
+        }
+        let captures: BTreeMap<String, String> = known
+            .get("capture")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Err(p) = Matchers::new(
+            known.get("success_pattern").and_then(Value::as_str),
+            &captures,
+        ) {
+            out.push(p);
+        }
+        let all_known = inputs.iter().all(|(k, v)| {
+            !matches!(k.as_str(), "values" | "files" | "manifest")
+                || matches!(v, InputValue::Known(_))
+        });
+        if all_known && let Ok(sources) = Sources::from_inputs(&known) {
+            let problems = sources.problems(&ctx.workdir);
+            if problems.is_empty() && sources.files.iter().all(|f| !super::fetch::is_url(f)) {
+                let mut docs = Vec::new();
+                for f in &sources.files {
+                    if let Ok(text) = std::fs::read_to_string(ctx.workdir.join(f))
+                        && let Ok(t) = super::render::fill(f, &text, &sources.values)
+                        && let Ok(d) = super::render::parse(f, &t)
+                    {
+                        docs.extend(d);
+                    }
+                }
+                if let Some(text) = &sources.inline
+                    && let Ok(t) = super::render::fill("manifest", text, &sources.values)
+                    && let Ok(d) = super::render::parse("manifest", &t)
+                {
+                    docs.extend(d);
+                }
+                if let Err(e) = single_job(&docs) {
+                    out.push(Problem::at(
+                        if has("files") { "files" } else { "manifest" },
+                        e,
+                    ));
+                }
+            }
+            out.extend(problems);
+        }
+        out
+    }
+
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        Run::new(ctx, inputs)?.run().await
+    }
+
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        _prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        // Tasks are replaced, never updated; a retried failure runs again.
+        Run::new(ctx, inputs)?.run().await
+    }
+
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
+        let Some(record) = prior
+            .private
+            .get("job")
+            .cloned()
+            .and_then(|v| serde_json::from_value::<Record>(v).ok())
+        else {
+            return Ok(());
+        };
+        let run = Run::new(ctx, prior.inputs)?;
+        let mut kinds = Kinds::new(run.conn.client().await?);
+        run.delete_job(&mut kinds, &record).await
+    }
+
+    async fn read(
+        &self,
+        ctx: &OpContext,
+        _id: Option<&str>,
+        inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError> {
+        let run = Run::new(ctx, inputs)?;
+        let mut kinds = Kinds::new(run.conn.client().await?);
+        let doc = match run.doc(&mut kinds).await {
+            Ok(d) => d,
+            Err(e) if e.message.contains("does not serve") => return Ok(ReadOutcome::Missing),
+            Err(e) => return Err(e),
+        };
+        let mut record = Kinds::record_of(&doc);
+        match kinds.get(&record).await? {
+            Some(obj) if annotation(&obj, super::TOKEN_ANNOTATION) == Some(ctx.token.as_str()) => {
+                record.uid = obj.metadata.uid.clone().unwrap_or_default();
+                ctx.reporter.log(&format!(
+                    "{} from the interrupted run exists: following it",
+                    record.label()
+                ));
+                match run.follow(&mut kinds, &record).await {
+                    Ok(applied) => Ok(ReadOutcome::Present(applied)),
+                    // Failed: let create (same token) report it properly.
+                    Err(_) => Ok(ReadOutcome::Missing),
+                }
+            }
+            _ => Ok(ReadOutcome::Missing),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_states_from_conditions() {
+        let c = |t: &str, s: &str| json!({"status": {"conditions": [{"type": "Created", "status": "True"}, {"type": t, "status": s, "reason": "R", "message": "M"}]}});
+        assert_eq!(job_state(&c("Succeeded", "True")), JobState::Succeeded);
+        assert_eq!(job_state(&c("Complete", "True")), JobState::Succeeded);
+        assert_eq!(
+            job_state(&c("Failed", "True")),
+            JobState::Failed("R: M".into())
+        );
+        assert_eq!(
+            job_state(&c("Running", "True")),
+            JobState::Running("Running".into())
+        );
+        assert_eq!(job_state(&json!({})), JobState::Running("Pending".into()));
+    }
+
+    #[test]
+    fn one_job_per_step_and_its_pods() {
+        let d = |api: &str, kind: &str| Doc {
+            source: "j#1".into(),
+            object: json!({"apiVersion": api, "kind": kind, "metadata": {"name": "n"}}),
+        };
+        assert!(single_job(&[d("kubeflow.org/v1", "PyTorchJob")]).is_ok());
+        assert!(
+            single_job(&[d("v1", "Service"), d("batch/v1", "Job")])
+                .unwrap_err()
+                .contains("kube.manifest")
+        );
+        assert!(single_job(&[]).is_err());
+        let rec = |api: &str, kind: &str| Record {
+            api_version: api.into(),
+            kind: kind.into(),
+            namespace: None,
+            name: "fsdp".into(),
+            uid: String::new(),
+            digest: String::new(),
+        };
+        assert_eq!(pod_selector(&rec("batch/v1", "Job")), "job-name=fsdp");
+        assert_eq!(
+            pod_selector(&rec("kubeflow.org/v1", "PyTorchJob")),
+            "training.kubeflow.org/job-name=fsdp"
+        );
+    }
+}

@@ -1,0 +1,472 @@
+//! `kube.manifest`: Kubernetes objects from YAML files, URLs or inline
+//! YAML, applied server-side with field manager `flow`.
+//!
+//! Create applies every object (namespaces and CRDs first, waiting for the
+//! CRDs to be established before their custom resources) and waits for
+//! each to be ready ([`super::ready`]). Update re-applies only the objects
+//! whose rendered text changed (or that vanished), deletes the objects the
+//! manifests no longer hold, and waits again. Delete removes the recorded
+//! objects in reverse order: custom resources before their CRDs, namespaced
+//! objects before their namespace. Read (after an interrupted create) adopts
+//! the objects when all exist, waiting for them to be ready.
+
+use std::collections::{BTreeMap, HashSet};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::connection::{Connection, Target};
+use super::objects::{self, KUBE_PACE, Kinds, Record};
+use super::ready::{self, Readiness, WaitFor};
+use super::render::{Doc, Sources};
+use crate::contract::{
+    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
+    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+};
+use crate::eks::shared_poll::{Step, until};
+
+/// The `kube.manifest` provider kind.
+#[derive(Debug, Clone)]
+pub struct KubeManifest {
+    schema: Schema,
+}
+
+impl KubeManifest {
+    /// The provider with its schema.
+    pub fn new() -> Self {
+        let mut inputs = super::connection_inputs();
+        inputs.extend(super::manifest_inputs());
+        inputs.push(InputSpec::optional(
+            "wait_for",
+            InputType::Any,
+            "Readiness of custom resources: \"condition=Succeeded\" or \"jsonpath={.status.phase}=Running\", or a table by `Kind` or `Kind/name`",
+        ));
+        inputs.push(InputSpec::optional(
+            "wait",
+            InputType::Bool,
+            "Wait for the objects to be ready (default true)",
+        ));
+        KubeManifest {
+            schema: Schema {
+                kind: StepKind::Resource,
+                description: "Kubernetes objects from YAML manifests, applied server-side, pruned, waited for",
+                inputs,
+                open_inputs: false,
+            },
+        }
+    }
+}
+
+impl Default for KubeManifest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `wait_for` as given: one condition for every custom resource, or
+/// conditions by `Kind` or `Kind/name`.
+#[derive(Debug, Clone, Default)]
+pub struct WaitRules {
+    all_custom: Option<WaitFor>,
+    by_name: BTreeMap<String, WaitFor>,
+}
+
+impl WaitRules {
+    /// The rules of a step's `wait_for` input.
+    pub fn from_value(v: Option<&Value>) -> Result<WaitRules, String> {
+        match v {
+            None | Some(Value::Null) => Ok(WaitRules::default()),
+            Some(Value::String(s)) => Ok(WaitRules {
+                all_custom: Some(WaitFor::parse(s)?),
+                ..Default::default()
+            }),
+            Some(Value::Object(m)) => Ok(WaitRules {
+                all_custom: None,
+                by_name: m
+                    .iter()
+                    .map(|(k, v)| {
+                        let text = v
+                            .as_str()
+                            .ok_or_else(|| format!("`wait_for.{k}` must be a string"))?;
+                        Ok((
+                            k.clone(),
+                            WaitFor::parse(text).map_err(|e| format!("`wait_for.{k}`: {e}"))?,
+                        ))
+                    })
+                    .collect::<Result<_, String>>()?,
+            }),
+            Some(_) => Err("`wait_for` must be a string or a table".into()),
+        }
+    }
+
+    /// The condition for the object `r`, if any.
+    fn for_record(&self, r: &Record) -> Option<&WaitFor> {
+        self.by_name
+            .get(&format!("{}/{}", r.kind, r.name))
+            .or_else(|| self.by_name.get(&r.kind))
+            .or_else(|| {
+                (!ready::built_in(&r.kind) && r.api_version.contains('.'))
+                    .then_some(())
+                    .and(self.all_custom.as_ref())
+            })
+    }
+}
+
+/// One operation's view of the step: connection, inputs, objects.
+struct Run<'a> {
+    ctx: &'a OpContext,
+    conn: Connection,
+    inputs: &'a Values,
+    rules: WaitRules,
+}
+
+impl<'a> Run<'a> {
+    fn new(ctx: &'a OpContext, inputs: &'a Values) -> Result<Self, ProviderError> {
+        Ok(Run {
+            ctx,
+            conn: Connection::new(ctx, inputs)?,
+            inputs,
+            rules: WaitRules::from_value(inputs.get("wait_for")).map_err(ProviderError::fatal)?,
+        })
+    }
+
+    async fn kinds(&self) -> Result<Kinds, ProviderError> {
+        Ok(Kinds::new(self.conn.client().await?))
+    }
+
+    async fn default_namespace(&self) -> Result<String, ProviderError> {
+        if let Some(ns) = self.inputs.get("namespace").and_then(Value::as_str) {
+            return Ok(ns.to_string());
+        }
+        Ok(self
+            .conn
+            .context_namespace()
+            .await?
+            .unwrap_or_else(|| "default".into()))
+    }
+
+    /// The manifests' objects in apply order (namespaces and CRDs first);
+    /// each is placed in its namespace when applied, once its kind is served.
+    async fn docs(&self) -> Result<Vec<Doc>, ProviderError> {
+        let sources = Sources::from_inputs(self.inputs)?;
+        let docs = sources.render(&self.ctx.workdir).await?;
+        let docs = objects::apply_order(&docs);
+        let mut seen = HashSet::new();
+        for d in &docs {
+            let key = objects::key(d.api_version(), d.kind(), d.namespace(), d.name());
+            if !seen.insert(key) {
+                return Err(ProviderError::fatal(format!(
+                    "{} {} appears twice in the manifests ({})",
+                    d.kind(),
+                    d.name(),
+                    d.source
+                )));
+            }
+        }
+        Ok(docs)
+    }
+
+    fn wait_enabled(&self) -> bool {
+        self.inputs
+            .get("wait")
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
+    }
+
+    /// Applies `docs` (skipping those whose digest and existence match
+    /// `prior`), returning the records in apply order.
+    async fn apply(
+        &self,
+        kinds: &mut Kinds,
+        docs: &[Doc],
+        prior: &[Record],
+    ) -> Result<Vec<Record>, ProviderError> {
+        let ns = self.default_namespace().await?;
+        let mut records = Vec::new();
+        let mut crds_pending = false;
+        for doc in docs {
+            if doc.kind() != "CustomResourceDefinition" && doc.kind() != "Namespace" && crds_pending
+            {
+                // Custom resources need their CRDs established first.
+                let crds: Vec<Record> = records
+                    .iter()
+                    .filter(|r: &&Record| r.kind == "CustomResourceDefinition")
+                    .cloned()
+                    .collect();
+                self.wait_ready(kinds, &crds).await?;
+                crds_pending = false;
+            }
+            let placed = kinds.place(doc, &ns).await?;
+            let mut want = Kinds::record_of(&placed);
+            let before = prior.iter().find(|p| p.key() == want.key());
+            let unchanged = match before {
+                Some(p) if p.digest == want.digest => kinds
+                    .get(p)
+                    .await?
+                    .and_then(|o| o.metadata.uid)
+                    .filter(|uid| p.uid.is_empty() || *uid == p.uid),
+                _ => None,
+            };
+            match unchanged {
+                Some(uid) => {
+                    want.uid = uid;
+                    self.ctx
+                        .reporter
+                        .log(&format!("unchanged {}", want.label()));
+                    records.push(want);
+                }
+                None => {
+                    let rec = kinds.apply(&placed).await?;
+                    let verb = if before.is_some() {
+                        "configured"
+                    } else {
+                        "applied"
+                    };
+                    self.ctx.reporter.event(&format!("{verb} {}", rec.label()));
+                    self.ctx
+                        .reporter
+                        .log(&format!("{verb} {} uid={}", rec.label(), rec.uid));
+                    if rec.kind == "CustomResourceDefinition" {
+                        crds_pending = true;
+                    }
+                    records.push(rec);
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// Waits until every object of `records` is ready.
+    async fn wait_ready(&self, kinds: &mut Kinds, records: &[Record]) -> Result<(), ProviderError> {
+        if !self.wait_enabled() {
+            return Ok(());
+        }
+        for r in records {
+            let rule = self.rules.for_record(r).cloned();
+            if rule.is_none() && !ready::built_in(&r.kind) {
+                continue;
+            }
+            let api = kinds.api_for(r).await?;
+            let what = r.label();
+            until(KUBE_PACE, self.ctx.reporter.as_ref(), &what, || async {
+                let obj = api
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(|e| super::errors::kube(&format!("read {what}"), e))?
+                    .ok_or_else(|| {
+                        ProviderError::fatal(format!("{what} disappeared while waiting for it"))
+                    })?;
+                let value = serde_json::to_value(&obj).unwrap_or(Value::Null);
+                match ready::check(&r.kind, &value, rule.as_ref()) {
+                    Readiness::Ready => {
+                        self.ctx.reporter.log(&format!("{what} is ready"));
+                        Ok(Step::Done(()))
+                    }
+                    Readiness::Pending(why) => {
+                        Ok(Step::Pending(vec![format!("waiting for {what}: {why}")]))
+                    }
+                    Readiness::Failed(why) => {
+                        Err(ProviderError::fatal(format!("{what} failed: {why}")))
+                    }
+                }
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes `records` in a safe order.
+    async fn delete(&self, kinds: &mut Kinds, records: &[Record]) -> Result<(), ProviderError> {
+        for r in objects::deletion_order(records) {
+            kinds.delete(&r, self.ctx.reporter.as_ref()).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The step's result for `records`.
+fn applied(records: &[Record]) -> Applied {
+    Applied {
+        id: None,
+        outputs: [
+            (
+                "objects".to_string(),
+                Value::Array(records.iter().map(Record::public).collect()),
+            ),
+            ("count".to_string(), json!(records.len())),
+        ]
+        .into_iter()
+        .collect(),
+        private: json!({ "objects": records }),
+    }
+}
+
+/// The records kept in `private`.
+fn recorded(private: &Value) -> Vec<Record> {
+    private
+        .get("objects")
+        .cloned()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+#[async_trait]
+impl Provider for KubeManifest {
+    fn name(&self) -> &'static str {
+        "kube.manifest"
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
+        let mut out = Target::problems(inputs);
+        let known = crate::eks::known_inputs(inputs);
+        let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
+        if !has("files") && !has("manifest") {
+            out.push(Problem::at_path(
+                &[],
+                "give `files` (YAML files or URLs) or an inline `manifest`",
+            ));
+        }
+        if let Err(e) = WaitRules::from_value(known.get("wait_for")) {
+            out.push(Problem::at("wait_for", e));
+        }
+        let values_known = inputs
+            .iter()
+            .all(|(k, v)| k != "values" || matches!(v, InputValue::Known(_)));
+        if values_known && let Ok(sources) = Sources::from_inputs(&known) {
+            out.extend(sources.problems(&ctx.workdir));
+        }
+        out
+    }
+
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        let run = Run::new(ctx, inputs)?;
+        let docs = run.docs().await?;
+        let mut kinds = run.kinds().await?;
+        let records = run.apply(&mut kinds, &docs, &[]).await?;
+        run.wait_ready(&mut kinds, &records).await?;
+        Ok(applied(&records))
+    }
+
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let run = Run::new(ctx, inputs)?;
+        let before = recorded(prior.private);
+        let docs = run.docs().await?;
+        let mut kinds = run.kinds().await?;
+        let records = run.apply(&mut kinds, &docs, &before).await?;
+        let kept: HashSet<String> = records.iter().map(Record::key).collect();
+        let dropped: Vec<Record> = before
+            .into_iter()
+            .filter(|r| !kept.contains(&r.key()))
+            .collect();
+        for r in &dropped {
+            ctx.reporter.log(&format!(
+                "pruning {} (no longer in the manifests)",
+                r.label()
+            ));
+        }
+        run.delete(&mut kinds, &dropped).await?;
+        run.wait_ready(&mut kinds, &records).await?;
+        Ok(applied(&records))
+    }
+
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
+        let run = Run::new(ctx, prior.inputs)?;
+        let mut kinds = run.kinds().await?;
+        run.delete(&mut kinds, &recorded(prior.private)).await
+    }
+
+    async fn read(
+        &self,
+        ctx: &OpContext,
+        _id: Option<&str>,
+        inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError> {
+        let run = Run::new(ctx, inputs)?;
+        let docs = run.docs().await?;
+        let mut kinds = run.kinds().await?;
+        let ns = run.default_namespace().await?;
+        let mut records = Vec::new();
+        for doc in &docs {
+            let placed = match kinds.place(doc, &ns).await {
+                Ok(p) => p,
+                // A custom resource whose CRD was not applied yet.
+                Err(e) if e.message.contains("does not serve") => return Ok(ReadOutcome::Missing),
+                Err(e) => return Err(e),
+            };
+            let mut rec = Kinds::record_of(&placed);
+            match kinds.get(&rec).await? {
+                Some(obj) => {
+                    rec.uid = obj.metadata.uid.unwrap_or_default();
+                    records.push(rec);
+                }
+                None => return Ok(ReadOutcome::Missing),
+            }
+        }
+        ctx.reporter
+            .log("every object of the interrupted apply exists: waiting for them");
+        run.wait_ready(&mut kinds, &records).await?;
+        Ok(ReadOutcome::Present(applied(&records)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(api: &str, kind: &str, name: &str) -> Record {
+        Record {
+            api_version: api.into(),
+            kind: kind.into(),
+            namespace: None,
+            name: name.into(),
+            uid: String::new(),
+            digest: String::new(),
+        }
+    }
+
+    #[test]
+    fn wait_rules_by_kind_name_or_every_custom_resource() {
+        let all = WaitRules::from_value(Some(&json!("condition=Succeeded"))).unwrap();
+        assert!(
+            all.for_record(&rec("kubeflow.org/v1", "PyTorchJob", "fsdp"))
+                .is_some()
+        );
+        assert!(
+            all.for_record(&rec("apps/v1", "Deployment", "web"))
+                .is_none()
+        );
+        assert!(all.for_record(&rec("v1", "ConfigMap", "c")).is_none());
+        let by = WaitRules::from_value(Some(
+            &json!({"Widget/a": "jsonpath={.status.phase}=Ready", "Gadget": "condition=Ready"}),
+        ))
+        .unwrap();
+        assert!(by.for_record(&rec("x.io/v1", "Widget", "a")).is_some());
+        assert!(by.for_record(&rec("x.io/v1", "Widget", "b")).is_none());
+        assert!(by.for_record(&rec("x.io/v1", "Gadget", "z")).is_some());
+        assert!(WaitRules::from_value(Some(&json!(3))).is_err());
+        assert!(
+            WaitRules::from_value(Some(&json!({"X": "nope"})))
+                .unwrap_err()
+                .contains("wait_for.X")
+        );
+    }
+
+    #[test]
+    fn outputs_list_the_objects_private_keeps_digests() {
+        let mut r = rec("v1", "ConfigMap", "c");
+        r.digest = "abc".into();
+        let a = applied(std::slice::from_ref(&r));
+        assert_eq!(a.outputs["count"], 1);
+        assert!(a.outputs["objects"][0].get("digest").is_none());
+        assert_eq!(recorded(&a.private), vec![r]);
+    }
+}

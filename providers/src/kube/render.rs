@@ -1,0 +1,315 @@
+//! Turning a step's `files`, `manifest` and `values` into Kubernetes
+//! objects: read (or fetch), fill `${NAME}` placeholders from `values`,
+//! split the YAML documents, expand `kind: List`.
+//!
+//! Placeholders: `${NAME}` is replaced when `values` has `NAME`; any other
+//! `${...}` stays as written (shell scripts inside manifests keep theirs);
+//! `$${` writes `${`. A `${vars.X}` or `${steps.S.outputs.K}` inside a file
+//! is an error that says to pass it through `values`, where flow resolves
+//! it (and adds the dependency).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::fetch;
+use crate::contract::{Problem, ProviderError, Values};
+
+/// One object of the manifests, before it is sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Doc {
+    /// Where it came from: `file.yaml#2` (the document's index, from 1).
+    pub source: String,
+    /// The object.
+    pub object: Value,
+}
+
+impl Doc {
+    /// `apiVersion`.
+    pub fn api_version(&self) -> &str {
+        self.object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// `kind`.
+    pub fn kind(&self) -> &str {
+        self.object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// `metadata.namespace`, if set.
+    pub fn namespace(&self) -> Option<&str> {
+        self.object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+    }
+}
+
+/// What the step's inputs say to render.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Files and URLs, in order.
+    pub files: Vec<String>,
+    /// Inline YAML.
+    pub inline: Option<String>,
+    /// Placeholder values.
+    pub values: BTreeMap<String, String>,
+}
+
+impl Sources {
+    /// The sources named by a step's inputs.
+    pub fn from_inputs(v: &Values) -> Result<Sources, ProviderError> {
+        let files = match v.get("files") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| {
+                    i.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| ProviderError::fatal("`files` must be a list of strings"))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(ProviderError::fatal("`files` must be a list of strings")),
+        };
+        let values = match v.get("values") {
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (k.clone(), text)
+                })
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        Ok(Sources {
+            files,
+            inline: v
+                .get("manifest")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            values,
+        })
+    }
+
+    /// Every object, in order: the files' documents, then the inline ones.
+    pub async fn render(&self, workdir: &Path) -> Result<Vec<Doc>, ProviderError> {
+        let mut docs = Vec::new();
+        for file in &self.files {
+            let text = if fetch::is_url(file) {
+                fetch::get(file).await?
+            } else {
+                let path = workdir.join(file);
+                tokio::fs::read_to_string(&path).await.map_err(|e| {
+                    ProviderError::fatal(format!("could not read {}: {e}", path.display()))
+                })?
+            };
+            docs.extend(
+                parse(
+                    file,
+                    &fill(file, &text, &self.values).map_err(ProviderError::fatal)?,
+                )
+                .map_err(ProviderError::fatal)?,
+            );
+        }
+        if let Some(text) = &self.inline {
+            docs.extend(
+                parse(
+                    "manifest",
+                    &fill("manifest", text, &self.values).map_err(ProviderError::fatal)?,
+                )
+                .map_err(ProviderError::fatal)?,
+            );
+        }
+        if docs.is_empty() {
+            return Err(ProviderError::fatal(
+                "the manifests hold no object: give `files` or `manifest`",
+            ));
+        }
+        Ok(docs)
+    }
+
+    /// Offline problems: local files that do not parse, placeholders that
+    /// reference flow names. URLs are not fetched offline.
+    pub fn problems(&self, workdir: &Path) -> Vec<Problem> {
+        let mut out = Vec::new();
+        for (i, file) in self.files.iter().enumerate() {
+            if fetch::is_url(file) {
+                continue;
+            }
+            let index = i.to_string();
+            let at = |m: String| Problem::at_path(&["files", &index], m);
+            match std::fs::read_to_string(workdir.join(file)) {
+                Err(e) => out.push(
+                    at(format!("could not read `{file}`: {e}"))
+                        .with_help("paths are relative to the workflow file's folder"),
+                ),
+                Ok(text) => match fill(file, &text, &self.values).and_then(|t| parse(file, &t)) {
+                    Ok(_) => {}
+                    Err(e) => out.push(at(e)),
+                },
+            }
+        }
+        if let Some(text) = &self.inline
+            && let Err(e) = fill("manifest", text, &self.values).and_then(|t| parse("manifest", &t))
+        {
+            out.push(Problem::at("manifest", e));
+        }
+        out
+    }
+}
+
+/// `text` with `${NAME}` placeholders from `values` filled in.
+pub fn fill(source: &str, text: &str, values: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+            continue;
+        }
+        if let Some(body) = tail.strip_prefix("${")
+            && let Some(end) = body.find('}')
+        {
+            let name = &body[..end];
+            if let Some(v) = values.get(name) {
+                out.push_str(v);
+                rest = &body[end + 1..];
+                continue;
+            }
+            if name.starts_with("vars.") || name.starts_with("steps.") {
+                let line = text[..text.len() - rest.len() + at].lines().count().max(1);
+                let key = name.rsplit('.').next().unwrap_or(name);
+                return Err(format!(
+                    "{source}:{line}: `${{{name}}}` is not resolved inside files: add `{key} = \"${{{name}}}\"` to the step's `values` and write `${{{key}}}` in the file"
+                ));
+            }
+        }
+        out.push('$');
+        rest = &tail[1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The objects in `text` (YAML, one or more documents).
+pub fn parse(source: &str, text: &str) -> Result<Vec<Doc>, String> {
+    let values: Vec<Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| format!("{source}: not valid YAML: {e}"))?;
+    let mut docs = Vec::new();
+    for (i, v) in values.into_iter().enumerate() {
+        let src = format!("{source}#{}", i + 1);
+        match v {
+            Value::Null => continue,
+            Value::Object(_) if v.get("kind").and_then(Value::as_str) == Some("List") => {
+                for item in v
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+                {
+                    docs.push(check(&src, item)?);
+                }
+            }
+            Value::Object(_) => docs.push(check(&src, v)?),
+            _ => {
+                return Err(format!(
+                    "{src}: a document must be a Kubernetes object (a mapping)"
+                ));
+            }
+        }
+    }
+    Ok(docs)
+}
+
+/// `object` if it has what server-side apply needs.
+fn check(source: &str, object: Value) -> Result<Doc, String> {
+    let doc = Doc {
+        source: source.to_string(),
+        object,
+    };
+    if doc.api_version().is_empty() || doc.kind().is_empty() {
+        return Err(format!(
+            "{source}: every object needs `apiVersion` and `kind`"
+        ));
+    }
+    if doc.name().is_empty() {
+        return Err(format!(
+            "{source}: {} has no `metadata.name` (generateName cannot be applied idempotently)",
+            doc.kind()
+        ));
+    }
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn placeholders_fill_from_values_others_stay() {
+        let v = vals(&[("IMAGE", "repo/fsdp:1"), ("N", "2")]);
+        let out = fill(
+            "f",
+            "image: ${IMAGE}\nargs: [\"--nodes=${N}\", \"${HOME}\", \"$${IMAGE}\", \"$5\"]",
+            &v,
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "image: repo/fsdp:1\nargs: [\"--nodes=2\", \"${HOME}\", \"${IMAGE}\", \"$5\"]"
+        );
+        let err = fill("job.yaml", "a: 1\nimage: ${vars.image}\n", &v).unwrap_err();
+        assert!(err.starts_with("job.yaml:2:"), "{err}");
+        assert!(err.contains("add `image = \"${vars.image}\"`"), "{err}");
+    }
+
+    #[test]
+    fn documents_split_lists_expand_names_required() {
+        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: b, namespace: a}\n";
+        let docs = parse("m.yaml", text).unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0].source, "m.yaml#1");
+        assert_eq!(
+            (docs[1].kind(), docs[1].name(), docs[1].namespace()),
+            ("ConfigMap", "b", Some("a"))
+        );
+        let err = parse(
+            "m.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {generateName: x-}\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("no `metadata.name`"), "{err}");
+        assert!(
+            parse("m.yaml", "- a\n")
+                .unwrap_err()
+                .contains("must be a Kubernetes object")
+        );
+    }
+}
