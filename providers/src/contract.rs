@@ -374,6 +374,28 @@ impl Cancel {
     }
 }
 
+/// Something a step keeps running that costs money by the hour, for the cost
+/// estimate in plans.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Capacity {
+    /// `count` EC2 instances of a type (node groups, Batch nodes).
+    Instances {
+        /// e.g. `p4d.24xlarge`.
+        instance_type: String,
+        /// How many run.
+        count: u32,
+    },
+    /// FSx for Lustre storage.
+    LustreStorage {
+        /// Storage capacity in GiB.
+        gib: u64,
+        /// `SCRATCH_2`, `PERSISTENT_1`, `PERSISTENT_2`, …
+        deployment_type: String,
+        /// MB/s per TiB for persistent file systems.
+        throughput: Option<u32>,
+    },
+}
+
 /// What a provider adds to a planned change after looking at the real object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlanDetail {
@@ -432,6 +454,12 @@ pub trait Provider: Send + Sync {
         _desired: &Values,
     ) -> Result<PlanDetail, ProviderError> {
         Ok(PlanDetail::default())
+    }
+
+    /// What a step with these inputs keeps running, for the cost estimate.
+    /// Offline and cheap; the default is nothing.
+    fn capacity(&self, _inputs: &Values) -> Vec<Capacity> {
+        Vec::new()
     }
 
     /// Find what an interrupted operation with `ctx.token` left behind, waiting

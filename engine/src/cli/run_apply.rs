@@ -14,7 +14,7 @@ use super::args::{ApplyArgs, DestroyArgs};
 use super::common::{
     CliError, CliResult, Ui, confirm, load_workflow, records_of, state_dir, workdir,
 };
-use super::progress::{PlainProgress, print_summary};
+use super::progress::{print_json_summary, print_summary, sink_for};
 use crate::apply::events::Outcome;
 use crate::apply::retry::Backoff;
 use crate::apply::schedule::{Report, Signals, run_all};
@@ -40,6 +40,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         files: args.var_files.clone(),
         ..VarInputs::default()
     };
+    json_needs_approval(ui, args.auto_approve)?;
     let loaded = load_workflow(&args.file, &vars, registry)?;
     let dir = state_dir(&args.file, args.state_dir.as_ref());
     let store = Store::open(&dir, "flow apply")?;
@@ -55,15 +56,19 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     })
     .map_err(CliError::Diagnostics)?;
     refine_plan(&mut plan, &loaded, registry, &records, &store.salt(), 10).await;
-    if !ui.quiet || (plan.has_changes() && !args.auto_approve) {
-        print!("{}", render_text(&plan, &ui.style));
+    if let Ok(prices) = crate::cost::PriceTable::choose(None) {
+        crate::cost::estimate(&mut plan, &loaded, registry, &records, &prices);
     }
+    show_plan(&plan, ui, plan.has_changes() && !args.auto_approve);
     if !plan.has_changes() && !deps_changed(&plan, &records) {
+        if ui.json {
+            print_json_summary(&Report::default());
+        }
         return Ok(0);
     }
     if plan.has_changes() {
         confirm("\nDo you want to apply these changes?", args.auto_approve)?;
-        if !ui.quiet {
+        if !ui.quiet && !ui.json {
             println!();
         }
     }
@@ -78,6 +83,29 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         &args.file,
     )
     .await
+}
+
+/// Show the plan: text, or a `plan` event in JSON mode.
+fn show_plan(plan: &Plan, ui: Ui, always: bool) {
+    if ui.json {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&crate::plan::render::render_json(plan)).expect("plan json");
+        value["type"] = serde_json::Value::String("plan".into());
+        super::progress::write_json_line(&value);
+    } else if always || !ui.quiet {
+        print!("{}", render_text(plan, &ui.style));
+    }
+}
+
+/// In JSON mode nothing may prompt.
+fn json_needs_approval(ui: Ui, auto_approve: bool) -> CliResult {
+    if ui.json && !auto_approve {
+        return Err(CliError::help(
+            "--json needs --auto-approve: a JSON stream cannot ask for confirmation",
+            "review the plan with `flow plan --json` first, or save it with --out and apply that",
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a no-op plan still has recorded dependencies to bring up to date.
@@ -167,8 +195,8 @@ async fn apply_saved(
     if essence(&plan) != essence(&saved.plan) {
         return Err(stale("recomputing it now gives a different plan".into()));
     }
-    if !ui.quiet {
-        print!("{}", render_text(&plan, &ui.style));
+    show_plan(&plan, ui, false);
+    if !ui.quiet && !ui.json {
         println!();
     }
     execute(
@@ -289,7 +317,7 @@ fn run_context(
         workdir: workdir(file),
         salt: store.salt(),
         redactor: Arc::new(redactor),
-        sink: Arc::new(PlainProgress::new(ui.style, ui.quiet, ui.verbose, width)),
+        sink: sink_for(ui, ui.json, plan.changes.len(), width),
         backoff: Backoff::default(),
         profile: loaded.and_then(|l| l.workflow.profile.clone()),
         records: Mutex::new(records),
@@ -326,7 +354,11 @@ async fn run_jobs(
 }
 
 fn finish(report: &Report, ui: Ui, what: &str) -> CliResult<i32> {
-    print_summary(report, &ui.style, what);
+    if ui.json {
+        print_json_summary(report);
+    } else {
+        print_summary(report, &ui.style, what);
+    }
     if report.interrupted {
         Err(CliError::Interrupted)
     } else if report.failed() {
@@ -338,8 +370,13 @@ fn finish(report: &Report, ui: Ui, what: &str) -> CliResult<i32> {
 
 /// `flow destroy FILE`: delete what state records, dependents first.
 pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
+    json_needs_approval(ui, args.auto_approve)?;
     let dir = state_dir(&args.file, args.state_dir.as_ref());
     let Some(store) = Store::open_if_exists(&dir, "flow destroy")? else {
+        if ui.json {
+            print_json_summary(&Report::default());
+            return Ok(0);
+        }
         println!(
             "Nothing to destroy: there is no state at {}.",
             dir.display()
@@ -357,7 +394,11 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
     );
     let selected = select_for_destroy(args, &records, &graph)?;
     if selected.is_empty() {
-        println!("Nothing to destroy: state is empty.");
+        if ui.json {
+            print_json_summary(&Report::default());
+        } else {
+            println!("Nothing to destroy: state is empty.");
+        }
         return Ok(0);
     }
     let plan = Plan {
@@ -376,10 +417,12 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
                     resumes: rec.in_flight.as_ref().map(|f| f.token.clone()),
                     depends_on: rec.depends_on.clone(),
                     details: Vec::new(),
+                    cost: None,
                 }
             })
             .collect(),
         state_serial: store.serial(),
+        cost: None,
     };
     print!("{}", render_text(&plan, &ui.style));
     confirm(
