@@ -84,7 +84,7 @@ pub fn finished_line(style: &Style, outcome: &Outcome, elapsed: Duration) -> Opt
 pub fn one_line(message: &str) -> String {
     let mut lines = message.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("");
-    match (first.strip_suffix(':'), lines.last()) {
+    match (first.strip_suffix(':'), lines.next_back()) {
         (Some(head), Some(last)) => {
             let head = head
                 .strip_suffix("; last lines of its output")
