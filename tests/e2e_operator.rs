@@ -40,10 +40,8 @@ fn normalize(text: &str) -> String {
     let mut out = String::new();
     for line in text.lines() {
         let mut l = line.to_string();
-        if let (Some(a), Some(b)) = (l.find('['), l.find("s]")) {
-            if a == 0 && b > a {
-                l = format!("[ T ]{}", &l[b + 2..]);
-            }
+        if let (Some(0), Some(b)) = (l.find('['), l.find("s]")) {
+            l = format!("[ T ]{}", &l[b + 2..]);
         }
         for unit in ["ms", "s"] {
             // "in 12ms" / "after 1.2s" → "in D"
