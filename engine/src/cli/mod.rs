@@ -6,7 +6,9 @@ pub mod graph;
 pub mod inspect;
 pub mod logs;
 pub mod progress;
+pub mod run;
 pub mod run_apply;
+pub mod run_destroy;
 pub mod run_plan;
 
 use std::io::IsTerminal;
@@ -69,9 +71,11 @@ pub fn run(cli: Cli) -> i32 {
             state_dir,
         }) => inspect::state_restore(file, backup, state_dir.as_ref()),
         Command::Apply(a) => block_on(run_apply::apply(a, Ui { json: a.json, ..ui }, &registry)),
-        Command::Destroy(a) => {
-            block_on(run_apply::destroy(a, Ui { json: a.json, ..ui }, &registry))
-        }
+        Command::Destroy(a) => block_on(run_destroy::destroy(
+            a,
+            Ui { json: a.json, ..ui },
+            &registry,
+        )),
     };
     match result {
         Ok(code) => code,
