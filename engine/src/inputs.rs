@@ -151,11 +151,22 @@ pub fn desired_inputs(
             }
         }
     }
-    if errors.is_empty() {
-        Ok(desired)
-    } else {
-        Err(errors)
+    if !errors.is_empty() {
+        return Err(errors);
     }
+    if desired.is_known()
+        && let Some(provider) = registry.get(&step.provider)
+    {
+        let ctx = flow_providers::ValidateContext {
+            workdir: loaded.workflow.dir.clone(),
+        };
+        if let Some(d) = provider.content_digest(&desired.actual, &ctx) {
+            desired
+                .stored
+                .insert(flow_providers::CONTENT_KEY.to_string(), Value::String(d));
+        }
+    }
+    Ok(desired)
 }
 
 #[cfg(test)]

@@ -456,6 +456,15 @@ pub trait Provider: Send + Sync {
         Ok(PlanDetail::default())
     }
 
+    /// A digest of the local files these inputs name (a template, a manifest,
+    /// a folder to sync), so that a changed file plans as a change even when
+    /// the inputs themselves are the same. The engine keeps it among the
+    /// recorded inputs under [`CONTENT_KEY`]. Offline and cheap; the default
+    /// is none.
+    fn content_digest(&self, _inputs: &Values, _ctx: &ValidateContext) -> Option<String> {
+        None
+    }
+
     /// What a step with these inputs keeps running, for the cost estimate.
     /// Offline and cheap; the default is nothing.
     fn capacity(&self, _inputs: &Values) -> Vec<Capacity> {
@@ -472,6 +481,10 @@ pub trait Provider: Send + Sync {
         inputs: &Values,
     ) -> Result<ReadOutcome, ProviderError>;
 }
+
+/// The recorded-input key under which the engine keeps a provider's
+/// [`Provider::content_digest`]; it is never passed to the provider as an input.
+pub const CONTENT_KEY: &str = "(content)";
 
 /// Whether a recorded input is a sealed secret: state keeps sensitive inputs
 /// only as `sha256:<hex>` digests, so a provider reading [`Prior::inputs`]
