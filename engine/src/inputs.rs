@@ -99,7 +99,8 @@ pub fn desired_inputs(
     salt: &[u8],
     outputs: &dyn Fn(&str, &str) -> Lookup,
 ) -> Result<Desired, Vec<Diag>> {
-    let schema = registry.get(&step.provider).map(|p| p.schema().clone());
+    let provider = registry.get(&step.provider);
+    let schema = provider.as_ref().map(|p| p.schema());
     let mut desired = Desired::default();
     let mut errors = Vec::new();
     for input in &step.inputs {
@@ -155,7 +156,7 @@ pub fn desired_inputs(
         return Err(errors);
     }
     if desired.is_known()
-        && let Some(provider) = registry.get(&step.provider)
+        && let Some(provider) = &provider
     {
         let ctx = flow_providers::ValidateContext {
             workdir: loaded.workflow.dir.clone(),
