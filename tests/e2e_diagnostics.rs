@@ -485,7 +485,7 @@ corpus! {
         file: "33-var-of-wrong-type-as-input.toml",
         codes: &["flow::wrong-type"],
         at: &["9:7"],
-        says: &["`run` must be a string, found variable `jobs` of type integer"],
+        says: &["`run` must be a string, found variable `jobs` of type list"],
         ..BASE
     },
     provider_rejects_missing_workdir: Case {

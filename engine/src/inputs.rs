@@ -99,7 +99,8 @@ pub fn desired_inputs(
     salt: &[u8],
     outputs: &dyn Fn(&str, &str) -> Lookup,
 ) -> Result<Desired, Vec<Diag>> {
-    let schema = registry.get(&step.provider).map(|p| p.schema().clone());
+    let provider = registry.get(&step.provider);
+    let schema = provider.as_ref().map(|p| p.schema());
     let mut desired = Desired::default();
     let mut errors = Vec::new();
     for input in &step.inputs {
@@ -151,11 +152,22 @@ pub fn desired_inputs(
             }
         }
     }
-    if errors.is_empty() {
-        Ok(desired)
-    } else {
-        Err(errors)
+    if !errors.is_empty() {
+        return Err(errors);
     }
+    if desired.is_known()
+        && let Some(provider) = &provider
+    {
+        let ctx = flow_providers::ValidateContext {
+            workdir: loaded.workflow.dir.clone(),
+        };
+        if let Some(d) = provider.content_digest(&desired.actual, &ctx) {
+            desired
+                .stored
+                .insert(flow_providers::CONTENT_KEY.to_string(), Value::String(d));
+        }
+    }
+    Ok(desired)
 }
 
 #[cfg(test)]

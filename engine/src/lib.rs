@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod cli;
+pub mod cost;
 pub mod dag;
 pub mod diag;
 pub mod inputs;

@@ -374,6 +374,28 @@ impl Cancel {
     }
 }
 
+/// Something a step keeps running that costs money by the hour, for the cost
+/// estimate in plans.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Capacity {
+    /// `count` EC2 instances of a type (node groups, Batch nodes).
+    Instances {
+        /// e.g. `p4d.24xlarge`.
+        instance_type: String,
+        /// How many run.
+        count: u32,
+    },
+    /// FSx for Lustre storage.
+    LustreStorage {
+        /// Storage capacity in GiB.
+        gib: u64,
+        /// `SCRATCH_2`, `PERSISTENT_1`, `PERSISTENT_2`, …
+        deployment_type: String,
+        /// MB/s per TiB for persistent file systems.
+        throughput: Option<u32>,
+    },
+}
+
 /// What a provider adds to a planned change after looking at the real object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlanDetail {
@@ -434,6 +456,21 @@ pub trait Provider: Send + Sync {
         Ok(PlanDetail::default())
     }
 
+    /// A digest of the local files these inputs name (a template, a manifest,
+    /// a folder to sync), so that a changed file plans as a change even when
+    /// the inputs themselves are the same. The engine keeps it among the
+    /// recorded inputs under [`CONTENT_KEY`]. Offline and cheap; the default
+    /// is none.
+    fn content_digest(&self, _inputs: &Values, _ctx: &ValidateContext) -> Option<String> {
+        None
+    }
+
+    /// What a step with these inputs keeps running, for the cost estimate.
+    /// Offline and cheap; the default is nothing.
+    fn capacity(&self, _inputs: &Values) -> Vec<Capacity> {
+        Vec::new()
+    }
+
     /// Find what an interrupted operation with `ctx.token` left behind, waiting
     /// for it to finish if it is still in progress on the far side. `id` is the
     /// object's id when one was recorded.
@@ -444,6 +481,10 @@ pub trait Provider: Send + Sync {
         inputs: &Values,
     ) -> Result<ReadOutcome, ProviderError>;
 }
+
+/// The recorded-input key under which the engine keeps a provider's
+/// [`Provider::content_digest`]; it is never passed to the provider as an input.
+pub const CONTENT_KEY: &str = "(content)";
 
 /// Whether a recorded input is a sealed secret: state keeps sensitive inputs
 /// only as `sha256:<hex>` digests, so a provider reading [`Prior::inputs`]

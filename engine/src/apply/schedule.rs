@@ -11,7 +11,6 @@ use tokio::task::JoinSet;
 use super::events::{Event, Outcome};
 use super::step::{RunContext, StepJob, run_step};
 use crate::dag::Dag;
-use crate::plan::Action;
 
 /// How a run ended, step by step.
 #[derive(Debug, Clone, Default)]
@@ -129,12 +128,10 @@ pub async fn run_all(
         while !stopping && running.len() < parallelism {
             let Some(name) = ready.pop_first() else { break };
             let job = jobs.remove(&name).expect("ready job exists");
-            if job.change.action != Action::NoOp {
-                ctx.sink.emit(Event::Started {
-                    step: name.clone(),
-                    action: job.change.action,
-                });
-            }
+            ctx.sink.emit(Event::Started {
+                step: name.clone(),
+                action: job.change.action,
+            });
             let ctx = ctx.clone();
             let timeout = timeouts.get(&name).copied();
             running.spawn(async move {
@@ -154,9 +151,7 @@ pub async fn run_all(
                     Err(e) => (String::from("?"), Outcome::Failed(format!("step panicked: {e}")), Duration::ZERO),
                 };
                 let ok = matches!(outcome, Outcome::Done(_) | Outcome::Unchanged);
-                if !matches!(outcome, Outcome::Unchanged) {
-                    ctx.sink.emit(Event::Finished { step: name.clone(), outcome: outcome.clone(), elapsed });
-                }
+                ctx.sink.emit(Event::Finished { step: name.clone(), outcome: outcome.clone(), elapsed });
                 report.steps.push((name.clone(), outcome, elapsed));
                 if ok {
                     for next in dag.needed_by(&name) {

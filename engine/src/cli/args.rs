@@ -36,8 +36,17 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Delete everything state records, in reverse dependency order.
     Destroy(DestroyArgs),
-    /// Print the dependency graph as DOT.
-    Graph(WorkflowArgs),
+    /// Print the dependency graph as DOT, SVG or Mermaid, coloured by status.
+    Graph(GraphArgs),
+    /// Print a step's log (command output, provider events); -f follows it.
+    Logs(LogsArgs),
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `flow man > flow.1`.
+    Man,
     /// Print outputs of applied steps.
     Output(OutputArgs),
     /// Inspect the state.
@@ -56,6 +65,32 @@ pub struct WorkflowArgs {
     /// Read variables from a TOML file of NAME = VALUE lines.
     #[arg(long = "var-file", value_name = "FILE")]
     pub var_files: Vec<PathBuf>,
+    /// The state folder (default: .flow beside the workflow file).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// `flow graph`.
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// The workflow.
+    #[command(flatten)]
+    pub workflow: WorkflowArgs,
+    /// dot, svg or mermaid.
+    #[arg(long, value_enum, default_value_t = super::graph::GraphFormat::Dot)]
+    pub format: super::graph::GraphFormat,
+}
+
+/// `flow logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The workflow file.
+    pub file: PathBuf,
+    /// The step.
+    pub step: String,
+    /// Keep printing what is appended while a flow process holds the state.
+    #[arg(short, long)]
+    pub follow: bool,
     /// The state folder (default: .flow beside the workflow file).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -82,6 +117,10 @@ pub struct PlanArgs {
     /// Replace (or re-run) these steps even if unchanged.
     #[arg(long, value_name = "STEP")]
     pub replace: Vec<String>,
+    /// Price table for the cost estimate (entries override the built-in
+    /// table; default: $FLOW_PRICES, else the built-in one).
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
 }
 
 /// `flow apply`.
@@ -110,6 +149,10 @@ pub struct ApplyArgs {
     /// Replace (or re-run) these steps even if unchanged.
     #[arg(long, value_name = "STEP")]
     pub replace: Vec<String>,
+    /// Print the plan and then one JSON event per line (needs --auto-approve
+    /// or a saved plan).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `flow destroy`.
@@ -143,6 +186,9 @@ pub struct DestroyArgs {
     /// Read variables from a TOML file.
     #[arg(long = "var-file", value_name = "FILE")]
     pub var_files: Vec<PathBuf>,
+    /// Print the plan and then one JSON event per line (needs --auto-approve).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `flow output`.

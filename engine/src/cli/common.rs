@@ -63,6 +63,8 @@ pub struct Ui {
     pub quiet: bool,
     /// `-v`.
     pub verbose: bool,
+    /// `--json`: machine-readable output only.
+    pub json: bool,
 }
 
 /// The state folder: `--state-dir`, else `.flow` beside the workflow file.

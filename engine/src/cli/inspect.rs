@@ -6,36 +6,18 @@ use flow_providers::Registry;
 use flow_state::{StepRecord, Store, timefmt::format_rfc3339};
 use serde_json::Value;
 
-use super::args::{OutputArgs, WorkflowArgs};
+use super::args::{GraphArgs, OutputArgs};
 use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
 use super::run_plan::var_inputs;
 use crate::secrets::is_sensitive_marker;
 
-/// `flow graph FILE`: DOT on stdout, each step labelled with its provider.
-pub fn graph(args: &WorkflowArgs, registry: &Registry) -> CliResult<i32> {
-    let loaded = load_workflow(&args.file, &var_inputs(args), registry)?;
-    let mut out = format!(
-        "digraph \"{}\" {{\n  rankdir=LR;\n  node [shape=box];\n",
-        escape(&loaded.workflow.name)
-    );
-    for step in &loaded.workflow.steps {
-        out.push_str(&format!(
-            "  \"{}\" [label=\"{}\\n({})\"];\n",
-            escape(&step.name),
-            escape(&step.name),
-            escape(&step.provider)
-        ));
-    }
-    for (from, to) in loaded.dag.edges() {
-        out.push_str(&format!("  \"{}\" -> \"{}\";\n", escape(from), escape(to)));
-    }
-    out.push_str("}\n");
-    print!("{out}");
+/// `flow graph FILE`: the graph in the chosen format on stdout.
+pub fn graph(args: &GraphArgs, registry: &Registry) -> CliResult<i32> {
+    let wf = &args.workflow;
+    let loaded = load_workflow(&wf.file, &var_inputs(wf), registry)?;
+    let shades = super::graph::shades(&loaded, &state_dir(&wf.file, wf.state_dir.as_ref()));
+    print!("{}", super::graph::render(&loaded, &shades, args.format));
     Ok(0)
-}
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 fn open_records(file: &Path, dir: Option<&PathBuf>, command: &str) -> CliResult<Vec<StepRecord>> {

@@ -2,9 +2,13 @@
 
 pub mod args;
 pub mod common;
+pub mod graph;
 pub mod inspect;
+pub mod logs;
 pub mod progress;
+pub mod run;
 pub mod run_apply;
+pub mod run_destroy;
 pub mod run_plan;
 
 use std::io::IsTerminal;
@@ -22,12 +26,31 @@ pub fn run(cli: Cli) -> i32 {
         style: Style::detect(cli.color, std::io::stdout().is_terminal()),
         quiet: cli.quiet,
         verbose: cli.verbose,
+        json: false,
     };
     let registry = Registry::builtin();
     let result = match &cli.command {
         Command::Validate(a) => run_plan::validate(a, ui, &registry),
         Command::Plan(a) => run_plan::plan(a, ui, &registry),
         Command::Graph(a) => inspect::graph(a, &registry),
+        Command::Logs(a) => logs::logs(&a.file, &a.step, a.state_dir.as_ref(), a.follow),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(*shell, &mut Cli::command(), "flow", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            let mut out = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut out) {
+                Ok(()) => {
+                    use std::io::Write;
+                    let _ = std::io::stdout().write_all(&out);
+                    Ok(0)
+                }
+                Err(e) => Err(CliError::msg(format!("cannot render the manual: {e}"))),
+            }
+        }
         Command::Output(a) => inspect::output(a),
         Command::State(StateCommand::List {
             file,
@@ -47,8 +70,12 @@ pub fn run(cli: Cli) -> i32 {
             backup,
             state_dir,
         }) => inspect::state_restore(file, backup, state_dir.as_ref()),
-        Command::Apply(a) => block_on(run_apply::apply(a, ui, &registry)),
-        Command::Destroy(a) => block_on(run_apply::destroy(a, ui, &registry)),
+        Command::Apply(a) => block_on(run_apply::apply(a, Ui { json: a.json, ..ui }, &registry)),
+        Command::Destroy(a) => block_on(run_destroy::destroy(
+            a,
+            Ui { json: a.json, ..ui },
+            &registry,
+        )),
     };
     match result {
         Ok(code) => code,

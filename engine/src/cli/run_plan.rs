@@ -68,6 +68,8 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     crate::cli::block_on(refine_plan(
         &mut plan, &loaded, registry, &records, &salt, 10,
     ));
+    let prices = crate::cost::PriceTable::choose(args.prices.as_deref()).map_err(CliError::msg)?;
+    crate::cost::estimate(&mut plan, &loaded, registry, &records, &prices);
     if let Some(out) = &args.out {
         save(&plan, &loaded, &dir, args, out)?;
     }

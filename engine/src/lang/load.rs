@@ -29,6 +29,15 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// A redactor that masks every sensitive variable's value.
+    pub fn redactor(&self) -> crate::secrets::Redactor {
+        let mut redactor = crate::secrets::Redactor::default();
+        for v in self.vars.values().filter(|v| v.sensitive) {
+            redactor.add(&v.value);
+        }
+        redactor
+    }
+
     /// What `step` depends on directly, sorted.
     pub fn deps_of(&self, step: &str) -> Vec<String> {
         self.dag

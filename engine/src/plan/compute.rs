@@ -120,6 +120,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
             resumes: rec.in_flight.as_ref().map(|f| f.token.clone()),
             depends_on: rec.depends_on.clone(),
             details: Vec::new(),
+            cost: None,
         });
     }
     if !diags.is_empty() {
@@ -129,6 +130,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
         workflow: wf.name.clone(),
         changes,
         state_serial: req.serial,
+        cost: None,
     })
 }
 
@@ -155,6 +157,7 @@ fn plan_step(
             .map(|f| f.token.clone()),
         depends_on: Vec::new(),
         details: Vec::new(),
+        cost: None,
     };
     let after = |k: &str| shown_after(desired, k);
     let Some(rec) = record.filter(|r| r.applied) else {

@@ -105,6 +105,10 @@ pub struct StepChange {
     /// resource changes, say); not part of what a saved plan must match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<String>,
+    /// What the step costs to keep running, before and after, when its
+    /// provider can say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::StepCost>,
 }
 
 impl StepChange {
@@ -112,6 +116,7 @@ impl StepChange {
     pub fn essence(&self) -> StepChange {
         StepChange {
             details: Vec::new(),
+            cost: None,
             ..self.clone()
         }
     }
@@ -126,6 +131,9 @@ pub struct Plan {
     pub changes: Vec<StepChange>,
     /// The state's serial when planned; a saved plan refuses a newer state.
     pub state_serial: u64,
+    /// What the plan starts and stops costing per hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::PlanCost>,
 }
 
 /// Counts of each action.

@@ -48,6 +48,25 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
                 style.dim(&format!("operation token {token}"))
             );
         }
+        if let Some(cost) = &c.cost {
+            let money = match c.action {
+                Action::Delete => format!("stops ≈ {}/h", dollars(cost.before_per_hour)),
+                Action::Update if cost.before_per_hour != cost.after_per_hour => format!(
+                    "≈ {}/h → {}/h",
+                    dollars(cost.before_per_hour),
+                    dollars(cost.after_per_hour)
+                ),
+                _ => format!("≈ {}/h", dollars(cost.after_per_hour)),
+            };
+            let mut line = money;
+            if !cost.items.is_empty() {
+                line.push_str(&format!(" ({})", cost.items.join(", ")));
+            }
+            for u in &cost.unpriced {
+                line.push_str(&format!("; {u}"));
+            }
+            let _ = writeln!(out, "      {}", style.warn(&line));
+        }
         for line in &c.details {
             let _ = writeln!(out, "      {}", style.dim(line));
         }
@@ -76,7 +95,32 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         "\nPlan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
         s.create, s.update, s.replace, s.delete, s.unchanged
     );
+    if let Some(cost) = plan
+        .cost
+        .as_ref()
+        .filter(|c| c.starts_per_hour > 0.0 || c.stops_per_hour > 0.0)
+    {
+        let mut line = format!(
+            "Cost: this plan starts ≈ {}/h",
+            dollars(cost.starts_per_hour)
+        );
+        if cost.stops_per_hour > 0.0 {
+            line.push_str(&format!(" and stops ≈ {}/h", dollars(cost.stops_per_hour)));
+        }
+        if let Some(meta) = &cost.prices {
+            line.push_str(&format!(
+                " (on-demand, {} prices of {})",
+                meta.region, meta.date
+            ));
+        }
+        let _ = writeln!(out, "{}", style.warn(&line));
+    }
     out
+}
+
+/// `$65.55`, `$0.48`.
+pub fn dollars(x: f64) -> String {
+    format!("${x:.2}")
 }
 
 fn shown(s: &Shown) -> String {
@@ -102,6 +146,7 @@ pub fn render_json(plan: &Plan) -> String {
         "state_serial": plan.state_serial,
         "changes": plan.changes,
         "summary": plan.summary(),
+        "cost": plan.cost,
     });
     serde_json::to_string_pretty(&value).expect("plan serialises")
 }

@@ -1,0 +1,62 @@
+//! `flow logs FILE STEP [-f]`: a step's full log (command output, provider
+//! events, engine notes), optionally followed while a run is writing it.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use flow_state::StateLayout;
+
+use super::common::{CliError, CliResult, state_dir};
+
+/// Print the log of `step`; with `follow`, keep printing what is appended
+/// until no flow process holds the state any more (or Ctrl-C).
+pub fn logs(file: &Path, step: &str, dir: Option<&PathBuf>, follow: bool) -> CliResult<i32> {
+    let root = state_dir(file, dir);
+    let layout = StateLayout::new(&root);
+    let path = layout.log_file(step);
+    if !path.exists() && !follow {
+        return Err(CliError::help(
+            format!("there is no log for step `{step}` in {}", root.display()),
+            "a step has a log once it has run; `flow state list FILE` shows the steps state holds",
+        ));
+    }
+    let mut offset = 0u64;
+    let mut stdout = std::io::stdout().lock();
+    loop {
+        if let Ok(mut f) = std::fs::File::open(&path) {
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if len < offset {
+                offset = 0; // replaced: start again
+            }
+            if len > offset {
+                f.seek(SeekFrom::Start(offset))
+                    .map_err(|e| CliError::msg(format!("cannot read {}: {e}", path.display())))?;
+                let mut buf = Vec::new();
+                f.read_to_end(&mut buf)
+                    .map_err(|e| CliError::msg(format!("cannot read {}: {e}", path.display())))?;
+                offset += buf.len() as u64;
+                let _ = stdout.write_all(&buf);
+                let _ = stdout.flush();
+            }
+        }
+        if !follow || !state_in_use(&layout) {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Whether some flow process holds the state right now: the lock file names
+/// a live process. (Probing the flock itself could make an apply starting at
+/// that instant fail, so it is not touched.)
+fn state_in_use(layout: &StateLayout) -> bool {
+    let Ok(text) = std::fs::read_to_string(layout.lock_file()) else {
+        return false;
+    };
+    let Ok(info) = serde_json::from_str::<flow_state::LockInfo>(&text) else {
+        return false;
+    };
+    // SAFETY: kill(pid, 0) sends nothing; it only asks whether the pid exists.
+    info.pid != 0 && unsafe { libc::kill(info.pid as i32, 0) } == 0
+}

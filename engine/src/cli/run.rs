@@ -1,0 +1,116 @@
+//! What apply and destroy share: showing the plan, the run context, running
+//! the jobs and reporting the result.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+use flow_providers::Registry;
+use flow_state::{StepRecord, Store};
+
+use super::common::{CliError, CliResult, Ui, workdir};
+use super::progress::{print_json_summary, print_summary, sink_for};
+use crate::apply::events::Outcome;
+use crate::apply::retry::Backoff;
+use crate::apply::schedule::{Report, Signals, run_all};
+use crate::apply::step::{RunContext, StepJob};
+use crate::dag::Dag;
+use crate::lang::load::Loaded;
+use crate::plan::Plan;
+use crate::plan::render::render_text;
+use crate::secrets::Redactor;
+
+/// Show the plan: text, or a `plan` event in JSON mode.
+pub fn show_plan(plan: &Plan, ui: Ui, always: bool) {
+    if ui.json {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&crate::plan::render::render_json(plan)).expect("plan json");
+        value["type"] = serde_json::Value::String("plan".into());
+        super::progress::write_json_line(&value);
+    } else if always || !ui.quiet {
+        print!("{}", render_text(plan, &ui.style));
+    }
+}
+/// In JSON mode nothing may prompt.
+pub fn json_needs_approval(ui: Ui, auto_approve: bool) -> CliResult {
+    if ui.json && !auto_approve {
+        return Err(CliError::help(
+            "--json needs --auto-approve: a JSON stream cannot ask for confirmation",
+            "review the plan with `flow plan --json` first, or save it with --out and apply that",
+        ));
+    }
+    Ok(())
+}
+#[allow(clippy::too_many_arguments)]
+pub fn run_context(
+    store: &Store,
+    registry: &Registry,
+    file: &Path,
+    redactor: Redactor,
+    records: BTreeMap<String, StepRecord>,
+    loaded: Option<&Loaded>,
+    ui: Ui,
+    plan: &Plan,
+) -> Arc<RunContext> {
+    let width = plan.changes.iter().map(|c| c.step.len()).max().unwrap_or(4);
+    let (interrupt, cancel) = flow_providers::Cancel::pair();
+    Arc::new(RunContext {
+        cancel,
+        interrupt,
+        registry: registry.clone(),
+        committer: store.committer(),
+        layout: store.layout().clone(),
+        workdir: workdir(file),
+        salt: store.salt(),
+        redactor: Arc::new(redactor),
+        sink: sink_for(ui, ui.json, plan.changes.len(), width),
+        backoff: Backoff::default(),
+        profile: loaded.and_then(|l| l.workflow.profile.clone()),
+        records: Mutex::new(records),
+        outputs: Mutex::new(BTreeMap::new()),
+        loaded: loaded.map(|l| Arc::new(l.clone())),
+        retries: AtomicU32::new(0),
+        durable: Mutex::new(BTreeMap::new()),
+    })
+}
+pub async fn run_jobs(
+    ctx: Arc<RunContext>,
+    jobs: Vec<StepJob>,
+    edges: &[(String, String)],
+    parallelism: usize,
+    timeouts: &BTreeMap<String, Duration>,
+) -> Report {
+    let names: Vec<String> = jobs.iter().map(|j| j.change.step.clone()).collect();
+    let dag = Dag::new(
+        names.iter().map(String::as_str),
+        edges.iter().map(|(a, b)| (a.as_str(), b.as_str())),
+    );
+    let mut signals = Signals::new();
+    let mut report = run_all(ctx.clone(), jobs, &dag, parallelism, timeouts, &mut signals).await;
+    // Every step's result must be on disk before the run counts as done.
+    for (step, error) in ctx.settle().await {
+        for (name, outcome, _) in report.steps.iter_mut() {
+            if *name == step {
+                *outcome = Outcome::Failed(error.clone());
+            }
+        }
+    }
+    report
+}
+pub fn finish(report: &Report, ui: Ui, what: &str) -> CliResult<i32> {
+    if ui.json {
+        print_json_summary(report);
+    } else {
+        print_summary(report, &ui.style, what);
+    }
+    if report.interrupted {
+        Err(CliError::Interrupted)
+    } else if report.failed() {
+        Err(CliError::StepsFailed)
+    } else {
+        Ok(0)
+    }
+}

@@ -1,0 +1,180 @@
+//! `flow destroy`: delete what state records, dependents first, from state
+//! alone (the workflow, when it still loads, only gives secrets back).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flow_providers::Registry;
+use flow_state::{StepRecord, Store};
+
+use super::args::DestroyArgs;
+use super::common::{CliError, CliResult, Ui, confirm, records_of, state_dir};
+use super::progress::print_json_summary;
+use super::run::{finish, json_needs_approval, run_context, run_jobs};
+use crate::apply::schedule::Report;
+use crate::apply::step::StepJob;
+use crate::dag::Dag;
+use crate::lang::load::{Loaded, load};
+use crate::lang::vars::VarInputs;
+use crate::plan::render::render_text;
+use crate::plan::{Action, Plan, StepChange};
+
+/// `flow destroy FILE`: delete what state records, dependents first.
+pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
+    json_needs_approval(ui, args.auto_approve)?;
+    let dir = state_dir(&args.file, args.state_dir.as_ref());
+    let Some(store) = Store::open_if_exists(&dir, "flow destroy")? else {
+        if ui.json {
+            print_json_summary(&Report::default());
+            return Ok(0);
+        }
+        println!(
+            "Nothing to destroy: there is no state at {}.",
+            dir.display()
+        );
+        return Ok(0);
+    };
+    let records = records_of(Some(&store))?;
+    let graph = Dag::new(
+        records.keys().map(String::as_str),
+        records.values().flat_map(|r| {
+            r.depends_on
+                .iter()
+                .map(move |d| (d.as_str(), r.name.as_str()))
+        }),
+    );
+    let selected = select_for_destroy(args, &records, &graph)?;
+    if selected.is_empty() {
+        if ui.json {
+            print_json_summary(&Report::default());
+        } else {
+            println!("Nothing to destroy: state is empty.");
+        }
+        return Ok(0);
+    }
+    let plan = Plan {
+        workflow: args.file.display().to_string(),
+        changes: selected
+            .iter()
+            .map(|name| {
+                let rec = &records[name];
+                StepChange {
+                    step: name.clone(),
+                    action: Action::Delete,
+                    provider: rec.provider.clone(),
+                    reason: "destroy".into(),
+                    inputs: Vec::new(),
+                    known_after_apply: false,
+                    resumes: rec.in_flight.as_ref().map(|f| f.token.clone()),
+                    depends_on: rec.depends_on.clone(),
+                    details: Vec::new(),
+                    cost: None,
+                }
+            })
+            .collect(),
+        state_serial: store.serial(),
+        cost: None,
+    };
+    print!("{}", render_text(&plan, &ui.style));
+    confirm(
+        "\nDo you really want to destroy these steps?",
+        args.auto_approve,
+    )?;
+    println!();
+    store.backup()?;
+    let edges: Vec<(String, String)> = graph
+        .reversed()
+        .edges()
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    // The workflow is optional for destroy: when it still loads, its secrets
+    // let delete commands see values state keeps only as digests.
+    let vars = VarInputs {
+        flags: args.vars.clone(),
+        files: args.var_files.clone(),
+        ..VarInputs::default()
+    };
+    let loaded = load(&args.file, &vars, registry, &|n| std::env::var(n).ok()).ok();
+    let redactor = loaded.as_ref().map(Loaded::redactor).unwrap_or_default();
+    let jobs: Vec<StepJob> = plan
+        .changes
+        .iter()
+        .map(|c| StepJob {
+            change: c.clone(),
+            decl: loaded
+                .as_ref()
+                .and_then(|l| l.workflow.step(&c.step).cloned()),
+            depends_on: c.depends_on.clone(),
+            region: records.get(&c.step).and_then(|r| r.region.clone()),
+        })
+        .collect();
+    let ctx = run_context(
+        &store,
+        registry,
+        &args.file,
+        redactor,
+        records,
+        loaded.as_ref(),
+        ui,
+        &plan,
+    );
+    let report = run_jobs(ctx, jobs, &edges, args.parallelism, &BTreeMap::new()).await;
+    finish(&report, ui, "Destroy")
+}
+/// Which steps a destroy deletes, refusing what would leave a dependent
+/// without its dependency or delete a protected step.
+fn select_for_destroy(
+    args: &DestroyArgs,
+    records: &BTreeMap<String, StepRecord>,
+    graph: &Dag,
+) -> CliResult<BTreeSet<String>> {
+    let mut selected: BTreeSet<String> = if args.target.is_empty() {
+        records.keys().cloned().collect()
+    } else {
+        for t in &args.target {
+            if !records.contains_key(t) {
+                return Err(CliError::help(
+                    format!("there is no step `{t}` in state"),
+                    "`flow state list FILE` shows the steps state holds",
+                ));
+            }
+        }
+        args.target.iter().cloned().collect()
+    };
+    if args.with_dependents {
+        selected = graph.with_descendants(&selected.iter().cloned().collect::<Vec<_>>());
+    }
+    let mut outside = Vec::new();
+    for name in &selected {
+        for dependent in graph.needed_by(name) {
+            if !selected.contains(dependent) {
+                outside.push(format!("`{dependent}` depends on `{name}`"));
+            }
+        }
+    }
+    if !outside.is_empty() {
+        return Err(CliError::help(
+            format!(
+                "refusing to destroy: steps outside --target depend on the targets ({})",
+                outside.join("; ")
+            ),
+            "add them with --target, or pass --with-dependents to destroy them too",
+        ));
+    }
+    let protected: Vec<&String> = selected
+        .iter()
+        .filter(|n| records[*n].prevent_destroy && records[*n].applied)
+        .collect();
+    if !protected.is_empty() && !args.allow_protected {
+        let names: Vec<String> = protected.iter().map(|n| format!("`{n}`")).collect();
+        return Err(CliError::help(
+            format!(
+                "refusing to destroy: {} ha{} lifecycle.prevent_destroy",
+                names.join(", "),
+                if names.len() == 1 { "s" } else { "ve" }
+            ),
+            "pass --allow-protected to destroy protected steps too, or --target the others",
+        ));
+    }
+    Ok(selected)
+}

@@ -1,0 +1,283 @@
+//! Cost in the plan: what the steps a plan creates, changes or deletes keep
+//! running, priced from a dated table that ships with flow (prices.toml) and
+//! can be overridden (`--prices FILE` or `FLOW_PRICES`).
+
+use std::collections::{BTreeMap, HashSet};
+
+use flow_providers::{Capacity, Registry, Values};
+use flow_state::StepRecord;
+use serde::{Deserialize, Serialize};
+
+use crate::inputs::desired_inputs;
+use crate::lang::load::Loaded;
+use crate::lang::resolve::Lookup;
+use crate::plan::{Action, Plan};
+
+/// Hours in a month, for per-GB-month storage prices.
+const HOURS_PER_MONTH: f64 = 730.0;
+
+/// A price table.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PriceTable {
+    /// When and where the prices were taken.
+    pub meta: PriceMeta,
+    /// USD per hour, by instance type.
+    #[serde(default)]
+    pub instances: BTreeMap<String, f64>,
+    /// USD per GB-month, by `DEPLOYMENT_TYPE` or `DEPLOYMENT_TYPE/THROUGHPUT`.
+    #[serde(default)]
+    pub lustre: BTreeMap<String, f64>,
+}
+
+/// Where a price table's figures come from.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct PriceMeta {
+    /// The day the prices were taken.
+    pub date: String,
+    /// Currency code.
+    pub currency: String,
+    /// The region they are for.
+    pub region: String,
+    /// Where they come from.
+    #[serde(default)]
+    pub source: String,
+}
+
+impl PriceTable {
+    /// The table that ships with flow.
+    pub fn builtin() -> Self {
+        toml::from_str(include_str!("prices.toml")).expect("the built-in price table parses")
+    }
+
+    /// The built-in table with the entries of `path` laid over it.
+    pub fn with_overrides(path: &std::path::Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the price table {}: {e}", path.display()))?;
+        #[derive(Deserialize)]
+        struct Partial {
+            meta: Option<PriceMeta>,
+            #[serde(default)]
+            instances: BTreeMap<String, f64>,
+            #[serde(default)]
+            lustre: BTreeMap<String, f64>,
+        }
+        let over: Partial = toml::from_str(&text)
+            .map_err(|e| format!("the price table {} is not valid: {e}", path.display()))?;
+        let mut table = Self::builtin();
+        if let Some(meta) = over.meta {
+            table.meta = meta;
+        }
+        table.instances.extend(over.instances);
+        table.lustre.extend(over.lustre);
+        Ok(table)
+    }
+
+    /// The table to use: `flag`, else `$FLOW_PRICES`, else the built-in one.
+    pub fn choose(flag: Option<&std::path::Path>) -> Result<Self, String> {
+        match flag
+            .map(std::path::Path::to_path_buf)
+            .or_else(|| std::env::var_os("FLOW_PRICES").map(Into::into))
+        {
+            Some(p) => Self::with_overrides(&p),
+            None => Ok(Self::builtin()),
+        }
+    }
+
+    /// USD per hour for one capacity item, or the reason it has no price.
+    pub fn hourly(&self, cap: &Capacity) -> Result<f64, String> {
+        match cap {
+            Capacity::Instances {
+                instance_type,
+                count,
+            } => self
+                .instances
+                .get(instance_type)
+                .map(|p| p * f64::from(*count))
+                .ok_or_else(|| format!("no price for {instance_type}")),
+            Capacity::LustreStorage {
+                gib,
+                deployment_type,
+                throughput,
+            } => {
+                let key = match throughput {
+                    Some(t) => format!("{deployment_type}/{t}"),
+                    None => deployment_type.clone(),
+                };
+                self.lustre
+                    .get(&key)
+                    .or_else(|| self.lustre.get(deployment_type))
+                    .map(|p| p * *gib as f64 / HOURS_PER_MONTH)
+                    .ok_or_else(|| format!("no price for FSx for Lustre {key}"))
+            }
+        }
+    }
+}
+
+/// A step's cost before and after the plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepCost {
+    /// USD per hour now (what state recorded).
+    pub before_per_hour: f64,
+    /// USD per hour after apply.
+    pub after_per_hour: f64,
+    /// What is priced, e.g. `2 × p4d.24xlarge`.
+    pub items: Vec<String>,
+    /// What could not be priced.
+    pub unpriced: Vec<String>,
+}
+
+/// The plan's total.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanCost {
+    /// USD per hour the plan starts (creates, replaces, increases).
+    pub starts_per_hour: f64,
+    /// USD per hour the plan stops (deletes, decreases).
+    pub stops_per_hour: f64,
+    /// The price table used.
+    pub prices: Option<PriceMeta>,
+}
+
+fn describe(cap: &Capacity) -> String {
+    match cap {
+        Capacity::Instances {
+            instance_type,
+            count,
+        } => format!("{count} × {instance_type}"),
+        Capacity::LustreStorage {
+            gib,
+            deployment_type,
+            throughput,
+        } => match throughput {
+            Some(t) => format!("FSx for Lustre {gib} GiB {deployment_type} {t} MB/s/TiB"),
+            None => format!("FSx for Lustre {gib} GiB {deployment_type}"),
+        },
+    }
+}
+
+fn price(caps: &[Capacity], prices: &PriceTable, cost: &mut StepCost) -> f64 {
+    let mut total = 0.0;
+    for cap in caps {
+        match prices.hourly(cap) {
+            Ok(p) => total += p,
+            Err(e) => cost.unpriced.push(e),
+        }
+    }
+    total
+}
+
+/// Attach costs to every change of `plan` whose provider reports capacity.
+pub fn estimate(
+    plan: &mut Plan,
+    loaded: &Loaded,
+    registry: &Registry,
+    records: &BTreeMap<String, StepRecord>,
+    prices: &PriceTable,
+) {
+    let unchanged: HashSet<String> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::NoOp)
+        .map(|c| c.step.clone())
+        .collect();
+    let mut total = PlanCost {
+        prices: Some(prices.meta.clone()),
+        ..PlanCost::default()
+    };
+    for change in &mut plan.changes {
+        if change.action == Action::NoOp {
+            continue;
+        }
+        let Some(provider) = registry.get(&change.provider) else {
+            continue;
+        };
+        let before_caps = records
+            .get(&change.step)
+            .filter(|r| r.applied)
+            .map(|r| provider.capacity(&r.inputs))
+            .unwrap_or_default();
+        let after_caps = match (change.action, loaded.workflow.step(&change.step)) {
+            (Action::Delete, _) | (_, None) => Vec::new(),
+            (_, Some(decl)) => {
+                let lookup = |s: &str, k: &str| match records.get(s).and_then(|r| r.outputs.get(k))
+                {
+                    Some(v) if unchanged.contains(s) => Lookup::Known(v.clone()),
+                    _ => Lookup::Unknown,
+                };
+                let known: Values = desired_inputs(loaded, decl, registry, &[0u8; 32], &lookup)
+                    .map(|d| d.actual)
+                    .unwrap_or_default();
+                provider.capacity(&known)
+            }
+        };
+        if before_caps.is_empty() && after_caps.is_empty() {
+            continue;
+        }
+        let mut cost = StepCost::default();
+        cost.before_per_hour = price(&before_caps, prices, &mut cost);
+        cost.after_per_hour = price(&after_caps, prices, &mut cost);
+        cost.items = after_caps.iter().map(describe).collect();
+        let delta = cost.after_per_hour - cost.before_per_hour;
+        if change.action == Action::Replace {
+            total.starts_per_hour += cost.after_per_hour;
+            total.stops_per_hour += cost.before_per_hour;
+        } else if delta >= 0.0 {
+            total.starts_per_hour += delta;
+        } else {
+            total.stops_per_hour -= delta;
+        }
+        change.cost = Some(cost);
+    }
+    plan.cost = Some(total);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_table_prices_the_seed_instances() {
+        let t = PriceTable::builtin();
+        for ty in [
+            "p4d.24xlarge",
+            "p4de.24xlarge",
+            "p5.48xlarge",
+            "p6-b200.48xlarge",
+            "trn1.32xlarge",
+            "c5.2xlarge",
+            "ml.m5.2xlarge",
+        ] {
+            assert!(t.instances.contains_key(ty), "{ty}");
+        }
+        let two = Capacity::Instances {
+            instance_type: "p4d.24xlarge".into(),
+            count: 2,
+        };
+        assert!((t.hourly(&two).unwrap() - 65.5452).abs() < 1e-6);
+    }
+
+    #[test]
+    fn lustre_is_priced_per_gib_month() {
+        let t = PriceTable::builtin();
+        let fsx = Capacity::LustreStorage {
+            gib: 1200,
+            deployment_type: "PERSISTENT_1".into(),
+            throughput: Some(200),
+        };
+        assert!((t.hourly(&fsx).unwrap() - 0.290 * 1200.0 / 730.0).abs() < 1e-9);
+        let odd = Capacity::Instances {
+            instance_type: "x9.huge".into(),
+            count: 1,
+        };
+        assert!(t.hourly(&odd).unwrap_err().contains("x9.huge"));
+    }
+
+    #[test]
+    fn overrides_replace_single_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.toml");
+        std::fs::write(&p, "[instances]\n\"p4d.24xlarge\" = 10.0\n").unwrap();
+        let t = PriceTable::with_overrides(&p).unwrap();
+        assert_eq!(t.instances["p4d.24xlarge"], 10.0);
+        assert!(t.instances.contains_key("p5.48xlarge"));
+    }
+}

@@ -1,0 +1,243 @@
+//! End-to-end: what operators see — plain progress without a terminal, the
+//! JSON event stream, step logs, graph pictures, completions and the manual.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Project, finish, wait_until};
+
+const CHAIN: &str = r#"
+[workflow]
+name = "ops"
+
+[steps.vpc]
+provider = "exec"
+[steps.vpc.inputs]
+run = "echo creating the network; echo id=vpc-1 >> $FLOW_OUTPUT"
+
+[steps.cluster]
+provider = "exec"
+[steps.cluster.inputs]
+run = "echo cluster in $VPC; echo name=c1 >> $FLOW_OUTPUT"
+env = { VPC = "${steps.vpc.outputs.id}" }
+
+[steps.nccl]
+provider = "exec"
+[steps.nccl.inputs]
+run = "echo 'all_reduce_perf on $CLUSTER'; echo 'Avg bus bandwidth : 187.3'; exit 1"
+env = { CLUSTER = "${steps.cluster.outputs.name}" }
+
+[steps.train]
+provider = "null"
+depends_on = ["nccl"]
+[steps.train.inputs]
+epochs = 3
+"#;
+
+/// Timings vary from run to run; everything else must not.
+fn normalize(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut l = line.to_string();
+        if let (Some(0), Some(b)) = (l.find('['), l.find("s]")) {
+            l = format!("[ T ]{}", &l[b + 2..]);
+        }
+        for unit in ["ms", "s"] {
+            // "in 12ms" / "after 1.2s" → "in D"
+            for lead in ["in ", "after "] {
+                while let Some(i) = l.find(lead) {
+                    let rest = &l[i + lead.len()..];
+                    let n = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_digit() || *c == '.')
+                        .count();
+                    if n > 0 && rest[n..].starts_with(unit) {
+                        l = format!("{}{lead}D{}", &l[..i], &rest[n + unit.len()..]);
+                    } else {
+                        break;
+                    }
+                }
+            }
+        }
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn apply_without_a_terminal_prints_plain_lines() {
+    let p = Project::new();
+    p.write("wf.toml", CHAIN);
+    let r = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
+    assert!(
+        !r.stdout.contains('\x1b'),
+        "escape codes without a terminal"
+    );
+    insta::assert_snapshot!("plain_apply", normalize(&r.stdout));
+}
+
+#[test]
+fn apply_json_is_a_stream_of_events_in_dependency_order() {
+    let p = Project::new();
+    p.write("wf.toml", &CHAIN.replace("; exit 1", ""));
+    let r = p
+        .run(&["apply", "wf.toml", "--auto-approve", "--json"])
+        .expect(0);
+    let events: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(events[0]["type"], "plan");
+    assert_eq!(events.last().unwrap()["type"], "summary");
+    assert_eq!(events.last().unwrap()["done"], 4);
+    let at = |kind: &str, step: &str| {
+        events
+            .iter()
+            .position(|e| e["type"] == kind && e["step"] == step)
+            .unwrap_or_else(|| panic!("no {kind} event for {step}: {}", r.stdout))
+    };
+    for step in ["vpc", "cluster", "nccl", "train"] {
+        assert!(at("started", step) < at("finished", step), "{step}");
+    }
+    for (before, after) in [("vpc", "cluster"), ("cluster", "nccl"), ("nccl", "train")] {
+        assert!(
+            at("finished", before) < at("started", after),
+            "{before} must end before {after} starts"
+        );
+    }
+    let progress: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "progress" && e["step"] == "nccl")
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(
+        progress.iter().any(|m| m.contains("bus bandwidth")),
+        "{progress:?}"
+    );
+    // Nothing prompts in JSON mode.
+    let refused = p.run(&["destroy", "wf.toml", "--json"]).expect(1);
+    assert!(
+        refused.stderr.contains("--auto-approve"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn logs_show_a_steps_output_and_follow_a_running_one() {
+    let p = Project::new();
+    p.write("wf.toml", CHAIN);
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
+    let log = p.run(&["logs", "wf.toml", "nccl"]).expect(0);
+    assert!(
+        log.stdout.contains("Avg bus bandwidth : 187.3"),
+        "{}",
+        log.stdout
+    );
+    assert!(
+        log.stdout.contains("exited with status 1") || log.stdout.contains("[flow]"),
+        "{}",
+        log.stdout
+    );
+    let none = p.run(&["logs", "wf.toml", "nope"]).expect(1);
+    assert!(
+        none.stderr.contains("no log for step `nope`"),
+        "{}",
+        none.stderr
+    );
+
+    p.write(
+        "slow.toml",
+        r#"
+[steps.slow]
+provider = "exec"
+[steps.slow.inputs]
+run = "echo first; sleep 1; echo second"
+"#,
+    );
+    let apply = p.spawn(&["apply", "slow.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(20), "the log to appear", || {
+        p.read(".flow/logs/slow.log").contains("first")
+    });
+    let follow = p.run(&["logs", "slow.toml", "slow", "-f"]).expect(0);
+    assert!(
+        follow.stdout.contains("first") && follow.stdout.contains("second"),
+        "{}",
+        follow.stdout
+    );
+    finish(apply).expect(0);
+}
+
+#[test]
+fn graph_draws_svg_and_mermaid_with_status() {
+    let p = Project::new();
+    p.write("wf.toml", CHAIN);
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
+    let svg = p
+        .run(&["graph", "wf.toml", "--format", "svg"])
+        .expect(0)
+        .stdout;
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG parses as XML");
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .collect();
+    for step in ["vpc", "cluster", "nccl", "train"] {
+        assert!(texts.contains(&step), "{step} missing from {texts:?}");
+    }
+    let titles: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("title"))
+        .filter_map(|n| n.text())
+        .collect();
+    assert!(titles.contains(&"vpc (exec): applied"), "{titles:?}");
+    assert!(titles.contains(&"nccl (exec): failed"), "{titles:?}");
+    assert!(titles.contains(&"train (null): not applied"), "{titles:?}");
+
+    let mermaid = p
+        .run(&["graph", "wf.toml", "--format", "mermaid"])
+        .expect(0)
+        .stdout;
+    assert!(mermaid.starts_with("flowchart LR"), "{mermaid}");
+    assert!(mermaid.contains("s_vpc --> s_cluster"), "{mermaid}");
+    assert!(mermaid.contains("class s_nccl failed"), "{mermaid}");
+    let dot = p.run(&["graph", "wf.toml"]).expect(0).stdout;
+    assert!(dot.contains("\"cluster\" -> \"nccl\""), "{dot}");
+}
+
+#[test]
+fn completions_and_manual_are_generated_from_the_cli() {
+    let p = Project::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let c = p.run(&["completions", shell]).expect(0);
+        assert!(
+            c.stdout.contains("apply") && c.stdout.contains("destroy"),
+            "{shell}"
+        );
+    }
+    let man = p.run(&["man"]).expect(0);
+    assert!(
+        man.stdout.contains(".TH flow 1"),
+        "{}",
+        &man.stdout[..200.min(man.stdout.len())]
+    );
+    assert!(man.stdout.contains("apply"));
+}
+
+#[test]
+fn color_is_off_without_a_terminal_and_on_when_forced() {
+    let p = Project::new();
+    p.write("wf.toml", &CHAIN.replace("; exit 1", ""));
+    let plain = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(!plain.stdout.contains('\x1b'));
+    let forced = p.run(&["plan", "wf.toml", "--color", "always"]).expect(0);
+    assert!(forced.stdout.contains("\x1b["), "{}", forced.stdout);
+    let quiet = p
+        .run(&["apply", "wf.toml", "--auto-approve", "-q"])
+        .expect(0);
+    assert_eq!(quiet.stdout.trim().lines().count(), 1, "{}", quiet.stdout);
+}
