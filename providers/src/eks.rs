@@ -23,24 +23,12 @@ use crate::contract::Provider;
 pub use cluster::EksCluster;
 pub use nodegroup::EksNodegroup;
 
-// The AWS providers' shared pieces, included as they are until `crate::aws`
-// makes them visible to sibling modules (`pub(crate) mod config;` and so on):
-// the same code, not a copy.
-#[allow(dead_code, clippy::duplicate_mod)]
-#[path = "aws/config.rs"]
-mod shared_config;
-#[allow(dead_code, clippy::duplicate_mod)]
-#[path = "aws/error.rs"]
-pub(crate) mod shared_error;
-#[allow(dead_code, clippy::duplicate_mod)]
-#[path = "aws/inputs.rs"]
-mod shared_inputs;
-#[allow(dead_code, clippy::duplicate_mod)]
-#[path = "aws/poll.rs"]
-pub(crate) mod shared_poll;
-#[allow(dead_code, clippy::duplicate_mod)]
-#[path = "aws/tags.rs"]
-mod shared_tags;
+// The AWS providers' shared pieces: SDK configuration, error mapping,
+// input readers, polling and token tags.
+pub(crate) use crate::aws::{
+    config as shared_config, error as shared_error, inputs as shared_inputs, poll as shared_poll,
+    tags as shared_tags,
+};
 
 /// Every EKS provider kind, for [`Registry::builtin`](crate::Registry::builtin).
 pub fn providers() -> Vec<Arc<dyn Provider>> {
