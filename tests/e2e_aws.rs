@@ -166,7 +166,6 @@ fn stacks_exports_imports_change_sets_and_destroy_in_order() {
 /// records a digest of local content with the inputs (see
 /// docs/providers/aws.md, "Known limits").
 #[test]
-#[ignore = "needs the engine to record local content digests (template files, sync folders) with the inputs"]
 fn a_template_edited_in_place_plans_a_change_set() {
     let moto = Moto::start();
     let a = Aws::new(&moto, None);
@@ -503,7 +502,6 @@ fn s3_sync_sends_only_the_file_that_changed() {
 /// contract has no way for a provider to say so today (see
 /// docs/providers/s3.sync.md).
 #[test]
-#[ignore = "needs the engine to record local content digests (template files, sync folders) with the inputs"]
 fn s3_sync_notices_a_file_edited_in_place() {
     let moto = Moto::start();
     let proxy = FaultProxy::start(moto.addr);

@@ -6,6 +6,7 @@ pub mod contract;
 pub mod eks;
 pub mod exec;
 pub mod kube;
+pub mod local_digest;
 pub mod null;
 pub mod registry;
 

@@ -7,6 +7,10 @@ use super::template::is_name;
 use super::toml_nodes::{parse_document, type_name};
 use crate::diag::{Diag, Diagnostics, Source, Span};
 
+/// How many times a step retries an error its provider marks retryable
+/// (throttling, 5xx) when the workflow does not say: cloud APIs are flaky.
+pub const DEFAULT_RETRIES: u32 = 3;
+
 /// Parse a workflow file's text. The workflow is returned whenever the TOML
 /// itself parsed, so that later checks can report more problems in one run.
 pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnostics) {
@@ -291,7 +295,7 @@ impl Parser<'_> {
             provider_span: entry.key_span.clone(),
             depends_on: Vec::new(),
             timeout: None,
-            retries: 0,
+            retries: DEFAULT_RETRIES,
             prevent_destroy: false,
             region: None,
             inputs: Vec::new(),

@@ -241,6 +241,13 @@ impl Provider for CloudFormationStack {
         "cloudformation.stack"
     }
 
+    fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
+        crate::local_digest::files_digest(
+            &ctx.workdir,
+            crate::local_digest::paths_of(inputs, "template"),
+        )
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -531,6 +531,13 @@ impl Provider for EksCluster {
         "eks.cluster"
     }
 
+    fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
+        crate::local_digest::files_digest(
+            &ctx.workdir,
+            crate::local_digest::paths_of(inputs, "eksctl_config"),
+        )
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -388,6 +388,13 @@ impl Provider for KubeJob {
         "kube.job"
     }
 
+    fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
+        crate::local_digest::files_digest(
+            &ctx.workdir,
+            crate::local_digest::paths_of(inputs, "files"),
+        )
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

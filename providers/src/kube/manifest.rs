@@ -316,6 +316,13 @@ impl Provider for KubeManifest {
         "kube.manifest"
     }
 
+    fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
+        crate::local_digest::files_digest(
+            &ctx.workdir,
+            crate::local_digest::paths_of(inputs, "files"),
+        )
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -378,6 +378,11 @@ impl Provider for S3Sync {
         "s3.sync"
     }
 
+    fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
+        let source = inputs.get("source")?.as_str()?;
+        folder_digest(&ctx.workdir, source).ok()
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -1,0 +1,63 @@
+//! Digests of local files that inputs name, for [`Provider::content_digest`]
+//! (crate::contract::Provider::content_digest): a template or manifest edited
+//! in place must plan as a change.
+
+use std::path::Path;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::contract::Values;
+
+/// SHA-256 over the named local files (paths relative to `workdir`), in
+/// order; URLs are skipped (they are not fetched while planning). `None`
+/// when nothing local is named or a file cannot be read (validation reports
+/// missing files).
+pub fn files_digest<'a>(
+    workdir: &Path,
+    paths: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let mut hasher = Sha256::new();
+    let mut any = false;
+    for p in paths {
+        if p.starts_with("http://") || p.starts_with("https://") {
+            continue;
+        }
+        let bytes = std::fs::read(workdir.join(p)).ok()?;
+        hasher.update(p.as_bytes());
+        hasher.update([0]);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+        any = true;
+    }
+    any.then(|| format!("sha256:{}", hex::encode(hasher.finalize())))
+}
+
+/// The paths an input holds: one string, or a list of strings.
+pub fn paths_of<'a>(inputs: &'a Values, key: &str) -> Vec<&'a str> {
+    match inputs.get(key) {
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_file_changes_the_digest_and_urls_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.yaml"), "x: 1\n").unwrap();
+        let one = files_digest(dir.path(), ["a.yaml", "https://example.invalid/b.yaml"]).unwrap();
+        assert_eq!(one, files_digest(dir.path(), ["a.yaml"]).unwrap());
+        std::fs::write(dir.path().join("a.yaml"), "x: 2\n").unwrap();
+        assert_ne!(one, files_digest(dir.path(), ["a.yaml"]).unwrap());
+        assert_eq!(
+            files_digest(dir.path(), ["https://example.invalid/b.yaml"]),
+            None
+        );
+        assert_eq!(files_digest(dir.path(), ["missing.yaml"]), None);
+    }
+}
