@@ -1,7 +1,7 @@
 //! What apply tells the user while it runs, and where each step's log goes.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,6 +77,12 @@ pub trait EventSink: Send + Sync {
 
 /// The reporter handed to a provider for one step: writes the step's log
 /// (redacted, mode 0600) and forwards progress events.
+///
+/// The log file is created only when the step has something to say (provider
+/// output, events, or a note that matters: a retry, a reconciliation, a
+/// failure). Routine remarks ("create (null)", "create done") wait in memory
+/// and go into the file ahead of the first real line, or nowhere: creating
+/// thousands of files that say nothing was most of the cost of large applies.
 pub struct StepReporter {
     step: String,
     log: Mutex<LogFile>,
@@ -85,18 +91,19 @@ pub struct StepReporter {
 }
 
 impl StepReporter {
-    /// A reporter appending to `log_path`.
+    /// A reporter appending to `log_path` (created on first use).
     pub fn new(
         step: &str,
-        log_path: &PathBuf,
+        log_path: &Path,
         redactor: Arc<Redactor>,
         sink: Arc<dyn EventSink>,
     ) -> Self {
-        let file = open_log(log_path).ok();
         StepReporter {
             step: step.to_string(),
             log: Mutex::new(LogFile {
-                file,
+                path: log_path.to_path_buf(),
+                file: None,
+                pending: Vec::new(),
                 last: String::new(),
             }),
             redactor,
@@ -105,33 +112,61 @@ impl StepReporter {
     }
 
     /// Append a line; an event repeating the line just logged (a command's
-    /// latest output shown as progress) is not written twice.
-    fn write(&self, line: &str, event: bool) {
+    /// latest output shown as progress) is not written twice. `routine`
+    /// lines wait in memory until something else is written.
+    fn write(&self, line: &str, event: bool, routine: bool) {
         let Ok(mut log) = self.log.lock() else { return };
         if event && line == log.last {
             return;
         }
         let stamp = flow_state::timefmt::format_rfc3339(flow_state::now_secs());
-        if let Some(f) = log.file.as_mut() {
-            let _ = if event {
-                writeln!(f, "{stamp} [event] {line}")
-            } else {
-                writeln!(f, "{stamp} {line}")
-            };
-        }
+        let text = if event {
+            format!("{stamp} [event] {line}")
+        } else {
+            format!("{stamp} {line}")
+        };
         log.last = line.to_string();
+        if routine && log.file.is_none() {
+            log.pending.push(text);
+            return;
+        }
+        if log.file.is_none() {
+            log.file = open_log(&log.path).ok();
+        }
+        let pending = std::mem::take(&mut log.pending);
+        if let Some(f) = log.file.as_mut() {
+            for p in pending {
+                let _ = writeln!(f, "{p}");
+            }
+            let _ = writeln!(f, "{text}");
+        }
     }
 
-    /// Write a line of the engine's own to the log (a header, a result).
+    /// A note of the engine's own that matters (a retry, a reconciliation,
+    /// a failure): always written.
     pub fn note(&self, line: &str) {
-        self.write(&format!("[flow] {}", self.redactor.redact(line)), false);
+        self.write(
+            &format!("[flow] {}", self.redactor.redact(line)),
+            false,
+            false,
+        );
+    }
+
+    /// A routine note of the engine's own (what starts, what ended well):
+    /// written only if the step's log has other lines.
+    pub fn remark(&self, line: &str) {
+        self.write(
+            &format!("[flow] {}", self.redactor.redact(line)),
+            false,
+            true,
+        );
     }
 }
 
 impl Reporter for StepReporter {
     fn event(&self, message: &str) {
         let message = self.redactor.redact(message);
-        self.write(&message, true);
+        self.write(&message, true, false);
         self.sink.emit(Event::Progress {
             step: self.step.clone(),
             message,
@@ -139,16 +174,18 @@ impl Reporter for StepReporter {
     }
 
     fn log(&self, line: &str) {
-        self.write(&self.redactor.redact(line), false);
+        self.write(&self.redactor.redact(line), false, false);
     }
 }
 
 struct LogFile {
+    path: PathBuf,
     file: Option<std::fs::File>,
+    pending: Vec<String>,
     last: String,
 }
 
-fn open_log(path: &PathBuf) -> std::io::Result<std::fs::File> {
+fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;

@@ -244,7 +244,7 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, Strin
         ctx.redactor.clone(),
         ctx.sink.clone(),
     ));
-    reporter.note(&format!(
+    reporter.remark(&format!(
         "{} ({})",
         job.change.action.word(),
         job.change.provider
@@ -275,7 +275,9 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, Strin
             reporter: reporter.clone(),
             desired: desired.as_ref(),
         };
-        op.delete_all().await?
+        op.delete_all()
+            .await
+            .inspect_err(|e| op.reporter.note(&format!("failed: {e}")))?
     } else {
         let desired = resolved.ok_or("the step is not in the workflow")??;
         if !desired.is_known() {
@@ -291,9 +293,11 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, Strin
             reporter: reporter.clone(),
             desired: Some(&desired),
         };
-        op.apply().await?
+        op.apply()
+            .await
+            .inspect_err(|e| op.reporter.note(&format!("failed: {e}")))?
     };
-    reporter.note(&match &outcome {
+    reporter.remark(&match &outcome {
         Outcome::Done(a) => format!("{} done", a.word()),
         Outcome::Unchanged => "unchanged".to_string(),
         other => format!("{other:?}"),
