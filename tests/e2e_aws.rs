@@ -803,3 +803,85 @@ fn a_stack_left_in_rollback_complete_is_planned_as_a_replace() {
     assert!(plan.stdout.contains("ROLLBACK_COMPLETE"), "{}", plan.stdout);
     assert!(plan.stdout.contains("1 to replace"), "{}", plan.stdout);
 }
+
+/// Kill anywhere: the Batch chain (two stacks, a generated key, a multi-node
+/// job) applied behind a slow proxy, `kill -9` at 30 pseudo-random instants
+/// with a resume after each; then destroyed with 10 more kills. Counted
+/// through the AWS API and the proxy: one of everything, nothing left after.
+#[test]
+fn kill_9_at_30_random_instants_leaves_no_duplicate_and_no_orphan() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    // Every call takes 300 ms, so the chain takes long enough to be killed
+    // in the middle of each of its steps many times.
+    proxy.slow_by(Duration::from_millis(300));
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("wf.toml", BATCH_CHAIN);
+
+    let mut rng: u64 = 0x5eed;
+    let mut next = |max: u64| {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (rng >> 33) % max
+    };
+    let mut killed = 0;
+    for _ in 0..30 {
+        let child = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+        std::thread::sleep(Duration::from_millis(80 + next(400)));
+        signal(&child, libc::SIGKILL);
+        if finish(child).code == -1 {
+            killed += 1;
+        }
+    }
+    assert!(
+        killed >= 15,
+        "only {killed} of 30 applies were killed mid-way"
+    );
+    a.apply().expect(0);
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+
+    let mut stacks = moto.stacks();
+    stacks.sort();
+    assert_eq!(stacks, ["flow-batch", "flow-vpc"]);
+    assert_eq!(moto.secrets(), ["flow-batch-ssh-key"]);
+    assert_eq!(
+        proxy.forwarded("CreateStack"),
+        2,
+        "a stack was created twice"
+    );
+    assert_eq!(
+        proxy.forwarded("CreateSecret"),
+        1,
+        "the secret was created twice"
+    );
+    assert_eq!(
+        proxy.forwarded("batch:submitjob"),
+        1,
+        "the job was submitted twice"
+    );
+
+    let mut destroy_killed = 0;
+    for _ in 0..10 {
+        let child = a.spawn(&["destroy", "wf.toml", "--auto-approve"]);
+        std::thread::sleep(Duration::from_millis(60 + next(250)));
+        signal(&child, libc::SIGKILL);
+        if finish(child).code == -1 {
+            destroy_killed += 1;
+        }
+    }
+    assert!(
+        destroy_killed >= 3,
+        "only {destroy_killed} of 10 destroys were killed mid-way"
+    );
+    a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(moto.stacks().is_empty(), "{:?}", moto.stacks());
+    assert!(moto.secrets().is_empty(), "{:?}", moto.secrets());
+    let listed = a.run(&["state", "list", "wf.toml"]).expect(0);
+    assert!(
+        listed.stdout.contains("State is empty"),
+        "{}",
+        listed.stdout
+    );
+    eprintln!("kill anywhere: {killed}/30 applies and {destroy_killed}/10 destroys killed mid-way");
+}
