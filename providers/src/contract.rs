@@ -443,6 +443,12 @@ pub trait Provider: Send + Sync {
     /// Delete the object and wait until it is gone. Deleting what is already gone succeeds.
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError>;
 
+    /// Whether [`Provider::plan_detail`] has anything to say; when false the
+    /// planner does not even ask (large plans stay instant).
+    fn has_plan_detail(&self) -> bool {
+        false
+    }
+
     /// Look at the real object while planning, for a step that has a change
     /// pending (never for unchanged steps: plans stay instant). `prior` is
     /// what state recorded, if the step was ever applied. The default adds

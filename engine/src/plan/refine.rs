@@ -56,6 +56,9 @@ pub async fn refine_plan(
         ) else {
             continue;
         };
+        if !provider.has_plan_detail() {
+            continue;
+        }
         let lookup = |s: &str, k: &str| match records.get(s).and_then(|r| r.outputs.get(k)) {
             Some(v) if unchanged.contains(s) => Lookup::Known(v.clone()),
             _ => Lookup::Unknown,

@@ -378,6 +378,10 @@ impl Provider for CloudFormationStack {
 
     /// For an existing stack: a change set's resource changes, or a replace
     /// when the stack is in `ROLLBACK_COMPLETE`.
+    fn has_plan_detail(&self) -> bool {
+        true
+    }
+
     async fn plan_detail(
         &self,
         ctx: &OpContext,

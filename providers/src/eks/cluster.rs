@@ -767,6 +767,10 @@ impl Provider for EksCluster {
         stack::delete(ctx, &cfn, &stack::name(&name, "role")).await
     }
 
+    fn has_plan_detail(&self) -> bool {
+        true
+    }
+
     async fn plan_detail(
         &self,
         ctx: &OpContext,

@@ -443,6 +443,10 @@ impl Provider for S3Sync {
     }
 
     /// The files to add, change and delete.
+    fn has_plan_detail(&self) -> bool {
+        true
+    }
+
     async fn plan_detail(
         &self,
         ctx: &OpContext,
