@@ -241,3 +241,70 @@ fn color_is_off_without_a_terminal_and_on_when_forced() {
         .expect(0);
     assert_eq!(quiet.stdout.trim().lines().count(), 1, "{}", quiet.stdout);
 }
+
+const GPU_CLUSTER: &str = r#"
+[workflow]
+name = "costed"
+region = "us-east-1"
+
+[steps.gpu_nodes]
+provider = "eks.nodegroup"
+[steps.gpu_nodes.inputs]
+cluster = "dlc-p4d"
+name = "p4d"
+instance_types = ["p4d.24xlarge"]
+desired_size = 2
+subnet_ids = ["subnet-1"]
+
+[steps.fsx]
+provider = "fsx.lustre"
+[steps.fsx.inputs]
+storage_capacity = 1200
+subnet_ids = ["subnet-1"]
+deployment_type = "PERSISTENT_1"
+per_unit_storage_throughput = 200
+"#;
+
+#[test]
+fn the_plan_prices_what_it_starts() {
+    let p = Project::new();
+    p.write("wf.toml", GPU_CLUSTER);
+    let text = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        text.stdout.contains("≈ $65.55/h (2 × p4d.24xlarge)"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("Cost: this plan starts ≈ $66.02/h"),
+        "{}",
+        text.stdout
+    );
+    let json = p.run(&["plan", "wf.toml", "--json"]).expect(0);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let total = v["cost"]["starts_per_hour"].as_f64().unwrap();
+    // 2 × $32.7726 for the nodes, 1200 GiB × $0.290 / 730 h for the file system.
+    assert!(
+        (total - (2.0 * 32.7726 + 1200.0 * 0.290 / 730.0)).abs() < 1e-6,
+        "{total}"
+    );
+    assert_eq!(v["cost"]["prices"]["date"], "2026-11-01");
+    let nodes = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["step"] == "gpu_nodes")
+        .unwrap();
+    assert_eq!(nodes["cost"]["items"][0], "2 × p4d.24xlarge");
+
+    // A price table of one's own overrides single entries.
+    p.write("prices.toml", "[instances]\n\"p4d.24xlarge\" = 10.0\n");
+    let own = p
+        .run(&["plan", "wf.toml", "--prices", "prices.toml"])
+        .expect(0);
+    assert!(
+        own.stdout.contains("≈ $20.00/h (2 × p4d.24xlarge)"),
+        "{}",
+        own.stdout
+    );
+}

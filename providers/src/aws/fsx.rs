@@ -261,6 +261,26 @@ impl Provider for FsxLustre {
         "fsx.lustre"
     }
 
+    fn capacity(&self, inputs: &Values) -> Vec<crate::contract::Capacity> {
+        let Some(gib) = inputs.get("storage_capacity").and_then(Value::as_u64) else {
+            return Vec::new();
+        };
+        let deployment_type = inputs
+            .get("deployment_type")
+            .and_then(Value::as_str)
+            .unwrap_or("SCRATCH_2")
+            .to_string();
+        let throughput = inputs
+            .get("per_unit_storage_throughput")
+            .and_then(Value::as_u64)
+            .map(|t| t as u32);
+        vec![crate::contract::Capacity::LustreStorage {
+            gib,
+            deployment_type,
+            throughput,
+        }]
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

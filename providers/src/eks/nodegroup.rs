@@ -706,6 +706,27 @@ impl Provider for EksNodegroup {
         "eks.nodegroup"
     }
 
+    /// The nodes it keeps running: `desired_size` (default 1) of the first
+    /// instance type (EKS launches the first type that has capacity).
+    fn capacity(&self, inputs: &Values) -> Vec<crate::contract::Capacity> {
+        let Some(instance_type) = inputs
+            .get("instance_types")
+            .and_then(Value::as_array)
+            .and_then(|t| t.first())
+            .and_then(Value::as_str)
+        else {
+            return Vec::new();
+        };
+        let count = inputs
+            .get("desired_size")
+            .and_then(Value::as_u64)
+            .unwrap_or(1) as u32;
+        vec![crate::contract::Capacity::Instances {
+            instance_type: instance_type.to_string(),
+            count,
+        }]
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }
