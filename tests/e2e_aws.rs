@@ -812,9 +812,10 @@ fn a_stack_left_in_rollback_complete_is_planned_as_a_replace() {
 fn kill_9_at_30_random_instants_leaves_no_duplicate_and_no_orphan() {
     let moto = Moto::start();
     let proxy = FaultProxy::start(moto.addr);
-    // Every call takes 300 ms, so the chain takes long enough to be killed
-    // in the middle of each of its steps many times.
-    proxy.slow_by(Duration::from_millis(300));
+    // Every call is answered 250 ms late, so the chain takes long enough to
+    // be killed in the middle of each of its steps many times.
+    proxy.slow_by(Duration::from_millis(250));
+    proxy.faults(1.0, &[Fault::Slow], None);
     let a = Aws::new(&moto, Some(&proxy.endpoint()));
     a.p.write("wf.toml", BATCH_CHAIN);
 
@@ -828,16 +829,16 @@ fn kill_9_at_30_random_instants_leaves_no_duplicate_and_no_orphan() {
     let mut killed = 0;
     for _ in 0..30 {
         let child = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
-        std::thread::sleep(Duration::from_millis(80 + next(400)));
+        std::thread::sleep(Duration::from_millis(60 + next(300)));
         signal(&child, libc::SIGKILL);
         if finish(child).code == -1 {
             killed += 1;
         }
     }
-    // How many of the 30 land mid-way depends on the machine's load (11 to
-    // 30 here); enough must, for the test to mean anything.
+    // Nearly all land mid-way (30 of 30 here); a few may come after a run
+    // had nothing left to do.
     assert!(
-        killed >= 8,
+        killed >= 25,
         "only {killed} of 30 applies were killed mid-way"
     );
     a.apply().expect(0);
@@ -873,7 +874,7 @@ fn kill_9_at_30_random_instants_leaves_no_duplicate_and_no_orphan() {
         }
     }
     assert!(
-        destroy_killed >= 1,
+        destroy_killed >= 8,
         "only {destroy_killed} of 10 destroys were killed mid-way"
     );
     a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
