@@ -143,8 +143,10 @@ pub fn print_summary(report: &Report, style: &Style, what: &str) {
     if not_started > 0 {
         parts.push(format!("{not_started} not started"));
     }
-    if report.retries > 0 {
-        parts.push(format!("{} retries", report.retries));
+    match report.retries {
+        0 => {}
+        1 => parts.push("1 retry".into()),
+        n => parts.push(format!("{n} retries")),
     }
     println!("{head}: {} in {}.", parts.join(", "), human(report.elapsed));
 }
