@@ -33,6 +33,12 @@ pub fn files_digest<'a>(
     any.then(|| format!("sha256:{}", hex::encode(hasher.finalize())))
 }
 
+/// The digest of the local files named by the input `key` (one path or a
+/// list of them): what most providers' `content_digest` is.
+pub fn of_input(inputs: &Values, key: &str, workdir: &Path) -> Option<String> {
+    files_digest(workdir, paths_of(inputs, key))
+}
+
 /// The paths an input holds: one string, or a list of strings.
 pub fn paths_of<'a>(inputs: &'a Values, key: &str) -> Vec<&'a str> {
     match inputs.get(key) {

@@ -242,10 +242,7 @@ impl Provider for CloudFormationStack {
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::files_digest(
-            &ctx.workdir,
-            crate::local_digest::paths_of(inputs, "template"),
-        )
+        crate::local_digest::of_input(inputs, "template", &ctx.workdir)
     }
 
     fn schema(&self) -> &Schema {

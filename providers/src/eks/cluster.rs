@@ -532,10 +532,7 @@ impl Provider for EksCluster {
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::files_digest(
-            &ctx.workdir,
-            crate::local_digest::paths_of(inputs, "eksctl_config"),
-        )
+        crate::local_digest::of_input(inputs, "eksctl_config", &ctx.workdir)
     }
 
     fn schema(&self) -> &Schema {

@@ -389,10 +389,7 @@ impl Provider for KubeJob {
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::files_digest(
-            &ctx.workdir,
-            crate::local_digest::paths_of(inputs, "files"),
-        )
+        crate::local_digest::of_input(inputs, "files", &ctx.workdir)
     }
 
     fn schema(&self) -> &Schema {
