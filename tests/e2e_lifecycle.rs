@@ -709,14 +709,7 @@ fn backups_are_kept_and_restorable() {
     p.write("wf.toml", CHAIN);
     p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
     p.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
-    let listed = p.run(&["state", "backups", "wf.toml"]).expect(0);
-    let newest = listed
-        .stdout
-        .lines()
-        .nth(1)
-        .and_then(|l| l.split_whitespace().last())
-        .expect("a backup")
-        .to_string();
+    let newest = p.newest_backup("wf.toml");
     // The newest backup was taken just before destroy: all three steps.
     let restored = p.run(&["state", "restore", "wf.toml", &newest]).expect(0);
     assert!(

@@ -162,14 +162,7 @@ y = "${steps.a.outputs.x}"
     let apply = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
     assert!(apply.stderr.contains("damaged"), "{}", apply.stderr);
 
-    let listed = p.run(&["state", "backups", "wf.toml"]).expect(0);
-    let newest = listed
-        .stdout
-        .lines()
-        .nth(1)
-        .and_then(|l| l.split_whitespace().last())
-        .expect("a backup")
-        .to_string();
+    let newest = p.newest_backup("wf.toml");
     let restored = p.run(&["state", "restore", "wf.toml", &newest]).expect(0);
     assert!(
         restored.stdout.contains("Restored 2 steps"),

@@ -126,6 +126,18 @@ impl Project {
             .expect("spawn flow")
     }
 
+    /// The newest backup `flow state backups` lists for `workflow`.
+    pub fn newest_backup(&self, workflow: &str) -> String {
+        let listed = self.run(&["state", "backups", workflow]).expect(0);
+        listed
+            .stdout
+            .lines()
+            .nth(1)
+            .and_then(|l| l.split_whitespace().last())
+            .expect("a backup")
+            .to_string()
+    }
+
     /// Every file under the state folder, recursively.
     pub fn state_files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
