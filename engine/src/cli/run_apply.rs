@@ -16,9 +16,8 @@ use crate::apply::schedule::Report;
 use crate::apply::step::StepJob;
 use crate::lang::load::Loaded;
 use crate::lang::vars::VarInputs;
-use crate::plan::refine::refine_plan;
 use crate::plan::saved::{SavedPlan, SavedVar, text_digest};
-use crate::plan::{Action, Plan, PlanRequest, StepChange, compute_plan};
+use crate::plan::{Action, Plan, PlanRequest, StepChange, make_plan};
 use crate::secrets::digest;
 
 /// `flow apply FILE|PLAN`.
@@ -38,20 +37,21 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     let dir = state_dir(&args.file, args.state_dir.as_ref());
     let store = Store::open(&dir, "flow apply")?;
     let records = records_of(Some(&store))?;
-    let mut plan = compute_plan(&PlanRequest {
-        loaded: &loaded,
-        registry,
-        records: &records,
-        salt: &store.salt(),
-        serial: store.serial(),
-        targets: &args.target,
-        replace: &args.replace,
-    })
+    let prices = crate::cost::PriceTable::choose(None).ok();
+    let plan = make_plan(
+        &PlanRequest {
+            loaded: &loaded,
+            registry,
+            records: &records,
+            salt: &store.salt(),
+            serial: store.serial(),
+            targets: &args.target,
+            replace: &args.replace,
+        },
+        prices.as_ref(),
+    )
+    .await
     .map_err(CliError::Diagnostics)?;
-    refine_plan(&mut plan, &loaded, registry, &records, &store.salt(), 10).await;
-    if let Ok(prices) = crate::cost::PriceTable::choose(None) {
-        crate::cost::estimate(&mut plan, &loaded, registry, &records, &prices);
-    }
     show_plan(&plan, ui, plan.has_changes() && !args.auto_approve);
     if !plan.has_changes() && !deps_changed(&plan, &records) {
         if ui.json {
@@ -143,17 +143,21 @@ async fn apply_saved(
         )));
     }
     let records = records_of(Some(&store))?;
-    let mut plan = compute_plan(&PlanRequest {
-        loaded: &loaded,
-        registry,
-        records: &records,
-        salt: &store.salt(),
-        serial: store.serial(),
-        targets: &saved.targets,
-        replace: &saved.replace,
-    })
+    let prices = crate::cost::PriceTable::choose(None).ok();
+    let plan = make_plan(
+        &PlanRequest {
+            loaded: &loaded,
+            registry,
+            records: &records,
+            salt: &store.salt(),
+            serial: store.serial(),
+            targets: &saved.targets,
+            replace: &saved.replace,
+        },
+        prices.as_ref(),
+    )
+    .await
     .map_err(CliError::Diagnostics)?;
-    refine_plan(&mut plan, &loaded, registry, &records, &store.salt(), 10).await;
     let essence = |p: &Plan| {
         p.changes
             .iter()

@@ -6,10 +6,9 @@ use flow_state::Store;
 use super::args::{PlanArgs, WorkflowArgs};
 use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
 use crate::lang::vars::VarInputs;
-use crate::plan::refine::refine_plan;
 use crate::plan::render::{render_json, render_text};
 use crate::plan::saved::{FORMAT, SavedPlan, text_digest};
-use crate::plan::{Plan, PlanRequest, compute_plan};
+use crate::plan::{Plan, PlanRequest, make_plan};
 
 /// The variables a workflow command was given.
 pub fn var_inputs(args: &WorkflowArgs) -> VarInputs {
@@ -55,21 +54,20 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     let salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
     let serial = store.as_ref().map_or(0, |s| s.serial());
     drop(store);
-    let mut plan = compute_plan(&PlanRequest {
-        loaded: &loaded,
-        registry,
-        records: &records,
-        salt: &salt,
-        serial,
-        targets: &args.target,
-        replace: &args.replace,
-    })
-    .map_err(CliError::Diagnostics)?;
-    crate::cli::block_on(refine_plan(
-        &mut plan, &loaded, registry, &records, &salt, 10,
-    ));
     let prices = crate::cost::PriceTable::choose(args.prices.as_deref()).map_err(CliError::msg)?;
-    crate::cost::estimate(&mut plan, &loaded, registry, &records, &prices);
+    let plan = crate::cli::block_on(make_plan(
+        &PlanRequest {
+            loaded: &loaded,
+            registry,
+            records: &records,
+            salt: &salt,
+            serial,
+            targets: &args.target,
+            replace: &args.replace,
+        },
+        Some(&prices),
+    ))
+    .map_err(CliError::Diagnostics)?;
     if let Some(out) = &args.out {
         save(&plan, &loaded, &dir, args, out)?;
     }
