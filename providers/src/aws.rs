@@ -11,6 +11,7 @@
 //! [`ProviderError`]: crate::contract::ProviderError
 
 mod batch;
+mod batch_logs;
 mod cloudformation;
 pub(crate) mod config;
 mod ecr;

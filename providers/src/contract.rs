@@ -530,6 +530,17 @@ pub fn default_diff(schema: &Schema, prior: &Values, desired: &Values) -> Change
     }
 }
 
+/// The known inputs of `inputs` as values, for offline checks.
+pub fn known_inputs(inputs: &[(String, InputValue)]) -> Values {
+    inputs
+        .iter()
+        .filter_map(|(k, v)| match v {
+            InputValue::Known(v) => Some((k.clone(), v.clone())),
+            InputValue::Unknown => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

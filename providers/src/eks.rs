@@ -62,16 +62,3 @@ fn request_token(token: &str, object: &str) -> String {
         hex::encode(&Sha256::digest(object.as_bytes())[..6])
     )
 }
-
-/// The known inputs of `inputs` as values, for offline checks.
-pub(crate) fn known_inputs(
-    inputs: &[(String, crate::contract::InputValue)],
-) -> crate::contract::Values {
-    inputs
-        .iter()
-        .filter_map(|(k, v)| match v {
-            crate::contract::InputValue::Known(v) => Some((k.clone(), v.clone())),
-            crate::contract::InputValue::Unknown => None,
-        })
-        .collect()
-}

@@ -7,7 +7,6 @@
 //! context, or an `eks.cluster` step's `connection` output with an EKS token
 //! signed from the AWS credentials.
 
-mod capture;
 pub mod connection;
 mod errors;
 mod fetch;

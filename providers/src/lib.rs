@@ -2,6 +2,7 @@
 //! built-in kinds.
 
 pub mod aws;
+pub mod capture;
 pub mod contract;
 pub mod eks;
 pub mod exec;

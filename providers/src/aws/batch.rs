@@ -6,6 +6,10 @@
 //! finds the job by its tag in the queue and waits for it, so a resumed run
 //! never submits a second one. An interrupted run (Ctrl-C) terminates the
 //! job; so does destroy, or a re-run, of a job still running.
+//!
+//! The job's CloudWatch logs are followed into the step log while it runs;
+//! `success_pattern` and `capture` judge them and take outputs from them
+//! once it ends (see [`super::batch_logs`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -17,8 +21,10 @@ use aws_sdk_batch::types::{
 };
 use serde_json::Value;
 
+use super::batch_logs::{self, JobLogs};
 use super::poll::{Pace, Waiter};
 use super::{config, error, inputs, tags};
+use crate::capture::Matchers;
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
     ReadOutcome, Schema, StepKind, ValidateContext, Values,
@@ -69,7 +75,15 @@ impl BatchJob {
                         InputType::Duration,
                         "How long an attempt may run before Batch stops it (at least 60s)",
                     ),
-                ],
+                    InputSpec::optional(
+                        "log_group",
+                        InputType::String,
+                        "The CloudWatch log group of the job's logs (default /aws/batch/job)",
+                    ),
+                ]
+                .into_iter()
+                .chain(crate::capture::input_specs())
+                .collect(),
                 open_inputs: false,
             },
         }
@@ -90,6 +104,18 @@ fn finished(status: &str) -> bool {
 /// A Batch client for `ctx`.
 async fn client(ctx: &OpContext) -> Result<Client, ProviderError> {
     Ok(Client::new(&config::sdk_config(ctx).await?))
+}
+
+/// A reader of the job's logs, in the group the inputs name.
+async fn job_logs(ctx: &OpContext, values: &Values) -> Result<JobLogs, ProviderError> {
+    let group = inputs::opt_str(values, "log_group")?
+        .unwrap_or_else(|| batch_logs::DEFAULT_GROUP.to_string());
+    Ok(JobLogs::new(&config::sdk_config(ctx).await?, group))
+}
+
+/// The step's `success_pattern` and `capture`.
+fn matchers(values: &Values) -> Result<Matchers, ProviderError> {
+    Matchers::from_values(values).map_err(|p| ProviderError::fatal(p.message))
 }
 
 /// The job's status as Batch writes it.
@@ -159,12 +185,15 @@ async fn find_by_token(
     Ok(None)
 }
 
-/// What state keeps of a job that succeeded.
-fn applied(job: &JobDetail) -> Applied {
+/// What state keeps of a job that succeeded, with what its logs gave.
+fn applied(job: &JobDetail, logs: &JobLogs, captured: Values) -> Applied {
     let id = job.job_id().unwrap_or_default().to_string();
-    let mut outputs = Values::new();
+    let mut outputs = captured;
     outputs.insert("job_id".into(), Value::String(id.clone()));
     outputs.insert("status".into(), Value::String(status(job).to_string()));
+    if let Some(stream) = logs.stream() {
+        outputs.insert("log_stream".into(), Value::String(stream.to_string()));
+    }
     Applied {
         id: Some(id),
         outputs,
@@ -189,6 +218,7 @@ async fn terminate(client: &Client, id: &str, reason: &str) -> Result<(), Provid
 async fn run_to_end(
     ctx: &OpContext,
     client: &Client,
+    logs: &mut JobLogs,
     name: &str,
     id: &str,
 ) -> Result<JobDetail, ProviderError> {
@@ -210,6 +240,13 @@ async fn run_to_end(
                 if finished(st) {
                     return Ok(job);
                 }
+                if st == "RUNNING" {
+                    logs.locate(client, &job).await;
+                    if let Err(e) = logs.poll(ctx.reporter.as_ref()).await {
+                        ctx.reporter
+                            .log(&format!("logs not read this time: {}", e.message));
+                    }
+                }
             }
             Ok(None) => {
                 return Err(ProviderError::fatal(format!(
@@ -229,19 +266,67 @@ async fn run_to_end(
     }
 }
 
-/// The result of a finished job: success, or the step's failure with the reason.
-fn outcome(name: &str, job: &JobDetail) -> Result<Applied, ProviderError> {
+/// The result of a finished job once its logs are read: success with what
+/// `capture` took, or the step's failure with the reason and the logs' last
+/// lines.
+async fn finish(
+    ctx: &OpContext,
+    client: &Client,
+    logs: &mut JobLogs,
+    values: &Values,
+    name: &str,
+    job: &JobDetail,
+) -> Result<Applied, ProviderError> {
+    let matchers = matchers(values)?;
+    let asked = if status(job) == "SUCCEEDED" {
+        &matchers
+    } else {
+        &Matchers::default()
+    };
+    if let Err(e) = logs
+        .settle(client, job, asked, ctx.reporter.as_ref(), &ctx.cancel)
+        .await
+    {
+        ctx.reporter.log(&format!("logs not read: {}", e.message));
+    }
+    if status(job) == "SUCCEEDED"
+        && let Ok(captured) = matchers.check(logs.text())
+    {
+        crate::capture::report(ctx.reporter.as_ref(), &captured);
+    }
+    outcome(name, job, logs, &matchers)
+}
+
+/// Success (with captured outputs) or the step's failure, from the finished
+/// job and its logs.
+fn outcome(
+    name: &str,
+    job: &JobDetail,
+    logs: &JobLogs,
+    matchers: &Matchers,
+) -> Result<Applied, ProviderError> {
+    let what = format!("job `{name}` ({})", job.job_id().unwrap_or("?"));
+    let tail = || match logs.tail(5) {
+        t if t.is_empty() => String::new(),
+        t => format!(" — last lines: {t}"),
+    };
     if status(job) == "SUCCEEDED" {
-        return Ok(applied(job));
+        return match matchers.check(logs.text()) {
+            Ok(captured) => Ok(applied(job, logs, captured)),
+            Err(why) if logs.stream().is_none() => Err(ProviderError::fatal(format!(
+                "{what}: {why} (Batch named no log stream for it)"
+            ))),
+            Err(why) => Err(ProviderError::fatal(format!("{what}: {why}{}", tail()))),
+        };
     }
     let reason = job
         .status_reason()
         .filter(|r| !r.is_empty())
         .unwrap_or("no reason given");
     Err(ProviderError::fatal(format!(
-        "job `{name}` ({}) {}: {reason}",
-        job.job_id().unwrap_or("?"),
-        status(job)
+        "{what} {}: {reason}{}",
+        status(job),
+        tail()
     )))
 }
 
@@ -300,13 +385,18 @@ impl Provider for BatchJob {
                 _ => {}
             }
         }
+        if let Err(p) = Matchers::from_values(&crate::contract::known_inputs(inputs)) {
+            problems.push(p);
+        }
         problems
     }
 
     async fn create(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
         let name = inputs::req_str(values, "job_name")?;
         let queue = inputs::req_str(values, "job_queue")?;
+        matchers(values)?;
         let client = client(ctx).await?;
+        let mut logs = job_logs(ctx, values).await?;
         if !ctx.token.is_empty()
             && let Some(job) = find_by_token(&client, &queue, &name, &ctx.token).await?
         {
@@ -314,8 +404,8 @@ impl Provider for BatchJob {
             ctx.reporter.event(&format!(
                 "job `{name}` ({id}) was already submitted by this operation"
             ));
-            let job = run_to_end(ctx, &client, &name, &id).await?;
-            return outcome(&name, &job);
+            let job = run_to_end(ctx, &client, &mut logs, &name, &id).await?;
+            return finish(ctx, &client, &mut logs, values, &name, &job).await;
         }
         let mut request = client
             .submit_job()
@@ -352,8 +442,8 @@ impl Provider for BatchJob {
         let id = out.job_id().unwrap_or_default().to_string();
         ctx.reporter
             .event(&format!("job `{name}` ({id}): submitted"));
-        let job = run_to_end(ctx, &client, &name, &id).await?;
-        outcome(&name, &job)
+        let job = run_to_end(ctx, &client, &mut logs, &name, &id).await?;
+        finish(ctx, &client, &mut logs, values, &name, &job).await
     }
 
     /// Tasks re-run instead of updating; the engine replaces them. Kept for
@@ -426,6 +516,7 @@ impl Provider for BatchJob {
             return Ok(ReadOutcome::Missing);
         };
         let id = job.job_id().unwrap_or_default().to_string();
+        let mut logs = job_logs(ctx, values).await?;
         let job = if finished(status(&job)) {
             job
         } else {
@@ -433,12 +524,17 @@ impl Provider for BatchJob {
                 "job `{name}` ({id}) is still {}: waiting for it",
                 status(&job)
             ));
-            run_to_end(ctx, &client, &name, &id).await?
+            run_to_end(ctx, &client, &mut logs, &name, &id).await?
         };
-        Ok(match status(&job) {
-            "SUCCEEDED" => ReadOutcome::Present(applied(&job)),
-            _ => ReadOutcome::Missing,
-        })
+        // A job that failed, or whose logs do not show what the step asks
+        // for, reads as missing: the create that follows (same token)
+        // finds it again and reports why.
+        Ok(
+            match finish(ctx, &client, &mut logs, values, &name, &job).await {
+                Ok(applied) => ReadOutcome::Present(applied),
+                Err(_) => ReadOutcome::Missing,
+            },
+        )
     }
 }
 
@@ -477,7 +573,12 @@ mod tests {
             .status(JobStatus::Failed)
             .status_reason("Essential container in task exited")
             .build();
-        let err = outcome("nccl", &job).unwrap_err();
+        let none = Matchers::default();
+        let logs = JobLogs::new(
+            &aws_types::SdkConfig::builder().build(),
+            batch_logs::DEFAULT_GROUP.into(),
+        );
+        let err = outcome("nccl", &job, &logs, &none).unwrap_err();
         assert_eq!(
             err.message,
             "job `nccl` (j-1) FAILED: Essential container in task exited"
@@ -486,7 +587,18 @@ mod tests {
             .job_id("j-2")
             .status(JobStatus::Succeeded)
             .build();
-        assert_eq!(outcome("nccl", &ok).unwrap().outputs["status"], "SUCCEEDED");
+        assert_eq!(
+            outcome("nccl", &ok, &logs, &none).unwrap().outputs["status"],
+            "SUCCEEDED"
+        );
+        let busbw =
+            Matchers::from_values(&values(json!({"capture": {"busbw": "bw: ([0-9.]+)"}}))).unwrap();
+        let err = outcome("nccl", &ok, &logs, &busbw).unwrap_err();
+        assert!(
+            err.message.contains("Batch named no log stream"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -498,9 +610,11 @@ mod tests {
             &[
                 ("num_nodes".into(), InputValue::Known(json!(0))),
                 ("timeout".into(), InputValue::Known(json!("10s"))),
+                ("capture".into(), InputValue::Known(json!({"busbw": "(["}))),
             ],
             &ctx,
         );
-        assert_eq!(problems.len(), 2);
+        assert_eq!(problems.len(), 3);
+        assert_eq!(problems[2].path, ["capture", "busbw"]);
     }
 }

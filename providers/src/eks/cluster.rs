@@ -540,7 +540,7 @@ impl Provider for EksCluster {
     }
 
     fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
-        let known = super::known_inputs(inputs);
+        let known = crate::contract::known_inputs(inputs);
         let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
         let mut out = Vec::new();
         let cfg = match known.get("eksctl_config").and_then(Value::as_str) {

@@ -736,7 +736,7 @@ impl Provider for EksNodegroup {
         inputs: &[(std::string::String, InputValue)],
         _ctx: &ValidateContext,
     ) -> Vec<Problem> {
-        let mut v = super::known_inputs(inputs);
+        let mut v = crate::contract::known_inputs(inputs);
         // Unknown values must not trip the checks: fill in harmless stand-ins.
         for (k, val) in inputs {
             if *val == InputValue::Unknown {

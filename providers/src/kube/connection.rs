@@ -8,6 +8,11 @@
 //!   certificate_authority, region). The bearer token is presigned from the
 //!   AWS credentials of the step's region and profile (see
 //!   [`crate::eks::token`]) and made anew every ten minutes (tokens last 15).
+//!
+//! `FLOW_EKS_API_SERVER` (a URL) and `FLOW_EKS_API_SERVER_CA` (a PEM file)
+//! send every `cluster` connection to another API server, keeping the EKS
+//! token: for a private endpoint reached through a tunnel, and for the
+//! local API server that stands in for EKS in the tests and the quickstart.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -21,6 +26,12 @@ use crate::contract::{OpContext, Problem, ProviderError, Values};
 
 /// How long a client with an EKS token is used before a fresh token.
 const EKS_TOKEN_LIFE: Duration = Duration::from_secs(600);
+
+/// The variable naming an API server for every EKS connection.
+pub const API_SERVER_ENV: &str = "FLOW_EKS_API_SERVER";
+
+/// The variable naming the PEM file of that server's certificate authority.
+pub const API_SERVER_CA_ENV: &str = "FLOW_EKS_API_SERVER_CA";
 
 /// Which cluster, and how to authenticate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +183,9 @@ impl Connection {
                 }
                 let sdk = crate::eks::sdk_config(&ctx).await?;
                 let token = crate::eks::token::eks_token(&sdk, name).await?;
-                let kc = eks_kubeconfig(endpoint, certificate_authority, &token)?;
+                let (endpoint, certificate_authority) = api_server_override()?
+                    .unwrap_or((endpoint.clone(), certificate_authority.clone()));
+                let kc = eks_kubeconfig(&endpoint, &certificate_authority, &token)?;
                 let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
                     .map_err(|e| ProviderError::fatal(format!("EKS cluster `{name}`: {e}")))?;
@@ -204,6 +217,31 @@ fn resolve(workdir: &Path, path: Option<&str>) -> Result<PathBuf, ProviderError>
         return Ok(first);
     }
     Ok(home().join(".kube/config"))
+}
+
+/// The endpoint and base64 CA that [`API_SERVER_ENV`] and
+/// [`API_SERVER_CA_ENV`] put in place of an EKS cluster's, if set.
+fn api_server_override() -> Result<Option<(String, String)>, ProviderError> {
+    let Some(url) = std::env::var(API_SERVER_ENV).ok().filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    let ca = match std::env::var_os(API_SERVER_CA_ENV) {
+        Some(path) => {
+            let pem = std::fs::read(&path).map_err(|e| {
+                ProviderError::fatal(format!(
+                    "{API_SERVER_CA_ENV}: could not read {}: {e}",
+                    Path::new(&path).display()
+                ))
+            })?;
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pem)
+        }
+        None => {
+            return Err(ProviderError::fatal(format!(
+                "{API_SERVER_ENV} is set: set {API_SERVER_CA_ENV} to the PEM file of its certificate authority too"
+            )));
+        }
+    };
+    Ok(Some((url, ca)))
 }
 
 /// A one-cluster kubeconfig for an EKS endpoint and token.

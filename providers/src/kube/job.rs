@@ -9,7 +9,6 @@
 //! very operation made (a resumed apply) is followed, never made twice.
 //! Destroy deletes the job and its pods.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ::kube::api::{Api, DeleteParams, DynamicObject, ListParams};
@@ -17,15 +16,15 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::capture::Matchers;
 use super::connection::{Connection, Target};
 use super::errors;
 use super::logs::{self, Follower};
 use super::objects::{KUBE_PACE, Kinds, Record};
 use super::render::{Doc, Sources};
+use crate::capture::Matchers;
 use crate::contract::{
-    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
-    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+    Applied, InputValue, OpContext, Prior, Problem, Provider, ProviderError, ReadOutcome, Schema,
+    StepKind, ValidateContext, Values,
 };
 use crate::eks::shared_poll::Waiter;
 
@@ -43,16 +42,7 @@ impl KubeJob {
     pub fn new() -> Self {
         let mut inputs = super::connection_inputs();
         inputs.extend(super::manifest_inputs());
-        inputs.push(InputSpec::optional(
-            "success_pattern",
-            InputType::String,
-            "A regex the logs must match for the job to count as a success",
-        ));
-        inputs.push(InputSpec::optional(
-            "capture",
-            InputType::Map(Box::new(InputType::String)),
-            "Outputs taken from the logs: name = regex; the first group of the first match (a number when it is one)",
-        ));
+        inputs.extend(crate::capture::input_specs());
         KubeJob {
             schema: Schema {
                 kind: StepKind::Task,
@@ -175,18 +165,7 @@ impl<'a> Run<'a> {
     }
 
     fn matchers(&self) -> Result<Matchers, ProviderError> {
-        let success = self.inputs.get("success_pattern").and_then(Value::as_str);
-        let captures: BTreeMap<String, String> = self
-            .inputs
-            .get("capture")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Matchers::new(success, &captures).map_err(|p| ProviderError::fatal(p.message))
+        Matchers::from_values(self.inputs).map_err(|p| ProviderError::fatal(p.message))
     }
 
     /// Creates the job unless this operation already did, then follows it.
@@ -298,6 +277,7 @@ impl<'a> Run<'a> {
                 let captured = matchers
                     .check(&follower.text())
                     .map_err(|e| ProviderError::fatal(format!("{}: {e}", record.label())))?;
+                crate::capture::report(self.ctx.reporter.as_ref(), &captured);
                 let mut outputs = Values::new();
                 outputs.insert("name".into(), json!(record.name));
                 outputs.insert("namespace".into(), json!(record.namespace));
@@ -398,7 +378,7 @@ impl Provider for KubeJob {
 
     fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
         let mut out = Target::problems(inputs);
-        let known = crate::eks::known_inputs(inputs);
+        let known = crate::contract::known_inputs(inputs);
         let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
         if !has("files") && !has("manifest") {
             out.push(Problem::at_path(
@@ -406,19 +386,7 @@ impl Provider for KubeJob {
                 "give `files` (a YAML file or URL) or an inline `manifest` holding the job",
             ));
         }
-        let captures: BTreeMap<String, String> = known
-            .get("capture")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if let Err(p) = Matchers::new(
-            known.get("success_pattern").and_then(Value::as_str),
-            &captures,
-        ) {
+        if let Err(p) = Matchers::from_values(&known) {
             out.push(p);
         }
         let all_known = inputs.iter().all(|(k, v)| {

@@ -326,7 +326,7 @@ impl Provider for KubeManifest {
 
     fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
         let mut out = Target::problems(inputs);
-        let known = crate::eks::known_inputs(inputs);
+        let known = crate::contract::known_inputs(inputs);
         let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
         if !has("files") && !has("manifest") {
             out.push(Problem::at_path(

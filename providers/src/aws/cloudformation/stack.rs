@@ -47,9 +47,10 @@ pub(super) fn tag<'a>(stack: &'a Stack, key: &str) -> Option<&'a str> {
         .and_then(|t| t.value())
 }
 
-/// The stack's outputs by key.
+/// The stack's outputs by key, plus `stack_name` and `stack_id` (output
+/// keys are alphanumeric, so these never clash with a template's).
 pub(super) fn outputs(stack: &Stack) -> Values {
-    stack
+    let mut out: Values = stack
         .outputs()
         .iter()
         .filter_map(|o| {
@@ -58,7 +59,16 @@ pub(super) fn outputs(stack: &Stack) -> Values {
                 Value::String(o.output_value().unwrap_or_default().to_string()),
             ))
         })
-        .collect()
+        .collect();
+    for (key, value) in [
+        ("stack_name", stack.stack_name()),
+        ("stack_id", stack.stack_id()),
+    ] {
+        if let Some(v) = value {
+            out.insert(key.into(), Value::String(v.to_string()));
+        }
+    }
+    out
 }
 
 /// One event as a progress line: `Vpc (AWS::EC2::VPC) CREATE_FAILED: reason`.

@@ -1,14 +1,31 @@
-//! What a job's logs must show and what is taken from them:
+//! What a job's logs (a Kubernetes or Batch job's) must show and what is taken from them:
 //! `success_pattern` (a regex some line must match) and `capture` (named
-//! regexes; the first group of the first match becomes an output, or the
-//! whole match when the regex has no group).
+//! regexes; the first group of the last match becomes an output, or the
+//! whole match when the regex has no group: the last, because training logs
+//! print a figure again and again and the final one is what counts).
 
 use std::collections::BTreeMap;
 
 use regex_lite::Regex;
 use serde_json::Value;
 
-use crate::contract::{Problem, Values};
+use crate::contract::{InputSpec, InputType, Problem, Values};
+
+/// The `success_pattern` and `capture` inputs, for the schema of a job kind.
+pub fn input_specs() -> Vec<InputSpec> {
+    vec![
+        InputSpec::optional(
+            "success_pattern",
+            InputType::String,
+            "A regex the logs must match for the job to count as a success",
+        ),
+        InputSpec::optional(
+            "capture",
+            InputType::Map(Box::new(InputType::String)),
+            "Outputs taken from the logs: name = regex; the first group of the last match (a number when it is one)",
+        ),
+    ]
+}
 
 /// The compiled `success_pattern` and `capture` of a step.
 #[derive(Debug, Clone, Default)]
@@ -40,6 +57,29 @@ impl Matchers {
         Ok(Matchers { success, captures })
     }
 
+    /// The matchers a step's `success_pattern` and `capture` inputs ask for
+    /// (absent inputs, or ones not known yet, ask for nothing).
+    pub fn from_values(values: &Values) -> Result<Matchers, Problem> {
+        let captures: BTreeMap<String, String> = values
+            .get("capture")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Matchers::new(
+            values.get("success_pattern").and_then(Value::as_str),
+            &captures,
+        )
+    }
+
+    /// Whether the logs are needed at all.
+    pub fn is_empty(&self) -> bool {
+        self.success.is_none() && self.captures.is_empty()
+    }
+
     /// The captured outputs from `logs`, or why the logs do not show success.
     pub fn check(&self, logs: &str) -> Result<Values, String> {
         if let Some(re) = &self.success
@@ -52,7 +92,7 @@ impl Matchers {
         }
         let mut out = Values::new();
         for (name, re) in &self.captures {
-            let Some(caps) = re.captures(logs) else {
+            let Some(caps) = re.captures_iter(logs).last() else {
                 return Err(format!(
                     "capture `{name}`: no line of the logs matches /{}/",
                     re.as_str()
@@ -66,6 +106,16 @@ impl Matchers {
             out.insert(name.clone(), number_or_text(text));
         }
         Ok(out)
+    }
+}
+
+/// Shows each captured output live (`captured busbw = 186.437`).
+pub fn report(reporter: &dyn crate::contract::Reporter, captured: &Values) {
+    for (name, value) in captured {
+        let shown = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_string);
+        reporter.event(&format!("captured {name} = {shown}"));
     }
 }
 
@@ -89,7 +139,7 @@ mod tests {
     const NCCL: &str = "#  Out of bounds values : 0 OK\n# Avg bus bandwidth    : 186.437 \n#\n";
 
     #[test]
-    fn captures_the_first_group_as_a_number() {
+    fn captures_the_first_group_of_the_last_match_as_a_number() {
         let caps = BTreeMap::from([(
             "busbw".to_string(),
             r"Avg bus bandwidth\s*:\s*([0-9.]+)".to_string(),
@@ -99,6 +149,10 @@ mod tests {
         assert_eq!(out["busbw"], serde_json::json!(186.437));
         let err = m.check("nothing").unwrap_err();
         assert!(err.contains("success_pattern"), "{err}");
+        let epochs = BTreeMap::from([("epoch".to_string(), r"Epoch (\d+) \|".to_string())]);
+        let last = Matchers::new(None, &epochs).unwrap();
+        let out = last.check("Epoch 8 | a\nEpoch 9 | b\n").unwrap();
+        assert_eq!(out["epoch"], serde_json::json!(9), "the last match counts");
         let only = Matchers::new(None, &caps).unwrap();
         assert!(only.check("x").unwrap_err().contains("capture `busbw`"));
         assert_eq!(number_or_text("GPU 0: A100"), Value::from("GPU 0: A100"));
