@@ -7,12 +7,14 @@
 //! No kubelet, scheduler or operator runs, so a [`Driver`] plays their part
 //! through the real API: it marks Deployments available, DaemonSets and
 //! StatefulSets ready, claims bound, finalizes terminating namespaces, and
-//! runs Jobs and PyTorchJobs by creating their pods and writing `/status`.
+//! runs Jobs, PyTorchJobs and MPIJobs by creating their pods and writing `/status`.
 //! The pods' "logs" are their containers' termination messages (there is
 //! no kubelet to serve `pods/log`), which is what the provider falls back
 //! to; test manifests choose them with annotations:
 //!
-//! - `test.flow/logs`: the text of the first pod's log;
+//! - `test.flow/logs`: the text of the first pod's log (without it, what the
+//!   local cloud emulates for the program the first container runs: see
+//!   `scripts/local-cloud/outputs/`);
 //! - `test.flow/outcome: Failed`: the last pod exits 1 and the job fails.
 //!
 //! `FLOW_SKIP_KUBE=1` skips these tests (printing why) on machines that
@@ -583,29 +585,42 @@ async fn tick(client: &kube::Client, held: &HashSet<String>) {
     finalize_namespaces(client).await;
     let jobs = ar("batch", "v1", "Job", "jobs");
     for j in list(client, &jobs).await {
-        run_job(client, &jobs, &j, held, "job-name", &[("", 1)]).await;
+        let pods = j.data["spec"]["completions"].as_i64().unwrap_or(1).max(1);
+        run_job(client, &jobs, &j, held, "job-name", &[("", pods)]).await;
     }
-    let pytorch = ar("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs");
-    for j in list(client, &pytorch).await {
-        let specs = j.data["spec"]["pytorchReplicaSpecs"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        let mut replicas: Vec<(String, i64)> = specs
-            .iter()
-            .map(|(k, v)| (k.to_lowercase(), v["replicas"].as_i64().unwrap_or(1)))
-            .collect();
-        replicas.sort_by_key(|(k, _)| if k == "master" { 0 } else { 1 });
-        let replicas: Vec<(&str, i64)> = replicas.iter().map(|(k, n)| (k.as_str(), *n)).collect();
-        run_job(
-            client,
-            &pytorch,
-            &j,
-            held,
-            "training.kubeflow.org/job-name",
-            &replicas,
-        )
-        .await;
+    for (kind, plural, specs) in [
+        ("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs"),
+        ("MPIJob", "mpijobs", "mpiReplicaSpecs"),
+    ] {
+        let r = ar("kubeflow.org", "v1", kind, plural);
+        for j in list(client, &r).await {
+            let specs = j.data["spec"][specs]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            let mut replicas: Vec<(String, i64)> = specs
+                .iter()
+                .map(|(k, v)| (k.to_lowercase(), v["replicas"].as_i64().unwrap_or(1)))
+                .collect();
+            replicas.sort_by_key(|(k, _)| {
+                if k == "master" || k == "launcher" {
+                    0
+                } else {
+                    1
+                }
+            });
+            let replicas: Vec<(&str, i64)> =
+                replicas.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+            run_job(
+                client,
+                &r,
+                &j,
+                held,
+                "training.kubeflow.org/job-name",
+                &replicas,
+            )
+            .await;
+        }
     }
 }
 
@@ -669,7 +684,7 @@ async fn run_job(
     let log = notes
         .get("test.flow/logs")
         .cloned()
-        .unwrap_or_else(|| "done".into());
+        .unwrap_or_else(|| emulated_output(&job.data));
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
     let mut names = Vec::new();
     for (kind, n) in replicas {
@@ -682,16 +697,8 @@ async fn run_job(
             names.push((pod, kind.to_string(), i));
         }
     }
-    let container = job
-        .data
-        .pointer("/spec/template/spec/containers/0/name")
-        .or_else(|| {
-            job.data["spec"]["pytorchReplicaSpecs"]
-                .as_object()
-                .and_then(|m| m.values().next())
-                .and_then(|v| v.pointer("/template/spec/containers/0/name"))
-        })
-        .and_then(Value::as_str)
+    let container = first_container(&job.data)
+        .and_then(|c| c["name"].as_str())
         .unwrap_or("main")
         .to_string();
     let finishing = !held.contains(&name);
@@ -758,16 +765,100 @@ async fn run_job(
         json!({"conditions": [
             {"type": "Created", "status": "True", "reason": "Created"},
             {"type": "Running", "status": "False", "reason": "Running"},
-            {"type": "Failed", "status": "True", "reason": "PyTorchJobFailed",
-             "message": format!("PyTorchJob {name} is failed because 1 Worker replica(s) failed.")}]})
+            {"type": "Failed", "status": "True", "reason": format!("{}Failed", r.kind),
+             "message": format!("{} {name} is failed because 1 Worker replica(s) failed.", r.kind)}]})
     } else {
         json!({"conditions": [
             {"type": "Created", "status": "True", "reason": "Created"},
             {"type": "Running", "status": "False", "reason": "Running"},
-            {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded",
-             "message": format!("PyTorchJob {name} is successfully completed.")}], "completionTime": now})
+            {"type": "Succeeded", "status": "True", "reason": format!("{}Succeeded", r.kind),
+             "message": format!("{} {name} is successfully completed.", r.kind)}], "completionTime": now})
     };
     set_status(client, r, job, status).await;
+}
+
+/// The first container of a Job's pod template, or of a Kubeflow job's
+/// first replica (the launcher or master when there is one).
+fn first_container(job: &Value) -> Option<&Value> {
+    if let Some(c) = job.pointer("/spec/template/spec/containers/0") {
+        return Some(c);
+    }
+    let specs = job["spec"]
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.ends_with("ReplicaSpecs"))?
+        .1
+        .as_object()?;
+    let first = ["Launcher", "Master"]
+        .iter()
+        .find_map(|k| specs.get(*k))
+        .or_else(|| specs.values().next())?;
+    first.pointer("/template/spec/containers/0")
+}
+
+/// What the job's program prints, as the local cloud emulates it: the
+/// text of `scripts/local-cloud/outputs/PROGRAM.txt` for the first PROGRAM
+/// named in the first container's command and args (the same files the
+/// Batch compute emulator uses), `${NAME}` filled from the container's
+/// environment; "done" for programs it does not know.
+fn emulated_output(job: &Value) -> String {
+    let Some(c) = first_container(job) else {
+        return "done".into();
+    };
+    let words: Vec<&str> = ["command", "args"]
+        .iter()
+        .filter_map(|k| c[*k].as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let line = words.join(" ");
+    let env: std::collections::HashMap<&str, &str> = c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
+        .collect();
+    let dir = workspace_root().join("scripts/local-cloud/outputs");
+    let mut programs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    programs.sort();
+    for path in programs {
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".txt"))
+        else {
+            continue;
+        };
+        if line.contains(name) {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            return fill_env(&text, &env);
+        }
+    }
+    "done".into()
+}
+
+/// `${NAME}` replaced by `env[NAME]` where it has one.
+fn fill_env(text: &str, env: &std::collections::HashMap<&str, &str>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) if env.contains_key(&after[..end]) => {
+                out.push_str(env[&after[..end]]);
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push_str("${");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Starts the EKS token webhook (see [`Options::eks_sts`]); returns its URL.

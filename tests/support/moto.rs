@@ -10,8 +10,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The moto version the tests are written against.
-const MOTO: &str = "moto[server]==5.2.5";
+/// The moto version the tests are written against: the requirements file
+/// `scripts/local-aws` installs from too (the same `.venv` and marker).
+const REQUIREMENTS: &str = include_str!("../../scripts/local-cloud/requirements.txt");
+
+/// The Batch compute emulator, killed on drop.
+pub struct BatchCompute {
+    child: Child,
+    /// What it printed: one line per job it ran.
+    pub log: PathBuf,
+}
+
+impl Drop for BatchCompute {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 /// A running moto server.
 pub struct Moto {
@@ -64,12 +79,13 @@ pub fn moto_server() -> PathBuf {
     let venv = workspace_root().join(".venv");
     let server = venv.join("bin/moto_server");
     let ready = venv.join(".moto-ready");
-    if ready.exists() && server.exists() {
+    let installed = || std::fs::read_to_string(&ready).is_ok_and(|r| r == REQUIREMENTS);
+    if installed() && server.exists() {
         return server;
     }
     std::fs::create_dir_all(&venv).expect("create .venv");
     let _lock = FileLock::acquire(&venv.join(".install.lock"));
-    if ready.exists() && server.exists() {
+    if installed() && server.exists() {
         return server;
     }
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
@@ -84,16 +100,18 @@ pub fn moto_server() -> PathBuf {
     // PIP_FIND_LINKS and other pip settings from the environment apply; the
     // default index stays on.
     let out = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", MOTO])
+        .args(["install", "--quiet", "-r"])
+        .arg(workspace_root().join("scripts/local-cloud/requirements.txt"))
         .output()
         .expect("run pip");
     assert!(
         out.status.success(),
-        "installing {MOTO} failed:\n{}{}",
+        "installing {} failed:\n{}{}",
+        REQUIREMENTS.trim(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::write(&ready, MOTO).expect("mark .venv ready");
+    std::fs::write(&ready, REQUIREMENTS).expect("mark .venv ready");
     server
 }
 
@@ -159,6 +177,25 @@ impl Moto {
             std::thread::sleep(Duration::from_millis(100));
         }
         false
+    }
+
+    /// Starts the local cloud's Batch compute emulator
+    /// (`scripts/local-cloud/batch_compute.py`) against this server: jobs
+    /// that end get what their program prints in their log stream. Killed
+    /// when the returned guard drops.
+    pub fn batch_compute(&self) -> BatchCompute {
+        let root = workspace_root();
+        let log = self._dir.path().join("batch-compute.log");
+        let out = File::create(&log).expect("batch compute log");
+        let child = Command::new(root.join(".venv/bin/python"))
+            .arg(root.join("scripts/local-cloud/batch_compute.py"))
+            .args(["--endpoint", &self.endpoint()])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("dup log"))
+            .stderr(out)
+            .spawn()
+            .expect("start batch_compute.py");
+        BatchCompute { child, log }
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The compute behind the local AWS API's Batch queues.
+
+moto (the local AWS API) accepts Batch jobs but runs no containers: without
+Docker it marks each job SUCCEEDED at once and names a CloudWatch log stream
+for it that nobody writes. This program plays the containers' part: for
+every job that ends, it writes into that log stream what the job's program
+prints, taken from ``outputs/PROGRAM.txt`` beside this file (the first
+PROGRAM whose name appears in the job's command; ``${NAME}`` in the text is
+replaced by the container's environment variable NAME when it has one).
+
+It changes nothing else: the job's status, its tags and its log stream's
+name are moto's. Run with the same endpoint and credentials as flow:
+
+    batch_compute.py --endpoint http://127.0.0.1:PORT [--regions us-east-1,us-west-2]
+
+It polls every 200 ms until killed and prints one line per job it ran.
+"""
+
+import argparse
+import os
+import re
+import sys
+import time
+
+import boto3
+
+OUTPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "outputs")
+LOG_GROUP = "/aws/batch/job"
+ENDED = ("SUCCEEDED", "FAILED")
+
+
+def programs():
+    """The emulated programs: name → output template."""
+    out = {}
+    for entry in sorted(os.listdir(OUTPUTS)):
+        if entry.endswith(".txt"):
+            with open(os.path.join(OUTPUTS, entry), encoding="utf-8") as f:
+                out[entry[: -len(".txt")]] = f.read()
+    return out
+
+
+def container_of(job, definition):
+    """The command and environment the job's (main node's) container ran."""
+    container = job.get("container") or {}
+    command = container.get("command") or []
+    env = {e["name"]: e["value"] for e in container.get("environment") or []}
+    props = definition.get("nodeProperties") or {}
+    for node in props.get("nodeRangeProperties") or []:
+        c = node.get("container") or {}
+        command = command or c.get("command") or []
+        for e in c.get("environment") or []:
+            env.setdefault(e["name"], e["value"])
+    c = definition.get("containerProperties") or {}
+    command = command or c.get("command") or []
+    for e in c.get("environment") or []:
+        env.setdefault(e["name"], e["value"])
+    return command, env
+
+
+def output_for(command, env, known):
+    """What the program in `command` prints, or a note that none is known."""
+    text = " ".join(command)
+    for name, template in known.items():
+        if name in text:
+            return re.sub(
+                r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}",
+                lambda m: env.get(m.group(1), m.group(0)),
+                template,
+            )
+    return f"local cloud: no output is emulated for `{text}`\n"
+
+
+def write_log(logs, stream, text):
+    """Puts `text` into the job's log stream, one event per line."""
+    try:
+        logs.create_log_group(logGroupName=LOG_GROUP)
+    except logs.exceptions.ResourceAlreadyExistsException:
+        pass
+    try:
+        logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
+    except logs.exceptions.ResourceAlreadyExistsException:
+        pass
+    now = int(time.time() * 1000)
+    events = [
+        {"timestamp": now + i, "message": line}
+        for i, line in enumerate(text.splitlines())
+        if line != ""
+    ]
+    for start in range(0, len(events), 1000):
+        logs.put_log_events(
+            logGroupName=LOG_GROUP,
+            logStreamName=stream,
+            logEvents=events[start : start + 1000],
+        )
+
+
+def ended_jobs(batch):
+    """Every ended job of every queue, as (id, queue) pairs."""
+    for queue in batch.describe_job_queues().get("jobQueues", []):
+        for status in ENDED:
+            pages = batch.get_paginator("list_jobs").paginate(
+                jobQueue=queue["jobQueueArn"], jobStatus=status
+            )
+            for page in pages:
+                for summary in page.get("jobSummaryList", []):
+                    yield summary["jobId"]
+
+
+def run_once(batch, logs, done, known):
+    """Writes the logs of jobs that ended since the last pass."""
+    fresh = [j for j in ended_jobs(batch) if j not in done]
+    for start in range(0, len(fresh), 100):
+        for job in batch.describe_jobs(jobs=fresh[start : start + 100])["jobs"]:
+            done.add(job["jobId"])
+            stream = (job.get("container") or {}).get("logStreamName")
+            if not stream:
+                continue
+            defs = batch.describe_job_definitions(
+                jobDefinitions=[job["jobDefinition"]]
+            )["jobDefinitions"]
+            command, env = container_of(job, defs[0] if defs else {})
+            write_log(logs, stream, output_for(command, env, known))
+            print(
+                f"ran {job['jobName']} ({job['jobId']}): {' '.join(command)[:80]}",
+                flush=True,
+            )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument(
+        "--regions",
+        default="us-east-1,us-east-2,us-west-1,us-west-2",
+        help="comma-separated regions whose queues to serve",
+    )
+    args = parser.parse_args()
+    session = boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    clients = [
+        (
+            session.client("batch", endpoint_url=args.endpoint, region_name=r),
+            session.client("logs", endpoint_url=args.endpoint, region_name=r),
+        )
+        for r in args.regions.split(",")
+        if r
+    ]
+    known = programs()
+    done = set()
+    while True:
+        for batch, logs in clients:
+            try:
+                run_once(batch, logs, done, known)
+            except Exception as e:  # the server restarting, a job deleted meanwhile
+                print(f"pass failed: {e}", file=sys.stderr, flush=True)
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    main()
