@@ -6,8 +6,10 @@ Docker it marks each job SUCCEEDED at once and names a CloudWatch log stream
 for it that nobody writes. This program plays the containers' part: for
 every job that ends, it writes into that log stream what the job's program
 prints, taken from ``outputs/PROGRAM.txt`` beside this file (the first
-PROGRAM whose name appears in the job's command; ``${NAME}`` in the text is
-replaced by the container's environment variable NAME when it has one).
+PROGRAM whose name appears in the job's command or, for commands like
+``bash -c "$TEST_CMD"``, in its environment's values; ``${NAME}`` in the
+text is replaced by the container's environment variable NAME when it has
+one).
 
 It changes nothing else: the job's status, its tags and its log stream's
 name are moto's. Run with the same endpoint and credentials as flow:
@@ -60,7 +62,7 @@ def container_of(job, definition):
 
 def output_for(command, env, known):
     """What the program in `command` prints, or a note that none is known."""
-    text = " ".join(command)
+    text = " ".join(command + list(env.values()))
     for name, template in known.items():
         if name in text:
             return re.sub(
@@ -68,7 +70,7 @@ def output_for(command, env, known):
                 lambda m: env.get(m.group(1), m.group(0)),
                 template,
             )
-    return f"local cloud: no output is emulated for `{text}`\n"
+    return f"local cloud: no output is emulated for `{' '.join(command)}`\n"
 
 
 def write_log(logs, stream, text):

@@ -798,7 +798,7 @@ fn first_container(job: &Value) -> Option<&Value> {
 
 /// What the job's program prints, as the local cloud emulates it: the
 /// text of `scripts/local-cloud/outputs/PROGRAM.txt` for the first PROGRAM
-/// named in the first container's command and args (the same files the
+/// named in the first container's command, args or environment values (the same files the
 /// Batch compute emulator uses), `${NAME}` filled from the container's
 /// environment; "done" for programs it does not know.
 fn emulated_output(job: &Value) -> String {
@@ -811,13 +811,17 @@ fn emulated_output(job: &Value) -> String {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let line = words.join(" ");
     let env: std::collections::HashMap<&str, &str> = c["env"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
         .collect();
+    let mut line = words.join(" ");
+    for value in env.values() {
+        line.push(' ');
+        line.push_str(value);
+    }
     let dir = workspace_root().join("scripts/local-cloud/outputs");
     let mut programs: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())

@@ -1,0 +1,315 @@
+//! End-to-end: the ready-made workflows under `workflows/`, as a user runs
+//! them, against the local cloud — the moto server for AWS (with the Batch
+//! compute emulator writing what a job's program prints into its log
+//! stream) and, for the EKS workflows, a real kube-apiserver standing in for
+//! each cluster's API server (see `support::kube`). Each workflow validates
+//! and plans with no AWS credentials and no state, applies, re-plans with no
+//! changes, and destroys; what every step made is checked through the APIs.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::Project;
+use support::Run;
+use support::moto::{BatchCompute, Moto};
+
+/// A workflow file of the repository.
+fn workflow(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("engine/ has a parent")
+        .join("workflows")
+        .join(name);
+    assert!(path.exists(), "{} is missing", path.display());
+    path.to_string_lossy().into_owned()
+}
+
+/// A run of one workflow: its state in a scratch folder, `flow` pointed at
+/// the local cloud.
+struct Local {
+    p: Project,
+    wf: String,
+    env: Vec<(String, String)>,
+}
+
+impl Local {
+    fn new(name: &str, env: Vec<(String, String)>) -> Local {
+        Local {
+            p: Project::new(),
+            wf: workflow(name),
+            env,
+        }
+    }
+
+    fn state(&self) -> String {
+        self.p.path().join("state").to_string_lossy().into_owned()
+    }
+
+    /// `flow COMMAND WORKFLOW --state-dir … ARGS`.
+    fn flow(&self, command: &[&str], args: &[&str]) -> Run {
+        let state = self.state();
+        let mut all: Vec<&str> = command.to_vec();
+        all.push(&self.wf);
+        all.extend(["--state-dir", &state]);
+        all.extend(args);
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.p.run_env(&all, &env)
+    }
+
+    fn output(&self, key: &str) -> String {
+        self.flow(&["output"], &[key])
+            .expect(0)
+            .stdout
+            .trim()
+            .to_string()
+    }
+
+    /// Every file of the state folder as text (lossy), for secret checks.
+    fn state_text(&self) -> String {
+        let mut out = String::new();
+        let mut dirs = vec![self.p.path().join("state")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if let Ok(bytes) = std::fs::read(&path) {
+                    out.push_str(&String::from_utf8_lossy(&bytes));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `flow ARGS` as on a fresh machine: no AWS credentials, configuration or
+/// endpoint, no kubeconfig, an empty home.
+fn offline(p: &Project, args: &[&str]) -> std::process::Output {
+    let home = p.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let nowhere = p.path().join("none");
+    let mut c = p.cmd(args);
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "KUBECONFIG",
+    ] {
+        c.env_remove(var);
+    }
+    c.env("HOME", &home)
+        .env("AWS_CONFIG_FILE", &nowhere)
+        .env("AWS_SHARED_CREDENTIALS_FILE", &nowhere)
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    c.output().expect("run flow")
+}
+
+/// `flow validate` and `flow plan` work offline, with an empty state: the
+/// plan creates everything.
+fn validates_and_plans_offline(name: &str) {
+    let p = Project::new();
+    let wf = workflow(name);
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let validate = offline(&p, &["validate", &wf]);
+    assert!(
+        validate.status.success(),
+        "validate {name}: {}",
+        text(&validate)
+    );
+    let state = p.path().join("state").to_string_lossy().into_owned();
+    let plan = offline(
+        &p,
+        &["plan", &wf, "--state-dir", &state, "--detailed-exitcode"],
+    );
+    assert_eq!(plan.status.code(), Some(2), "plan {name}: {}", text(&plan));
+    assert!(text(&plan).contains("to create"), "{}", text(&plan));
+}
+
+/// The status of stack `name` (None once moto no longer lists it).
+fn stack_status(moto: &Moto, name: &str) -> Option<String> {
+    let xml = moto.query_call("cloudformation", "Action=ListStacks&Version=2010-05-15");
+    xml.split("<member>")
+        .filter(|m| m.contains(&format!("<StackName>{name}</StackName>")))
+        .filter_map(|m| between(m, "<StackStatus>", "</StackStatus>"))
+        .find(|s| s != "DELETE_COMPLETE")
+}
+
+/// The text between `start` and `end` in `s`.
+fn between(s: &str, start: &str, end: &str) -> Option<String> {
+    let from = s.find(start)? + start.len();
+    let to = s[from..].find(end)? + from;
+    Some(s[from..to].to_string())
+}
+
+/// A Batch workflow (p4d, p5, p6): VPC and Batch stacks, bucket, SSH key in
+/// Secrets Manager, and the NCCL test with its bus bandwidth captured from
+/// the job's CloudWatch log stream.
+fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize) {
+    let name = format!("batch-{kind}.toml");
+    validates_and_plans_offline(&name);
+    let moto = Moto::start();
+    let _compute: BatchCompute = moto.batch_compute();
+    let l = Local::new(&name, moto.env());
+
+    let apply = l.flow(&["apply"], &["--auto-approve"]).expect(0);
+    let all = apply.all();
+    assert!(all.contains("5 created"), "{all}");
+    assert!(all.contains("captured busbw = 15.1011"), "{all}");
+
+    // The stacks, by the names the vars make.
+    for stack in ["vpc", "batch"] {
+        assert_eq!(
+            stack_status(&moto, &format!("batch-{kind}-{stack}")).as_deref(),
+            Some("CREATE_COMPLETE")
+        );
+    }
+    // The launch template with one EFA interface per network card.
+    let lt = l.output("batch.LaunchTemplateId");
+    let versions = moto.query_call(
+        "ec2",
+        &format!("Action=DescribeLaunchTemplateVersions&LaunchTemplateId={lt}&Version=2016-11-15"),
+    );
+    assert_eq!(
+        versions
+            .matches("<interfaceType>efa</interfaceType>")
+            .count(),
+        efa_interfaces,
+        "{versions}"
+    );
+    // The compute environment and queue the job ran in.
+    let (status, envs) = moto.rest_call("batch", "POST", "/v1/describecomputeenvironments", "{}");
+    assert_eq!(status, 200, "{envs}");
+    assert!(
+        envs.contains(&format!("\"{lt}\"")) || envs.contains(&lt),
+        "{envs}"
+    );
+    // The NCCL test: the bandwidth the job's log shows is the step's output.
+    assert_eq!(l.output("nccl.busbw"), "15.1011");
+    let stream = l.output("nccl.log_stream");
+    let events = moto.json_call(
+        "logs",
+        "Logs_20140328.GetLogEvents",
+        &format!(
+            r#"{{"logGroupName":"/aws/batch/job","logStreamName":"{stream}","startFromHead":true}}"#
+        ),
+    );
+    assert!(
+        events
+            .to_string()
+            .contains("Avg bus bandwidth    : 15.1011"),
+        "{events}"
+    );
+    let log = std::fs::read_to_string(l.p.path().join("state/logs/nccl.log")).unwrap();
+    assert!(log.contains("# Out of bounds values : 0 OK"), "{log}");
+    // The SSH key: in Secrets Manager only, never in state.
+    let secret = moto.json_call(
+        "secretsmanager",
+        "secretsmanager.GetSecretValue",
+        &format!(r#"{{"SecretId":"batch-{kind}-ssh-key"}}"#),
+    );
+    let key = secret["SecretString"].as_str().unwrap_or_default();
+    assert!(
+        key.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"),
+        "{secret}"
+    );
+    let body: String = key.lines().nth(1).unwrap_or_default().to_string();
+    assert!(
+        !l.state_text().contains(&body),
+        "the private key is in state"
+    );
+    // The bucket.
+    let bucket = l.output("bucket.name");
+    assert!(bucket.starts_with(&format!("batch-{kind}-")), "{bucket}");
+    let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 200);
+
+    // Nothing left to do.
+    l.flow(&["plan"], &["--detailed-exitcode"]).expect(0);
+
+    // Destroy: every stack, the secret, the bucket.
+    let destroy = l.flow(&["destroy"], &["--auto-approve"]).expect(0);
+    assert!(destroy.stdout.contains("5 deleted"), "{}", destroy.all());
+    for stack in ["vpc", "batch"] {
+        assert_eq!(stack_status(&moto, &format!("batch-{kind}-{stack}")), None);
+    }
+    let listed = moto.json_call("secretsmanager", "secretsmanager.ListSecrets", "{}");
+    assert!(
+        listed["SecretList"]
+            .as_array()
+            .is_none_or(|s| s.iter().all(|s| !s["DeletedDate"].is_null())),
+        "{listed}"
+    );
+    let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn batch_p4d_end_to_end() {
+    batch_workflow_end_to_end("p4d", 4);
+}
+
+#[test]
+fn batch_p5_end_to_end() {
+    batch_workflow_end_to_end("p5", 32);
+}
+
+#[test]
+fn batch_p6_end_to_end() {
+    batch_workflow_end_to_end("p6", 8);
+}
+
+/// The reference pair: the bucket and the one-AZ VPC stack, with the ids
+/// other stacks import.
+#[test]
+fn reference_end_to_end() {
+    validates_and_plans_offline("reference.toml");
+    let moto = Moto::start();
+    let l = Local::new("reference.toml", moto.env());
+    let apply = l.flow(&["apply"], &["--auto-approve"]).expect(0);
+    assert!(apply.stdout.contains("3 created"), "{}", apply.all());
+    assert_eq!(
+        stack_status(&moto, "ml-reference-vpc").as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+    let exports = moto.query_call("cloudformation", "Action=ListExports&Version=2010-05-15");
+    let subnet = l.output("outputs.private_subnet");
+    let sg = l.output("outputs.efa_security_group");
+    assert!(
+        subnet.starts_with("subnet-") && exports.contains(&subnet),
+        "{exports}"
+    );
+    assert!(sg.starts_with("sg-") && exports.contains(&sg), "{exports}");
+    let bucket = l.output("outputs.bucket");
+    let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 200);
+
+    // A var changed in place: versioning on, nothing replaced.
+    l.flow(&["plan"], &["--detailed-exitcode"]).expect(0);
+    let plan = l
+        .flow(
+            &["plan"],
+            &["--var", "bucket_versioning=true", "--detailed-exitcode"],
+        )
+        .expect(2);
+    assert!(plan.stdout.contains("0 to replace"), "{}", plan.stdout);
+
+    l.flow(&["destroy"], &["--auto-approve"]).expect(0);
+    assert_eq!(stack_status(&moto, "ml-reference-vpc"), None);
+    let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 404);
+}
