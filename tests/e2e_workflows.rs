@@ -169,7 +169,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize) {
     let apply = l.flow(&["apply"], &["--auto-approve"]).expect(0);
     let all = apply.all();
     assert!(all.contains("5 created"), "{all}");
-    assert!(all.contains("captured busbw = 15.1011"), "{all}");
+    assert!(all.contains("captured busbw = 17.9053"), "{all}");
 
     // The stacks, by the names the vars make.
     for stack in ["vpc", "batch"] {
@@ -199,7 +199,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize) {
         "{envs}"
     );
     // The NCCL test: the bandwidth the job's log shows is the step's output.
-    assert_eq!(l.output("nccl.busbw"), "15.1011");
+    assert_eq!(l.output("nccl.busbw"), "17.9053");
     let stream = l.output("nccl.log_stream");
     let events = moto.json_call(
         "logs",
@@ -211,7 +211,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize) {
     assert!(
         events
             .to_string()
-            .contains("Avg bus bandwidth    : 15.1011"),
+            .contains("Avg bus bandwidth    : 17.9053"),
         "{events}"
     );
     let log = std::fs::read_to_string(l.p.path().join("state/logs/nccl.log")).unwrap();
