@@ -167,9 +167,12 @@ fn plan_step(
             Some(r) if r.last_error.is_some() => "the last attempt failed".into(),
             _ => "new step".into(),
         };
+        // The digest of the files an input names means something only as a
+        // change; a new step lists its inputs alone.
         change.inputs = desired
             .stored
             .keys()
+            .filter(|k| k.as_str() != flow_providers::CONTENT_KEY)
             .map(|k| InputDiff {
                 name: k.clone(),
                 before: Shown::Absent,
@@ -269,7 +272,8 @@ fn shown_after(desired: &Desired, key: &str) -> Shown {
     let value = if desired.sensitive.iter().any(|k| k == key) {
         desired.stored.get(key)
     } else {
-        desired.actual.get(key)
+        // Keys flow adds (the content digest) exist only as stored.
+        desired.actual.get(key).or_else(|| desired.stored.get(key))
     };
     shown_before(value)
 }
