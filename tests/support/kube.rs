@@ -270,6 +270,8 @@ impl KubeServer {
                     format!("--tls-private-key-file={}", file("server.key")),
                     format!("--token-auth-file={}", file("tokens.csv")),
                     "--authorization-mode=AlwaysAllow".into(),
+                    // EKS runs privileged pods (device plugins, CSI drivers).
+                    "--allow-privileged=true".into(),
                     format!("--service-account-key-file={}", file("sa.pub")),
                     format!("--service-account-signing-key-file={}", file("sa.key")),
                     "--service-account-issuer=https://kubernetes.default.svc".into(),

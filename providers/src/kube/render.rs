@@ -242,7 +242,8 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<Doc>, String> {
 }
 
 /// `object` if it has what server-side apply needs.
-fn check(source: &str, object: Value) -> Result<Doc, String> {
+fn check(source: &str, mut object: Value) -> Result<Doc, String> {
+    quantities_as_strings(&mut object);
     let doc = Doc {
         source: source.to_string(),
         object,
@@ -259,6 +260,44 @@ fn check(source: &str, object: Value) -> Result<Doc, String> {
         ));
     }
     Ok(doc)
+}
+
+/// Resource quantities written as numbers (`nvidia.com/gpu: 8`, as the
+/// runbooks write them) become strings: `kubectl apply` converts them on
+/// the client, but server-side apply rejects a number where the schema has
+/// a quantity ("expected string"). Only the maps of `resources.limits`,
+/// `resources.requests` and a pod's `overhead` are touched.
+fn quantities_as_strings(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if let ("resources", Value::Object(res)) = (key.as_str(), &mut *child) {
+                    for (k, q) in res.iter_mut() {
+                        if k == "limits" || k == "requests" {
+                            numbers_to_strings(q);
+                        }
+                    }
+                }
+                if key == "overhead" {
+                    numbers_to_strings(child);
+                }
+                quantities_as_strings(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(quantities_as_strings),
+        _ => {}
+    }
+}
+
+/// The number values of a map, as strings.
+fn numbers_to_strings(map: &mut Value) {
+    if let Value::Object(m) = map {
+        for q in m.values_mut() {
+            if let Value::Number(n) = q {
+                *q = Value::String(n.to_string());
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -288,6 +327,21 @@ mod tests {
         let err = fill("job.yaml", "a: 1\nimage: ${vars.image}\n", &v).unwrap_err();
         assert!(err.starts_with("job.yaml:2:"), "{err}");
         assert!(err.contains("add `image = \"${vars.image}\"`"), "{err}");
+    }
+
+    #[test]
+    fn resource_quantities_written_as_numbers_become_strings() {
+        let docs = parse(
+            "job.yaml",
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  parallelism: 2\n  template:\n    spec:\n      containers:\n        - name: c\n          resources:\n            limits: {nvidia.com/gpu: 8, memory: 1Gi}\n            requests: {cpu: 0.5}\n",
+        )
+        .unwrap();
+        let o = &docs[0].object;
+        let c = &o["spec"]["template"]["spec"]["containers"][0]["resources"];
+        assert_eq!(c["limits"]["nvidia.com/gpu"], "8");
+        assert_eq!(c["limits"]["memory"], "1Gi");
+        assert_eq!(c["requests"]["cpu"], "0.5");
+        assert_eq!(o["spec"]["parallelism"], 2, "other numbers stay numbers");
     }
 
     #[test]
