@@ -12,15 +12,20 @@ use std::path::PathBuf;
 
 use support::Project;
 use support::Run;
+use support::kube::{KubeServer, Options};
 use support::moto::{BatchCompute, Moto};
+
+/// The repository's root folder.
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("engine/ has a parent")
+        .to_path_buf()
+}
 
 /// A workflow file of the repository.
 fn workflow(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("engine/ has a parent")
-        .join("workflows")
-        .join(name);
+    let path = root().join("workflows").join(name);
     assert!(path.exists(), "{} is missing", path.display());
     path.to_string_lossy().into_owned()
 }
@@ -312,4 +317,183 @@ fn reference_end_to_end() {
     assert_eq!(stack_status(&moto, "ml-reference-vpc"), None);
     let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
     assert_eq!(status, 404);
+}
+
+/// The local cloud of the EKS workflows: moto, and a real API server that
+/// stands in for the cluster's (it checks EKS tokens against moto's STS);
+/// `flow` reaches it through `FLOW_EKS_API_SERVER`. The image build uses the
+/// stand-in container tool (`tests/fixtures/bin/container-tool`), whose
+/// push puts the image into moto's ECR.
+struct EksCloud {
+    moto: Moto,
+    k: KubeServer,
+    l: Local,
+    tool_log: PathBuf,
+}
+
+impl EksCloud {
+    fn start(name: &str, cluster: &str, extra: &[(&str, &str)]) -> Option<EksCloud> {
+        let moto = Moto::start();
+        let k = KubeServer::start_with(Options {
+            eks_sts: Some(moto.addr),
+            eks_cluster: cluster.into(),
+        })?;
+        let mut l = Local::new(name, moto.env());
+        let ca = l.p.write("api-server-ca.pem", &k.ca_pem);
+        let tool_log = l.p.path().join("container-tool.log");
+        let path = format!(
+            "{}:{}",
+            root().join(".venv/bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        l.env.extend(
+            [
+                ("FLOW_EKS_API_SERVER", k.url.clone()),
+                ("FLOW_EKS_API_SERVER_CA", ca.to_string_lossy().into_owned()),
+                ("PATH", path),
+                (
+                    "CONTAINER_TOOL_LOG",
+                    tool_log.to_string_lossy().into_owned(),
+                ),
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|(k, v)| (*k, v.to_string())))
+            .map(|(k, v)| (k.to_string(), v)),
+        );
+        Some(EksCloud {
+            moto,
+            k,
+            l,
+            tool_log,
+        })
+    }
+
+    fn container_tool_var() -> String {
+        format!(
+            "container_tool={}",
+            root().join("tests/fixtures/bin/container-tool").display()
+        )
+    }
+
+    /// `GET` on the EKS API of moto.
+    fn eks(&self, path: &str) -> serde_json::Value {
+        let (status, body) = self.moto.rest_call("eks", "GET", path, "");
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).expect("JSON")
+    }
+}
+
+/// eks-p4d: VPC, EKS cluster, system and EFA GPU node groups, etcd, the
+/// training operator, device plugins, FSx with its volume, the image built
+/// and pushed, nvidia-smi, the NCCL test and the FSDP job; the Hugging Face
+/// token never leaves the Kubernetes secret.
+#[test]
+fn eks_p4d_end_to_end() {
+    validates_and_plans_offline("eks-p4d.toml");
+    let token = "hf_flowTestTokenDoNotLeak42";
+    let Some(c) = EksCloud::start("eks-p4d.toml", "eks-p4d", &[("HF_TOKEN", token)]) else {
+        return;
+    };
+    let tool = EksCloud::container_tool_var();
+    let apply =
+        c.l.flow(&["apply"], &["--auto-approve", "--var", &tool])
+            .expect(0);
+    let all = apply.all();
+    assert!(all.contains("captured busbw = 17.9053"), "{all}");
+
+    // AWS: the cluster, its node groups (the GPU one with 4 EFA interfaces), FSx, the image.
+    let cluster = c.eks("/clusters/eks-p4d");
+    assert_eq!(cluster["cluster"]["status"], "ACTIVE", "{cluster}");
+    let groups = c.eks("/clusters/eks-p4d/node-groups");
+    let mut names: Vec<&str> = groups["nodegroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g.as_str())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["gpu", "sys"]);
+    let gpu = c.eks("/clusters/eks-p4d/node-groups/gpu");
+    let lt = gpu["nodegroup"]["launchTemplate"]["id"]
+        .as_str()
+        .unwrap_or_default();
+    let versions = c.moto.query_call(
+        "ec2",
+        &format!("Action=DescribeLaunchTemplateVersions&LaunchTemplateId={lt}&Version=2016-11-15"),
+    );
+    assert_eq!(
+        versions
+            .matches("<interfaceType>efa</interfaceType>")
+            .count(),
+        4,
+        "{versions}"
+    );
+    let fs = c.moto.file_systems();
+    assert_eq!(fs.len(), 1, "{fs:?}");
+    let images = c.moto.json_call(
+        "ecr",
+        "AmazonEC2ContainerRegistry_V20150921.DescribeImages",
+        r#"{"repositoryName":"fsdp"}"#,
+    );
+    assert!(images.to_string().contains("llama2-efa-dlc"), "{images}");
+    let calls = std::fs::read_to_string(&c.tool_log).unwrap_or_default();
+    assert!(
+        calls.contains("build -t ") && calls.contains("docker/llama2-efa-dlc"),
+        "{calls}"
+    );
+
+    // Kubernetes: what each step applied, through the API server.
+    for path in [
+        "/apis/apps/v1/namespaces/default/deployments/etcd",
+        "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/pytorchjobs.kubeflow.org",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/mpijobs.kubeflow.org",
+        "/apis/apps/v1/namespaces/kube-system/daemonsets/nvidia-device-plugin-daemonset",
+    ] {
+        assert!(c.k.get(path).is_some(), "{path} missing");
+    }
+    let pv =
+        c.k.get("/api/v1/persistentvolumes/fsx-pv")
+            .expect("the FSx volume");
+    assert_eq!(pv["spec"]["csi"]["volumeHandle"], fs[0].as_str(), "{pv}");
+    let pvc =
+        c.k.get("/api/v1/namespaces/default/persistentvolumeclaims/fsx-pvc")
+            .expect("the claim");
+    assert_eq!(pvc["status"]["phase"], "Bound");
+    assert_eq!(c.l.output("nvidia_smi.driver_version"), "550.127.05");
+    assert_eq!(c.l.output("nccl.busbw"), "17.9053");
+    assert_eq!(c.l.output("train.train_epoch_loss"), "1.4993");
+    let secret =
+        c.k.get("/api/v1/namespaces/default/secrets/hf-token")
+            .expect("the token's secret");
+    let stored = secret["data"]["HF_TOKEN"].as_str().unwrap_or_default();
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(stored)
+        .unwrap_or_default();
+    assert_eq!(String::from_utf8_lossy(&decoded), token);
+    assert!(!all.contains(token), "the token was printed");
+    assert!(
+        !c.l.state_text().contains(token),
+        "the token is in state or logs"
+    );
+
+    // Nothing left to do; then destroy removes everything.
+    c.l.flow(&["plan"], &["--var", &tool, "--detailed-exitcode"])
+        .expect(0);
+    let destroy =
+        c.l.flow(&["destroy"], &["--auto-approve", "--var", &tool])
+            .expect(0);
+    assert!(!destroy.all().contains(token));
+    let (status, _) = c.moto.rest_call("eks", "GET", "/clusters/eks-p4d", "");
+    assert_eq!(status, 404);
+    assert!(c.moto.file_systems().is_empty());
+    for path in [
+        "/apis/apps/v1/namespaces/default/deployments/etcd",
+        "/api/v1/persistentvolumes/fsx-pv",
+        "/api/v1/namespaces/default/secrets/hf-token",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/pytorchjobs.kubeflow.org",
+    ] {
+        assert!(c.k.get(path).is_none(), "{path} is left");
+    }
 }
