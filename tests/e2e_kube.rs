@@ -22,7 +22,7 @@ fn fixture(p: &Project, name: &str) {
 
 /// A step's log.
 fn log(p: &Project, step: &str) -> String {
-    p.read(&format!(".flow/logs/{step}.log"))
+    p.read(&format!(".flow/wf/logs/{step}.log"))
 }
 
 /// A CRD and a custom resource (in a namespace of the same manifests):

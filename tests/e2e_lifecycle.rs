@@ -699,7 +699,7 @@ env = { TOKEN = "${vars.token}" }
         .expect(0);
     p.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
     assert_eq!(p.read("destroyed.log"), "token-length=8\ntoken-length=0\n");
-    let log = p.read(".flow/logs/svc.log");
+    let log = p.read(".flow/wf/logs/svc.log");
     assert!(log.contains("runs without TOKEN:"), "{log}");
 }
 

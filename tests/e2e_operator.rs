@@ -160,7 +160,7 @@ run = "echo first; sleep 1; echo second"
     );
     let apply = p.spawn(&["apply", "slow.toml", "--auto-approve"]);
     wait_until(Duration::from_secs(20), "the log to appear", || {
-        p.read(".flow/logs/slow.log").contains("first")
+        p.read(".flow/slow/logs/slow.log").contains("first")
     });
     let follow = p.run(&["logs", "slow.toml", "slow", "-f"]).expect(0);
     assert!(

@@ -147,7 +147,7 @@ y = "${steps.a.outputs.x}"
     p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
 
     // Cut the database file short, as a full disk or a bad copy would.
-    let db = p.path().join(".flow/db/db");
+    let db = p.path().join(".flow/wf/db/db");
     let f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
     f.set_len(512).unwrap();
     drop(f);

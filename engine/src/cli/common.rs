@@ -67,7 +67,10 @@ pub struct Ui {
     pub json: bool,
 }
 
-/// The state folder: `--state-dir`, else `.flow` beside the workflow file.
+/// The state folder: `--state-dir`, else `.flow/NAME` beside the workflow
+/// file, NAME being the file's name without `.toml`: workflows that share a
+/// folder (as `workflows/` does) each keep their own state, so applying one
+/// never plans the deletion of another's steps.
 pub fn state_dir(file: &Path, flag: Option<&PathBuf>) -> PathBuf {
     if let Some(dir) = flag {
         return dir.clone();
@@ -76,7 +79,11 @@ pub fn state_dir(file: &Path, flag: Option<&PathBuf>) -> PathBuf {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    parent.join(".flow")
+    let name = file
+        .file_stem()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(std::ffi::OsStr::new("workflow"));
+    parent.join(".flow").join(name)
 }
 
 /// The workflow file's folder.
@@ -127,5 +134,24 @@ pub fn confirm(question: &str, auto_approve: bool) -> CliResult<()> {
         Ok(())
     } else {
         Err(CliError::msg("cancelled: nothing was changed"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn each_workflow_file_has_its_own_state_folder() {
+        assert_eq!(
+            super::state_dir(Path::new("workflows/eks-p4d.toml"), None),
+            PathBuf::from("workflows/.flow/eks-p4d")
+        );
+        assert_eq!(
+            super::state_dir(Path::new("wf.toml"), None),
+            PathBuf::from("./.flow/wf")
+        );
+        let flag = PathBuf::from("/tmp/st");
+        assert_eq!(super::state_dir(Path::new("wf.toml"), Some(&flag)), flag);
     }
 }

@@ -102,7 +102,9 @@ impl NodegroupSpec {
             ami_type: opt_str(v, "ami_type")?,
             labels: str_map(v, "labels")?,
             taints: taints(v.get("taints"))?,
-            capacity_reservation_id: opt_str(v, "capacity_reservation_id")?,
+            // "" (a workflow var's "none" default) is no reservation.
+            capacity_reservation_id: opt_str(v, "capacity_reservation_id")?
+                .filter(|cr| !cr.is_empty()),
             capacity_type: opt_str(v, "capacity_type")?,
             efa: bool_or(v, "efa", false)?,
             disk_size: opt_int(v, "disk_size")?.map(|d| d as i32),
@@ -844,6 +846,14 @@ mod tests {
             s.describe().contains("EFA: 32 interfaces per node"),
             "{}",
             s.describe()
+        );
+        let none =
+            spec(json!({"efa": true, "capacity_reservation_id": "", "node_role_arn": "arn:role"}));
+        let t = none.stack_template(None).unwrap();
+        let data = &t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"];
+        assert!(
+            data.get("CapacityReservationSpecification").is_none(),
+            "an empty id is no reservation: {data}"
         );
     }
 
