@@ -497,3 +497,222 @@ fn eks_p4d_end_to_end() {
         assert!(c.k.get(path).is_none(), "{path} is left");
     }
 }
+
+/// torchrec-eks: the cluster with EFA GPU nodes, the Criteo sample uploaded
+/// to S3, FSx importing it, and the DLRM training with `/dev/shm`, the FSx
+/// claim and the EFA variables, its launcher chosen by a var. The test API
+/// server is Kubernetes 1.20, older than Indexed Jobs (1.21 alpha, 1.24 GA),
+/// so the runbook's torchrun Job is rendered and planned here, and the
+/// PyTorchJob launcher is the one applied.
+#[test]
+fn torchrec_eks_end_to_end() {
+    validates_and_plans_offline("torchrec-eks.toml");
+    let Some(c) = EksCloud::start("torchrec-eks.toml", "torchrec-cluster", &[]) else {
+        return;
+    };
+    let pytorchjob = ["--var", "launcher=pytorchjob"];
+    let apply =
+        c.l.flow(
+            &["apply"],
+            &[pytorchjob.as_slice(), &["--auto-approve"]].concat(),
+        )
+        .expect(0);
+    assert!(apply.stdout.contains("12 created"), "{}", apply.all());
+
+    // The data: uploaded under criteo/, imported by FSx.
+    let bucket = c.l.output("data_bucket.name");
+    let (status, listing) = c.moto.rest_call(
+        "s3",
+        "GET",
+        &format!("/{bucket}?list-type=2&prefix=criteo/"),
+        "",
+    );
+    assert_eq!(status, 200, "{listing}");
+    assert!(
+        listing.contains("<Key>criteo/day_0_sample.tsv</Key>"),
+        "{listing}"
+    );
+    let fs = c.moto.json_call(
+        "fsx",
+        "AWSSimbaAPIService_v20180301.DescribeFileSystems",
+        "{}",
+    );
+    assert_eq!(
+        fs["FileSystems"][0]["LustreConfiguration"]["ImportPath"],
+        format!("s3://{bucket}/criteo/").as_str(),
+        "{fs}"
+    );
+
+    // The training: a PyTorchJob with the mounts and the EFA environment.
+    let job =
+        c.k.get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/torchrec-dlrm-training")
+            .expect("the PyTorchJob");
+    let text = job["spec"].to_string();
+    assert!(text.contains(r#""medium":"Memory""#), "{text}");
+    assert!(text.contains(r#""claimName":"fsx-pvc""#), "{text}");
+    assert!(
+        text.contains(r#""name":"FI_PROVIDER","value":"efa""#),
+        "{text}"
+    );
+    assert!(text.contains(r#""nvidia.com/gpu":"8""#), "{text}");
+    let log = std::fs::read_to_string(c.l.p.path().join("state/logs/train.log")).unwrap();
+    assert!(log.contains("AUROC over test set: 0.8013"), "{log}");
+    c.l.flow(
+        &["plan"],
+        &[pytorchjob.as_slice(), &["--detailed-exitcode"]].concat(),
+    )
+    .expect(0);
+
+    // The default launcher, torchrun: the training step is replaced by an
+    // Indexed Job over the headless Service (planned, see above).
+    let plan = c.l.flow(&["plan"], &["--detailed-exitcode"]).expect(2);
+    assert!(
+        plan.stdout.contains("train") && plan.stdout.contains("torchrec-torchrun.yaml"),
+        "{}",
+        plan.stdout
+    );
+    assert!(
+        c.k.get("/api/v1/namespaces/default/services/torchrec-headless")
+            .is_some()
+    );
+
+    c.l.flow(
+        &["destroy"],
+        &[pytorchjob.as_slice(), &["--auto-approve"]].concat(),
+    )
+    .expect(0);
+    let (status, _) = c
+        .moto
+        .rest_call("eks", "GET", "/clusters/torchrec-cluster", "");
+    assert_eq!(status, 404);
+    let (status, _) = c.moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 404);
+    assert!(c.moto.file_systems().is_empty());
+    assert!(
+        c.k.get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/torchrec-dlrm-training")
+            .is_none()
+    );
+}
+
+/// hyperpod-cpu-ddp: on a cluster that exists already (reached through a
+/// kubeconfig), the ECR repository, the image built and pushed, etcd, and
+/// the PyTorchJob with NUM_NODES, CPU_PER_NODE and the epochs as vars,
+/// followed until its last epoch.
+#[test]
+fn hyperpod_cpu_ddp_end_to_end() {
+    validates_and_plans_offline("hyperpod-cpu-ddp.toml");
+    let moto = Moto::start();
+    let Some(k) = KubeServer::start() else { return };
+    let mut l = Local::new("hyperpod-cpu-ddp.toml", moto.env());
+    let tool_log = l.p.path().join("container-tool.log");
+    let path = format!(
+        "{}:{}",
+        root().join(".venv/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    l.env.push(("PATH".into(), path));
+    l.env.push((
+        "CONTAINER_TOOL_LOG".into(),
+        tool_log.to_string_lossy().into_owned(),
+    ));
+    // What the runbook assumes the HyperPod cluster has: the training
+    // operator and an FSx claim (set up here with flow, in a state of its own).
+    l.p.write(
+        "cluster.toml",
+        &format!(
+            r#"
+[steps.prerequisites]
+provider = "kube.manifest"
+[steps.prerequisites.inputs]
+kubeconfig = "{kc}"
+files = ["{operator}"]
+manifest = """
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: fsx-pvc, namespace: default}}
+spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{requests: {{storage: 1200Gi}}}}}}
+"""
+"#,
+            kc = k.kubeconfig_path(),
+            operator = root().join("workflows/manifests/training-operator.yaml").display()
+        ),
+    );
+    l.p.run(&["apply", "cluster.toml", "--auto-approve"])
+        .expect(0);
+    let kubeconfig = format!("kubeconfig={}", k.kubeconfig_path());
+    let tool = EksCloud::container_tool_var();
+    let vars = [
+        "--var",
+        &kubeconfig,
+        "--var",
+        &tool,
+        "--var",
+        "num_nodes=3",
+        "--var",
+        "cpu_per_node=2",
+        "--var",
+        "epochs=40",
+    ];
+    let apply = l
+        .flow(&["apply"], &[vars.as_slice(), &["--auto-approve"]].concat())
+        .expect(0);
+    assert!(apply.stdout.contains("4 created"), "{}", apply.all());
+
+    // The image: pushed to the repository by the build step.
+    let uri = l.output("image.image_uri");
+    assert!(uri.ends_with("/fsdp:pytorch2.2-cpu"), "{uri}");
+    let images = moto.json_call(
+        "ecr",
+        "AmazonEC2ContainerRegistry_V20150921.DescribeImages",
+        r#"{"repositoryName":"fsdp"}"#,
+    );
+    assert!(images.to_string().contains("pytorch2.2-cpu"), "{images}");
+    let calls = std::fs::read_to_string(&tool_log).unwrap_or_default();
+    assert!(calls.contains("docker/cpu-ddp"), "{calls}");
+
+    // etcd, and the job with the vars in place, followed to its last epoch.
+    assert!(
+        k.get("/apis/apps/v1/namespaces/default/deployments/etcd")
+            .is_some()
+    );
+    let job = k
+        .get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/cpu-ddp")
+        .expect("the PyTorchJob");
+    let text = job["spec"].to_string();
+    assert_eq!(
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], 3,
+        "{text}"
+    );
+    assert!(text.contains(&uri), "{text}");
+    assert!(text.contains("--nproc_per_node=2"), "{text}");
+    assert_eq!(l.output("train.last_epoch"), "40");
+    assert_eq!(l.output("train.last_snapshot_epoch"), "40");
+    l.flow(
+        &["plan"],
+        &[vars.as_slice(), &["--detailed-exitcode"]].concat(),
+    )
+    .expect(0);
+
+    l.flow(
+        &["destroy"],
+        &[vars.as_slice(), &["--auto-approve"]].concat(),
+    )
+    .expect(0);
+    assert!(
+        k.get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/cpu-ddp")
+            .is_none()
+    );
+    assert!(
+        k.get("/apis/apps/v1/namespaces/default/deployments/etcd")
+            .is_none()
+    );
+    let (status, body) = moto.try_json_call(
+        "ecr",
+        "AmazonEC2ContainerRegistry_V20150921.DescribeRepositories",
+        r#"{"repositoryNames":["fsdp"]}"#,
+    );
+    assert!(
+        status == 400 && body.contains("RepositoryNotFoundException"),
+        "the repository is left: {status} {body}"
+    );
+}

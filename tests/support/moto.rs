@@ -243,8 +243,15 @@ impl Moto {
     /// An AWS API call in a JSON protocol (`X-Amz-Target`), unsigned but
     /// scoped to `service` as moto routes it.
     pub fn json_call(&self, service: &str, target: &str, body: &str) -> serde_json::Value {
+        let (status, text) = self.try_json_call(service, target, body);
+        assert_eq!(status, 200, "{target}: {text}");
+        serde_json::from_str(&text).expect("JSON answer")
+    }
+
+    /// [`Moto::json_call`] answering status and body, for calls expected to fail.
+    pub fn try_json_call(&self, service: &str, target: &str, body: &str) -> (u16, String) {
         let auth = authorization(service);
-        let (status, text) = self.http(
+        self.http(
             "POST",
             "/",
             &[
@@ -253,9 +260,7 @@ impl Moto {
                 ("Authorization", &auth),
             ],
             body.as_bytes(),
-        );
-        assert_eq!(status, 200, "{target}: {text}");
-        serde_json::from_str(&text).expect("JSON answer")
+        )
     }
 
     /// An AWS API call in the query protocol (CloudFormation), returning the XML.
