@@ -419,6 +419,8 @@ impl Provider for KubeJob {
                 }
             }
             out.extend(problems);
+        } else if let Ok(sources) = Sources::from_inputs(&known) {
+            out.extend(sources.unreadable_files(&ctx.workdir));
         }
         out
     }

@@ -340,8 +340,10 @@ impl Provider for KubeManifest {
         let values_known = inputs
             .iter()
             .all(|(k, v)| k != "values" || matches!(v, InputValue::Known(_)));
-        if values_known && let Ok(sources) = Sources::from_inputs(&known) {
-            out.extend(sources.problems(&ctx.workdir));
+        match Sources::from_inputs(&known) {
+            Ok(sources) if values_known => out.extend(sources.problems(&ctx.workdir)),
+            Ok(sources) => out.extend(sources.unreadable_files(&ctx.workdir)),
+            Err(_) => {}
         }
         out
     }

@@ -145,6 +145,26 @@ impl Sources {
         Ok(docs)
     }
 
+    /// Local files that cannot be read: checked even while `values` are not
+    /// known yet (the rest of [`Sources::problems`] needs them).
+    pub fn unreadable_files(&self, workdir: &Path) -> Vec<Problem> {
+        self.files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| !fetch::is_url(f))
+            .filter_map(|(i, file)| {
+                let e = std::fs::metadata(workdir.join(file)).err()?;
+                Some(
+                    Problem::at_path(
+                        &["files", &i.to_string()],
+                        format!("could not read `{file}`: {e}"),
+                    )
+                    .with_help("paths are relative to the workflow file's folder"),
+                )
+            })
+            .collect()
+    }
+
     /// Offline problems: local files that do not parse, placeholders that
     /// reference flow names. URLs are not fetched offline.
     pub fn problems(&self, workdir: &Path) -> Vec<Problem> {
@@ -327,6 +347,20 @@ mod tests {
         let err = fill("job.yaml", "a: 1\nimage: ${vars.image}\n", &v).unwrap_err();
         assert!(err.starts_with("job.yaml:2:"), "{err}");
         assert!(err.contains("add `image = \"${vars.image}\"`"), "{err}");
+    }
+
+    #[test]
+    fn missing_files_are_found_without_the_values() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.yaml"), "kind: X\n").unwrap();
+        let sources = Sources::from_inputs(&crate::testing::values(
+            serde_json::json!({"files": ["a.yaml", "torchrec-typo.yaml", "https://example.com/x.yaml"]}),
+        ))
+        .unwrap();
+        let problems = sources.unreadable_files(dir.path());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, ["files", "1"]);
+        assert!(problems[0].message.contains("torchrec-typo.yaml"));
     }
 
     #[test]
