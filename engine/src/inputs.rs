@@ -1,5 +1,5 @@
 //! A step's desired inputs: interpolated for the provider, and the form kept
-//! in state (secrets as digests) that plans compare against.
+//! in state (secrets sealed, `sealed:sha256:<hex>`) that plans compare against.
 
 use flow_providers::{InputType, Registry, Values};
 use serde_json::Value;
@@ -8,7 +8,7 @@ use crate::diag::Diag;
 use crate::lang::ast::{Node, NodeKind, StepDecl};
 use crate::lang::load::Loaded;
 use crate::lang::resolve::{Lookup, evaluate};
-use crate::secrets::digest;
+use crate::secrets;
 
 /// The stand-in for an input not known until apply: never equal to a real value.
 pub const UNKNOWN: &str = "\u{0}(known after apply)";
@@ -18,7 +18,7 @@ pub const UNKNOWN: &str = "\u{0}(known after apply)";
 pub struct Desired {
     /// The values to hand the provider (complete only when `unknown` is empty).
     pub actual: Values,
-    /// The values as recorded in state: secrets as digests, unknowns as [`UNKNOWN`].
+    /// The values as recorded in state: secrets sealed, unknowns as [`UNKNOWN`].
     pub stored: Values,
     /// Inputs not known until earlier steps are applied.
     pub unknown: Vec<String>,
@@ -34,7 +34,7 @@ impl Desired {
 }
 
 /// `value` (the evaluation of `node`) with only the parts that carry a secret
-/// replaced by digests: table entries are sealed one by one, so that
+/// replaced by seals: table entries are sealed one by one, so that
 /// `env = { REGION = "x", TOKEN = "${vars.token}" }` keeps `REGION` readable.
 fn seal(node: &Node, value: &Value, loaded: &Loaded, salt: &[u8]) -> Value {
     match (&node.kind, value) {
@@ -49,13 +49,13 @@ fn seal(node: &Node, value: &Value, loaded: &Loaded, salt: &[u8]) -> Value {
                     let kept = match (secret, entry) {
                         (false, _) => v.clone(),
                         (true, Some(e)) => seal(&e.value, v, loaded, salt),
-                        (true, None) => Value::String(digest(salt, v)),
+                        (true, None) => Value::String(secrets::seal(salt, v)),
                     };
                     (k.clone(), kept)
                 })
                 .collect(),
         ),
-        _ => Value::String(digest(salt, value)),
+        _ => Value::String(secrets::seal(salt, value)),
     }
 }
 
@@ -142,7 +142,7 @@ pub fn desired_inputs(
                                 .is_some_and(|s| s.sensitive);
                         let kept = match (secret, whole) {
                             (false, _) => v.clone(),
-                            (true, true) => Value::String(digest(salt, &v)),
+                            (true, true) => Value::String(secrets::seal(salt, &v)),
                             (true, false) => seal(&input.value, &v, loaded, salt),
                         };
                         desired.stored.insert(input.key.clone(), kept);
@@ -174,6 +174,16 @@ pub fn desired_inputs(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_seals_are_masked_for_display() {
+        let image = format!("sha256:{}", "ab".repeat(32));
+        let sealed = crate::secrets::seal(b"salt", &json!("hunter22"));
+        assert_eq!(
+            mask_sealed(&json!({"IMAGE": image, "TOKEN": sealed, "(content)": image})),
+            json!({"IMAGE": image, "TOKEN": "(sensitive)", "(content)": image})
+        );
+    }
 
     #[test]
     fn scalars_become_text_where_strings_are_wanted() {

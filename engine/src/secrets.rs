@@ -3,15 +3,29 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// A salted digest of a value, as stored in state instead of the value.
-pub fn digest(salt: &[u8], value: &Value) -> String {
+/// The salted SHA-256 of a value's JSON text, hex.
+fn salted_hex(salt: &[u8], value: &Value) -> String {
     let mut h = Sha256::new();
     h.update(salt);
     h.update(value.to_string().as_bytes());
-    format!("sha256:{}", hex::encode(h.finalize()))
+    hex::encode(h.finalize())
 }
 
-/// The placeholder kept in state for a sensitive output.
+/// A salted digest of a value, `sha256:<hex>`: what a sensitive output's
+/// marker and a saved plan keep instead of the value.
+pub fn digest(salt: &[u8], value: &Value) -> String {
+    format!("sha256:{}", salted_hex(salt, value))
+}
+
+/// A sensitive input as kept in state: `sealed:sha256:<hex>` (the same
+/// salted digest as [`digest`], marked so that [`flow_providers::is_sealed`]
+/// never mistakes a plain `sha256:` value, such as an image digest, for it).
+pub fn seal(salt: &[u8], value: &Value) -> String {
+    flow_providers::seal_hex(&salted_hex(salt, value))
+}
+
+/// The placeholder kept in state for a sensitive output: an object
+/// `{"sensitive": "sha256:<hex>"}`, which no plain output is confused with.
 pub fn sensitive_marker(salt: &[u8], value: &Value) -> Value {
     serde_json::json!({ "sensitive": digest(salt, value) })
 }
@@ -102,6 +116,16 @@ mod tests {
         assert_eq!(digest(b"a", &v), digest(b"a", &v));
         assert_ne!(digest(b"a", &v), digest(b"b", &v));
         assert!(!digest(b"a", &v).contains("hunter22"));
+    }
+
+    #[test]
+    fn seals_are_recognised_and_plain_digests_are_not() {
+        let v = json!("hunter22");
+        let sealed = seal(b"a", &v);
+        assert_eq!(sealed, format!("sealed:{}", digest(b"a", &v)));
+        assert!(flow_providers::is_sealed(&json!(sealed)));
+        assert!(!flow_providers::is_sealed(&json!(digest(b"a", &v))));
+        assert_ne!(seal(b"a", &v), seal(b"b", &v));
     }
 
     #[test]

@@ -492,12 +492,24 @@ pub trait Provider: Send + Sync {
 /// [`Provider::content_digest`]; it is never passed to the provider as an input.
 pub const CONTENT_KEY: &str = "(content)";
 
-/// Whether a recorded input is a sealed secret: state keeps sensitive inputs
-/// only as `sha256:<hex>` digests, so a provider reading [`Prior::inputs`]
-/// (on delete, say) may find one where the value used to be.
+/// What a sealed secret in state starts with: state keeps a sensitive input
+/// only as `sealed:sha256:<64 hex>`, a salted SHA-256 of its value. The
+/// `sealed:` keeps it apart from plain values shaped `sha256:<hex>` (image
+/// digests, the [`CONTENT_KEY`] digest), which are not secrets. State schema 1
+/// wrote seals without it; the state crate's migration to schema 2 adds it.
+pub const SEALED_PREFIX: &str = "sealed:sha256:";
+
+/// The sealed form of a SHA-256 given as hex: `sealed:sha256:<hex>`.
+pub fn seal_hex(hex: &str) -> String {
+    format!("{SEALED_PREFIX}{hex}")
+}
+
+/// Whether a recorded input is a sealed secret (see [`SEALED_PREFIX`]), so a
+/// provider reading [`Prior::inputs`] (on delete, say) can tell that it has
+/// the seal where the value used to be. Plain `sha256:<hex>` is not sealed.
 pub fn is_sealed(value: &Value) -> bool {
     value.as_str().is_some_and(|s| {
-        s.strip_prefix("sha256:")
+        s.strip_prefix(SEALED_PREFIX)
             .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
     })
 }
@@ -606,8 +618,13 @@ mod tests {
 
     #[test]
     fn sealed_values_are_recognised() {
-        assert!(is_sealed(&json!(format!("sha256:{}", "ab".repeat(32)))));
-        assert!(!is_sealed(&json!("sha256:short")));
+        let hex = "ab".repeat(32);
+        assert!(is_sealed(&json!(seal_hex(&hex))));
+        assert!(is_sealed(&json!(format!("sealed:sha256:{hex}"))));
+        // A plain digest (an image digest, a content digest) is a value.
+        assert!(!is_sealed(&json!(format!("sha256:{hex}"))));
+        assert!(!is_sealed(&json!("sealed:sha256:short")));
+        assert!(!is_sealed(&json!(format!("sealed:sha256:{hex}0"))));
         assert!(!is_sealed(&json!(3)));
     }
 

@@ -4,8 +4,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The version of the record layout this build writes. Older versions are
-/// migrated on open; newer ones are refused.
-pub const SCHEMA_VERSION: u32 = 1;
+/// migrated on open; newer ones are refused. 2: sealed inputs are
+/// `sealed:sha256:<hex>` (`sha256:<hex>` in 1).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The operation a step was in the middle of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +37,8 @@ pub struct InFlight {
     pub operation: Operation,
     /// The idempotency token handed to the provider (and to AWS as ClientRequestToken).
     pub token: String,
-    /// The inputs the operation was issued with (sensitive ones as digests).
+    /// The inputs the operation was issued with (sensitive ones sealed, as in
+    /// [`StepRecord::inputs`]).
     pub inputs: Map<String, Value>,
     /// When it started (seconds since the Unix epoch).
     pub started_at: u64,
@@ -78,7 +80,8 @@ pub struct StepRecord {
     pub applied: bool,
     /// The real object's id, if it has one.
     pub resource_id: Option<String>,
-    /// The inputs it was last applied with; sensitive values only as `sha256:` digests.
+    /// The inputs it was last applied with; sensitive values only sealed, as
+    /// `sealed:sha256:<hex>` (a salted digest), never in the clear.
     pub inputs: Map<String, Value>,
     /// The outputs it produced.
     pub outputs: Map<String, Value>,

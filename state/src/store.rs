@@ -512,6 +512,50 @@ mod tests {
     }
 
     #[test]
+    fn v1_state_is_migrated_on_open() {
+        let (_tmp, root) = root();
+        let layout = StateLayout::new(&root);
+        layout.ensure().unwrap();
+        let trees = db::open(&layout).unwrap();
+        meta::initialize(&root, &trees, 1, [1; 32]).unwrap();
+        let old = format!("sha256:{}", "ab".repeat(32));
+        let content = format!("sha256:{}", "cd".repeat(32));
+        let mut rec = record("svc");
+        rec.status = Status::Applied;
+        rec.applied = true;
+        rec.inputs = serde_json::from_value(serde_json::json!({
+            "run": "true",
+            "env": {"REGION": "x", "TOKEN": old},
+            "(content)": content,
+        }))
+        .unwrap();
+        trees
+            .steps
+            .insert("svc", serde_json::to_vec(&rec).unwrap())
+            .unwrap();
+        trees.db.flush().unwrap();
+        drop(trees);
+
+        let store = Store::open(&root, "flow plan").unwrap();
+        let got = store.get("svc").unwrap().unwrap();
+        assert_eq!(got.inputs["env"]["TOKEN"], format!("sealed:{old}"));
+        assert_eq!(got.inputs["env"]["REGION"], "x");
+        assert_eq!(got.inputs["(content)"], content.as_str());
+        assert_eq!(store.serial(), 1);
+        assert_eq!(
+            meta::read_version(&root, &store.trees.meta).unwrap(),
+            Some(SCHEMA_VERSION)
+        );
+        drop(store);
+        // The state as it was before is in a backup.
+        let backups = crate::backup::list_backups(&root).unwrap();
+        assert_eq!(backups.len(), 1);
+        let text = std::fs::read_to_string(&backups[0].path).unwrap();
+        assert!(text.contains(&format!("\"{old}\"")), "{text}");
+        assert!(!text.contains("sealed:"), "{text}");
+    }
+
+    #[test]
     fn store_is_send_sync() {
         fn ok<T: Send + Sync>() {}
         ok::<Store>();

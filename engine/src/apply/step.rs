@@ -737,17 +737,27 @@ mod tests {
 
     #[test]
     fn unseal_restores_only_leaves_whose_digest_still_matches() {
-        let d1 = format!("sha256:{}", "a".repeat(64));
-        let d2 = format!("sha256:{}", "b".repeat(64));
+        let d1 = flow_providers::seal_hex(&"a".repeat(64));
+        let d2 = flow_providers::seal_hex(&"b".repeat(64));
         let recorded = json!({"REGION": "x", "TOKEN": d1, "OLD": d2});
         let stored =
-            json!({"REGION": "x", "TOKEN": d1, "OLD": format!("sha256:{}", "c".repeat(64))});
+            json!({"REGION": "x", "TOKEN": d1, "OLD": flow_providers::seal_hex(&"c".repeat(64))});
         let actual = json!({"REGION": "x", "TOKEN": "real", "OLD": "new"});
         assert_eq!(
             unseal(&recorded, &stored, &actual),
             json!({"REGION": "x", "TOKEN": "real", "OLD": d2})
         );
         assert_eq!(unseal(&json!(d1), &json!(d1), &json!("v")), json!("v"));
+    }
+
+    #[test]
+    fn unseal_leaves_plain_digests_alone() {
+        // An image digest recorded as a plain input is a value, not a seal.
+        let image = format!("sha256:{}", "d".repeat(64));
+        assert_eq!(
+            unseal(&json!(image), &json!(image), &json!("other")),
+            json!(image)
+        );
     }
 
     #[test]
