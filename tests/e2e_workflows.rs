@@ -154,6 +154,16 @@ fn stack_status(moto: &Moto, name: &str) -> Option<String> {
         .find(|s| s != "DELETE_COMPLETE")
 }
 
+/// How many EFA interfaces launch template `id` declares.
+fn efa_interfaces_of(moto: &Moto, id: &str) -> usize {
+    moto.query_call(
+        "ec2",
+        &format!("Action=DescribeLaunchTemplateVersions&LaunchTemplateId={id}&Version=2016-11-15"),
+    )
+    .matches("<interfaceType>efa</interfaceType>")
+    .count()
+}
+
 /// The text between `start` and `end` in `s`.
 fn between(s: &str, start: &str, end: &str) -> Option<String> {
     let from = s.find(start)? + start.len();
@@ -185,17 +195,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize) {
     }
     // The launch template with one EFA interface per network card.
     let lt = l.output("batch.LaunchTemplateId");
-    let versions = moto.query_call(
-        "ec2",
-        &format!("Action=DescribeLaunchTemplateVersions&LaunchTemplateId={lt}&Version=2016-11-15"),
-    );
-    assert_eq!(
-        versions
-            .matches("<interfaceType>efa</interfaceType>")
-            .count(),
-        efa_interfaces,
-        "{versions}"
-    );
+    assert_eq!(efa_interfaces_of(&moto, &lt), efa_interfaces);
     // The compute environment and queue the job ran in.
     let (status, envs) = moto.rest_call("batch", "POST", "/v1/describecomputeenvironments", "{}");
     assert_eq!(status, 200, "{envs}");
@@ -417,17 +417,7 @@ fn eks_p4d_end_to_end() {
     let lt = gpu["nodegroup"]["launchTemplate"]["id"]
         .as_str()
         .unwrap_or_default();
-    let versions = c.moto.query_call(
-        "ec2",
-        &format!("Action=DescribeLaunchTemplateVersions&LaunchTemplateId={lt}&Version=2016-11-15"),
-    );
-    assert_eq!(
-        versions
-            .matches("<interfaceType>efa</interfaceType>")
-            .count(),
-        4,
-        "{versions}"
-    );
+    assert_eq!(efa_interfaces_of(&c.moto, lt), 4);
     let fs = c.moto.file_systems();
     assert_eq!(fs.len(), 1, "{fs:?}");
     let images = c.moto.json_call(
