@@ -244,8 +244,11 @@ pub struct StepDecl {
     pub retries: u32,
     /// Whether destroy must refuse it.
     pub prevent_destroy: bool,
-    /// A region for this step only.
+    /// A region for this step only (written plainly, or resolved from
+    /// `region_node` once the variables are known).
     pub region: Option<String>,
+    /// The written `region` when it uses variables (`"${vars.region}"`).
+    pub region_node: Option<Node>,
     /// The provider's inputs, in source order.
     pub inputs: Vec<Entry>,
     /// Where `[steps.NAME.inputs]` (or the step) is written, for missing inputs.
@@ -266,8 +269,12 @@ pub struct Workflow {
     pub name: String,
     /// `[workflow] description`.
     pub description: Option<String>,
-    /// `[workflow] region`.
+    /// `[workflow] region` (written plainly, or resolved from `region_node`
+    /// once the variables are known; an empty value leaves the region to the
+    /// AWS SDK's chain).
     pub region: Option<String>,
+    /// The written `[workflow] region` when it uses variables.
+    pub region_node: Option<Node>,
     /// `[workflow] profile`.
     pub profile: Option<String>,
     /// Variables, in source order.

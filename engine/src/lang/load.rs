@@ -73,7 +73,7 @@ pub fn load(
         .unwrap_or_else(|| PathBuf::from("."));
     let source = Source::new(path.display().to_string(), text);
     let (wf, mut diags) = parse_workflow(&source, &dir);
-    let Some(wf) = wf else {
+    let Some(mut wf) = wf else {
         return Err(diags);
     };
     let (edges, check_diags) = check_workflow(&wf, registry);
@@ -81,6 +81,7 @@ pub fn load(
     let (vars, var_diags) = resolve_vars(&wf, var_inputs, env);
     diags.extend(var_diags);
     if diags.is_empty() {
+        resolve_regions(&mut wf, &vars, &mut diags);
         for step in &wf.steps {
             validate_known_inputs(&wf, step, &vars, registry, &mut diags);
         }
@@ -99,6 +100,37 @@ pub fn load(
         vars,
         path: path.to_path_buf(),
     })
+}
+
+/// Regions written with variables (`region = "${vars.region}"`), now that
+/// the variables are known. An empty value means no region of flow's: the
+/// AWS SDK's chain (`AWS_REGION`, the profile) decides, as for the aws CLI.
+fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics) {
+    let no_outputs = |_: &str, _: &str| Lookup::Unknown;
+    let source = wf.source.clone();
+    let mut resolve = |node: &Node| -> Option<String> {
+        let problem = match evaluate(node, vars, &no_outputs) {
+            Ok(e) => match e.value {
+                Some(serde_json::Value::String(s)) => return (!s.is_empty()).then_some(s),
+                _ => "a region must be text".to_string(),
+            },
+            Err(e) => e.message,
+        };
+        diags.push(
+            Diag::new("flow::bad-reference", problem)
+                .in_source(&source)
+                .label(node.span.clone(), "here"),
+        );
+        None
+    };
+    if let Some(node) = wf.region_node.clone() {
+        wf.region = resolve(&node);
+    }
+    for step in &mut wf.steps {
+        if let Some(node) = step.region_node.clone() {
+            step.region = resolve(&node);
+        }
+    }
 }
 
 /// Check inputs whose values are known before apply: local files exist,
@@ -271,4 +303,52 @@ pub fn span_of_path(step: &StepDecl, path: &[String], on_key: bool) -> Span {
         }
     }
     span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str, flags: &[&str]) -> Result<Loaded, Diagnostics> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wf.toml");
+        std::fs::write(&path, text).unwrap();
+        let inputs = VarInputs {
+            flags: flags.iter().map(|f| f.to_string()).collect(),
+            ..VarInputs::default()
+        };
+        load(&path, &inputs, &Registry::builtin(), &|_| None)
+    }
+
+    const REGIONAL: &str = r#"
+[vars.region]
+default = ""
+[workflow]
+region = "${vars.region}"
+[steps.a]
+provider = "null"
+region = "${vars.region}-x"
+"#;
+
+    #[test]
+    fn a_region_may_come_from_a_variable() {
+        let l = load_text(REGIONAL, &["region=eu-west-1"]).unwrap();
+        assert_eq!(l.workflow.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(l.workflow.steps[0].region.as_deref(), Some("eu-west-1-x"));
+        // Empty: the AWS SDK's chain decides.
+        let l = load_text(REGIONAL, &[]).unwrap();
+        assert_eq!(l.workflow.region, None);
+    }
+
+    #[test]
+    fn a_region_cannot_come_from_a_step_output() {
+        let err = load_text(
+            "[steps.a]\nprovider = \"null\"\n[steps.b]\nprovider = \"null\"\nregion = \"${steps.a.outputs.r}\"\n",
+            &[],
+        )
+        .map(|_| ())
+        .unwrap_err();
+        let text = format!("{err:?}");
+        assert!(text.contains("cannot use step outputs"), "{text}");
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::ast::{Entry, Node, NodeKind, StepDecl, VarDecl, VarType, Workflow};
+use super::ast::{Entry, Node, NodeKind, RefTarget, StepDecl, VarDecl, VarType, Workflow};
 use super::template::is_name;
 use super::toml_nodes::{parse_document, type_name};
 use crate::diag::{Diag, Diagnostics, Source, Span};
@@ -32,6 +32,7 @@ pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnos
         name: stem,
         description: None,
         region: None,
+        region_node: None,
         profile: None,
         vars: Vec::new(),
         steps: Vec::new(),
@@ -137,6 +138,33 @@ impl Parser<'_> {
         }
     }
 
+    /// A region: a plain string, or one that uses variables only (resolved
+    /// by `load` once they are known). Step outputs cannot choose a region:
+    /// the plan needs it before anything is applied.
+    fn region(&mut self, node: &Node, what: &str) -> (Option<String>, Option<Node>) {
+        let NodeKind::Str(t) = &node.kind else {
+            self.wrong_type(node, what, "a string");
+            return (None, None);
+        };
+        if let Some(s) = t.as_literal() {
+            return (Some(s), None);
+        }
+        let mut ok = true;
+        for r in t.refs() {
+            if matches!(r.target, RefTarget::Output { .. }) {
+                self.err(
+                    "flow::reference-not-allowed",
+                    format!("{what} cannot use step outputs"),
+                    r.span.clone(),
+                    "a step output",
+                    Some("the region is needed to plan, before any step runs: use a variable (${vars.region})".into()),
+                );
+                ok = false;
+            }
+        }
+        (None, ok.then(|| node.clone()))
+    }
+
     fn bool(&mut self, node: &Node, what: &str) -> Option<bool> {
         match node.kind {
             NodeKind::Bool(b) => Some(b),
@@ -160,7 +188,7 @@ impl Parser<'_> {
                     }
                 }
                 "description" => wf.description = self.string(&e.value, &what),
-                "region" => wf.region = self.string(&e.value, &what),
+                "region" => (wf.region, wf.region_node) = self.region(&e.value, &what),
                 "profile" => wf.profile = self.string(&e.value, &what),
                 other => self.unknown_key(
                     e,
@@ -298,6 +326,7 @@ impl Parser<'_> {
             retries: DEFAULT_RETRIES,
             prevent_destroy: false,
             region: None,
+            region_node: None,
             inputs: Vec::new(),
             inputs_span: entry.key_span.clone(),
             broken: false,
@@ -375,7 +404,7 @@ impl Parser<'_> {
                     ),
                     _ => self.wrong_type(&f.value, &what, "an integer"),
                 },
-                "region" => step.region = self.string(&f.value, &what),
+                "region" => (step.region, step.region_node) = self.region(&f.value, &what),
                 "lifecycle" => {
                     if let Some(items) = self.table(&f.value, &what) {
                         for l in items {
