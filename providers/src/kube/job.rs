@@ -394,29 +394,15 @@ impl Provider for KubeJob {
                 || matches!(v, InputValue::Known(_))
         });
         if all_known && let Ok(sources) = Sources::from_inputs(&known) {
-            let problems = sources.problems(&ctx.workdir);
-            if problems.is_empty() && sources.files.iter().all(|f| !super::fetch::is_url(f)) {
-                let mut docs = Vec::new();
-                for f in &sources.files {
-                    if let Ok(text) = std::fs::read_to_string(ctx.workdir.join(f))
-                        && let Ok(t) = super::render::fill(f, &text, &sources.values)
-                        && let Ok(d) = super::render::parse(f, &t)
-                    {
-                        docs.extend(d);
-                    }
-                }
-                if let Some(text) = &sources.inline
-                    && let Ok(t) = super::render::fill("manifest", text, &sources.values)
-                    && let Ok(d) = super::render::parse("manifest", &t)
-                {
-                    docs.extend(d);
-                }
-                if let Err(e) = single_job(&docs) {
-                    out.push(Problem::at(
-                        if has("files") { "files" } else { "manifest" },
-                        e,
-                    ));
-                }
+            let (docs, problems) = sources.offline(&ctx.workdir);
+            if problems.is_empty()
+                && sources.files.iter().all(|f| !super::fetch::is_url(f))
+                && let Err(e) = single_job(&docs)
+            {
+                out.push(Problem::at(
+                    if has("files") { "files" } else { "manifest" },
+                    e,
+                ));
             }
             out.extend(problems);
         } else if let Ok(sources) = Sources::from_inputs(&known) {

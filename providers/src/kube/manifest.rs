@@ -341,7 +341,7 @@ impl Provider for KubeManifest {
             .iter()
             .all(|(k, v)| k != "values" || matches!(v, InputValue::Known(_)));
         match Sources::from_inputs(&known) {
-            Ok(sources) if values_known => out.extend(sources.problems(&ctx.workdir)),
+            Ok(sources) if values_known => out.extend(sources.offline(&ctx.workdir).1),
             Ok(sources) => out.extend(sources.unreadable_files(&ctx.workdir)),
             Err(_) => {}
         }

@@ -146,53 +146,56 @@ impl Sources {
     }
 
     /// Local files that cannot be read: checked even while `values` are not
-    /// known yet (the rest of [`Sources::problems`] needs them).
+    /// known yet (the rest of [`Sources::offline`] needs them).
     pub fn unreadable_files(&self, workdir: &Path) -> Vec<Problem> {
-        self.files
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| !fetch::is_url(f))
+        self.local_files()
             .filter_map(|(i, file)| {
                 let e = std::fs::metadata(workdir.join(file)).err()?;
-                Some(
-                    Problem::at_path(
-                        &["files", &i.to_string()],
-                        format!("could not read `{file}`: {e}"),
-                    )
-                    .with_help("paths are relative to the workflow file's folder"),
-                )
+                Some(cannot_read(i, file, &e))
             })
             .collect()
     }
 
-    /// Offline problems: local files that do not parse, placeholders that
+    /// Everything that can be rendered offline, and the problems found doing
+    /// it: local files that cannot be read or do not parse, placeholders that
     /// reference flow names. URLs are not fetched offline.
-    pub fn problems(&self, workdir: &Path) -> Vec<Problem> {
-        let mut out = Vec::new();
-        for (i, file) in self.files.iter().enumerate() {
-            if fetch::is_url(file) {
-                continue;
-            }
-            let index = i.to_string();
-            let at = |m: String| Problem::at_path(&["files", &index], m);
+    pub fn offline(&self, workdir: &Path) -> (Vec<Doc>, Vec<Problem>) {
+        let mut docs = Vec::new();
+        let mut problems = Vec::new();
+        for (i, file) in self.local_files() {
             match std::fs::read_to_string(workdir.join(file)) {
-                Err(e) => out.push(
-                    at(format!("could not read `{file}`: {e}"))
-                        .with_help("paths are relative to the workflow file's folder"),
-                ),
+                Err(e) => problems.push(cannot_read(i, file, &e)),
                 Ok(text) => match fill(file, &text, &self.values).and_then(|t| parse(file, &t)) {
-                    Ok(_) => {}
-                    Err(e) => out.push(at(e)),
+                    Ok(d) => docs.extend(d),
+                    Err(e) => problems.push(Problem::at_path(&["files", &i.to_string()], e)),
                 },
             }
         }
-        if let Some(text) = &self.inline
-            && let Err(e) = fill("manifest", text, &self.values).and_then(|t| parse("manifest", &t))
-        {
-            out.push(Problem::at("manifest", e));
+        if let Some(text) = &self.inline {
+            match fill("manifest", text, &self.values).and_then(|t| parse("manifest", &t)) {
+                Ok(d) => docs.extend(d),
+                Err(e) => problems.push(Problem::at("manifest", e)),
+            }
         }
-        out
+        (docs, problems)
     }
+
+    /// The local files (not URLs) with their index in `files`.
+    fn local_files(&self) -> impl Iterator<Item = (usize, &String)> {
+        self.files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| !fetch::is_url(f))
+    }
+}
+
+/// The problem of `files[i]` that cannot be read.
+fn cannot_read(i: usize, file: &str, e: &std::io::Error) -> Problem {
+    Problem::at_path(
+        &["files", &i.to_string()],
+        format!("could not read `{file}`: {e}"),
+    )
+    .with_help("paths are relative to the workflow file's folder")
 }
 
 /// `text` with `${NAME}` placeholders from `values` filled in.
