@@ -289,21 +289,25 @@ async fn finish(
     {
         ctx.reporter.log(&format!("logs not read: {}", e.message));
     }
-    if status(job) == "SUCCEEDED"
-        && let Ok(captured) = matchers.check(logs.text())
-    {
-        crate::capture::report(ctx.reporter.as_ref(), &captured);
+    let checked = if status(job) == "SUCCEEDED" {
+        matchers.check(logs.text())
+    } else {
+        Ok(Values::new())
+    };
+    if let Ok(captured) = &checked {
+        crate::capture::report(ctx.reporter.as_ref(), captured);
     }
-    outcome(name, job, logs, &matchers)
+    outcome(name, job, logs, checked)
 }
 
-/// Success (with captured outputs) or the step's failure, from the finished
-/// job and its logs.
+/// Success (with the captured outputs) or the step's failure, from the
+/// finished job, its logs and what `success_pattern` and `capture` made of
+/// them (`checked`, looked at only for a job that succeeded).
 fn outcome(
     name: &str,
     job: &JobDetail,
     logs: &JobLogs,
-    matchers: &Matchers,
+    checked: Result<Values, String>,
 ) -> Result<Applied, ProviderError> {
     let what = format!("job `{name}` ({})", job.job_id().unwrap_or("?"));
     let tail = || match logs.tail(5) {
@@ -311,7 +315,7 @@ fn outcome(
         t => format!(" — last lines: {t}"),
     };
     if status(job) == "SUCCEEDED" {
-        return match matchers.check(logs.text()) {
+        return match checked {
             Ok(captured) => Ok(applied(job, logs, captured)),
             Err(why) if logs.stream().is_none() => Err(ProviderError::fatal(format!(
                 "{what}: {why} (Batch named no log stream for it)"
@@ -573,12 +577,11 @@ mod tests {
             .status(JobStatus::Failed)
             .status_reason("Essential container in task exited")
             .build();
-        let none = Matchers::default();
         let logs = JobLogs::new(
             &aws_types::SdkConfig::builder().build(),
             batch_logs::DEFAULT_GROUP.into(),
         );
-        let err = outcome("nccl", &job, &logs, &none).unwrap_err();
+        let err = outcome("nccl", &job, &logs, Ok(Values::new())).unwrap_err();
         assert_eq!(
             err.message,
             "job `nccl` (j-1) FAILED: Essential container in task exited"
@@ -588,12 +591,14 @@ mod tests {
             .status(JobStatus::Succeeded)
             .build();
         assert_eq!(
-            outcome("nccl", &ok, &logs, &none).unwrap().outputs["status"],
+            outcome("nccl", &ok, &logs, Ok(Values::new()))
+                .unwrap()
+                .outputs["status"],
             "SUCCEEDED"
         );
         let busbw =
             Matchers::from_values(&values(json!({"capture": {"busbw": "bw: ([0-9.]+)"}}))).unwrap();
-        let err = outcome("nccl", &ok, &logs, &busbw).unwrap_err();
+        let err = outcome("nccl", &ok, &logs, busbw.check(logs.text())).unwrap_err();
         assert!(
             err.message.contains("Batch named no log stream"),
             "{}",
