@@ -18,6 +18,8 @@ mod objects;
 mod ready;
 mod render;
 
+pub use render::fill;
+
 use std::sync::Arc;
 
 use crate::contract::{InputSpec, InputType, Provider};

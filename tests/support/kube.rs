@@ -32,6 +32,8 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
+use super::workspace_root;
+
 /// The bearer token the test server accepts.
 pub const TOKEN: &str = "flow-e2e-token";
 
@@ -64,14 +66,6 @@ pub struct Options {
     /// authenticator's configured cluster id; a token signed for another
     /// cluster fails STS's signature check on real AWS — moto does not check).
     pub eks_cluster: String,
-}
-
-/// The workspace's root folder.
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("engine/ has a parent")
-        .to_path_buf()
 }
 
 /// The kube-apiserver binary: `FLOW_KUBE_APISERVER`, else what
@@ -813,11 +807,11 @@ fn emulated_output(job: &Value) -> String {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let env: std::collections::HashMap<&str, &str> = c["env"]
+    let env: std::collections::BTreeMap<String, String> = c["env"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
+        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
         .collect();
     let mut line = words.join(" ");
     for value in env.values() {
@@ -839,32 +833,12 @@ fn emulated_output(job: &Value) -> String {
         };
         if line.contains(name) {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            return fill_env(&text, &env);
+            // `${NAME}` from the container's environment, as manifests fill
+            // placeholders from `values`.
+            return flow_providers::kube::fill("output", &text, &env).unwrap_or(text);
         }
     }
     "done".into()
-}
-
-/// `${NAME}` replaced by `env[NAME]` where it has one.
-fn fill_env(text: &str, env: &std::collections::HashMap<&str, &str>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        match after.find('}') {
-            Some(end) if env.contains_key(&after[..end]) => {
-                out.push_str(env[&after[..end]]);
-                rest = &after[end + 1..];
-            }
-            _ => {
-                out.push_str("${");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Starts the EKS token webhook (see [`Options::eks_sts`]); returns its URL.
