@@ -10,22 +10,14 @@ mod support;
 
 use std::path::PathBuf;
 
-use support::Project;
 use support::Run;
 use support::kube::{KubeServer, Options};
 use support::moto::{BatchCompute, Moto};
-
-/// The repository's root folder.
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("engine/ has a parent")
-        .to_path_buf()
-}
+use support::{Project, workspace_root};
 
 /// A workflow file of the repository.
 fn workflow(name: &str) -> String {
-    let path = root().join("workflows").join(name);
+    let path = workspace_root().join("workflows").join(name);
     assert!(path.exists(), "{} is missing", path.display());
     path.to_string_lossy().into_owned()
 }
@@ -74,21 +66,31 @@ impl Local {
             .to_string()
     }
 
+    /// Sets up the image builds: `.venv/bin` first on PATH (the build
+    /// script's and the stand-in container tool's python, with boto3), and
+    /// the file where the stand-in records its calls, which is returned.
+    fn image_tools(&mut self) -> PathBuf {
+        let tool_log = self.p.path().join("container-tool.log");
+        let path = format!(
+            "{}:{}",
+            workspace_root().join(".venv/bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        self.env.push(("PATH".into(), path));
+        self.env.push((
+            "CONTAINER_TOOL_LOG".into(),
+            tool_log.to_string_lossy().into_owned(),
+        ));
+        tool_log
+    }
+
     /// Every file of the state folder as text (lossy), for secret checks.
     fn state_text(&self) -> String {
-        let mut out = String::new();
-        let mut dirs = vec![self.p.path().join("state")];
-        while let Some(d) = dirs.pop() {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let path = e.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if let Ok(bytes) = std::fs::read(&path) {
-                    out.push_str(&String::from_utf8_lossy(&bytes));
-                }
-            }
-        }
-        out
+        support::files_under(&self.p.path().join("state"))
+            .iter()
+            .filter_map(|f| std::fs::read(f).ok())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .collect()
     }
 }
 
@@ -340,21 +342,11 @@ impl EksCloud {
         })?;
         let mut l = Local::new(name, moto.env());
         let ca = l.p.write("api-server-ca.pem", &k.ca_pem);
-        let tool_log = l.p.path().join("container-tool.log");
-        let path = format!(
-            "{}:{}",
-            root().join(".venv/bin").display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
+        let tool_log = l.image_tools();
         l.env.extend(
             [
                 ("FLOW_EKS_API_SERVER", k.url.clone()),
                 ("FLOW_EKS_API_SERVER_CA", ca.to_string_lossy().into_owned()),
-                ("PATH", path),
-                (
-                    "CONTAINER_TOOL_LOG",
-                    tool_log.to_string_lossy().into_owned(),
-                ),
             ]
             .into_iter()
             .chain(extra.iter().map(|(k, v)| (*k, v.to_string())))
@@ -371,7 +363,9 @@ impl EksCloud {
     fn container_tool_var() -> String {
         format!(
             "container_tool={}",
-            root().join("tests/fixtures/bin/container-tool").display()
+            workspace_root()
+                .join("tests/fixtures/bin/container-tool")
+                .display()
         )
     }
 
@@ -594,17 +588,7 @@ fn hyperpod_cpu_ddp_end_to_end() {
     let moto = Moto::start();
     let Some(k) = KubeServer::start() else { return };
     let mut l = Local::new("hyperpod-cpu-ddp.toml", moto.env());
-    let tool_log = l.p.path().join("container-tool.log");
-    let path = format!(
-        "{}:{}",
-        root().join(".venv/bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    l.env.push(("PATH".into(), path));
-    l.env.push((
-        "CONTAINER_TOOL_LOG".into(),
-        tool_log.to_string_lossy().into_owned(),
-    ));
+    let tool_log = l.image_tools();
     // What the runbook assumes the HyperPod cluster has: the training
     // operator and an FSx claim (set up here with flow, in a state of its own).
     l.p.write(
@@ -624,7 +608,7 @@ spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{request
 """
 "#,
             kc = k.kubeconfig_path(),
-            operator = root().join("workflows/manifests/training-operator.yaml").display()
+            operator = workspace_root().join("workflows/manifests/training-operator.yaml").display()
         ),
     );
     l.p.run(&["apply", "cluster.toml", "--auto-approve"])

@@ -10,6 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The workspace's root folder.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("engine/ has a parent")
+        .to_path_buf()
+}
+
 /// The `flow` binary under test.
 pub fn flow_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_flow"))
@@ -140,10 +148,15 @@ impl Project {
 
     /// Every file under the state folder, recursively.
     pub fn state_files(&self) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        walk(&self.dir.path().join(".flow"), &mut out);
-        out
+        files_under(&self.dir.path().join(".flow"))
     }
+}
+
+/// Every file under `dir`, recursively (none when it does not exist).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::workspace_root;
+
 /// The moto version the tests are written against: the requirements file
 /// `scripts/local-aws` installs from too (the same `.venv` and marker).
 const REQUIREMENTS: &str = include_str!("../../scripts/local-cloud/requirements.txt");
@@ -36,14 +38,6 @@ pub struct Moto {
     /// Its log (stdout and stderr).
     pub log: PathBuf,
     _dir: tempfile::TempDir,
-}
-
-/// The workspace's root folder.
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("engine/ has a parent")
-        .to_path_buf()
 }
 
 /// Holds an exclusive `flock` on a file until dropped.
