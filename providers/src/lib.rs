@@ -9,6 +9,7 @@ pub mod exec;
 pub mod kube;
 pub mod local_digest;
 pub mod null;
+pub mod ownership;
 pub mod registry;
 
 pub mod suggest;

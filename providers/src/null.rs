@@ -234,7 +234,7 @@ mod tests {
             .create(&ctx, &values(json!({"fail": true})))
             .await
             .unwrap_err();
-        assert!(!err.retryable);
+        assert!(!err.is_retryable());
         assert_eq!(err.message, "step failed because `fail = true`");
     }
 
@@ -246,7 +246,7 @@ mod tests {
         let null = Null::new();
         for k in 1..=2 {
             let err = null.create(&ctx, &inputs).await.unwrap_err();
-            assert!(err.retryable);
+            assert!(err.is_retryable());
             assert_eq!(
                 err.message,
                 format!("transient failure {k} of 2 (fail_times)")
@@ -255,7 +255,12 @@ mod tests {
         assert_eq!(null.create(&ctx, &inputs).await.unwrap().outputs, inputs);
         // Another operation counts from the start.
         let (other, _) = op_context(dir.path(), "flaky", "null-fail-times-2");
-        assert!(null.create(&other, &inputs).await.unwrap_err().retryable);
+        assert!(
+            null.create(&other, &inputs)
+                .await
+                .unwrap_err()
+                .is_retryable()
+        );
     }
 
     #[tokio::test]
@@ -266,7 +271,7 @@ mod tests {
         null.delete(&ctx, prior(&values(json!({})))).await.unwrap();
         let failing = values(json!({"fail_destroy": true}));
         let err = null.delete(&ctx, prior(&failing)).await.unwrap_err();
-        assert!(!err.retryable);
+        assert!(!err.is_retryable());
         assert!(err.message.contains("fail_destroy"));
     }
 

@@ -57,7 +57,7 @@ where
         attempt += 1;
         match op().await {
             Ok(v) => return (Ok(v), attempt),
-            Err(e) if e.retryable && attempt <= retries => {
+            Err(e) if e.is_retryable() && attempt <= retries => {
                 let delay = backoff.delay(attempt);
                 on_retry(attempt, delay, &e);
                 tokio::time::sleep(delay).await;

@@ -113,7 +113,7 @@ impl<'a> Waiter<'a> {
     /// Accepts a failed look when it is retryable and not one too many;
     /// otherwise returns the error.
     pub fn tolerate(&mut self, e: ProviderError) -> Result<(), ProviderError> {
-        if e.retryable && self.failed_looks < MAX_FAILED_LOOKS {
+        if e.is_retryable() && self.failed_looks < MAX_FAILED_LOOKS {
             self.failed_looks += 1;
             self.reporter.log(&format!(
                 "while waiting for {}: {} (will look again)",

@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn a_line_without_equals_names_the_line() {
         let err = parse("run", "a=1\nnot a pair\n").unwrap_err();
-        assert!(!err.retryable);
+        assert!(!err.is_retryable());
         assert!(err.message.contains("line 2"), "{}", err.message);
         assert!(err.message.contains("`not a pair`"), "{}", err.message);
     }

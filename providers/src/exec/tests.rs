@@ -88,7 +88,7 @@ async fn a_failing_command_reports_its_status_and_last_lines() {
     let (ctx, reporter) = op_context(dir.path(), "bad", "tok-fail");
     let inputs = values(json!({"run": "for i in $(seq 1 30); do echo line$i; done; exit 3"}));
     let err = Exec::new().create(&ctx, &inputs).await.unwrap_err();
-    assert!(!err.retryable);
+    assert!(!err.is_retryable());
     assert!(
         err.message.starts_with("`run` exited with status 3"),
         "{}",

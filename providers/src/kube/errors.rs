@@ -67,13 +67,13 @@ mod tests {
             "apply Deployment default/web",
             api(422, "Invalid", "spec.replicas: Invalid value"),
         );
-        assert!(!e.retryable);
+        assert!(!e.is_retryable());
         assert_eq!(
             e.message,
             "apply Deployment default/web: spec.replicas: Invalid value"
         );
-        assert!(kube("x", api(503, "ServiceUnavailable", "")).retryable);
-        assert!(kube("x", api(429, "TooManyRequests", "slow down")).retryable);
+        assert!(kube("x", api(503, "ServiceUnavailable", "")).is_retryable());
+        assert!(kube("x", api(429, "TooManyRequests", "slow down")).is_retryable());
         assert_eq!(status(&api(404, "NotFound", "")), Some(404));
     }
 }

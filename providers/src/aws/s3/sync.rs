@@ -487,7 +487,7 @@ impl Provider for S3Sync {
         let client = config::s3_client(&config::sdk_config(ctx).await?);
         let remote = match list(&client, &spec.to).await {
             Ok(r) => r,
-            Err(e) if !e.retryable => return Ok(ReadOutcome::Missing),
+            Err(e) if !e.is_retryable() => return Ok(ReadOutcome::Missing),
             Err(e) => return Err(e),
         };
         let plan = plan::plan(&files, &remote, &Manifest::new(), |r| spec.to.key(r));
