@@ -8,40 +8,19 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::db::{self, Trees};
+use crate::db;
 use crate::error::{StateError, describe_json_error};
 use crate::layout::StateLayout;
 use crate::lock::StateLock;
 use crate::meta;
 use crate::migrate::{self, MIGRATIONS};
 use crate::records::{SCHEMA_VERSION, StepRecord, now_secs};
-use crate::store::Store;
+use crate::snapshot::{FORMAT, Snapshot, from_hex};
 
 /// How many backups are kept; older ones are deleted when a new one is written.
 pub const KEEP_BACKUPS: usize = 10;
-
-/// The `format` tag of a backup file.
-const FORMAT: &str = "flow-state-backup";
-
-/// The content of a backup file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Snapshot {
-    /// Always [`FORMAT`].
-    pub format: String,
-    /// The schema the records are written in.
-    pub schema_version: u32,
-    /// The commit serial they were read at.
-    pub serial: u64,
-    /// The salt, in hex.
-    pub salt: String,
-    /// When the copy was taken (seconds since the Unix epoch).
-    pub created_at: u64,
-    /// Every record, in name order, as stored.
-    pub steps: Vec<Value>,
-}
 
 /// One backup file, as listed by [`list_backups`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,15 +46,6 @@ pub struct Restored {
     pub previous: Option<PathBuf>,
     /// Where a database that could not be opened was moved aside.
     pub damaged: Option<PathBuf>,
-}
-
-impl Store {
-    /// Writes a consistent copy of the whole state to
-    /// `backups/state-<serial>-<unix secs>.json` (mode 0600), deletes all
-    /// but the newest [`KEEP_BACKUPS`], and returns the new file.
-    pub fn backup(&self) -> Result<PathBuf, StateError> {
-        write(self.layout(), &self.snapshot()?, None)
-    }
 }
 
 /// The backups of the state at `root`, newest first. Creates nothing.
@@ -132,7 +102,7 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
     let mut previous = None;
     let mut old_serial = 0;
     if !meta::is_blank(&trees) {
-        match snapshot(root, &trees) {
+        match crate::snapshot::read(root, &trees) {
             Ok(current) => {
                 old_serial = current.serial;
                 previous = Some(write(&layout, &current, Some(file))?);
@@ -182,38 +152,6 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
         schema_version: snap.schema_version,
         previous,
         damaged,
-    })
-}
-
-/// Reads everything in `trees`; run where no batch can be half applied
-/// (on the writer thread, or while opening).
-pub(crate) fn snapshot(root: &Path, trees: &Trees) -> Result<Snapshot, StateError> {
-    let schema_version = meta::read_version(root, &trees.meta)?
-        .ok_or_else(|| StateError::corrupt(root, "the schema version is missing"))?;
-    let serial = meta::read_serial(root, &trees.meta)?;
-    let salt = meta::read_salt(root, &trees.meta)?;
-    let mut steps = Vec::new();
-    for item in trees.steps.iter() {
-        let (key, value) = item.map_err(|e| StateError::from_sled(root, e))?;
-        let value = serde_json::from_slice(&value).map_err(|e| {
-            StateError::corrupt(
-                root,
-                format!(
-                    "the record of step `{}` cannot be read: {}",
-                    String::from_utf8_lossy(&key),
-                    describe_json_error(&e)
-                ),
-            )
-        })?;
-        steps.push(value);
-    }
-    Ok(Snapshot {
-        format: FORMAT.to_string(),
-        schema_version,
-        serial,
-        salt: to_hex(&salt),
-        created_at: now_secs(),
-        steps,
     })
 }
 
@@ -321,24 +259,11 @@ fn parse_name(name: &str) -> Option<(u64, u64)> {
     Some((serial.parse().ok()?, secs.parse().ok()?))
 }
 
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.is_ascii() {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::commit::Mutation;
+    use crate::store::Store;
     use std::os::unix::fs::PermissionsExt;
 
     fn root() -> (tempfile::TempDir, PathBuf) {
@@ -356,19 +281,13 @@ mod tests {
     }
 
     #[test]
-    fn names_and_hex() {
+    fn names() {
         assert_eq!(
             parse_name("state-12-1700000000.json"),
             Some((12, 1_700_000_000))
         );
         assert_eq!(parse_name("state-12.json"), None);
         assert_eq!(parse_name(".state-1-2.json.tmp"), None);
-        assert_eq!(
-            from_hex(&to_hex(&[0, 1, 0xab, 0xff])),
-            Some(vec![0, 1, 0xab, 0xff])
-        );
-        assert_eq!(from_hex("abc"), None);
-        assert_eq!(from_hex("zz"), None);
     }
 
     #[test]

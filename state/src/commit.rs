@@ -5,9 +5,9 @@ use std::sync::mpsc;
 
 use tokio::sync::oneshot;
 
-use crate::backup::Snapshot;
 use crate::error::StateError;
 use crate::records::StepRecord;
+use crate::snapshot::Snapshot;
 
 /// One change to the recorded steps.
 // A put is by far the common case; boxing it would cost an allocation per

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::lock::LockInfo;
+use crate::holder::LockInfo;
 use crate::timefmt::format_rfc3339;
 
 /// Everything that can go wrong while opening, reading or writing the state.

@@ -10,24 +10,10 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::StateError;
+pub use crate::holder::LockInfo;
 use crate::layout::StateLayout;
 use crate::records::now_secs;
-
-/// Who holds a state lock, as written into the lock file by the holder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockInfo {
-    /// The holder's process id.
-    pub pid: u32,
-    /// The host it runs on.
-    pub host: String,
-    /// When it took the lock (seconds since the Unix epoch).
-    pub since: u64,
-    /// What it is doing, e.g. `flow apply`.
-    pub command: String,
-}
 
 /// The held lock; dropping it clears the lock file and releases the lock.
 #[derive(Debug)]

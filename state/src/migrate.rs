@@ -1,7 +1,7 @@
 //! Schema migrations: one function per step from version n to n + 1.
 //!
 //! To move to schema n + 1: set [`crate::SCHEMA_VERSION`] to n + 1, write
-//! `fn vn_to_vn1(steps: &sled::Tree) -> Result<sled::Batch, String>` that
+//! `fn vn_to_vn1(steps: &sled::Tree) -> Result<sled::Batch, MigrationError>` that
 //! returns the rewritten records, and add `Migration { from: n, run: … }`
 //! to [`MIGRATIONS`]. Each step is applied in one transaction together with
 //! the new version number, so a crash leaves the state at n or at n + 1.
@@ -19,7 +19,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::db::Trees;
-use crate::error::StateError;
+use crate::error::{StateError, describe_json_error};
 use crate::meta;
 
 /// One migration step.
@@ -29,7 +29,26 @@ pub(crate) struct Migration {
     pub from: u32,
     /// Reads the `steps` tree at version `from` and returns the writes that
     /// bring it to `from + 1`; an `Err` says why the data cannot be migrated.
-    pub run: fn(steps: &sled::Tree) -> Result<sled::Batch, String>,
+    pub run: fn(steps: &sled::Tree) -> Result<sled::Batch, MigrationError>,
+}
+
+/// Why a migration step could not rewrite the records.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MigrationError {
+    /// The database could not be read.
+    #[error("the database could not be read: {0}")]
+    Read(#[from] sled::Error),
+    /// A record is not JSON (said without quoting its contents).
+    #[error("the record of step `{step}` is not JSON: {why}")]
+    NotJson {
+        /// The step whose record it is.
+        step: String,
+        /// Where it broke, from [`describe_json_error`].
+        why: String,
+    },
+    /// A rewritten record could not be encoded.
+    #[error("a rewritten record could not be encoded: {0}")]
+    Encode(#[from] serde_json::Error),
 }
 
 /// Every migration this build knows (schema 1 is the first).
@@ -81,16 +100,15 @@ fn is_v1_seal(s: &str) -> bool {
 ///
 /// A true seal migrated this way equals the seal the engine now computes for
 /// the same secret (same salt, same digest), so no secret shows as changed.
-fn v1_to_v2(steps: &sled::Tree) -> Result<sled::Batch, String> {
+fn v1_to_v2(steps: &sled::Tree) -> Result<sled::Batch, MigrationError> {
     let mut records = Vec::new();
     for item in steps.iter() {
-        let (key, bytes) = item.map_err(|e| e.to_string())?;
-        let record: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            format!(
-                "the record of step `{}` is not JSON: {e}",
-                String::from_utf8_lossy(&key)
-            )
-        })?;
+        let (key, bytes) = item?;
+        let record: Value =
+            serde_json::from_slice(&bytes).map_err(|e| MigrationError::NotJson {
+                step: String::from_utf8_lossy(&key).into_owned(),
+                why: describe_json_error(&e),
+            })?;
         records.push((key, record));
     }
     let mut outputs = HashSet::new();
@@ -109,7 +127,7 @@ fn v1_to_v2(steps: &sled::Tree) -> Result<sled::Batch, String> {
             changed |= reseal_inputs(inputs, &outputs);
         }
         if changed {
-            let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+            let bytes = serde_json::to_vec(&record)?;
             batch.insert(key, bytes);
         }
     }
@@ -226,20 +244,22 @@ mod tests {
     use super::*;
     use crate::layout::StateLayout;
 
-    fn mark_migrated(steps: &sled::Tree) -> Result<sled::Batch, String> {
+    fn mark_migrated(steps: &sled::Tree) -> Result<sled::Batch, MigrationError> {
         let mut batch = sled::Batch::default();
         for item in steps.iter() {
-            let (key, value) = item.map_err(|e| e.to_string())?;
-            let mut v: serde_json::Value =
-                serde_json::from_slice(&value).map_err(|e| e.to_string())?;
+            let (key, value) = item?;
+            let mut v: serde_json::Value = serde_json::from_slice(&value)?;
             v["migrated"] = serde_json::Value::Bool(true);
             batch.insert(key, serde_json::to_vec(&v).unwrap());
         }
         Ok(batch)
     }
 
-    fn v2_to_v3(_: &sled::Tree) -> Result<sled::Batch, String> {
-        Err("no".into())
+    fn v2_to_v3(_: &sled::Tree) -> Result<sled::Batch, MigrationError> {
+        Err(MigrationError::NotJson {
+            step: "no".into(),
+            why: "it is cut short".into(),
+        })
     }
 
     const TEST: &[Migration] = &[

@@ -1,12 +1,12 @@
 //! [`Store`]: one open, locked state.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use crate::backup::{self, Snapshot};
+use crate::backup;
 use crate::commit::{self, Committer, Request};
 use crate::db::{self, Trees};
 use crate::error::{StateError, describe_json_error};
@@ -16,6 +16,7 @@ use crate::meta;
 use crate::migrate::Migration;
 use crate::migrate::{self, MIGRATIONS};
 use crate::records::{SCHEMA_VERSION, StepRecord};
+use crate::snapshot::{self, Snapshot};
 use crate::watermark::{self, Watermark};
 
 /// An open state: holds the process lock, reads records directly and
@@ -127,6 +128,13 @@ impl Store {
         Committer::new(self.tx.clone())
     }
 
+    /// Writes a consistent copy of the whole state to
+    /// `backups/state-<serial>-<unix secs>.json` (mode 0600), deletes all
+    /// but the newest [`KEEP_BACKUPS`](crate::KEEP_BACKUPS), and returns the new file.
+    pub fn backup(&self) -> Result<PathBuf, StateError> {
+        backup::write(self.layout(), &self.snapshot()?, None)
+    }
+
     /// A consistent copy of everything, taken by the writer between batches.
     pub(crate) fn snapshot(&self) -> Result<Snapshot, StateError> {
         commit::call_blocking(&self.tx, |reply| Request::Snapshot { reply })
@@ -190,7 +198,7 @@ fn check_schema(
                 return Ok(());
             }
             migrate::check(found, SCHEMA_VERSION, registry)?;
-            backup::write(layout, &backup::snapshot(root, trees)?, None)?;
+            backup::write(layout, &snapshot::read(root, trees)?, None)?;
             migrate::upgrade(root, trees, found, SCHEMA_VERSION, registry)
         }
     }
@@ -474,10 +482,10 @@ mod tests {
 
     #[test]
     fn old_schema_is_backed_up_then_migrated() {
-        fn v0_to_v1(steps: &sled::Tree) -> Result<sled::Batch, String> {
+        fn v0_to_v1(steps: &sled::Tree) -> Result<sled::Batch, crate::migrate::MigrationError> {
             let mut batch = sled::Batch::default();
             for key in steps.iter().keys() {
-                let key = key.map_err(|e| e.to_string())?;
+                let key = key?;
                 let name = String::from_utf8_lossy(&key).into_owned();
                 let rec = StepRecord::new(&name, "exec", 1);
                 batch.insert(key, serde_json::to_vec(&rec).unwrap());

@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use crate::backup;
 use crate::commit::{Change, Reply, Request};
 use crate::db::Trees;
 use crate::error::StateError;
 use crate::meta;
+use crate::snapshot;
 use crate::watermark::Watermark;
 
 /// Starts the writer for `trees`; it stops on [`Request::Shutdown`] or when
@@ -94,7 +94,7 @@ impl Writer {
             answer(waiters, outcome);
         }
         for reply in snapshots {
-            reply.send(backup::snapshot(&self.root, &self.trees));
+            reply.send(snapshot::read(&self.root, &self.trees));
         }
         stop
     }
