@@ -1,7 +1,5 @@
 //! Terminal styling: colour only when wanted (a terminal, no `NO_COLOR`).
 
-use crate::plan::Action;
-
 /// Whether and how to colour output.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Style {
@@ -53,16 +51,6 @@ impl Style {
     /// Yellow (attention).
     pub fn warn(&self, text: &str) -> String {
         self.paint("33", text)
-    }
-
-    /// The colour of an action.
-    pub fn action(&self, action: Action, text: &str) -> String {
-        match action {
-            Action::Create => self.ok(text),
-            Action::Update => self.warn(text),
-            Action::Replace | Action::Delete => self.err(text),
-            Action::NoOp => text.to_string(),
-        }
     }
 }
 

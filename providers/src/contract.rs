@@ -74,6 +74,25 @@ impl InputType {
         }
     }
 
+    /// `value` with numbers and booleans turned into text where this type
+    /// wants a string: `"${vars.epochs}"` in an `env` table is the text `20`,
+    /// as written. Anything else is returned as it is.
+    pub fn coerce(&self, value: Value) -> Value {
+        match (value, self) {
+            (Value::Number(n), InputType::String | InputType::Duration | InputType::LocalFile) => {
+                Value::String(n.to_string())
+            }
+            (Value::Bool(b), InputType::String) => Value::String(b.to_string()),
+            (Value::Array(items), InputType::List(inner)) => {
+                Value::Array(items.into_iter().map(|v| inner.coerce(v)).collect())
+            }
+            (Value::Object(map), InputType::Map(inner)) => {
+                Value::Object(map.into_iter().map(|(k, v)| (k, inner.coerce(v))).collect())
+            }
+            (v, _) => v,
+        }
+    }
+
     /// Whether `value` has this type. `LocalFile` and `Duration` only check the
     /// JSON type here; the engine checks existence and syntax with spans.
     pub fn accepts(&self, value: &Value) -> bool {
@@ -734,6 +753,20 @@ mod tests {
         assert!(!is_sealed(&json!("sealed:sha256:short")));
         assert!(!is_sealed(&json!(format!("sealed:sha256:{hex}0"))));
         assert!(!is_sealed(&json!(3)));
+    }
+
+    #[test]
+    fn scalars_become_text_where_strings_are_wanted() {
+        let env = InputType::Map(Box::new(InputType::String));
+        assert_eq!(
+            env.coerce(json!({"EPOCHS": 20, "DEBUG": true, "NAME": "x"})),
+            json!({"EPOCHS": "20", "DEBUG": "true", "NAME": "x"})
+        );
+        assert_eq!(InputType::Integer.coerce(json!(3)), json!(3));
+        assert_eq!(
+            InputType::List(Box::new(InputType::String)).coerce(json!([1, 2])),
+            json!(["1", "2"])
+        );
     }
 
     #[test]

@@ -12,9 +12,10 @@ use serde_json::Value;
 
 use super::events::{Event, EventSink, Outcome, StepReporter};
 use super::retry::{Backoff, with_retries};
-use crate::inputs::{Desired, desired_inputs};
 use crate::lang::ast::StepDecl;
+use crate::lang::inputs::Desired;
 use crate::lang::load::Loaded;
+use crate::lang::providers::recorded_provider;
 use crate::lang::resolve::Lookup;
 use crate::plan::{Action, StepChange};
 use crate::secrets::{Redactor, sensitive_marker};
@@ -234,10 +235,11 @@ pub async fn run_step(ctx: Arc<RunContext>, job: StepJob, timeout: Option<Durati
 
 async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, String> {
     let name = &job.change.step;
-    let provider = ctx
-        .registry
-        .get(&job.change.provider)
-        .ok_or_else(|| format!("unknown provider `{}`", job.change.provider))?;
+    let provider = match (&job.decl, &ctx.loaded) {
+        (Some(decl), Some(loaded)) => loaded.provider(decl).clone(),
+        _ => recorded_provider(&ctx.registry, name, &job.change.provider)
+            .map_err(|d| format!("{} ({})", d.message, d.help.unwrap_or_default()))?,
+    };
     let reporter = Arc::new(StepReporter::new(
         name,
         &ctx.layout.log_file(name),
@@ -251,16 +253,19 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, Strin
     ));
     let resolved = match (&job.decl, &ctx.loaded) {
         (Some(decl), Some(loaded)) => Some(
-            desired_inputs(loaded, decl, &ctx.registry, &ctx.salt, &|s, k| {
-                ctx.lookup(s, k)
-            })
-            .map_err(|diags| {
-                diags
-                    .into_iter()
-                    .map(|d| d.message)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            }),
+            loaded
+                .resolve_inputs(decl, &ctx.salt, &|s, k| ctx.lookup(s, k))
+                .map(|mut desired| {
+                    desired.add_content_digest(provider.as_ref(), &loaded.workflow.dir);
+                    desired
+                })
+                .map_err(|diags| {
+                    diags
+                        .into_iter()
+                        .map(|d| d.message)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                }),
         ),
         _ => None,
     };

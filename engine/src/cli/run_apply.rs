@@ -16,8 +16,9 @@ use crate::apply::schedule::Report;
 use crate::apply::step::StepJob;
 use crate::lang::load::Loaded;
 use crate::lang::vars::VarInputs;
+use crate::pipeline::make_plan;
 use crate::plan::saved::{SavedPlan, SavedVar, text_digest};
-use crate::plan::{Action, Plan, PlanRequest, StepChange, make_plan};
+use crate::plan::{Action, Plan, PlanRequest, StepChange};
 use crate::secrets::digest;
 
 /// `flow apply FILE|PLAN`.

@@ -6,9 +6,10 @@ use flow_state::Store;
 use super::args::{PlanArgs, WorkflowArgs};
 use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
 use crate::lang::vars::VarInputs;
+use crate::pipeline::make_plan;
 use crate::plan::render::{render_json, render_text};
 use crate::plan::saved::{FORMAT, SavedPlan, text_digest};
-use crate::plan::{Plan, PlanRequest, make_plan};
+use crate::plan::{Plan, PlanRequest};
 
 /// The variables a workflow command was given.
 pub fn var_inputs(args: &WorkflowArgs) -> VarInputs {

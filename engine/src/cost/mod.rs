@@ -2,15 +2,16 @@
 //! running, priced from a dated table that ships with flow (prices.toml) and
 //! can be overridden (`--prices FILE` or `FLOW_PRICES`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use flow_providers::{Capacity, Registry, Values};
 use flow_state::StepRecord;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use crate::inputs::desired_inputs;
 use crate::lang::load::Loaded;
-use crate::lang::resolve::Lookup;
+use crate::lang::providers::recorded_provider;
+pub use crate::plan::costs::{PlanCost, PriceMeta, StepCost};
+use crate::plan::outputs::PlannedOutputs;
 use crate::plan::{Action, Plan};
 
 /// Hours in a month, for per-GB-month storage prices.
@@ -27,20 +28,6 @@ pub struct PriceTable {
     /// USD per GB-month, by `DEPLOYMENT_TYPE` or `DEPLOYMENT_TYPE/THROUGHPUT`.
     #[serde(default)]
     pub lustre: BTreeMap<String, f64>,
-}
-
-/// Where a price table's figures come from.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-pub struct PriceMeta {
-    /// The day the prices were taken.
-    pub date: String,
-    /// Currency code.
-    pub currency: String,
-    /// The region they are for.
-    pub region: String,
-    /// Where they come from.
-    #[serde(default)]
-    pub source: String,
 }
 
 impl PriceTable {
@@ -113,30 +100,6 @@ impl PriceTable {
     }
 }
 
-/// A step's cost before and after the plan.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StepCost {
-    /// USD per hour now (what state recorded).
-    pub before_per_hour: f64,
-    /// USD per hour after apply.
-    pub after_per_hour: f64,
-    /// What is priced, e.g. `2 × p4d.24xlarge`.
-    pub items: Vec<String>,
-    /// What could not be priced.
-    pub unpriced: Vec<String>,
-}
-
-/// The plan's total.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PlanCost {
-    /// USD per hour the plan starts (creates, replaces, increases).
-    pub starts_per_hour: f64,
-    /// USD per hour the plan stops (deletes, decreases).
-    pub stops_per_hour: f64,
-    /// The price table used.
-    pub prices: Option<PriceMeta>,
-}
-
 fn describe(cap: &Capacity) -> String {
     match cap {
         Capacity::Instances {
@@ -173,37 +136,36 @@ pub fn estimate(
     records: &BTreeMap<String, StepRecord>,
     prices: &PriceTable,
 ) {
-    let unchanged: HashSet<String> = plan
-        .changes
-        .iter()
-        .filter(|c| c.action == Action::NoOp)
-        .map(|c| c.step.clone())
-        .collect();
     let mut total = PlanCost {
         prices: Some(prices.meta.clone()),
         ..PlanCost::default()
     };
-    for change in &mut plan.changes {
+    let outputs = PlannedOutputs::of_plan(records, plan);
+    let mut costs = Vec::new();
+    for (index, change) in plan.changes.iter().enumerate() {
         if change.action == Action::NoOp {
             continue;
         }
-        let Some(provider) = registry.get(&change.provider) else {
-            continue;
+        let decl = loaded.workflow.step(&change.step);
+        let provider = match decl {
+            Some(decl) => loaded.provider(decl).clone(),
+            // A step only state holds: priced by the kind it was applied with.
+            None => match recorded_provider(registry, &change.step, &change.provider) {
+                Ok(p) => p,
+                Err(_) => continue,
+            },
         };
         let before_caps = records
             .get(&change.step)
             .filter(|r| r.applied)
             .map(|r| provider.capacity(&r.inputs))
             .unwrap_or_default();
-        let after_caps = match (change.action, loaded.workflow.step(&change.step)) {
+        let after_caps = match (change.action, decl) {
             (Action::Delete, _) | (_, None) => Vec::new(),
             (_, Some(decl)) => {
-                let lookup = |s: &str, k: &str| match records.get(s).and_then(|r| r.outputs.get(k))
-                {
-                    Some(v) if unchanged.contains(s) => Lookup::Known(v.clone()),
-                    _ => Lookup::Unknown,
-                };
-                let known: Values = desired_inputs(loaded, decl, registry, &[0u8; 32], &lookup)
+                let lookup = |s: &str, k: &str| outputs.lookup(s, k);
+                let known: Values = loaded
+                    .resolve_inputs(decl, &[0u8; 32], &lookup)
                     .map(|d| d.actual)
                     .unwrap_or_default();
                 provider.capacity(&known)
@@ -225,7 +187,10 @@ pub fn estimate(
         } else {
             total.stops_per_hour -= delta;
         }
-        change.cost = Some(cost);
+        costs.push((index, cost));
+    }
+    for (index, cost) in costs {
+        plan.changes[index].cost = Some(cost);
     }
     plan.cost = Some(total);
 }

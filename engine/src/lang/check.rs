@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flow_providers::{InputType, Registry};
+use flow_providers::InputType;
 
 use super::ast::{Node, NodeKind, RefTarget, StepDecl, Workflow};
 use super::parse::var_type_phrase;
+use super::providers::StepProviders;
 use super::toml_nodes::type_name;
 use crate::diag::{Diag, Diagnostics, Span};
 use flow_providers::suggest::closest;
@@ -23,14 +24,14 @@ pub struct Edge {
 }
 
 /// Every static problem in `wf`, plus the dependency edges found (for the DAG).
-pub fn check_workflow(wf: &Workflow, registry: &Registry) -> (Vec<Edge>, Diagnostics) {
+pub fn check_workflow(wf: &Workflow, providers: &StepProviders) -> (Vec<Edge>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let step_names: BTreeSet<&str> = wf.steps.iter().map(|s| s.name.as_str()).collect();
     let var_names: Vec<&str> = wf.vars.iter().map(|v| v.name.as_str()).collect();
     let mut edges = Vec::new();
     for step in &wf.steps {
         check_step_refs(wf, step, &step_names, &var_names, &mut edges, &mut diags);
-        check_provider(wf, step, registry, &mut diags);
+        check_inputs(wf, step, providers, &mut diags);
     }
     edges.sort_by(|a, b| (&a.to, &a.from).cmp(&(&b.to, &b.from)));
     edges.dedup_by(|a, b| a.from == b.from && a.to == b.to);
@@ -115,26 +116,15 @@ fn check_step_refs(
     }
 }
 
-fn check_provider(wf: &Workflow, step: &StepDecl, registry: &Registry, diags: &mut Diagnostics) {
-    if step.provider.is_empty() {
-        return; // missing or empty: already reported by the parser
-    }
-    let Some(provider) = registry.get(&step.provider) else {
-        let names = registry.names();
-        let help = match registry.closest(&step.provider) {
-            Some(s) => format!("did you mean `{s}`? Providers: {}", names.join(", ")),
-            None => format!("providers: {}", names.join(", ")),
-        };
-        diags.push(
-            diag(
-                wf,
-                "flow::unknown-provider",
-                format!("unknown provider `{}`", step.provider),
-                step.provider_span.clone(),
-                "not a provider",
-            )
-            .help(help),
-        );
+/// Each input against the step's provider schema: known names, types.
+/// A step whose provider is unknown was reported by `resolve_providers`.
+fn check_inputs(
+    wf: &Workflow,
+    step: &StepDecl,
+    providers: &StepProviders,
+    diags: &mut Diagnostics,
+) {
+    let Some(provider) = providers.get(&step.name) else {
         return;
     };
     let schema = provider.schema();

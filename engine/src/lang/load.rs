@@ -2,12 +2,15 @@
 //! validate every input that is already known. All problems come back together.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use flow_providers::{InputType, InputValue, Registry, ValidateContext};
+use flow_providers::{InputType, Provider, Registry, ValidateContext};
 
 use super::ast::{Entry, Node, NodeKind, StepDecl, Workflow};
 use super::check::{Edge, check_workflow};
+use super::inputs::{Desired, resolve_each, resolve_inputs};
 use super::parse::parse_workflow;
+use super::providers::{StepProviders, resolve_providers};
 use super::resolve::{Lookup, evaluate};
 use super::vars::{VarInputs, VarValues, resolve_vars};
 use crate::dag::Dag;
@@ -26,6 +29,8 @@ pub struct Loaded {
     pub vars: VarValues,
     /// The workflow file's path as given.
     pub path: PathBuf,
+    /// Each step's provider kind, resolved once.
+    pub providers: StepProviders,
 }
 
 impl Loaded {
@@ -36,6 +41,33 @@ impl Loaded {
             redactor.add(&v.value);
         }
         redactor
+    }
+
+    /// The provider kind of `step`, a step of this workflow: every step's
+    /// provider was resolved when the workflow was loaded, and a workflow
+    /// with an unknown one never loads.
+    pub fn provider(&self, step: &StepDecl) -> &Arc<dyn Provider> {
+        self.providers
+            .get(&step.name)
+            .expect("every step of a loaded workflow has a known provider")
+    }
+
+    /// `step`'s inputs by the one resolver ([`resolve_inputs`]), with
+    /// `outputs` giving earlier steps' outputs and secrets sealed with `salt`.
+    pub fn resolve_inputs(
+        &self,
+        step: &StepDecl,
+        salt: &[u8],
+        outputs: &dyn Fn(&str, &str) -> Lookup,
+    ) -> Result<Desired, Vec<Diag>> {
+        resolve_inputs(
+            &self.workflow,
+            &self.vars,
+            step,
+            self.provider(step).as_ref(),
+            salt,
+            outputs,
+        )
     }
 
     /// What `step` depends on directly, sorted.
@@ -76,14 +108,16 @@ pub fn load(
     let Some(mut wf) = wf else {
         return Err(diags);
     };
-    let (edges, check_diags) = check_workflow(&wf, registry);
+    let (providers, provider_diags) = resolve_providers(&wf, registry);
+    diags.extend(provider_diags);
+    let (edges, check_diags) = check_workflow(&wf, &providers);
     diags.extend(check_diags);
     let (vars, var_diags) = resolve_vars(&wf, var_inputs, env);
     diags.extend(var_diags);
     if diags.is_empty() {
         resolve_regions(&mut wf, &vars, &mut diags);
         for step in &wf.steps {
-            validate_known_inputs(&wf, step, &vars, registry, &mut diags);
+            validate_known_inputs(&wf, step, &vars, &providers, &mut diags);
         }
     }
     if !diags.is_empty() {
@@ -99,6 +133,7 @@ pub fn load(
         dag,
         vars,
         path: path.to_path_buf(),
+        providers,
     })
 }
 
@@ -139,38 +174,22 @@ fn validate_known_inputs(
     wf: &Workflow,
     step: &StepDecl,
     vars: &VarValues,
-    registry: &Registry,
+    providers: &StepProviders,
     diags: &mut Diagnostics,
 ) {
-    let Some(provider) = registry.get(&step.provider) else {
+    let Some(provider) = providers.get(&step.name) else {
         return;
     };
     let schema = provider.schema();
     let unknown_outputs = |_: &str, _: &str| Lookup::Unknown;
-    let mut values = Vec::new();
+    let (desired, errors) = resolve_each(wf, vars, step, provider.as_ref(), &[], &unknown_outputs);
+    errors.into_iter().for_each(|d| diags.push(d));
     for input in &step.inputs {
-        let value = match evaluate(&input.value, vars, &unknown_outputs) {
-            Ok(e) => match (e.value, schema.input(&input.key)) {
-                (Some(v), Some(spec)) => Some(crate::inputs::coerce(v, &spec.ty)),
-                (v, _) => v,
-            },
-            Err(e) => {
-                diags.push(
-                    Diag::new("flow::bad-reference", e.message)
-                        .in_source(&wf.source)
-                        .label(e.span, "here"),
-                );
-                None
-            }
-        };
-        if let (Some(v), Some(spec)) = (&value, schema.input(&input.key)) {
+        if let (Some(v), Some(spec)) = (desired.actual.get(&input.key), schema.input(&input.key)) {
             check_known(wf, step, input, v, &spec.ty, diags);
         }
-        values.push((
-            input.key.clone(),
-            value.map_or(InputValue::Unknown, InputValue::Known),
-        ));
     }
+    let values = desired.input_values(step);
     let ctx = ValidateContext {
         workdir: wf.dir.clone(),
     };

@@ -3,22 +3,24 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flow_providers::{Change, Registry};
+use std::sync::Arc;
+
+use flow_providers::{Change, Provider};
 use flow_state::{Operation, StepRecord};
 use serde_json::Value;
 
 use super::model::{Action, InputDiff, Plan, Shown, StepChange};
+use super::outputs::PlannedOutputs;
 use crate::diag::{Diag, Diagnostics};
-use crate::inputs::{Desired, UNKNOWN, desired_inputs, mask_sealed};
+use crate::lang::inputs::{Desired, UNKNOWN, mask_sealed};
 use crate::lang::load::Loaded;
-use crate::lang::resolve::Lookup;
 
 /// Everything a plan is computed from.
 pub struct PlanRequest<'a> {
     /// The checked workflow.
     pub loaded: &'a Loaded,
-    /// The provider kinds.
-    pub registry: &'a Registry,
+    /// The provider kinds, for steps that only state still holds.
+    pub registry: &'a flow_providers::Registry,
     /// What state holds, by step name.
     pub records: &'a BTreeMap<String, StepRecord>,
     /// The state's digest salt.
@@ -50,37 +52,35 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
     let selected: Option<BTreeSet<String>> =
         (!req.targets.is_empty()).then(|| req.loaded.dag.with_ancestors(req.targets));
     let order = req.loaded.dag.topo_order().unwrap_or_default();
-    let mut planned: BTreeMap<String, Action> = BTreeMap::new();
+    let mut outputs = PlannedOutputs::new(req.records);
     let mut changes = Vec::new();
     for name in order {
         if selected.as_ref().is_some_and(|s| !s.contains(name)) {
             continue;
         }
         let step = wf.step(name).expect("dag node is a step");
-        let lookup = |s: &str, k: &str| -> Lookup {
-            match planned.get(s) {
-                Some(Action::NoOp) | None => match req.records.get(s) {
-                    Some(rec) => match rec.outputs.get(k) {
-                        Some(v) => Lookup::Known(v.clone()),
-                        None => Lookup::Missing(rec.outputs.keys().cloned().collect()),
-                    },
-                    None => Lookup::Unknown,
-                },
-                Some(_) => Lookup::Unknown,
-            }
-        };
-        let desired = match desired_inputs(req.loaded, step, req.registry, req.salt, &lookup) {
+        let provider = req.loaded.provider(step);
+        let lookup = |s: &str, k: &str| outputs.lookup(s, k);
+        let mut desired = match req.loaded.resolve_inputs(step, req.salt, &lookup) {
             Ok(d) => d,
             Err(errs) => {
                 errs.into_iter().for_each(|e| diags.push(e));
                 continue;
             }
         };
-        let change = plan_step(req, name, &step.provider, &desired, step.prevent_destroy);
+        desired.add_content_digest(provider.as_ref(), &wf.dir);
+        let change = plan_step(
+            req,
+            name,
+            provider,
+            &step.provider,
+            &desired,
+            step.prevent_destroy,
+        );
         match change {
             Ok(mut c) => {
                 c.depends_on = req.loaded.deps_of(name);
-                planned.insert(name.to_string(), c.action);
+                outputs.planned(name, c.action);
                 changes.push(c);
             }
             Err(d) => diags.push(*d),
@@ -137,11 +137,11 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
 fn plan_step(
     req: &PlanRequest<'_>,
     name: &str,
+    provider: &Arc<dyn Provider>,
     provider_name: &str,
     desired: &Desired,
     prevent_destroy: bool,
 ) -> Result<StepChange, Box<Diag>> {
-    let provider = req.registry.get(provider_name).expect("checked provider");
     let schema = provider.schema();
     let record = req.records.get(name);
     let forced = req.replace.iter().any(|r| r == name);

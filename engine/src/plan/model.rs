@@ -108,7 +108,7 @@ pub struct StepChange {
     /// What the step costs to keep running, before and after, when its
     /// provider can say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<crate::cost::StepCost>,
+    pub cost: Option<super::costs::StepCost>,
 }
 
 impl StepChange {
@@ -133,7 +133,7 @@ pub struct Plan {
     pub state_serial: u64,
     /// What the plan starts and stops costing per hour.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<crate::cost::PlanCost>,
+    pub cost: Option<super::costs::PlanCost>,
 }
 
 /// Counts of each action.

@@ -7,14 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow_providers::{OpContext, PlanDetail, Prior, Registry, Reporter};
+use flow_providers::{OpContext, PlanDetail, Prior, Reporter};
 use flow_state::StepRecord;
 use tokio::task::JoinSet;
 
 use super::model::{Action, Plan};
-use crate::inputs::desired_inputs;
+use super::outputs::PlannedOutputs;
 use crate::lang::load::Loaded;
-use crate::lang::resolve::Lookup;
 
 /// How long one provider may take to look.
 const LOOK_TIMEOUT: Duration = Duration::from_secs(120);
@@ -30,18 +29,12 @@ impl Reporter for Silent {
 pub async fn refine_plan(
     plan: &mut Plan,
     loaded: &Loaded,
-    registry: &Registry,
     records: &BTreeMap<String, StepRecord>,
     salt: &[u8],
     parallelism: usize,
 ) {
-    let mut tasks: JoinSet<(String, Result<PlanDetail, String>)> = JoinSet::new();
-    let unchanged: std::collections::HashSet<&str> = plan
-        .changes
-        .iter()
-        .filter(|c| c.action == Action::NoOp)
-        .map(|c| c.step.as_str())
-        .collect();
+    let mut tasks: JoinSet<(String, Result<PlanDetail, LookFailed>)> = JoinSet::new();
+    let outputs = PlannedOutputs::of_plan(records, plan);
     let mut pending = Vec::new();
     for change in &plan.changes {
         if !matches!(
@@ -50,20 +43,15 @@ pub async fn refine_plan(
         ) {
             continue;
         }
-        let (Some(decl), Some(provider)) = (
-            loaded.workflow.step(&change.step),
-            registry.get(&change.provider),
-        ) else {
+        let Some(decl) = loaded.workflow.step(&change.step) else {
             continue;
         };
+        let provider = loaded.provider(decl).clone();
         if !provider.has_plan_detail() {
             continue;
         }
-        let lookup = |s: &str, k: &str| match records.get(s).and_then(|r| r.outputs.get(k)) {
-            Some(v) if unchanged.contains(s) => Lookup::Known(v.clone()),
-            _ => Lookup::Unknown,
-        };
-        let Ok(desired) = desired_inputs(loaded, decl, registry, salt, &lookup) else {
+        let lookup = |s: &str, k: &str| outputs.lookup(s, k);
+        let Ok(desired) = loaded.resolve_inputs(decl, salt, &lookup) else {
             continue;
         };
         if !desired.is_known() {
@@ -105,8 +93,8 @@ pub async fn refine_plan(
                         .await;
                 let res = match res {
                     Ok(Ok(d)) => Ok(d),
-                    Ok(Err(e)) => Err(e.message),
-                    Err(_) => Err("timed out".into()),
+                    Ok(Err(e)) => Err(LookFailed::Provider(e)),
+                    Err(_) => Err(LookFailed::TimedOut(LOOK_TIMEOUT)),
                 };
                 (ctx.step, res)
             });
@@ -138,4 +126,16 @@ pub async fn refine_plan(
             None => {}
         }
     }
+}
+
+/// Why a provider could not look at the real object while planning; the
+/// plan goes on and says so under the step.
+#[derive(Debug, thiserror::Error)]
+enum LookFailed {
+    /// The provider answered with an error.
+    #[error("{0}")]
+    Provider(flow_providers::ProviderError),
+    /// It did not answer in time.
+    #[error("timed out after {}", humantime::format_duration(*.0))]
+    TimedOut(std::time::Duration),
 }

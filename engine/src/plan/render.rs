@@ -28,13 +28,13 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
     }
     let width = changed.iter().map(|c| c.step.len()).max().unwrap_or(0);
     for c in &changed {
-        let sign = style.action(c.action, c.action.sign());
+        let sign = paint_action(style, c.action, c.action.sign());
         let _ = writeln!(
             out,
             "{sign:>3} {:<width$}  {}  {}{}",
             style.bold(&c.step),
             style.dim(&format!("({})", c.provider)),
-            style.action(c.action, c.action.word()),
+            paint_action(style, c.action, c.action.word()),
             if c.reason.is_empty() {
                 String::new()
             } else {
@@ -121,6 +121,17 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
 /// `$65.55`, `$0.48`.
 pub fn dollars(x: f64) -> String {
     format!("${x:.2}")
+}
+
+/// `text` in the colour of `action`: green creates, yellow updates, red
+/// replaces and deletes.
+fn paint_action(style: &Style, action: Action, text: &str) -> String {
+    match action {
+        Action::Create => style.ok(text),
+        Action::Update => style.warn(text),
+        Action::Replace | Action::Delete => style.err(text),
+        Action::NoOp => text.to_string(),
+    }
 }
 
 fn shown(s: &Shown) -> String {

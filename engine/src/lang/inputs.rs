@@ -1,0 +1,207 @@
+//! The one input resolver: a step's inputs interpolated for the provider,
+//! and the form kept in state (secrets sealed, `sealed:sha256:<hex>`) that
+//! plans compare against. `validate` (with every output unknown), `plan`
+//! (with recorded outputs) and `apply` (with this run's outputs) all call
+//! [`resolve_inputs`]; "known after apply" is a value here
+//! ([`InputValue::Unknown`]), not a case each caller handles.
+
+use std::path::Path;
+
+use flow_providers::{InputValue, Provider, Values};
+use serde_json::Value;
+
+use super::ast::{Node, NodeKind, StepDecl, Workflow};
+use super::resolve::{Lookup, evaluate};
+use super::vars::VarValues;
+use crate::diag::Diag;
+use crate::secrets;
+
+/// The stand-in for an input not known until apply: never equal to a real value.
+pub const UNKNOWN: &str = "\u{0}(known after apply)";
+
+/// A step's inputs, resolved as far as possible.
+#[derive(Debug, Clone, Default)]
+pub struct Desired {
+    /// The values to hand the provider (complete only when `unknown` is empty).
+    pub actual: Values,
+    /// The values as recorded in state: secrets sealed, unknowns as [`UNKNOWN`].
+    pub stored: Values,
+    /// Inputs not known until earlier steps are applied.
+    pub unknown: Vec<String>,
+    /// Inputs that are secret.
+    pub sensitive: Vec<String>,
+}
+
+impl Desired {
+    /// Whether every input is known.
+    pub fn is_known(&self) -> bool {
+        self.unknown.is_empty()
+    }
+
+    /// Every input of `step` as known or known after apply, in the order
+    /// written, for the provider's offline checks.
+    pub fn input_values(&self, step: &StepDecl) -> Vec<(String, InputValue)> {
+        step.inputs
+            .iter()
+            .filter_map(|i| {
+                if self.unknown.contains(&i.key) {
+                    Some((i.key.clone(), InputValue::Unknown))
+                } else {
+                    let v = self.actual.get(&i.key)?;
+                    Some((i.key.clone(), InputValue::Known(v.clone())))
+                }
+            })
+            .collect()
+    }
+
+    /// Keep the digest of the local files these inputs name among the
+    /// recorded inputs (under [`flow_providers::CONTENT_KEY`]), so that a file
+    /// edited in place plans as a change. Only once every input is known;
+    /// plan and apply ask for it, validate does not read the files.
+    pub fn add_content_digest(&mut self, provider: &dyn Provider, workdir: &Path) {
+        if !self.is_known() {
+            return;
+        }
+        let ctx = flow_providers::ValidateContext {
+            workdir: workdir.to_path_buf(),
+        };
+        if let Some(d) = provider.content_digest(&self.actual, &ctx) {
+            self.stored
+                .insert(flow_providers::CONTENT_KEY.to_string(), Value::String(d));
+        }
+    }
+}
+
+/// `value` (the evaluation of `node`) with only the parts that carry a secret
+/// replaced by seals: table entries are sealed one by one, so that
+/// `env = { REGION = "x", TOKEN = "${vars.token}" }` keeps `REGION` readable.
+fn seal(node: &Node, value: &Value, vars: &VarValues, salt: &[u8]) -> Value {
+    match (&node.kind, value) {
+        (NodeKind::Table(entries), Value::Object(map)) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let entry = entries.iter().find(|e| &e.key == k);
+                    let secret = entry.is_none_or(|e| {
+                        evaluate(&e.value, vars, &|_, _| Lookup::Unknown)
+                            .map_or(true, |ev| ev.sensitive)
+                    });
+                    let kept = match (secret, entry) {
+                        (false, _) => v.clone(),
+                        (true, Some(e)) => seal(&e.value, v, vars, salt),
+                        (true, None) => Value::String(secrets::seal(salt, v)),
+                    };
+                    (k.clone(), kept)
+                })
+                .collect(),
+        ),
+        _ => Value::String(secrets::seal(salt, value)),
+    }
+}
+
+/// A stored value for display: sealed secrets shown as `(sensitive)`.
+pub fn mask_sealed(value: &Value) -> Value {
+    match value {
+        v if flow_providers::is_sealed(v) => Value::String(crate::secrets::MASK.into()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), mask_sealed(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(mask_sealed).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Resolve `step` of `wf` (run by `provider`) with the variables `vars` and
+/// `outputs` giving earlier steps' outputs: every value interpolated and
+/// coerced to its input's type, secrets sealed with `salt` in the stored
+/// form, and each input that waits for an output listed as unknown. Every
+/// reference problem comes back, each with its span.
+pub fn resolve_inputs(
+    wf: &Workflow,
+    vars: &VarValues,
+    step: &StepDecl,
+    provider: &dyn Provider,
+    salt: &[u8],
+    outputs: &dyn Fn(&str, &str) -> Lookup,
+) -> Result<Desired, Vec<Diag>> {
+    let (desired, errors) = resolve_each(wf, vars, step, provider, salt, outputs);
+    if errors.is_empty() {
+        Ok(desired)
+    } else {
+        Err(errors)
+    }
+}
+
+/// [`resolve_inputs`], going on past inputs that cannot be resolved: those
+/// are listed as unknown and their problems returned beside, so that
+/// validation can still run the provider's checks on the rest.
+pub fn resolve_each(
+    wf: &Workflow,
+    vars: &VarValues,
+    step: &StepDecl,
+    provider: &dyn Provider,
+    salt: &[u8],
+    outputs: &dyn Fn(&str, &str) -> Lookup,
+) -> (Desired, Vec<Diag>) {
+    let schema = provider.schema();
+    let mut desired = Desired::default();
+    let mut errors = Vec::new();
+    for input in &step.inputs {
+        match evaluate(&input.value, vars, outputs) {
+            Err(e) => {
+                errors.push(
+                    Diag::new("flow::bad-reference", e.message)
+                        .in_source(&wf.source)
+                        .label(e.span, "here"),
+                );
+                desired.unknown.push(input.key.clone());
+            }
+            Ok(ev) => {
+                let spec = schema.input(&input.key);
+                let secret_input = spec.is_some_and(|s| s.sensitive);
+                let secret = ev.sensitive || secret_input;
+                if secret {
+                    desired.sensitive.push(input.key.clone());
+                }
+                let value = match (ev.value, spec) {
+                    (Some(v), Some(spec)) => Some(spec.ty.coerce(v)),
+                    (v, _) => v,
+                };
+                match value {
+                    None => {
+                        desired.unknown.push(input.key.clone());
+                        desired
+                            .stored
+                            .insert(input.key.clone(), Value::String(UNKNOWN.into()));
+                    }
+                    Some(v) => {
+                        let whole = !ev.sensitive || secret_input;
+                        let kept = match (secret, whole) {
+                            (false, _) => v.clone(),
+                            (true, true) => Value::String(secrets::seal(salt, &v)),
+                            (true, false) => seal(&input.value, &v, vars, salt),
+                        };
+                        desired.stored.insert(input.key.clone(), kept);
+                        desired.actual.insert(input.key.clone(), v);
+                    }
+                }
+            }
+        }
+    }
+    (desired, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_seals_are_masked_for_display() {
+        let image = format!("sha256:{}", "ab".repeat(32));
+        let sealed = crate::secrets::seal(b"salt", &json!("hunter22"));
+        assert_eq!(
+            mask_sealed(&json!({"IMAGE": image, "TOKEN": sealed, "(content)": image})),
+            json!({"IMAGE": image, "TOKEN": "(sensitive)", "(content)": image})
+        );
+    }
+}
