@@ -474,6 +474,13 @@ run = "sleep 20"
         r.stdout
     );
     assert!(r.stdout.contains("timed out after 1s"), "{}", r.stdout);
+    // The failure's next step is printed under it in the summary.
+    assert!(
+        r.stdout
+            .contains("help: raise the step's `timeout` if the operation needs longer"),
+        "{}",
+        r.stdout
+    );
     assert!(
         r.stdout.contains("transient failure 2 of 5"),
         "{}",

@@ -17,12 +17,32 @@ pub enum Outcome {
     Done(Action),
     /// Nothing needed doing.
     Unchanged,
-    /// It failed; the message is already redacted.
-    Failed(String),
+    /// It failed.
+    Failed(Failure),
     /// It did not run because something it needs failed or was skipped.
     Skipped(String),
     /// It did not start because the run was interrupted.
     NotStarted,
+}
+
+/// How a step failed, as shown and recorded: the message and the next step,
+/// both already redacted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// What went wrong.
+    pub message: String,
+    /// What the user can do about it, when there is something to say.
+    pub help: Option<String>,
+}
+
+impl Failure {
+    /// A failure with no next step to offer.
+    pub fn bare(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            help: None,
+        }
+    }
 }
 
 /// Something that happened during an apply or destroy.

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
-use super::events::{Event, Outcome};
-use super::step::{RunContext, StepJob, run_step};
+use super::context::RunContext;
+use super::events::{Event, Failure, Outcome};
+use super::job::StepJob;
+use super::step::run_step;
 use crate::dag::Dag;
 
 /// How a run ended, step by step.
@@ -128,7 +130,7 @@ pub async fn run_all(
         while !stopping && running.len() < parallelism {
             let Some(name) = ready.pop_first() else { break };
             let job = jobs.remove(&name).expect("ready job exists");
-            ctx.sink.emit(Event::Started {
+            ctx.sink().emit(Event::Started {
                 step: name.clone(),
                 action: job.change.action,
             });
@@ -148,10 +150,10 @@ pub async fn run_all(
                 let Some(joined) = joined else { continue };
                 let (name, outcome, elapsed) = match joined {
                     Ok(r) => r,
-                    Err(e) => (String::from("?"), Outcome::Failed(format!("step panicked: {e}")), Duration::ZERO),
+                    Err(e) => (String::from("?"), Outcome::Failed(Failure::bare(format!("step panicked: {e}"))), Duration::ZERO),
                 };
                 let ok = matches!(outcome, Outcome::Done(_) | Outcome::Unchanged);
-                ctx.sink.emit(Event::Finished { step: name.clone(), outcome: outcome.clone(), elapsed });
+                ctx.sink().emit(Event::Finished { step: name.clone(), outcome: outcome.clone(), elapsed });
                 report.steps.push((name.clone(), outcome, elapsed));
                 if ok {
                     for next in dag.needed_by(&name) {
@@ -175,8 +177,8 @@ pub async fn run_all(
                 }
                 stopping = true;
                 report.interrupted = true;
-                let _ = ctx.interrupt.send(true);
-                ctx.sink.emit(Event::Interrupted { running: running.len() });
+                ctx.interrupt();
+                ctx.sink().emit(Event::Interrupted { running: running.len() });
             }
         }
     }
@@ -185,7 +187,7 @@ pub async fn run_all(
             .steps
             .push((name, Outcome::NotStarted, Duration::ZERO));
     }
-    report.retries = ctx.retries.load(std::sync::atomic::Ordering::Relaxed);
+    report.retries = ctx.retries();
     report.elapsed = started.elapsed();
     report
 }
@@ -203,7 +205,7 @@ fn skip_dependents(
         if jobs.remove(&name).is_some() {
             ready.remove(&name);
             let why = format!("`{failed}` did not complete");
-            ctx.sink.emit(Event::Finished {
+            ctx.sink().emit(Event::Finished {
                 step: name.clone(),
                 outcome: Outcome::Skipped(why.clone()),
                 elapsed: Duration::ZERO,

@@ -4,8 +4,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 use flow_providers::Registry;
@@ -13,10 +11,11 @@ use flow_state::{StepRecord, Store};
 
 use super::common::{CliError, CliResult, Ui, workdir};
 use super::progress::{print_json_summary, print_summary, sink_for};
+use crate::apply::context::{RunContext, RunSettings};
 use crate::apply::events::Outcome;
+use crate::apply::job::StepJob;
 use crate::apply::retry::Backoff;
 use crate::apply::schedule::{Report, Signals, run_all};
-use crate::apply::step::{RunContext, StepJob};
 use crate::dag::Dag;
 use crate::lang::load::Loaded;
 use crate::plan::Plan;
@@ -56,25 +55,21 @@ pub fn run_context(
     plan: &Plan,
 ) -> Arc<RunContext> {
     let width = plan.changes.iter().map(|c| c.step.len()).max().unwrap_or(4);
-    let (interrupt, cancel) = flow_providers::Cancel::pair();
-    Arc::new(RunContext {
-        cancel,
-        interrupt,
-        registry: registry.clone(),
-        committer: store.committer(),
-        layout: store.layout().clone(),
-        workdir: workdir(file),
-        salt: store.salt(),
-        redactor: Arc::new(redactor),
-        sink: sink_for(ui, ui.json, plan.changes.len(), width),
-        backoff: Backoff::default(),
-        profile: loaded.and_then(|l| l.workflow.profile.clone()),
-        records: Mutex::new(records),
-        outputs: Mutex::new(BTreeMap::new()),
-        loaded: loaded.map(|l| Arc::new(l.clone())),
-        retries: AtomicU32::new(0),
-        durable: Mutex::new(BTreeMap::new()),
-    })
+    Arc::new(RunContext::new(
+        RunSettings {
+            registry: registry.clone(),
+            layout: store.layout().clone(),
+            workdir: workdir(file),
+            salt: store.salt(),
+            redactor: Arc::new(redactor),
+            sink: sink_for(ui, ui.json, plan.changes.len(), width),
+            backoff: Backoff::default(),
+            profile: loaded.and_then(|l| l.workflow.profile.clone()),
+            loaded: loaded.map(|l| Arc::new(l.clone())),
+        },
+        store.committer(),
+        records,
+    ))
 }
 pub async fn run_jobs(
     ctx: Arc<RunContext>,

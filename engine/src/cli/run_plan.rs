@@ -99,7 +99,7 @@ fn save(
     out: &std::path::Path,
 ) -> CliResult {
     let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let salt = crate::apply::step::new_token();
+    let salt = crate::apply::job::new_token();
     let saved = SavedPlan {
         format: FORMAT.into(),
         version: 1,

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::apply::events::{Event, EventSink, Outcome};
+use crate::apply::events::{Event, EventSink, Failure, Outcome};
 use crate::apply::schedule::Report;
 
 /// Writes every event as one line of JSON.
@@ -42,7 +42,7 @@ fn outcome_fields(outcome: &Outcome) -> (&'static str, Option<&str>, Option<&str
     match outcome {
         Outcome::Done(a) => ("done", Some(a.word()), None),
         Outcome::Unchanged => ("unchanged", None, None),
-        Outcome::Failed(m) => ("failed", None, Some(m.as_str())),
+        Outcome::Failed(f) => ("failed", None, Some(f.message.as_str())),
         Outcome::Skipped(why) => ("skipped", None, Some(why.as_str())),
         Outcome::NotStarted => ("not_started", None, None),
     }
@@ -73,11 +73,15 @@ impl EventSink for JsonProgress {
                 elapsed,
             } => {
                 let (status, action, message) = outcome_fields(&outcome);
-                json!({
+                let mut v = json!({
                     "type": "finished", "step": step, "status": status, "action": action,
                     "message": message, "duration_ms": elapsed.as_millis() as u64,
                     "elapsed_ms": elapsed_ms,
-                })
+                });
+                if let Outcome::Failed(Failure { help: Some(h), .. }) = &outcome {
+                    v["help"] = json!(h);
+                }
+                v
             }
             Event::Interrupted { running } => json!({
                 "type": "interrupted", "running": running, "elapsed_ms": elapsed_ms,
@@ -101,7 +105,7 @@ pub fn print_json_summary(report: &Report) {
         .steps
         .iter()
         .filter_map(|(n, o, _)| match o {
-            Outcome::Failed(m) => Some(json!({"step": n, "message": m})),
+            Outcome::Failed(f) => Some(json!({"step": n, "message": f.message, "help": f.help})),
             _ => None,
         })
         .collect();

@@ -70,10 +70,10 @@ pub fn finished_line(style: &Style, outcome: &Outcome, elapsed: Duration) -> Opt
     Some(match outcome {
         Outcome::Done(a) => style.ok(&format!("✓ {} in {}", past(*a), human(elapsed))),
         Outcome::Unchanged | Outcome::NotStarted => return None,
-        Outcome::Failed(m) => style.err(&format!(
+        Outcome::Failed(f) => style.err(&format!(
             "✗ failed after {}: {}",
             human(elapsed),
-            one_line(m)
+            one_line(&f.message)
         )),
         Outcome::Skipped(why) => style.warn(&format!("↷ skipped: {why}")),
     })
@@ -102,17 +102,20 @@ pub fn print_summary(report: &Report, style: &Style, what: &str) {
         .steps
         .iter()
         .filter_map(|(n, o, _)| match o {
-            Outcome::Failed(m) => Some((n, m)),
+            Outcome::Failed(f) => Some((n, f)),
             _ => None,
         })
         .collect();
     let skipped = report.count(|o| matches!(o, Outcome::Skipped(_)));
     let not_started = report.count(|o| matches!(o, Outcome::NotStarted));
     let unchanged = report.count(|o| matches!(o, Outcome::Unchanged));
-    for (name, message) in &failed {
+    for (name, failure) in &failed {
         println!("\n{} {name}:", style.err("✗ failed:"));
-        for line in message.lines() {
+        for line in failure.message.lines() {
             println!("    {line}");
+        }
+        if let Some(help) = &failure.help {
+            println!("    {} {help}", style.bold("help:"));
         }
     }
     if !report.steps.is_empty() {

@@ -1,0 +1,162 @@
+//! What every step of one run shares: the settings it runs with, the journal
+//! of records ([`Journal`]), the outputs produced so far, and the hub that
+//! carries events, retries and the interrupt. Fields are private; steps use
+//! the methods.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use flow_providers::{Cancel, Registry, Values};
+use flow_state::{Committer, StateLayout, StepRecord};
+
+use super::error::StepError;
+use super::events::{EventSink, Failure};
+use super::journal::Journal;
+use super::retry::Backoff;
+use crate::lang::load::Loaded;
+use crate::lang::resolve::Lookup;
+use crate::secrets::Redactor;
+
+/// What a run is started with.
+pub struct RunSettings {
+    /// Provider kinds, for steps that only state still holds.
+    pub registry: Registry,
+    /// Where logs go.
+    pub layout: StateLayout,
+    /// The workflow file's folder.
+    pub workdir: PathBuf,
+    /// The state's digest salt.
+    pub salt: [u8; 32],
+    /// Masks secrets in everything written or shown.
+    pub redactor: Arc<Redactor>,
+    /// Where events go.
+    pub sink: Arc<dyn EventSink>,
+    /// Retry pacing.
+    pub backoff: Backoff,
+    /// The AWS profile the workflow names, if any.
+    pub profile: Option<String>,
+    /// The workflow, for resolving inputs (None for destroy).
+    pub loaded: Option<Arc<Loaded>>,
+}
+
+/// What every step of one run shares.
+pub struct RunContext {
+    settings: RunSettings,
+    journal: Journal,
+    /// Outputs produced in this run, with secrets in clear (memory only).
+    outputs: Mutex<BTreeMap<String, Values>>,
+    /// Fires on the first interrupt (tasks stop, resources finish).
+    cancel: Cancel,
+    /// Sends the interrupt to `cancel`.
+    interrupt: tokio::sync::watch::Sender<bool>,
+    /// Retries made so far in this run.
+    retries: AtomicU32,
+}
+
+impl RunContext {
+    /// A run with `settings`, starting from `records` (what state holds) and
+    /// writing through `committer`.
+    pub fn new(
+        settings: RunSettings,
+        committer: Committer,
+        records: BTreeMap<String, StepRecord>,
+    ) -> Self {
+        let (interrupt, cancel) = Cancel::pair();
+        RunContext {
+            settings,
+            journal: Journal::new(committer, records),
+            outputs: Mutex::new(BTreeMap::new()),
+            cancel,
+            interrupt,
+            retries: AtomicU32::new(0),
+        }
+    }
+
+    /// The settings the run was started with.
+    pub fn settings(&self) -> &RunSettings {
+        &self.settings
+    }
+
+    /// The step records and their durable writes.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Where events go.
+    pub fn sink(&self) -> &Arc<dyn EventSink> {
+        &self.settings.sink
+    }
+
+    /// The signal steps watch for an interrupt.
+    pub fn cancel(&self) -> &Cancel {
+        &self.cancel
+    }
+
+    /// Interrupt the run: tasks stop their work, resources finish what they started.
+    pub fn interrupt(&self) {
+        let _ = self.interrupt.send(true);
+    }
+
+    /// Count one retry.
+    pub fn count_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Retries made so far.
+    pub fn retries(&self) -> u32 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// Keep `outputs` of `step`, produced in this run.
+    pub fn put_outputs(&self, step: &str, outputs: Values) {
+        self.outputs
+            .lock()
+            .expect("outputs")
+            .insert(step.to_string(), outputs);
+    }
+
+    /// Keep `outputs` of `step` unless this run already has them.
+    pub fn keep_outputs_if_absent(&self, step: &str, outputs: Values) {
+        self.outputs
+            .lock()
+            .expect("outputs")
+            .entry(step.to_string())
+            .or_insert(outputs);
+    }
+
+    /// Output `key` of `step`: this run's value first, else the recorded one.
+    pub fn lookup(&self, step: &str, key: &str) -> Lookup {
+        if let Some(outs) = self.outputs.lock().expect("outputs").get(step) {
+            return match outs.get(key) {
+                Some(v) => Lookup::Known(v.clone()),
+                None => Lookup::Missing(outs.keys().cloned().collect()),
+            };
+        }
+        self.journal
+            .with_record(step, |rec| match rec.outputs.get(key) {
+                Some(v) => Lookup::Known(v.clone()),
+                None => Lookup::Missing(rec.outputs.keys().cloned().collect()),
+            })
+            .unwrap_or(Lookup::Unknown)
+    }
+
+    /// `err` as the user sees it: message and help, secrets masked.
+    pub fn failure(&self, err: &StepError) -> Failure {
+        err.to_failure(&self.settings.redactor)
+    }
+
+    /// Wait for every queued record; the steps whose record could not be written.
+    pub async fn settle(&self) -> Vec<(String, Failure)> {
+        self.journal
+            .settle()
+            .await
+            .into_iter()
+            .map(|(step, e)| {
+                let failure = self.failure(&e);
+                (step, failure)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,37 @@
+//! What one step of a run is asked to do: its planned change, its
+//! declaration, what it depends on, where it runs; and the fresh operation
+//! tokens its operations are recorded under.
+
+use crate::lang::ast::StepDecl;
+use crate::plan::StepChange;
+
+/// One step to carry out.
+#[derive(Debug, Clone)]
+pub struct StepJob {
+    /// The planned change.
+    pub change: StepChange,
+    /// Its declaration, when the workflow has it (not for deletes of removed steps).
+    pub decl: Option<StepDecl>,
+    /// Dependencies to record.
+    pub depends_on: Vec<String>,
+    /// The region to operate in (the step's, else the workflow's, else the recorded one).
+    pub region: Option<String>,
+}
+
+/// A fresh operation token: 32 hex digits, valid as an AWS ClientRequestToken.
+pub fn new_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_valid_client_request_tokens() {
+        let t = new_token();
+        assert_eq!(t.len(), 32);
+        assert!(t.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(t, new_token());
+    }
+}

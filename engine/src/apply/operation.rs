@@ -1,0 +1,252 @@
+//! The operations of one step: each is an intent made durable first (with
+//! its operation token), then the provider call with retries, then the
+//! durable result. Which operations a step needs is decided in
+//! `reconcile`; the inputs' secrets are handled in `sealing`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow_providers::{Applied, OpContext, Prior, Provider, Values};
+use flow_state::{InFlight, Operation, Status, StepRecord, now_secs};
+use serde_json::Value;
+
+use super::context::RunContext;
+use super::error::StepError;
+use super::events::{Event, StepReporter};
+use super::job::StepJob;
+use super::retry::with_retries;
+use super::sealing::{kept_outputs, unsealed};
+use crate::lang::inputs::Desired;
+
+/// One step's operations against its provider, for one run.
+pub(super) struct Op<'a> {
+    pub(super) ctx: &'a Arc<RunContext>,
+    pub(super) job: &'a StepJob,
+    pub(super) provider: &'a dyn Provider,
+    pub(super) reporter: Arc<StepReporter>,
+    /// The inputs the workflow asks for now, when it can say.
+    pub(super) desired: Option<&'a Desired>,
+}
+
+impl Op<'_> {
+    pub(super) fn name(&self) -> &str {
+        &self.job.change.step
+    }
+
+    pub(super) fn op_context(&self, token: &str) -> OpContext {
+        OpContext {
+            step: self.name().to_string(),
+            token: token.to_string(),
+            workdir: self.ctx.settings().workdir.clone(),
+            log_path: self.ctx.settings().layout.log_file(self.name()),
+            region: self.job.region.clone(),
+            profile: self.ctx.settings().profile.clone(),
+            cancel: self.ctx.cancel().clone(),
+            reporter: self.reporter.clone(),
+        }
+    }
+
+    pub(super) fn retries(&self) -> u32 {
+        self.job.decl.as_ref().map_or(0, |d| d.retries)
+    }
+
+    pub(super) fn on_retry(
+        &self,
+    ) -> impl FnMut(u32, Duration, &flow_providers::ProviderError) + '_ {
+        move |attempt, delay, err| {
+            self.ctx.count_retry();
+            let error = self.ctx.settings().redactor.redact(&err.message);
+            self.reporter.note(&format!(
+                "attempt {attempt} failed, retrying in {delay:?}: {error}"
+            ));
+            self.ctx.sink().emit(Event::Retrying {
+                step: self.name().to_string(),
+                attempt,
+                delay,
+                error,
+            });
+        }
+    }
+
+    pub(super) fn base_record(&self) -> StepRecord {
+        let mut rec =
+            self.ctx.journal().record(self.name()).unwrap_or_else(|| {
+                StepRecord::new(self.name(), &self.job.change.provider, now_secs())
+            });
+        if let Some(decl) = &self.job.decl {
+            rec.prevent_destroy = decl.prevent_destroy;
+        }
+        rec
+    }
+
+    pub(super) async fn begin(
+        &self,
+        rec: &mut StepRecord,
+        operation: Operation,
+        token: &str,
+        inputs: &Values,
+    ) -> Result<(), StepError> {
+        rec.status = Status::Pending;
+        rec.region = self.job.region.clone();
+        rec.in_flight = Some(InFlight {
+            operation,
+            token: token.to_string(),
+            inputs: inputs.clone(),
+            started_at: now_secs(),
+        });
+        self.ctx.journal().persist(rec).await?;
+        // What this step needs was recorded before this intent (the writer
+        // keeps order), so it is on disk now unless writing it failed.
+        for dep in &self.job.depends_on {
+            self.ctx.journal().wait_durable(dep).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn succeeded(
+        &self,
+        rec: &mut StepRecord,
+        applied: Applied,
+        stored: &Values,
+        attempts: u32,
+    ) -> Result<(), StepError> {
+        rec.applied = true;
+        rec.status = Status::Applied;
+        rec.resource_id = applied.id.clone();
+        rec.inputs = stored.clone();
+        rec.outputs = kept_outputs(
+            &applied.outputs,
+            &self.ctx.settings().redactor,
+            &self.ctx.settings().salt,
+        );
+        rec.private = applied.private.clone();
+        rec.provider = self.job.change.provider.clone();
+        rec.depends_on = self.job.depends_on.clone();
+        rec.in_flight = None;
+        rec.attempts = attempts;
+        rec.last_error = None;
+        self.ctx.put_outputs(self.name(), applied.outputs);
+        self.ctx.journal().persist_queued(rec);
+        Ok(())
+    }
+
+    pub(super) async fn failed(
+        &self,
+        rec: &mut StepRecord,
+        err: flow_providers::ProviderError,
+        attempts: u32,
+    ) -> StepError {
+        let error = StepError::Provider(err);
+        rec.status = Status::Failed;
+        rec.in_flight = None;
+        rec.attempts = attempts;
+        rec.last_error = Some(self.ctx.failure(&error).message);
+        match self.ctx.journal().persist(rec).await {
+            Ok(()) => error,
+            Err(state) => StepError::Unrecorded {
+                error: Box::new(error),
+                state,
+            },
+        }
+    }
+
+    pub(super) async fn create(
+        &self,
+        rec: &mut StepRecord,
+        desired: &Desired,
+        token: String,
+    ) -> Result<(), StepError> {
+        self.begin(rec, Operation::Create, &token, &desired.stored)
+            .await?;
+        let ctx = self.op_context(&token);
+        let (res, attempts) = with_retries(
+            self.retries(),
+            self.ctx.settings().backoff,
+            || self.provider.create(&ctx, &desired.actual),
+            self.on_retry(),
+        )
+        .await;
+        match res {
+            Ok(applied) => {
+                self.succeeded(rec, applied, &desired.stored, attempts)
+                    .await
+            }
+            Err(e) => Err(self.failed(rec, e, attempts).await),
+        }
+    }
+
+    pub(super) async fn update(
+        &self,
+        rec: &mut StepRecord,
+        desired: &Desired,
+        token: String,
+    ) -> Result<(), StepError> {
+        self.begin(rec, Operation::Update, &token, &desired.stored)
+            .await?;
+        let ctx = self.op_context(&token);
+        let (inputs, outputs, private) =
+            (rec.inputs.clone(), rec.outputs.clone(), rec.private.clone());
+        let id = rec.resource_id.clone();
+        let prior = Prior {
+            id: id.as_deref(),
+            inputs: &inputs,
+            outputs: &outputs,
+            private: &private,
+        };
+        let (res, attempts) = with_retries(
+            self.retries(),
+            self.ctx.settings().backoff,
+            || self.provider.update(&ctx, prior, &desired.actual),
+            self.on_retry(),
+        )
+        .await;
+        match res {
+            Ok(applied) => {
+                self.succeeded(rec, applied, &desired.stored, attempts)
+                    .await
+            }
+            Err(e) => Err(self.failed(rec, e, attempts).await),
+        }
+    }
+
+    pub(super) async fn delete(
+        &self,
+        rec: &mut StepRecord,
+        token: String,
+    ) -> Result<(), StepError> {
+        let recorded = rec.inputs.clone();
+        self.begin(rec, Operation::Delete, &token, &recorded)
+            .await?;
+        let inputs = unsealed(&recorded, self.desired);
+        let ctx = self.op_context(&token);
+        let (outputs, private) = (rec.outputs.clone(), rec.private.clone());
+        let id = rec.resource_id.clone();
+        let prior = Prior {
+            id: id.as_deref(),
+            inputs: &inputs,
+            outputs: &outputs,
+            private: &private,
+        };
+        let (res, attempts) = with_retries(
+            self.retries(),
+            self.ctx.settings().backoff,
+            || self.provider.delete(&ctx, prior),
+            self.on_retry(),
+        )
+        .await;
+        match res {
+            Ok(()) => {
+                rec.applied = false;
+                rec.resource_id = None;
+                rec.inputs = Values::new();
+                rec.outputs = Values::new();
+                rec.private = Value::Null;
+                rec.in_flight = None;
+                rec.attempts = attempts;
+                rec.last_error = None;
+                Ok(self.ctx.journal().persist(rec).await?)
+            }
+            Err(e) => Err(self.failed(rec, e, attempts).await),
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The reconcile state machine of one step: finish what an interrupted
+//! operation started (asking the provider what it left behind, with the
+//! recorded token), then create, update, replace or delete until the step
+//! matches the workflow. Each single operation is in `operation`.
+
+use flow_providers::ReadOutcome;
+use flow_state::{InFlight, Operation, Status, StepRecord};
+
+use super::error::StepError;
+use super::events::{Event, Outcome};
+use super::job::new_token;
+use super::operation::Op;
+use super::sealing::kept_outputs;
+use crate::lang::inputs::Desired;
+use crate::plan::Action;
+
+impl Op<'_> {
+    /// Create, update or replace until the step matches the desired inputs.
+    pub(super) async fn apply(&self) -> Result<Outcome, StepError> {
+        let desired = self.desired.expect("apply has desired inputs");
+        let planned = self.job.change.action;
+        let mut rec = self.base_record();
+        let mut did: Option<Action> = None;
+        let mut replace_requested = planned == Action::Replace;
+        for _ in 0..4 {
+            if let Some(flight) = rec.in_flight.clone() {
+                self.reconcile(&mut rec, flight, desired).await?;
+                did = Some(did.unwrap_or(planned));
+                continue;
+            }
+            if !rec.applied {
+                self.create(&mut rec, desired, new_token()).await?;
+                return Ok(Outcome::Done(
+                    did.map_or(Action::Create, |d| d.max(Action::Create)),
+                ));
+            }
+            let change = if rec.provider != self.job.change.provider || replace_requested {
+                flow_providers::Change::Replace(vec![])
+            } else {
+                self.provider.diff(&rec.inputs, &desired.stored)
+            };
+            let wanted = match change {
+                flow_providers::Change::NoOp
+                    if rec.last_error.is_some() && planned != Action::NoOp =>
+                {
+                    Action::Update
+                }
+                flow_providers::Change::NoOp => Action::NoOp,
+                flow_providers::Change::Update(_) => Action::Update,
+                flow_providers::Change::Replace(_) => Action::Replace,
+            };
+            if wanted > planned && did.is_none() {
+                return Err(StepError::PlanOutdated { planned, wanted });
+            }
+            match wanted {
+                Action::NoOp => {
+                    if rec.depends_on != self.job.depends_on || rec.last_error.is_some() {
+                        rec.depends_on = self.job.depends_on.clone();
+                        rec.last_error = None;
+                        rec.status = Status::Applied;
+                        self.ctx.journal().persist(&mut rec).await?;
+                    }
+                    let outputs = rec.outputs.clone();
+                    self.ctx.keep_outputs_if_absent(self.name(), outputs);
+                    return Ok(did.map_or(Outcome::Unchanged, Outcome::Done));
+                }
+                Action::Update => {
+                    self.update(&mut rec, desired, new_token()).await?;
+                    return Ok(Outcome::Done(
+                        did.unwrap_or(Action::Update).max(Action::Update),
+                    ));
+                }
+                _ => {
+                    self.delete(&mut rec, new_token()).await?;
+                    replace_requested = false;
+                    did = Some(Action::Replace);
+                }
+            }
+        }
+        Err(StepError::DidNotSettle)
+    }
+
+    /// Finish what an interrupted operation started.
+    async fn reconcile(
+        &self,
+        rec: &mut StepRecord,
+        flight: InFlight,
+        desired: &Desired,
+    ) -> Result<(), StepError> {
+        self.reporter.note(&format!(
+            "reconciling an interrupted {} (token {})",
+            flight.operation, flight.token
+        ));
+        self.ctx.sink().emit(Event::Progress {
+            step: self.name().to_string(),
+            message: format!("reconciling interrupted {}", flight.operation),
+        });
+        match flight.operation {
+            Operation::Create => {
+                let ctx = self.op_context(&flight.token);
+                let read_inputs = if flight.inputs == desired.stored {
+                    desired.actual.clone()
+                } else {
+                    flight.inputs.clone()
+                };
+                let found = self
+                    .provider
+                    .read(&ctx, rec.resource_id.as_deref(), &read_inputs)
+                    .await
+                    .map_err(StepError::CheckInterrupted)?;
+                match found {
+                    ReadOutcome::Present(applied) => {
+                        self.reporter
+                            .note("the interrupted create had completed: adopting it");
+                        self.succeeded(rec, applied, &flight.inputs, rec.attempts)
+                            .await
+                    }
+                    ReadOutcome::Missing => {
+                        if flight.inputs == desired.stored {
+                            self.create(rec, desired, flight.token).await
+                        } else {
+                            rec.in_flight = None;
+                            self.create(rec, desired, new_token()).await
+                        }
+                    }
+                }
+            }
+            Operation::Update => self.update(rec, desired, flight.token).await,
+            Operation::Delete => self.delete(rec, flight.token).await,
+        }
+    }
+
+    /// Delete the step's object (finding it first if a create was
+    /// interrupted) and forget the step.
+    pub(super) async fn delete_all(&self) -> Result<Outcome, StepError> {
+        let Some(mut rec) = self.ctx.journal().record(self.name()) else {
+            return Ok(Outcome::Unchanged);
+        };
+        if let Some(flight) = rec.in_flight.clone() {
+            match flight.operation {
+                Operation::Create => {
+                    let ctx = self.op_context(&flight.token);
+                    let found = self
+                        .provider
+                        .read(&ctx, rec.resource_id.as_deref(), &flight.inputs)
+                        .await
+                        .map_err(StepError::CheckInterrupted)?;
+                    if let ReadOutcome::Present(applied) = found {
+                        rec.applied = true;
+                        rec.resource_id = applied.id;
+                        rec.inputs = flight.inputs.clone();
+                        rec.outputs = kept_outputs(
+                            &applied.outputs,
+                            &self.ctx.settings().redactor,
+                            &self.ctx.settings().salt,
+                        );
+                        rec.private = applied.private;
+                    }
+                    rec.in_flight = None;
+                }
+                Operation::Update => {
+                    rec.in_flight = None;
+                }
+                Operation::Delete => {
+                    self.delete(&mut rec, flight.token).await?;
+                }
+            }
+        }
+        if rec.applied {
+            self.delete(&mut rec, new_token()).await?;
+        }
+        self.ctx.journal().forget(self.name()).await?;
+        Ok(Outcome::Done(Action::Delete))
+    }
+}
