@@ -5,6 +5,7 @@ pub mod aws;
 pub mod capture;
 pub mod contract;
 pub mod eks;
+pub mod error_chain;
 pub mod exec;
 pub mod kube;
 pub mod local_digest;

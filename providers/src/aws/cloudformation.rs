@@ -279,8 +279,8 @@ impl Provider for CloudFormationStack {
                 let id = existing.stack_id().unwrap_or(&spec.name).to_string();
                 self.delete_stack(&client, ctx, &spec.name, &id).await?;
             } else if st != "DELETE_COMPLETE" {
-                return Err(ProviderError::fatal(format!(
-                    "stack `{}` already exists ({st}) and this step did not create it; flow does not adopt stacks it did not create: delete it or choose another stack_name",
+                return Err(crate::ownership::not_own(&format!(
+                    "stack `{}` ({st})",
                     spec.name
                 )));
             }
@@ -407,10 +407,10 @@ impl Provider for CloudFormationStack {
         }
         if prior.is_none() {
             if stack::tag(&current, tags::TOKEN).is_none() {
-                detail.lines.push(format!(
-                    "stack `{}` already exists ({st}) and was not created by flow: apply will refuse to adopt it",
-                    spec.name
-                ));
+                let refusal = crate::ownership::not_own(&format!("stack `{}` ({st})", spec.name));
+                detail
+                    .lines
+                    .push(format!("{}: apply will refuse it", refusal.message));
             }
             return Ok(detail);
         }

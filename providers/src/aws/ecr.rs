@@ -174,9 +174,7 @@ impl Provider for EcrRepository {
                 {
                     return Ok(applied(&repo));
                 }
-                Err(ProviderError::fatal(format!(
-                    "repository `{name}` already exists and this step did not create it; flow does not adopt repositories it did not create: delete it or choose another name"
-                )))
+                Err(crate::ownership::not_own(&format!("repository `{name}`")))
             }
             Err(e) => Err(error::aws(&format!("create repository `{name}`"), e)),
         }

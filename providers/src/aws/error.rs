@@ -1,10 +1,14 @@
 //! AWS errors as [`ProviderError`]s: the service's own message and the
-//! failing resource, never a debug dump; throttling, 5xx answers, timeouts
-//! and broken connections retryable, everything else fatal.
+//! failing resource, never a debug dump, with the SDK error kept as the
+//! source. Each is classified: throttling, 5xx answers, timeouts and broken
+//! connections retryable; refused credentials `auth` (with what to set);
+//! rejected parameters `invalid`; a missing object `not-found`; a name that
+//! is taken `conflict`; anything else `failed`.
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
-use crate::contract::ProviderError;
+use crate::contract::{ErrorKind, ProviderError};
+use crate::error_chain::chain;
 
 /// Error codes that mean "slow down", across the AWS protocols.
 const THROTTLING: [&str; 8] = [
@@ -28,6 +32,48 @@ const TRANSIENT_CODES: [&str; 4] = [
     "ServiceUnavailable",
     "RequestTimeout",
 ];
+
+/// Error codes that mean the credentials are missing, expired or not allowed.
+const AUTH_CODES: [&str; 9] = [
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "UnrecognizedClientException",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "AccessDeniedException",
+    "UnauthorizedOperation",
+    "AuthFailure",
+];
+
+/// What to do about refused credentials.
+pub(crate) const AUTH_HELP: &str = "check the AWS credentials flow runs with: `AWS_PROFILE` (or \
+     `[workflow] profile`), `aws sts get-caller-identity` with the same settings, and that the \
+     role may make this call; for a local endpoint set `AWS_ENDPOINT_URL`";
+
+/// The kind of a service error with this code (not a transient one).
+pub(crate) fn kind_of_code(code: &str) -> ErrorKind {
+    if AUTH_CODES.contains(&code) {
+        ErrorKind::Auth
+    } else if code.contains("NotFound") || code.starts_with("NoSuch") {
+        ErrorKind::NotFound
+    } else if code.contains("AlreadyExists")
+        || code == "ResourceExistsException"
+        || code == "BucketAlreadyExists"
+        || code == "BucketAlreadyOwnedByYou"
+    {
+        ErrorKind::Conflict
+    } else if code.starts_with("Validation")
+        || code.ends_with("ValidationException")
+        || code.starts_with("InvalidParameter")
+        || code.starts_with("InvalidRequest")
+        || code == "MalformedPolicyDocumentException"
+    {
+        ErrorKind::Invalid
+    } else {
+        ErrorKind::Failed
+    }
+}
 
 /// The error code of a service error, if it is one.
 pub(crate) fn code<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> Option<&str> {
@@ -78,24 +124,64 @@ where
                 Some(c) if !message.contains(c) => format!("{what}: {message} ({c})"),
                 _ => format!("{what}: {message}"),
             };
-            if transient(code, status) {
-                ProviderError::retryable(text)
+            let kind = if transient(code, status) {
+                ErrorKind::Retryable
+            } else if status == Some(403) && code.is_none() {
+                ErrorKind::Auth
             } else {
-                ProviderError::fatal(text)
-            }
+                code.map_or(ErrorKind::Failed, kind_of_code)
+            };
+            classified(ProviderError::new(kind, text), err)
         }
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            ProviderError::retryable(format!("{what}: {}", chain(&err)))
+            let text = format!("{what}: {}", chain(&err));
+            // No credentials at all fail before anything is sent.
+            let kind = if no_credentials(&text) {
+                ErrorKind::Auth
+            } else {
+                ErrorKind::Retryable
+            };
+            classified(ProviderError::new(kind, text), err)
         }
         _ => {
             let text = format!("{what}: {}", chain(&err));
-            if status.is_some_and(|s| TRANSIENT_STATUS.contains(&s)) {
-                ProviderError::retryable(text)
+            let kind = if status.is_some_and(|s| TRANSIENT_STATUS.contains(&s)) {
+                ErrorKind::Retryable
+            } else if no_credentials(&text) {
+                ErrorKind::Auth
             } else {
-                ProviderError::fatal(text)
-            }
+                ErrorKind::Failed
+            };
+            classified(ProviderError::new(kind, text), err)
         }
     }
+}
+
+/// `error` with `source` kept, and the help its kind calls for.
+fn classified<E>(
+    error: ProviderError,
+    source: SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> ProviderError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let error = match error.kind {
+        ErrorKind::Auth => error.with_help(AUTH_HELP),
+        ErrorKind::Retryable => error.with_help(
+            "a transient AWS answer (throttling, a server error or a broken connection): \
+             flow retried it as the step's `retries` allow; run `flow apply` again, or raise `retries`",
+        ),
+        _ => error,
+    };
+    error.with_source(source)
+}
+
+/// Whether an SDK error text says that no credentials could be found.
+fn no_credentials(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    t.contains("no credentials")
+        || t.contains("credentials provider")
+        || t.contains("failed to load credentials")
 }
 
 /// The start of a response body, if it is text.
@@ -111,21 +197,6 @@ fn excerpt(body: &[u8]) -> Option<String> {
     Some(cut.replace(['\n', '\r'], " "))
 }
 
-/// The error and its causes on one line (`dispatch failure: io error: …`).
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut cause = err.source();
-    while let Some(e) = cause {
-        let part = e.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        cause = e.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +210,47 @@ mod tests {
         );
         assert!(excerpt(&[b'a'; 400]).unwrap().ends_with('…'));
         assert_eq!(excerpt(&[0xff, 0xfe]), None);
+    }
+
+    #[test]
+    fn codes_are_classified_by_kind() {
+        assert_eq!(kind_of_code("ExpiredTokenException"), ErrorKind::Auth);
+        assert_eq!(kind_of_code("AccessDenied"), ErrorKind::Auth);
+        assert_eq!(kind_of_code("ValidationError"), ErrorKind::Invalid);
+        assert_eq!(
+            kind_of_code("InvalidParameterException"),
+            ErrorKind::Invalid
+        );
+        assert_eq!(
+            kind_of_code("ResourceNotFoundException"),
+            ErrorKind::NotFound
+        );
+        assert_eq!(kind_of_code("NoSuchBucket"), ErrorKind::NotFound);
+        assert_eq!(kind_of_code("AlreadyExistsException"), ErrorKind::Conflict);
+        assert_eq!(kind_of_code("ResourceExistsException"), ErrorKind::Conflict);
+        assert_eq!(kind_of_code("LimitExceededException"), ErrorKind::Failed);
+    }
+
+    #[test]
+    fn service_errors_keep_their_source_and_get_help_by_kind() {
+        use aws_sdk_s3::config::http::HttpResponse;
+        use aws_sdk_s3::error::ErrorMetadata;
+        use aws_sdk_s3::operation::head_bucket::HeadBucketError;
+        use aws_sdk_s3::primitives::SdkBody;
+        let meta = ErrorMetadata::builder()
+            .code("ExpiredToken")
+            .message("The security token included in the request is expired")
+            .build();
+        let raw = HttpResponse::new(400.try_into().unwrap(), SdkBody::from(""));
+        let err = SdkError::service_error(HeadBucketError::generic(meta), raw);
+        let e = aws("look at bucket `b`", err);
+        assert_eq!(e.kind, ErrorKind::Auth);
+        assert_eq!(
+            e.message,
+            "look at bucket `b`: The security token included in the request is expired (ExpiredToken)"
+        );
+        assert!(e.help.as_deref().unwrap().contains("AWS_PROFILE"));
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]

@@ -200,9 +200,7 @@ impl Provider for SecretsManagerSecret {
                 let public = stored_public_key(&client, &arn, values).await?;
                 return Ok(applied(&arn, &public));
             }
-            return Err(ProviderError::fatal(format!(
-                "secret `{name}` already exists and this step did not create it; flow does not adopt secrets it did not create: delete it or choose another name"
-            )));
+            return Err(crate::ownership::not_own(&format!("secret `{name}`")));
         }
         let (secret, public) = material(&ctx.step, values).await?;
         let all_tags = tags::with_token(&inputs::str_map(values, "tags")?, &ctx.token);

@@ -380,12 +380,11 @@ async fn converge(ctx: &OpContext, spec: &ClusterSpec) -> Result<Applied, Provid
     match find(&eks, &spec.name).await? {
         Some(c) => {
             let token = c.tags().and_then(|t| t.get(TOKEN));
-            if token.map(String::as_str) != Some(ctx.token.as_str()) {
-                return Err(ProviderError::fatal(format!(
-                    "cluster `{}` already exists and was not made by this step; import it or choose another name",
-                    spec.name
-                )));
-            }
+            crate::ownership::ensure_own(
+                &format!("cluster `{}`", spec.name),
+                token.map(String::as_str),
+                &ctx.token,
+            )?;
         }
         None => {
             let role = match &spec.role_arn {

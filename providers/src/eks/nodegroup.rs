@@ -309,12 +309,11 @@ pub async fn create(
 ) -> Result<Values, ProviderError> {
     if let Some(existing) = find(eks, spec).await? {
         let token = existing.tags().and_then(|t| t.get(TOKEN));
-        if token.map(String::as_str) != Some(ctx.token.as_str()) {
-            return Err(ProviderError::fatal(format!(
-                "node group `{}` already exists in cluster `{}` and was not made by this step; import it or choose another name",
-                spec.name, spec.cluster
-            )));
-        }
+        crate::ownership::ensure_own(
+            &format!("node group `{}` in cluster `{}`", spec.name, spec.cluster),
+            token.map(String::as_str),
+            &ctx.token,
+        )?;
         return wait_active(ctx, eks, spec).await;
     }
     let mut role = spec.node_role_arn.clone();

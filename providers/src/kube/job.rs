@@ -196,11 +196,7 @@ impl<'a> Run<'a> {
                 record = kinds.apply(&doc).await?;
             }
             Some(_) => {
-                return Err(ProviderError::fatal(format!(
-                    "{} already exists and was not started by step `{}`: delete it or rename the job",
-                    record.label(),
-                    self.ctx.step
-                )));
+                return Err(crate::ownership::not_own(&record.label()));
             }
             None => {
                 record = kinds.apply(&doc).await?;
