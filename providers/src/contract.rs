@@ -407,6 +407,23 @@ impl ProviderError {
         Self::new(ErrorKind::Invalid, message)
     }
 
+    /// A step input the provider cannot use, found before it called anything
+    /// (the engine's schema check normally catches these first).
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        Self::invalid(message).with_help(
+            "fix the step's input in the workflow; `flow validate FILE` checks inputs before anything runs",
+        )
+    }
+
+    /// The object flow was creating or waiting for was deleted by something
+    /// else meanwhile; `message` says which (`` cluster `x` disappeared ``).
+    pub fn vanished(message: impl Into<String>) -> Self {
+        Self::not_found(message).with_help(
+            "something outside flow deleted it (a person, a cleanup script, another tool); \
+             `flow plan` shows what flow will do next, and `flow apply --replace STEP` creates it again",
+        )
+    }
+
     /// The same error with a next step for the user.
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());

@@ -97,7 +97,8 @@ async fn delay(inputs: &Values) -> Result<(), ProviderError> {
 async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
     delay(inputs).await?;
     if flag(inputs, "fail") {
-        return Err(ProviderError::fatal("step failed because `fail = true`"));
+        return Err(ProviderError::fatal("step failed because `fail = true`")
+            .with_help("remove `fail = true` from the step's inputs"));
     }
     let fail_times = count(inputs, "fail_times")?;
     if fail_times > 0 {

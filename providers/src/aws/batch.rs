@@ -320,7 +320,9 @@ fn outcome(
             Err(why) if logs.stream().is_none() => Err(ProviderError::fatal(format!(
                 "{what}: {why} (Batch named no log stream for it)"
             ))),
-            Err(why) => Err(ProviderError::fatal(format!("{what}: {why}{}", tail()))),
+            Err(why) => Err(ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(
+                "the job ran but its log did not show what `success_pattern` and `capture` look for: read it with `flow logs FILE STEP`",
+            )),
         };
     }
     let reason = job
@@ -331,7 +333,10 @@ fn outcome(
         "{what} {}: {reason}{}",
         status(job),
         tail()
-    )))
+    ))
+    .with_help(
+        "the job's whole log is in the step's log (`flow logs FILE STEP`) and in its CloudWatch log stream",
+    ))
 }
 
 /// The container overrides the inputs ask for, if any.

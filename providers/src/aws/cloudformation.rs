@@ -139,7 +139,7 @@ impl CloudFormationStack {
         match settled {
             Some(s) if USABLE.contains(&status(&s)) => Ok(applied(&s, spec)),
             Some(s) => Err(stack::failed(client, &spec.name, "create", &s, since).await),
-            None => Err(ProviderError::fatal(format!(
+            None => Err(ProviderError::vanished(format!(
                 "stack `{}` disappeared while it was being created",
                 spec.name
             ))),
@@ -227,7 +227,7 @@ impl CloudFormationStack {
                 Ok(applied(&s, spec))
             }
             Some(s) => Err(stack::failed(client, &spec.name, "update", &s, since).await),
-            None => Err(ProviderError::fatal(format!(
+            None => Err(ProviderError::vanished(format!(
                 "stack `{}` disappeared while it was being updated",
                 spec.name
             ))),

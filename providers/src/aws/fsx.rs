@@ -201,7 +201,7 @@ async fn settle(
         match describe(client, id).await {
             Ok(None) if gone_ok => return Ok(None),
             Ok(None) => {
-                return Err(ProviderError::fatal(format!(
+                return Err(ProviderError::vanished(format!(
                     "file system `{id}` disappeared"
                 )));
             }

@@ -12,7 +12,7 @@ pub(crate) fn opt_str(inputs: &Values, name: &str) -> Result<Option<String>, Pro
     match inputs.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(ProviderError::fatal(format!(
+        Some(other) => Err(ProviderError::bad_input(format!(
             "`{name}` must be a string, not {other}"
         ))),
     }
@@ -20,7 +20,7 @@ pub(crate) fn opt_str(inputs: &Values, name: &str) -> Result<Option<String>, Pro
 
 /// The string input `name`, which must be set.
 pub(crate) fn req_str(inputs: &Values, name: &str) -> Result<String, ProviderError> {
-    opt_str(inputs, name)?.ok_or_else(|| ProviderError::fatal(format!("`{name}` is required")))
+    opt_str(inputs, name)?.ok_or_else(|| ProviderError::bad_input(format!("`{name}` is required")))
 }
 
 /// The whole-number input `name`, if set.
@@ -28,7 +28,7 @@ pub(crate) fn opt_int(inputs: &Values, name: &str) -> Result<Option<i64>, Provid
     match inputs.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v.as_i64().map(Some).ok_or_else(|| {
-            ProviderError::fatal(format!("`{name}` must be a whole number, not {v}"))
+            ProviderError::bad_input(format!("`{name}` must be a whole number, not {v}"))
         }),
     }
 }
@@ -38,7 +38,7 @@ pub(crate) fn bool_or(inputs: &Values, name: &str, default: bool) -> Result<bool
     match inputs.get(name) {
         None | Some(Value::Null) => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(ProviderError::fatal(format!(
+        Some(other) => Err(ProviderError::bad_input(format!(
             "`{name}` must be true or false, not {other}"
         ))),
     }
@@ -52,11 +52,13 @@ pub(crate) fn str_list(inputs: &Values, name: &str) -> Result<Vec<String>, Provi
             .iter()
             .map(|v| {
                 v.as_str().map(str::to_string).ok_or_else(|| {
-                    ProviderError::fatal(format!("`{name}` must be a list of strings, found {v}"))
+                    ProviderError::bad_input(format!(
+                        "`{name}` must be a list of strings, found {v}"
+                    ))
                 })
             })
             .collect(),
-        Some(other) => Err(ProviderError::fatal(format!(
+        Some(other) => Err(ProviderError::bad_input(format!(
             "`{name}` must be a list of strings, not {other}"
         ))),
     }
@@ -76,14 +78,14 @@ pub(crate) fn str_map(
                 Ok((
                     k.clone(),
                     scalar_text(v).ok_or_else(|| {
-                        ProviderError::fatal(format!(
+                        ProviderError::bad_input(format!(
                             "`{name}.{k}` must be a string, number or boolean, not {v}"
                         ))
                     })?,
                 ))
             })
             .collect(),
-        Some(other) => Err(ProviderError::fatal(format!(
+        Some(other) => Err(ProviderError::bad_input(format!(
             "`{name}` must be a table, not {other}"
         ))),
     }

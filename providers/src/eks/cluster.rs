@@ -312,7 +312,7 @@ async fn wait_active(
     let what = format!("cluster `{name}`");
     until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
         let Some(c) = find(eks, name).await? else {
-            return Err(ProviderError::fatal(format!(
+            return Err(ProviderError::vanished(format!(
                 "cluster `{name}` disappeared"
             )));
         };
@@ -399,7 +399,12 @@ async fn converge(ctx: &OpContext, spec: &ClusterSpec) -> Result<Applied, Provid
                 .get("RoleArn")
                 .and_then(Value::as_str)
                 .map(str::to_string)
-                .ok_or_else(|| ProviderError::fatal("the cluster role stack gave no RoleArn"))?,
+                .ok_or_else(|| {
+                    ProviderError::fatal("the cluster role stack gave no RoleArn").with_help(
+                        "flow makes that stack from its own template, which outputs RoleArn: look at the stack's outputs \
+                         in CloudFormation (a stack changed outside flow may have lost it), or set `role_arn` on the step",
+                    )
+                })?,
             };
             ctx.reporter
                 .event(&format!("creating cluster {}", spec.name));

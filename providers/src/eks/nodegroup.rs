@@ -337,7 +337,12 @@ pub async fn create(
             .and_then(Value::as_str)
             .map(str::to_string);
     }
-    let role = role.ok_or_else(|| ProviderError::fatal("the node role stack gave no RoleArn"))?;
+    let role = role.ok_or_else(|| {
+        ProviderError::fatal("the node role stack gave no RoleArn").with_help(
+            "flow makes that stack from its own template, which outputs RoleArn: look at the stack's outputs \
+             in CloudFormation (a stack changed outside flow may have lost it), or set `node_role_arn` on the step",
+        )
+    })?;
     ctx.reporter.event(&format!("creating {}", spec.describe()));
     let scaling = NodegroupScalingConfig::builder()
         .min_size(spec.min_size)
@@ -455,7 +460,7 @@ async fn wait_active(
     let what = format!("node group `{}`", spec.name);
     until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
         let Some(ng) = find(eks, spec).await? else {
-            return Err(ProviderError::fatal(format!(
+            return Err(ProviderError::vanished(format!(
                 "node group `{}` disappeared",
                 spec.name
             )));

@@ -88,7 +88,7 @@ pub async fn ensure(
     let what = format!("stack `{name}`");
     until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
         let Some(stack) = describe(cfn, name).await? else {
-            return Err(ProviderError::fatal(format!(
+            return Err(ProviderError::vanished(format!(
                 "stack `{name}` disappeared while being created"
             )));
         };

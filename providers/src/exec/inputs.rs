@@ -27,7 +27,7 @@ impl ExecInputs {
     /// (which the engine's schema check normally catches first).
     pub fn from_values(inputs: &Values) -> Result<Self, ProviderError> {
         let run =
-            string(inputs, "run")?.ok_or_else(|| ProviderError::fatal("`run` is required"))?;
+            string(inputs, "run")?.ok_or_else(|| ProviderError::bad_input("`run` is required"))?;
         let mut sealed = Vec::new();
         let env = match inputs.get("env") {
             None | Some(Value::Null) => Vec::new(),
@@ -42,7 +42,7 @@ impl ExecInputs {
                         v if is_sealed(v) => sealed.push(k.clone()),
                         Value::String(s) => env.push((k.clone(), s.clone())),
                         other => {
-                            return Err(ProviderError::fatal(format!(
+                            return Err(ProviderError::bad_input(format!(
                                 "`env.{k}` must be a string, not {other}"
                             )));
                         }
@@ -51,7 +51,7 @@ impl ExecInputs {
                 env
             }
             Some(other) => {
-                return Err(ProviderError::fatal(format!(
+                return Err(ProviderError::bad_input(format!(
                     "`env` must be a table of strings, not {other}"
                 )));
             }
@@ -79,7 +79,7 @@ fn string(inputs: &Values, name: &str) -> Result<Option<String>, ProviderError> 
     match inputs.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(ProviderError::fatal(format!(
+        Some(other) => Err(ProviderError::bad_input(format!(
             "`{name}` must be a string, not {other}"
         ))),
     }

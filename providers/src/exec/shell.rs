@@ -128,6 +128,7 @@ fn failure(label: &str, status: ExitStatus, transcript: &Transcript<'_>) -> Prov
         }
     }
     ProviderError::fatal(message)
+        .with_help("the command's whole output is in the step's log: `flow logs FILE STEP`")
 }
 
 /// Lines read from a pipe, decoded leniently (invalid UTF-8 is replaced).

@@ -226,7 +226,7 @@ impl<'a> Run<'a> {
                     .await
                     .map_err(|e| errors::kube(&format!("read {}", record.label()), e))?
                     .ok_or_else(|| {
-                        ProviderError::fatal(format!(
+                        ProviderError::vanished(format!(
                             "{} was deleted while running",
                             record.label()
                         ))
@@ -264,7 +264,9 @@ impl<'a> Run<'a> {
                     message.push_str("; ");
                     message.push_str(&pod);
                 }
-                Err(ProviderError::fatal(message))
+                Err(ProviderError::fatal(message).with_help(
+                    "the pods' logs are in the step's log (`flow logs FILE STEP`); `kubectl describe` the job for its events",
+                ))
             }
             _ => {
                 self.ctx

@@ -254,7 +254,7 @@ impl<'a> Run<'a> {
                     .await
                     .map_err(|e| super::errors::kube(&format!("read {what}"), e))?
                     .ok_or_else(|| {
-                        ProviderError::fatal(format!("{what} disappeared while waiting for it"))
+                        ProviderError::vanished(format!("{what} disappeared while waiting for it"))
                     })?;
                 let value = serde_json::to_value(&obj).unwrap_or(Value::Null);
                 match ready::check(&r.kind, &value, rule.as_ref()) {
@@ -266,7 +266,9 @@ impl<'a> Run<'a> {
                         Ok(Step::Pending(vec![format!("waiting for {what}: {why}")]))
                     }
                     Readiness::Failed(why) => {
-                        Err(ProviderError::fatal(format!("{what} failed: {why}")))
+                        Err(ProviderError::fatal(format!("{what} failed: {why}")).with_help(
+                            "`kubectl describe` the object and its events; a `wait_for` rule on the step changes what counts as ready",
+                        ))
                     }
                 }
             })
