@@ -23,6 +23,9 @@ use crate::secrets::Redactor;
 pub struct RunSettings {
     /// Provider kinds, for steps that only state still holds.
     pub registry: Registry,
+    /// The workflow file as the user named it, for the commands a failure's
+    /// help suggests (`flow logs FILE STEP`).
+    pub workflow_file: PathBuf,
     /// Where logs go.
     pub layout: StateLayout,
     /// The workflow file's folder.
@@ -142,9 +145,20 @@ impl RunContext {
             .unwrap_or(Lookup::Unknown)
     }
 
-    /// `err` as the user sees it: message and help, secrets masked.
-    pub fn failure(&self, err: &StepError) -> Failure {
-        err.to_failure(&self.settings.redactor)
+    /// `err` of `step` as the user sees it: message and help, secrets
+    /// masked, and the commands the help suggests written out for this
+    /// workflow file and step (`flow logs FILE STEP` → `flow logs wf.toml nccl`).
+    pub fn failure(&self, step: &str, err: &StepError) -> Failure {
+        let mut failure = err.to_failure(&self.settings.redactor);
+        if let Some(help) = &mut failure.help {
+            let file = self.settings.workflow_file.display().to_string();
+            *help = help
+                .replace("FILE STEP", &format!("{file} {step}"))
+                .replace("--replace STEP", &format!("--replace {step}"))
+                .replace("flow validate FILE", &format!("flow validate {file}"))
+                .replace("flow output FILE", &format!("flow output {file}"));
+        }
+        failure
     }
 
     /// Wait for every queued record; the steps whose record could not be written.
@@ -154,7 +168,7 @@ impl RunContext {
             .await
             .into_iter()
             .map(|(step, e)| {
-                let failure = self.failure(&e);
+                let failure = self.failure(&step, &e);
                 (step, failure)
             })
             .collect()

@@ -140,7 +140,7 @@ impl Op<'_> {
         rec.status = Status::Failed;
         rec.in_flight = None;
         rec.attempts = attempts;
-        rec.last_error = Some(self.ctx.failure(&error).message);
+        rec.last_error = Some(self.ctx.failure(self.name(), &error).message);
         match self.ctx.journal().persist(rec).await {
             Ok(()) => error,
             Err(state) => StepError::Unrecorded {

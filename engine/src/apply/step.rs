@@ -31,7 +31,7 @@ pub async fn run_step(ctx: Arc<RunContext>, job: StepJob, timeout: Option<Durati
     match result {
         Ok(outcome) => outcome,
         Err(error) => {
-            let failure = ctx.failure(&error);
+            let failure = ctx.failure(&name, &error);
             if let Some(mut rec) = ctx.journal().record(&name) {
                 rec.status = Status::Failed;
                 rec.last_error = Some(failure.message.clone());

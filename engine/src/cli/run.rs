@@ -58,6 +58,7 @@ pub fn run_context(
     Arc::new(RunContext::new(
         RunSettings {
             registry: registry.clone(),
+            workflow_file: file.to_path_buf(),
             layout: store.layout().clone(),
             workdir: workdir(file),
             salt: store.salt(),

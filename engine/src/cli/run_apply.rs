@@ -23,8 +23,12 @@ use crate::secrets::digest;
 
 /// `flow apply FILE|PLAN`.
 pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
-    let saved = SavedPlan::read_if_plan(&args.file)
-        .map_err(|e| CliError::help(e, "make a new one with `flow plan FILE --out PLAN`"))?;
+    let saved = SavedPlan::read_if_plan(&args.file).map_err(|e| {
+        CliError::help(
+            e.to_string(),
+            "make a new one with `flow plan FILE --out PLAN`",
+        )
+    })?;
     if let Some(saved) = saved {
         return apply_saved(args, saved, ui, registry).await;
     }

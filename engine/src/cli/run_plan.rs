@@ -55,7 +55,8 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     let salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
     let serial = store.as_ref().map_or(0, |s| s.serial());
     drop(store);
-    let prices = crate::cost::PriceTable::choose(args.prices.as_deref()).map_err(CliError::msg)?;
+    let prices = crate::cost::PriceTable::choose(args.prices.as_deref())
+        .map_err(|e| CliError::help(e.to_string(), e.help()))?;
     let plan = crate::cli::block_on(make_plan(
         &PlanRequest {
             loaded: &loaded,

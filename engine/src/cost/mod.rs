@@ -14,6 +14,40 @@ pub use crate::plan::costs::{PlanCost, PriceMeta, StepCost};
 use crate::plan::outputs::PlannedOutputs;
 use crate::plan::{Action, Plan};
 
+/// A price table given with `--prices` or `FLOW_PRICES` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceError {
+    /// The file cannot be read.
+    #[error("cannot read the price table {}: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a price table.
+    #[error("the price table {} is not valid: {detail}", path.display())]
+    Invalid {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the TOML reader said.
+        detail: String,
+    },
+}
+
+impl PriceError {
+    /// What to do about it.
+    pub fn help(&self) -> &'static str {
+        "give a TOML file with [meta], [instances] and [lustre] tables (see docs/operator.md), \
+         or leave out --prices and FLOW_PRICES to use the built-in table"
+    }
+}
+
+/// Something a price table has no price for (shown under the step, not an error).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("no price for {0}")]
+pub struct NoPrice(pub String);
+
 /// Hours in a month, for per-GB-month storage prices.
 const HOURS_PER_MONTH: f64 = 730.0;
 
@@ -37,9 +71,11 @@ impl PriceTable {
     }
 
     /// The built-in table with the entries of `path` laid over it.
-    pub fn with_overrides(path: &std::path::Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the price table {}: {e}", path.display()))?;
+    pub fn with_overrides(path: &std::path::Path) -> Result<Self, PriceError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PriceError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
         #[derive(Deserialize)]
         struct Partial {
             meta: Option<PriceMeta>,
@@ -48,8 +84,10 @@ impl PriceTable {
             #[serde(default)]
             lustre: BTreeMap<String, f64>,
         }
-        let over: Partial = toml::from_str(&text)
-            .map_err(|e| format!("the price table {} is not valid: {e}", path.display()))?;
+        let over: Partial = toml::from_str(&text).map_err(|e| PriceError::Invalid {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
         let mut table = Self::builtin();
         if let Some(meta) = over.meta {
             table.meta = meta;
@@ -60,7 +98,7 @@ impl PriceTable {
     }
 
     /// The table to use: `flag`, else `$FLOW_PRICES`, else the built-in one.
-    pub fn choose(flag: Option<&std::path::Path>) -> Result<Self, String> {
+    pub fn choose(flag: Option<&std::path::Path>) -> Result<Self, PriceError> {
         match flag
             .map(std::path::Path::to_path_buf)
             .or_else(|| std::env::var_os("FLOW_PRICES").map(Into::into))
@@ -71,7 +109,7 @@ impl PriceTable {
     }
 
     /// USD per hour for one capacity item, or the reason it has no price.
-    pub fn hourly(&self, cap: &Capacity) -> Result<f64, String> {
+    pub fn hourly(&self, cap: &Capacity) -> Result<f64, NoPrice> {
         match cap {
             Capacity::Instances {
                 instance_type,
@@ -80,7 +118,7 @@ impl PriceTable {
                 .instances
                 .get(instance_type)
                 .map(|p| p * f64::from(*count))
-                .ok_or_else(|| format!("no price for {instance_type}")),
+                .ok_or_else(|| NoPrice(instance_type.clone())),
             Capacity::LustreStorage {
                 gib,
                 deployment_type,
@@ -94,7 +132,7 @@ impl PriceTable {
                     .get(&key)
                     .or_else(|| self.lustre.get(deployment_type))
                     .map(|p| p * *gib as f64 / HOURS_PER_MONTH)
-                    .ok_or_else(|| format!("no price for FSx for Lustre {key}"))
+                    .ok_or_else(|| NoPrice(format!("FSx for Lustre {key}")))
             }
         }
     }
@@ -122,7 +160,7 @@ fn price(caps: &[Capacity], prices: &PriceTable, cost: &mut StepCost) -> f64 {
     for cap in caps {
         match prices.hourly(cap) {
             Ok(p) => total += p,
-            Err(e) => cost.unpriced.push(e),
+            Err(e) => cost.unpriced.push(e.to_string()),
         }
     }
     total
@@ -233,7 +271,10 @@ mod tests {
             instance_type: "x9.huge".into(),
             count: 1,
         };
-        assert!(t.hourly(&odd).unwrap_err().contains("x9.huge"));
+        assert_eq!(
+            t.hourly(&odd).unwrap_err().to_string(),
+            "no price for x9.huge"
+        );
     }
 
     #[test]

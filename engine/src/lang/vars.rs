@@ -258,27 +258,44 @@ fn apply_var_file(
     }
 }
 
+/// A `--var` or environment value that is not of its variable's type.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{raw}` is not {wanted}")]
+pub struct BadVarValue {
+    /// The value as given.
+    pub raw: String,
+    /// The type wanted, in words (`an integer`).
+    pub wanted: &'static str,
+}
+
 /// A value given on the command line or in the environment, read as the
 /// variable's type (lists and tables are TOML: `--var 'azs=["a","b"]'`).
-pub fn parse_flag_value(ty: VarType, raw: &str) -> Result<Value, String> {
+pub fn parse_flag_value(ty: VarType, raw: &str) -> Result<Value, BadVarValue> {
+    let bad = || BadVarValue {
+        raw: raw.to_string(),
+        wanted: match ty {
+            VarType::Bool => "true or false",
+            other => var_type_phrase(other),
+        },
+    };
     match ty {
         VarType::String => Ok(Value::String(raw.to_string())),
         VarType::Integer => raw
             .trim()
             .parse::<i64>()
             .map(Value::from)
-            .map_err(|_| format!("`{raw}` is not an integer")),
+            .map_err(|_| bad()),
         VarType::Number => raw
             .trim()
             .parse::<f64>()
             .ok()
             .and_then(serde_json::Number::from_f64)
             .map(Value::Number)
-            .ok_or_else(|| format!("`{raw}` is not a number")),
+            .ok_or_else(bad),
         VarType::Bool => match raw.trim() {
             "true" => Ok(Value::Bool(true)),
             "false" => Ok(Value::Bool(false)),
-            _ => Err(format!("`{raw}` is not true or false")),
+            _ => Err(bad()),
         },
         VarType::List | VarType::Table | VarType::Any => {
             let doc = format!("v = {raw}");
@@ -288,7 +305,7 @@ pub fn parse_flag_value(ty: VarType, raw: &str) -> Result<Value, String> {
             match node {
                 Some(n) if diags.is_empty() && node_matches(ty, &n) => Ok(node_to_json(&n)),
                 _ if ty == VarType::Any => Ok(Value::String(raw.to_string())),
-                _ => Err(format!("`{raw}` is not {}", var_type_phrase(ty))),
+                _ => Err(bad()),
             }
         }
     }

@@ -87,7 +87,7 @@ impl SavedPlan {
     /// Read `path` if it is a saved plan; `Ok(None)` if it is something else
     /// (a workflow file, or nothing readable: the workflow loader reports
     /// that); an error if it claims to be a plan but cannot be read as one.
-    pub fn read_if_plan(path: &Path) -> Result<Option<SavedPlan>, String> {
+    pub fn read_if_plan(path: &Path) -> Result<Option<SavedPlan>, UnreadablePlan> {
         let Ok(text) = std::fs::read_to_string(path) else {
             return Ok(None);
         };
@@ -97,11 +97,21 @@ impl SavedPlan {
         match serde_json::from_str::<SavedPlan>(&text) {
             Ok(p) if p.format == FORMAT => Ok(Some(p)),
             Ok(_) => Ok(None),
-            Err(e) if text.contains(FORMAT) => Err(format!(
-                "{} looks like a saved plan but cannot be read: {e}",
-                path.display()
-            )),
+            Err(e) if text.contains(FORMAT) => Err(UnreadablePlan {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            }),
             Err(_) => Ok(None),
         }
     }
+}
+
+/// A file that claims to be a saved plan but cannot be read as one.
+#[derive(Debug, thiserror::Error)]
+#[error("{} looks like a saved plan but cannot be read: {detail}", path.display())]
+pub struct UnreadablePlan {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// What the JSON reader said.
+    pub detail: String,
 }
