@@ -14,9 +14,9 @@ use super::eksctl::{self, EksctlConfig};
 use super::nodegroup::{self, NodegroupSpec};
 use super::shared_error as error;
 use super::shared_inputs::{opt_str, str_list, str_map};
-use super::shared_poll::{Pace, Step, until};
 use super::shared_tags::{self as tags, TOKEN};
 use super::stack;
+use super::waiting;
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
     ProviderError, ReadOutcome, Schema, StepKind, ValidateContext, Values,
@@ -237,18 +237,6 @@ impl Default for EksCluster {
     }
 }
 
-/// The cluster, if it exists.
-async fn find(
-    eks: &aws_sdk_eks::Client,
-    name: &str,
-) -> Result<Option<aws_sdk_eks::types::Cluster>, ProviderError> {
-    match eks.describe_cluster().name(name).send().await {
-        Ok(out) => Ok(out.cluster().cloned()),
-        Err(e) if error::code(&e) == Some("ResourceNotFoundException") => Ok(None),
-        Err(e) => Err(error::aws(&format!("describe cluster `{name}`"), e)),
-    }
-}
-
 /// The outputs of an `ACTIVE` cluster.
 fn outputs(c: &aws_sdk_eks::types::Cluster, region: &str, spec: &ClusterSpec) -> Values {
     let endpoint = c.endpoint().unwrap_or_default();
@@ -309,38 +297,14 @@ async fn wait_active(
     eks: &aws_sdk_eks::Client,
     name: &str,
 ) -> Result<aws_sdk_eks::types::Cluster, ProviderError> {
-    let what = format!("cluster `{name}`");
-    until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
-        let Some(c) = find(eks, name).await? else {
-            return Err(ProviderError::vanished(format!(
-                "cluster `{name}` disappeared"
-            )));
-        };
-        let status = c
-            .status()
-            .map(|s| s.as_str())
-            .unwrap_or("UNKNOWN")
-            .to_string();
-        match status.as_str() {
-            "ACTIVE" => Ok(Step::Done(c)),
-            "FAILED" => {
-                let issues: Vec<String> = c
-                    .health()
-                    .map(|h| {
-                        h.issues()
-                            .iter()
-                            .filter_map(|i| i.message().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                Err(ProviderError::fatal(format!(
-                    "cluster `{name}` FAILED: {}",
-                    issues.join("; ")
-                )))
-            }
-            other => Ok(Step::Pending(vec![format!("cluster {name}: {other}")])),
-        }
-    })
+    waiting::await_condition(
+        ctx,
+        &format!("cluster `{name}`"),
+        || waiting::find_cluster(eks, name),
+        waiting::cluster_active,
+        "EKS gave up on the cluster: read its health issues above, fix the cause (the role, the subnets), \
+         then `flow destroy --target STEP` and apply again",
+    )
     .await
 }
 
@@ -377,7 +341,7 @@ async fn converge(ctx: &OpContext, spec: &ClusterSpec) -> Result<Applied, Provid
     let region = region(ctx, spec).await?;
     let eks = super::client(ctx).await?;
     let cfn = stack::client(ctx).await?;
-    match find(&eks, &spec.name).await? {
+    match waiting::find_cluster(&eks, &spec.name).await? {
         Some(c) => {
             let token = c.tags().and_then(|t| t.get(TOKEN));
             crate::ownership::ensure_own(
@@ -602,7 +566,7 @@ impl Provider for EksCluster {
         let region = region(ctx, &after).await?;
         let eks = super::client(ctx).await?;
         let cfn = stack::client(ctx).await?;
-        let Some(cluster) = find(&eks, &after.name).await? else {
+        let Some(cluster) = waiting::find_cluster(&eks, &after.name).await? else {
             return Err(ProviderError::fatal(format!(
                 "cluster `{}` is gone; plan again to create it",
                 after.name
@@ -746,23 +710,19 @@ impl Provider for EksCluster {
             nodegroup::delete(ctx, &eks, &name, &ng).await?;
         }
         stack::delete(ctx, &cfn, &stack::name(&name, "oidc")).await?;
-        if find(&eks, &name).await?.is_some() {
+        if waiting::find_cluster(&eks, &name).await?.is_some() {
             ctx.reporter.event(&format!("deleting cluster {name}"));
             match eks.delete_cluster().name(&name).send().await {
                 Ok(_) => {}
                 Err(e) if error::code(&e) == Some("ResourceNotFoundException") => {}
                 Err(e) => return Err(error::aws(&format!("delete cluster `{name}`"), e)),
             }
-            let what = format!("deletion of cluster `{name}`");
-            until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
-                match find(&eks, &name).await? {
-                    None => Ok(Step::Done(())),
-                    Some(c) => Ok(Step::Pending(vec![format!(
-                        "cluster {name}: {}",
-                        c.status().map(|s| s.as_str()).unwrap_or("DELETING")
-                    )])),
-                }
-            })
+            waiting::await_gone(
+                ctx,
+                &format!("cluster `{name}`"),
+                || waiting::find_cluster(&eks, &name),
+                |c| c.status().map(|s| s.as_str()),
+            )
             .await?;
         }
         stack::delete(ctx, &cfn, &stack::name(&name, "role")).await
@@ -811,7 +771,7 @@ impl Provider for EksCluster {
     ) -> Result<ReadOutcome, ProviderError> {
         let spec = ClusterSpec::load(inputs, &ctx.workdir)?;
         let eks = super::client(ctx).await?;
-        match find(&eks, &spec.name).await? {
+        match waiting::find_cluster(&eks, &spec.name).await? {
             Some(c) if c.tags().and_then(|t| t.get(TOKEN)) == Some(&ctx.token) => {
                 // Finish what the interrupted create started (OIDC, node groups).
                 Ok(ReadOutcome::Present(converge(ctx, &spec).await?))

@@ -18,9 +18,8 @@ use serde_json::{Value, json};
 
 use super::shared_error as error;
 use super::shared_inputs::{bool_or, opt_int, opt_str, req_str, str_list, str_map};
-use super::shared_poll::{Pace, Step, until};
 use super::shared_tags::{self as tags, TOKEN};
-use super::{efa, stack};
+use super::{efa, stack, waiting};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
     ReadOutcome, Schema, StepKind, ValidateContext, Values,
@@ -390,31 +389,12 @@ pub async fn create(
     wait_active(ctx, eks, spec).await
 }
 
-/// The node group, if it exists.
+/// The node group `spec` describes, if it exists.
 async fn find(
     eks: &aws_sdk_eks::Client,
     spec: &NodegroupSpec,
 ) -> Result<Option<aws_sdk_eks::types::Nodegroup>, ProviderError> {
-    find_named(eks, &spec.cluster, &spec.name).await
-}
-
-/// The node group `name` of `cluster`, if it exists.
-async fn find_named(
-    eks: &aws_sdk_eks::Client,
-    cluster: &str,
-    name: &str,
-) -> Result<Option<aws_sdk_eks::types::Nodegroup>, ProviderError> {
-    match eks
-        .describe_nodegroup()
-        .cluster_name(cluster)
-        .nodegroup_name(name)
-        .send()
-        .await
-    {
-        Ok(out) => Ok(out.nodegroup().cloned()),
-        Err(e) if error::code(&e) == Some("ResourceNotFoundException") => Ok(None),
-        Err(e) => Err(error::aws(&format!("describe node group `{name}`"), e)),
-    }
+    waiting::find_nodegroup(eks, &spec.cluster, &spec.name).await
 }
 
 /// The outputs of a node group as EKS describes it.
@@ -451,60 +431,22 @@ fn outputs(ng: &aws_sdk_eks::types::Nodegroup, spec: &NodegroupSpec) -> Values {
     out
 }
 
-/// Waits until the node group is `ACTIVE`; fails with its health issues.
+/// Waits until the node group is `ACTIVE`; its outputs then.
 async fn wait_active(
     ctx: &OpContext,
     eks: &aws_sdk_eks::Client,
     spec: &NodegroupSpec,
 ) -> Result<Values, ProviderError> {
-    let what = format!("node group `{}`", spec.name);
-    until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
-        let Some(ng) = find(eks, spec).await? else {
-            return Err(ProviderError::vanished(format!(
-                "node group `{}` disappeared",
-                spec.name
-            )));
-        };
-        let status = ng
-            .status()
-            .map(|s| s.as_str())
-            .unwrap_or("UNKNOWN")
-            .to_string();
-        match status.as_str() {
-            "ACTIVE" => Ok(Step::Done(outputs(&ng, spec))),
-            "CREATE_FAILED" | "DEGRADED" | "DELETE_FAILED" => {
-                let issues: Vec<String> = ng
-                    .health()
-                    .map(|h| {
-                        h.issues()
-                            .iter()
-                            .map(|i| {
-                                format!(
-                                    "{}: {}",
-                                    i.code().map(|c| c.as_str()).unwrap_or("issue"),
-                                    i.message().unwrap_or_default()
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                Err(ProviderError::fatal(format!(
-                    "node group `{}` is {status}: {}",
-                    spec.name,
-                    if issues.is_empty() {
-                        "no health issue reported".into()
-                    } else {
-                        issues.join("; ")
-                    }
-                )))
-            }
-            other => Ok(Step::Pending(vec![format!(
-                "node group {}: {other}",
-                spec.name
-            )])),
-        }
-    })
-    .await
+    let ng = waiting::await_condition(
+        ctx,
+        &format!("node group `{}`", spec.name),
+        || find(eks, spec),
+        waiting::nodegroup_active,
+        "EKS gave up on the node group: read its health issues above (capacity, the subnets, the \
+         launch template, the node role), fix the cause, then `flow apply --replace STEP`",
+    )
+    .await?;
+    Ok(outputs(&ng, spec))
 }
 
 /// Deletes node group `name` of `cluster` and its supporting stack, waiting
@@ -515,7 +457,7 @@ pub async fn delete(
     cluster: &str,
     name: &str,
 ) -> Result<(), ProviderError> {
-    if find_named(eks, cluster, name).await?.is_some() {
+    if waiting::find_nodegroup(eks, cluster, name).await?.is_some() {
         ctx.reporter.event(&format!("deleting node group {name}"));
         match eks
             .delete_nodegroup()
@@ -528,16 +470,12 @@ pub async fn delete(
             Err(e) if error::code(&e) == Some("ResourceNotFoundException") => {}
             Err(e) => return Err(error::aws(&format!("delete node group `{name}`"), e)),
         }
-        let what = format!("deletion of node group `{name}`");
-        until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
-            match find_named(eks, cluster, name).await? {
-                None => Ok(Step::Done(())),
-                Some(ng) => Ok(Step::Pending(vec![format!(
-                    "node group {name}: {}",
-                    ng.status().map(|s| s.as_str()).unwrap_or("DELETING")
-                )])),
-            }
-        })
+        waiting::await_gone(
+            ctx,
+            &format!("node group `{name}`"),
+            || waiting::find_nodegroup(eks, cluster, name),
+            |ng| ng.status().map(|s| s.as_str()),
+        )
         .await?;
     }
     let cfn = stack::client(ctx).await?;
