@@ -32,6 +32,51 @@ const NODE_POLICIES: [&str; 3] = [
     "AmazonEC2ContainerRegistryReadOnly",
 ];
 
+/// The node group's input names, written once: the schema, the spec and
+/// the cost estimate all use these.
+mod input {
+    pub const CLUSTER: &str = "cluster";
+    pub const NAME: &str = "name";
+    pub const INSTANCE_TYPES: &str = "instance_types";
+    pub const SUBNET_IDS: &str = "subnet_ids";
+    pub const MIN_SIZE: &str = "min_size";
+    pub const DESIRED_SIZE: &str = "desired_size";
+    pub const MAX_SIZE: &str = "max_size";
+    pub const NODE_ROLE_ARN: &str = "node_role_arn";
+    pub const AMI_TYPE: &str = "ami_type";
+    pub const LABELS: &str = "labels";
+    pub const TAINTS: &str = "taints";
+    pub const CAPACITY_RESERVATION_ID: &str = "capacity_reservation_id";
+    pub const CAPACITY_TYPE: &str = "capacity_type";
+    pub const EFA: &str = "efa";
+    pub const DISK_SIZE: &str = "disk_size";
+    pub const SECURITY_GROUP_IDS: &str = "security_group_ids";
+    pub const TAGS: &str = "tags";
+}
+
+/// Nodes wanted when `desired_size` is not set.
+const DEFAULT_DESIRED_SIZE: i64 = 1;
+
+/// An input the spec cannot be read from, and why.
+#[derive(Debug)]
+pub struct SpecError {
+    /// The input.
+    pub input: &'static str,
+    /// Why.
+    pub error: ProviderError,
+}
+
+impl From<SpecError> for ProviderError {
+    fn from(e: SpecError) -> Self {
+        e.error
+    }
+}
+
+/// `result` of reading `input`, blamed on it when it fails.
+fn at<T>(input: &'static str, result: Result<T, ProviderError>) -> Result<T, SpecError> {
+    result.map_err(|error| SpecError { input, error })
+}
+
 /// One taint of a node group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaintSpec {
@@ -83,33 +128,50 @@ pub struct NodegroupSpec {
 }
 
 impl NodegroupSpec {
-    /// The spec from a step's inputs.
-    pub fn from_values(v: &Values) -> Result<Self, ProviderError> {
-        let int = |name: &str, default: i64| -> Result<i32, ProviderError> {
-            Ok(opt_int(v, name)?.unwrap_or(default) as i32)
+    /// The spec from a step's inputs; a failure names the input it is about.
+    pub fn from_values(v: &Values) -> Result<Self, SpecError> {
+        use input::*;
+        let int = |name: &'static str, default: i64| -> Result<i32, SpecError> {
+            Ok(at(name, opt_int(v, name))?.unwrap_or(default) as i32)
         };
-        let desired = int("desired_size", 1)?;
+        let desired = int(DESIRED_SIZE, DEFAULT_DESIRED_SIZE)?;
         Ok(NodegroupSpec {
-            cluster: req_str(v, "cluster")?,
-            name: req_str(v, "name")?,
-            node_role_arn: opt_str(v, "node_role_arn")?,
-            subnet_ids: str_list(v, "subnet_ids")?,
-            instance_types: str_list(v, "instance_types")?,
-            min_size: int("min_size", desired as i64)?,
+            cluster: at(CLUSTER, req_str(v, CLUSTER))?,
+            name: at(NAME, req_str(v, NAME))?,
+            node_role_arn: at(NODE_ROLE_ARN, opt_str(v, NODE_ROLE_ARN))?,
+            subnet_ids: at(SUBNET_IDS, str_list(v, SUBNET_IDS))?,
+            instance_types: at(INSTANCE_TYPES, str_list(v, INSTANCE_TYPES))?,
+            min_size: int(MIN_SIZE, desired as i64)?,
             desired_size: desired,
-            max_size: int("max_size", desired as i64)?,
-            ami_type: opt_str(v, "ami_type")?,
-            labels: str_map(v, "labels")?,
-            taints: taints(v.get("taints"))?,
+            max_size: int(MAX_SIZE, desired as i64)?,
+            ami_type: at(AMI_TYPE, opt_str(v, AMI_TYPE))?,
+            labels: at(LABELS, str_map(v, LABELS))?,
+            taints: at(TAINTS, taints(v.get(TAINTS)))?,
             // "" (a workflow var's "none" default) is no reservation.
-            capacity_reservation_id: opt_str(v, "capacity_reservation_id")?
-                .filter(|cr| !cr.is_empty()),
-            capacity_type: opt_str(v, "capacity_type")?,
-            efa: bool_or(v, "efa", false)?,
-            disk_size: opt_int(v, "disk_size")?.map(|d| d as i32),
-            security_group_ids: str_list(v, "security_group_ids")?,
-            tags: str_map(v, "tags")?,
+            capacity_reservation_id: at(
+                CAPACITY_RESERVATION_ID,
+                opt_str(v, CAPACITY_RESERVATION_ID),
+            )?
+            .filter(|cr| !cr.is_empty()),
+            capacity_type: at(CAPACITY_TYPE, opt_str(v, CAPACITY_TYPE))?,
+            efa: at(EFA, bool_or(v, EFA, false))?,
+            disk_size: at(DISK_SIZE, opt_int(v, DISK_SIZE))?.map(|d| d as i32),
+            security_group_ids: at(SECURITY_GROUP_IDS, str_list(v, SECURITY_GROUP_IDS))?,
+            tags: at(TAGS, str_map(v, TAGS))?,
         })
+    }
+
+    /// The spec as far as offline checks and the cost estimate can read it:
+    /// inputs not known yet (a cluster name from another step) stand in as
+    /// placeholders. `None` when the instance types are not known either.
+    pub fn for_checks(known: &Values) -> Option<Result<Self, SpecError>> {
+        if !known.contains_key(input::INSTANCE_TYPES) {
+            return None;
+        }
+        let mut v = known.clone();
+        v.entry(input::CLUSTER).or_insert(json!("?"));
+        v.entry(input::NAME).or_insert(json!("?"));
+        Some(Self::from_values(&v))
     }
 
     /// Offline problems, each at the input it concerns.
@@ -117,7 +179,7 @@ impl NodegroupSpec {
         let mut out = Vec::new();
         if !(self.min_size <= self.desired_size && self.desired_size <= self.max_size) {
             out.push(Problem::at(
-                "desired_size",
+                input::DESIRED_SIZE,
                 format!(
                     "scaling must have min ≤ desired ≤ max, found {} ≤ {} ≤ {}",
                     self.min_size, self.desired_size, self.max_size
@@ -126,7 +188,7 @@ impl NodegroupSpec {
         }
         if self.instance_types.is_empty() {
             out.push(Problem::at(
-                "instance_types",
+                input::INSTANCE_TYPES,
                 "a node group needs at least one instance type",
             ));
         }
@@ -135,7 +197,7 @@ impl NodegroupSpec {
                 if efa::interfaces(t).is_none() {
                     out.push(
                         Problem::at(
-                            "efa",
+                            input::EFA,
                             format!("flow does not know how many EFA interfaces `{t}` has"),
                         )
                         .with_help(format!("known families: {}", efa::known_families())),
@@ -147,7 +209,7 @@ impl NodegroupSpec {
             if effect(&t.effect).is_none() {
                 out.push(
                     Problem::at_path(
-                        &["taints", &i.to_string(), "effect"],
+                        &[input::TAINTS, &i.to_string(), "effect"],
                         format!("unknown taint effect `{}`", t.effect),
                     )
                     .with_help("use NoSchedule, NoExecute or PreferNoSchedule"),
@@ -567,70 +629,82 @@ impl EksNodegroup {
                 kind: StepKind::Resource,
                 description: "An EKS managed node group, with EFA interfaces and capacity reservations",
                 inputs: vec![
-                    InputSpec::required("cluster", String, "The cluster's name").forces_new(),
-                    InputSpec::required("name", String, "The node group's name").forces_new(),
+                    InputSpec::required(input::CLUSTER, String, "The cluster's name").forces_new(),
+                    InputSpec::required(input::NAME, String, "The node group's name").forces_new(),
                     InputSpec::required(
-                        "instance_types",
+                        input::INSTANCE_TYPES,
                         list(),
                         "Instance types, e.g. [\"p4d.24xlarge\"]",
                     )
                     .forces_new(),
-                    InputSpec::optional("subnet_ids", list(), "Subnets the nodes go in")
+                    InputSpec::optional(input::SUBNET_IDS, list(), "Subnets the nodes go in")
                         .forces_new(),
                     InputSpec::optional(
-                        "min_size",
+                        input::MIN_SIZE,
                         Integer,
                         "Fewest nodes (default: desired_size)",
                     ),
-                    InputSpec::optional("desired_size", Integer, "Nodes wanted now (default 1)"),
-                    InputSpec::optional("max_size", Integer, "Most nodes (default: desired_size)"),
                     InputSpec::optional(
-                        "node_role_arn",
+                        input::DESIRED_SIZE,
+                        Integer,
+                        "Nodes wanted now (default 1)",
+                    ),
+                    InputSpec::optional(
+                        input::MAX_SIZE,
+                        Integer,
+                        "Most nodes (default: desired_size)",
+                    ),
+                    InputSpec::optional(
+                        input::NODE_ROLE_ARN,
                         String,
                         "The nodes' IAM role; made for you when absent",
                     )
                     .forces_new(),
-                    InputSpec::optional("ami_type", String, "EKS AMI type, e.g. AL2_x86_64_GPU")
-                        .forces_new(),
                     InputSpec::optional(
-                        "labels",
+                        input::AMI_TYPE,
+                        String,
+                        "EKS AMI type, e.g. AL2_x86_64_GPU",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        input::LABELS,
                         Map(Box::new(String)),
                         "Kubernetes labels of the nodes",
                     )
                     .forces_new(),
                     InputSpec::optional(
-                        "taints",
+                        input::TAINTS,
                         List(Box::new(Any)),
                         "Taints: a list of { key, value, effect }",
                     )
                     .forces_new(),
                     InputSpec::optional(
-                        "capacity_reservation_id",
+                        input::CAPACITY_RESERVATION_ID,
                         String,
                         "EC2 capacity reservation to launch into (cr-…)",
                     )
                     .forces_new(),
                     InputSpec::optional(
-                        "capacity_type",
+                        input::CAPACITY_TYPE,
                         String,
                         "ON_DEMAND, SPOT or CAPACITY_BLOCK",
                     )
                     .forces_new(),
                     InputSpec::optional(
-                        "efa",
+                        input::EFA,
                         Bool,
                         "Attach one EFA interface per network card (p4d: 4, p5: 32, p6-b200: 8)",
                     )
                     .forces_new(),
-                    InputSpec::optional("disk_size", Integer, "Root volume size in GiB")
+                    InputSpec::optional(input::DISK_SIZE, Integer, "Root volume size in GiB")
                         .forces_new(),
                     InputSpec::optional(
-                        "security_group_ids",
+                        input::SECURITY_GROUP_IDS,
                         list(),
                         "Extra security groups for the EFA interfaces",
                     )
                     .forces_new(),
-                    InputSpec::optional("tags", Map(Box::new(String)), "AWS tags"),
+                    InputSpec::optional(input::TAGS, Map(Box::new(String)), "AWS tags"),
                 ],
                 open_inputs: false,
             },
@@ -653,21 +727,15 @@ impl Provider for EksNodegroup {
     /// The nodes it keeps running: `desired_size` (default 1) of the first
     /// instance type (EKS launches the first type that has capacity).
     fn capacity(&self, inputs: &Values) -> Vec<crate::contract::Capacity> {
-        let Some(instance_type) = inputs
-            .get("instance_types")
-            .and_then(Value::as_array)
-            .and_then(|t| t.first())
-            .and_then(Value::as_str)
-        else {
+        let Some(Ok(spec)) = NodegroupSpec::for_checks(inputs) else {
             return Vec::new();
         };
-        let count = inputs
-            .get("desired_size")
-            .and_then(Value::as_u64)
-            .unwrap_or(1) as u32;
+        let Some(instance_type) = spec.instance_types.first() else {
+            return Vec::new();
+        };
         vec![crate::contract::Capacity::Instances {
-            instance_type: instance_type.to_string(),
-            count,
+            instance_type: instance_type.clone(),
+            count: spec.desired_size.max(0) as u32,
         }]
     }
 
@@ -680,21 +748,12 @@ impl Provider for EksNodegroup {
         inputs: &[(std::string::String, InputValue)],
         _ctx: &ValidateContext,
     ) -> Vec<Problem> {
-        let mut v = crate::contract::known_inputs(inputs);
-        // Unknown values must not trip the checks: fill in harmless stand-ins.
-        for (k, val) in inputs {
-            if *val == InputValue::Unknown {
-                v.remove(k);
-            }
-        }
-        v.entry("cluster").or_insert(json!("?"));
-        v.entry("name").or_insert(json!("?"));
-        if !v.contains_key("instance_types") {
-            return Vec::new();
-        }
-        match NodegroupSpec::from_values(&v) {
-            Ok(spec) => spec.problems(),
-            Err(e) => vec![Problem::at("taints", e.message)],
+        // Unknown values must not trip the checks: they are left out, and
+        // `for_checks` stands in for the names.
+        match NodegroupSpec::for_checks(&crate::contract::known_inputs(inputs)) {
+            None => Vec::new(),
+            Some(Ok(spec)) => spec.problems(),
+            Some(Err(e)) => vec![Problem::at(e.input, e.error.message)],
         }
     }
 
@@ -766,6 +825,67 @@ mod tests {
         );
         v.extend(values(extra));
         NodegroupSpec::from_values(&v).unwrap()
+    }
+
+    fn problems_of(inputs: Value) -> Vec<Problem> {
+        let provider = EksNodegroup::new();
+        let inputs: Vec<(std::string::String, InputValue)> = values(inputs)
+            .into_iter()
+            .map(|(k, v)| (k, InputValue::Known(v)))
+            .collect();
+        let ctx = ValidateContext {
+            workdir: std::path::PathBuf::from("."),
+        };
+        provider.validate(&inputs, &ctx)
+    }
+
+    #[test]
+    fn each_problem_points_at_the_input_that_is_wrong() {
+        let base = json!({"cluster": "c", "name": "g", "instance_types": ["p5.48xlarge"]});
+        let with = |k: &str, v: Value| {
+            let mut b = base.clone();
+            b[k] = v;
+            b
+        };
+        let at = |p: &[Problem]| p.iter().map(|p| p.path.join(".")).collect::<Vec<_>>();
+        assert_eq!(
+            at(&problems_of(with("desired_size", json!("two")))),
+            ["desired_size"]
+        );
+        assert_eq!(at(&problems_of(with("efa", json!("yes")))), ["efa"]);
+        assert_eq!(at(&problems_of(with("labels", json!(["a"])))), ["labels"]);
+        assert_eq!(
+            at(&problems_of(with("taints", json!([{"value": "x"}])))),
+            ["taints"]
+        );
+        assert_eq!(
+            at(&problems_of(with("subnet_ids", json!("subnet-1")))),
+            ["subnet_ids"]
+        );
+        assert!(problems_of(base.clone()).is_empty());
+        // A cluster name known only after apply does not hide the checks.
+        let mut unknown_cluster = base.clone();
+        unknown_cluster.as_object_mut().unwrap().remove("cluster");
+        unknown_cluster["max_size"] = json!(0);
+        assert_eq!(at(&problems_of(unknown_cluster)), ["desired_size"]);
+    }
+
+    #[test]
+    fn capacity_uses_the_same_default_as_the_spec() {
+        let provider = EksNodegroup::new();
+        let caps = provider.capacity(&values(json!({"instance_types": ["p4d.24xlarge"]})));
+        assert_eq!(
+            caps,
+            vec![crate::contract::Capacity::Instances {
+                instance_type: "p4d.24xlarge".into(),
+                count: DEFAULT_DESIRED_SIZE as u32
+            }]
+        );
+        assert!(
+            provider
+                .capacity(&values(json!({"cluster": "c"})))
+                .is_empty()
+        );
     }
 
     #[test]
