@@ -3,18 +3,25 @@
 //! deleted with the cluster, and `flow plan` listing what eksctl would
 //! have done). Waits for `ACTIVE`; destroy deletes the node groups it made,
 //! then the cluster, and waits until it is gone.
+//!
+//! `spec` reads and checks the inputs and the eksctl file; `lifecycle`
+//! makes, waits for and describes the cluster; this module is the provider
+//! kind.
 
-use std::collections::{BTreeMap, HashMap};
+mod lifecycle;
+mod spec;
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::VpcConfigRequest;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::eksctl::{self, EksctlConfig};
-use super::nodegroup::{self, NodegroupSpec};
+use super::eksctl;
+use super::nodegroup;
 use super::shared_error as error;
-use super::shared_inputs::{opt_str, str_list, str_map};
-use super::shared_tags::{self as tags, TOKEN};
+use super::shared_inputs::opt_str;
+use super::shared_tags::TOKEN;
 use super::stack;
 use super::waiting;
 use crate::contract::{
@@ -22,140 +29,11 @@ use crate::contract::{
     ProviderError, ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
 
-/// What the cluster is: inputs first, then the eksctl file.
-#[derive(Debug, Clone, Default)]
-pub struct ClusterSpec {
-    /// The cluster's name.
-    pub name: String,
-    /// Kubernetes version (`1.33`); EKS's default when absent.
-    pub version: Option<String>,
-    /// The cluster service role; made in a supporting stack when absent.
-    pub role_arn: Option<String>,
-    /// Subnets.
-    pub subnet_ids: Vec<String>,
-    /// Extra security groups.
-    pub security_group_ids: Vec<String>,
-    /// Public endpoint on or off.
-    pub public_access: Option<bool>,
-    /// Private endpoint on or off.
-    pub private_access: Option<bool>,
-    /// CIDRs allowed to the public endpoint.
-    pub public_access_cidrs: Vec<String>,
-    /// AWS tags.
-    pub tags: BTreeMap<String, String>,
-    /// Whether to make the IAM OIDC provider (for IAM roles of service accounts).
-    pub with_oidc: bool,
-    /// Managed node groups from the eksctl file.
-    pub nodegroups: Vec<NodegroupSpec>,
-    /// The eksctl file's region, if it names one.
-    pub config_region: Option<String>,
-    /// Top-level keys of the eksctl file that flow does not act on.
-    pub ignored: Vec<String>,
-}
-
-impl ClusterSpec {
-    /// The spec from a step's inputs (reading `eksctl_config` in `workdir`).
-    pub fn load(v: &Values, workdir: &std::path::Path) -> Result<Self, ProviderError> {
-        let cfg = match opt_str(v, "eksctl_config")? {
-            Some(path) => eksctl::load(workdir, &path).map_err(ProviderError::fatal)?,
-            None => EksctlConfig::default(),
-        };
-        Self::merge(v, cfg)
-    }
-
-    /// Inputs over the eksctl file's values.
-    fn merge(v: &Values, cfg: EksctlConfig) -> Result<Self, ProviderError> {
-        let name = opt_str(v, "name")?.or(cfg.name.clone()).ok_or_else(|| {
-            ProviderError::fatal("`name` is required (or `metadata.name` in the eksctl config)")
-        })?;
-        let list = |k: &str, fallback: &Vec<String>| -> Result<Vec<String>, ProviderError> {
-            let l = str_list(v, k)?;
-            Ok(if l.is_empty() { fallback.clone() } else { l })
-        };
-        let bool_opt = |k: &str| v.get(k).and_then(Value::as_bool);
-        let mut tags = cfg.tags.clone();
-        tags.extend(str_map(v, "tags")?);
-        let mut nodegroups = cfg.nodegroups.clone();
-        for ng in &mut nodegroups {
-            ng.cluster = name.clone();
-        }
-        Ok(ClusterSpec {
-            version: opt_str(v, "version")?.or(cfg.version),
-            role_arn: opt_str(v, "role_arn")?.or(cfg.role_arn),
-            subnet_ids: list("subnet_ids", &cfg.subnet_ids)?,
-            security_group_ids: list("security_group_ids", &cfg.security_group_ids)?,
-            public_access: bool_opt("endpoint_public_access").or(cfg.public_access),
-            private_access: bool_opt("endpoint_private_access").or(cfg.private_access),
-            public_access_cidrs: list("public_access_cidrs", &cfg.public_access_cidrs)?,
-            tags,
-            with_oidc: bool_opt("with_oidc").unwrap_or(cfg.with_oidc),
-            nodegroups,
-            config_region: cfg.region,
-            ignored: cfg.ignored,
-            name,
-        })
-    }
-
-    fn role_stack(&self) -> String {
-        stack::name(&self.name, "role")
-    }
-
-    fn oidc_stack(&self) -> String {
-        stack::name(&self.name, "oidc")
-    }
-
-    fn vpc_config(&self) -> VpcConfigRequest {
-        VpcConfigRequest::builder()
-            .set_subnet_ids(Some(self.subnet_ids.clone()))
-            .set_security_group_ids(
-                (!self.security_group_ids.is_empty()).then(|| self.security_group_ids.clone()),
-            )
-            .set_endpoint_public_access(self.public_access)
-            .set_endpoint_private_access(self.private_access)
-            .set_public_access_cidrs(
-                (!self.public_access_cidrs.is_empty()).then(|| self.public_access_cidrs.clone()),
-            )
-            .build()
-    }
-
-    /// What creating the cluster does, step by step, as eksctl would.
-    pub fn creation_lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        if self.role_arn.is_none() {
-            lines.push(format!(
-                "+ stack {} (cluster IAM service role)",
-                self.role_stack()
-            ));
-        }
-        let endpoint = match (
-            self.public_access.unwrap_or(true),
-            self.private_access.unwrap_or(false),
-        ) {
-            (true, true) => "public and private endpoint",
-            (true, false) => "public endpoint",
-            (false, _) => "private endpoint",
-        };
-        lines.push(format!(
-            "+ cluster {} (Kubernetes {}, subnets {}, {endpoint})",
-            self.name,
-            self.version.as_deref().unwrap_or("default"),
-            self.subnet_ids.join(",")
-        ));
-        if self.with_oidc {
-            lines.push(format!(
-                "+ stack {} (IAM OIDC provider for the cluster's issuer)",
-                self.oidc_stack()
-            ));
-        }
-        for ng in &self.nodegroups {
-            lines.push(format!("+ {}", ng.describe()));
-        }
-        for key in &self.ignored {
-            lines.push(format!("  (eksctl config `{key}` is not acted on by flow)"));
-        }
-        lines
-    }
-}
+use lifecycle::{
+    access_differs, applied, converge, oidc_template, recorded_nodegroups, recorded_shapes, region,
+    shape, wait_active,
+};
+pub use spec::ClusterSpec;
 
 /// The `eks.cluster` provider kind.
 #[derive(Debug, Clone)]
@@ -235,262 +113,6 @@ impl Default for EksCluster {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// The outputs of an `ACTIVE` cluster.
-fn outputs(c: &aws_sdk_eks::types::Cluster, region: &str, spec: &ClusterSpec) -> Values {
-    let endpoint = c.endpoint().unwrap_or_default();
-    let ca = c
-        .certificate_authority()
-        .and_then(|a| a.data())
-        .unwrap_or_default();
-    let issuer = c
-        .identity()
-        .and_then(|i| i.oidc())
-        .and_then(|o| o.issuer())
-        .unwrap_or_default();
-    let arn = c.arn().unwrap_or_default();
-    let mut out = Values::new();
-    out.insert("name".into(), json!(spec.name));
-    out.insert("arn".into(), json!(arn));
-    out.insert("endpoint".into(), json!(endpoint));
-    out.insert("certificate_authority".into(), json!(ca));
-    out.insert("oidc_issuer".into(), json!(issuer));
-    out.insert("version".into(), json!(c.version().unwrap_or_default()));
-    out.insert("role_arn".into(), json!(c.role_arn().unwrap_or_default()));
-    if let Some(sg) = c
-        .resources_vpc_config()
-        .and_then(|v| v.cluster_security_group_id())
-    {
-        out.insert("security_group_id".into(), json!(sg));
-    }
-    if spec.with_oidc && !issuer.is_empty() {
-        let account = arn.split(':').nth(4).unwrap_or_default();
-        let partition = arn.split(':').nth(1).unwrap_or("aws");
-        let host = issuer.trim_start_matches("https://");
-        out.insert(
-            "oidc_provider_arn".into(),
-            json!(format!(
-                "arn:{partition}:iam::{account}:oidc-provider/{host}"
-            )),
-        );
-    }
-    out.insert(
-        "nodegroups".into(),
-        json!(
-            spec.nodegroups
-                .iter()
-                .map(|n| n.name.clone())
-                .collect::<Vec<_>>()
-        ),
-    );
-    out.insert(
-        "connection".into(),
-        json!({"name": spec.name, "endpoint": endpoint, "certificate_authority": ca, "region": region}),
-    );
-    out
-}
-
-/// Waits until the cluster is `ACTIVE`.
-async fn wait_active(
-    ctx: &OpContext,
-    eks: &aws_sdk_eks::Client,
-    name: &str,
-) -> Result<aws_sdk_eks::types::Cluster, ProviderError> {
-    waiting::await_condition(
-        ctx,
-        &format!("cluster `{name}`"),
-        || waiting::find_cluster(eks, name),
-        waiting::cluster_active,
-        "EKS gave up on the cluster: read its health issues above, fix the cause (the role, the subnets), \
-         then `flow destroy --target STEP` and apply again",
-    )
-    .await
-}
-
-/// The OIDC provider stack's template for `issuer`.
-fn oidc_template(issuer: &str) -> Value {
-    json!({
-        "AWSTemplateFormatVersion": "2010-09-09",
-        "Description": "IAM OIDC provider made by flow (eks)",
-        "Resources": {
-            "OIDCProvider": {
-                "Type": "AWS::IAM::OIDCProvider",
-                "Properties": {"Url": issuer, "ClientIdList": ["sts.amazonaws.com"]}
-            }
-        }
-    })
-}
-
-/// The region the step runs in, checked against the eksctl file's.
-async fn region(ctx: &OpContext, spec: &ClusterSpec) -> Result<String, ProviderError> {
-    let region = super::shared_config::region(&super::sdk_config(ctx).await?);
-    if let Some(want) = &spec.config_region
-        && *want != region
-    {
-        return Err(ProviderError::fatal(format!(
-            "the eksctl config says region `{want}` but the step runs in `{region}`: set `region = \"{want}\"` on the step or the workflow"
-        )));
-    }
-    Ok(region)
-}
-
-/// Makes what the cluster still lacks and waits for all of it: the role
-/// stack, the cluster, the OIDC stack, the node groups.
-async fn converge(ctx: &OpContext, spec: &ClusterSpec) -> Result<Applied, ProviderError> {
-    let region = region(ctx, spec).await?;
-    let eks = super::client(ctx).await?;
-    let cfn = stack::client(ctx).await?;
-    match waiting::find_cluster(&eks, &spec.name).await? {
-        Some(c) => {
-            let token = c.tags().and_then(|t| t.get(TOKEN));
-            crate::ownership::ensure_own(
-                &format!("cluster `{}`", spec.name),
-                token.map(String::as_str),
-                &ctx.token,
-            )?;
-        }
-        None => {
-            let role = match &spec.role_arn {
-                Some(r) => r.clone(),
-                None => stack::ensure(
-                    ctx,
-                    &cfn,
-                    &spec.role_stack(),
-                    &stack::role_template("eks.amazonaws.com", &["AmazonEKSClusterPolicy"]),
-                )
-                .await?
-                .get("RoleArn")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    ProviderError::fatal("the cluster role stack gave no RoleArn").with_help(
-                        "flow makes that stack from its own template, which outputs RoleArn: look at the stack's outputs \
-                         in CloudFormation (a stack changed outside flow may have lost it), or set `role_arn` on the step",
-                    )
-                })?,
-            };
-            ctx.reporter
-                .event(&format!("creating cluster {}", spec.name));
-            let all: HashMap<String, String> = tags::with_token(&spec.tags, &ctx.token)
-                .into_iter()
-                .collect();
-            eks.create_cluster()
-                .name(&spec.name)
-                .set_version(spec.version.clone())
-                .role_arn(role)
-                .resources_vpc_config(spec.vpc_config())
-                .set_tags(Some(all))
-                .client_request_token(super::request_token(&ctx.token, &spec.name))
-                .send()
-                .await
-                .map_err(|e| error::aws(&format!("create cluster `{}`", spec.name), e))?;
-        }
-    }
-    let cluster = wait_active(ctx, &eks, &spec.name).await?;
-    if spec.with_oidc
-        && let Some(issuer) = cluster
-            .identity()
-            .and_then(|i| i.oidc())
-            .and_then(|o| o.issuer())
-    {
-        stack::ensure(ctx, &cfn, &spec.oidc_stack(), &oidc_template(issuer)).await?;
-    }
-    for ng in &spec.nodegroups {
-        nodegroup::create(ctx, &eks, ng).await?;
-    }
-    Ok(applied(&cluster, &region, spec))
-}
-
-fn applied(c: &aws_sdk_eks::types::Cluster, region: &str, spec: &ClusterSpec) -> Applied {
-    Applied {
-        id: c.arn().map(str::to_string),
-        outputs: outputs(c, region, spec),
-        private: json!({
-            "nodegroups": spec.nodegroups.iter().map(|n| json!({
-                "name": n.name, "plan": n.describe(), "shape": shape(n),
-                "scaling": [n.min_size, n.desired_size, n.max_size],
-            })).collect::<Vec<_>>(),
-            "role_stack": spec.role_arn.is_none(),
-            "oidc": spec.with_oidc,
-        }),
-    }
-}
-
-/// What defines a node group apart from its scaling and tags (which
-/// change in place): a change replaces it.
-fn shape(ng: &NodegroupSpec) -> String {
-    format!(
-        "{:?}",
-        NodegroupSpec {
-            min_size: 0,
-            desired_size: 0,
-            max_size: 0,
-            tags: BTreeMap::new(),
-            ..ng.clone()
-        }
-    )
-}
-
-/// The node groups recorded in `private`: name, shape, scaling.
-fn recorded_shapes(private: &Value) -> Vec<(String, String, [i32; 3])> {
-    private
-        .get("nodegroups")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|n| {
-            let scaling: Vec<i32> = n
-                .get("scaling")?
-                .as_array()?
-                .iter()
-                .filter_map(|v| v.as_i64().map(|i| i as i32))
-                .collect();
-            Some((
-                n.get("name")?.as_str()?.to_string(),
-                n.get("shape")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                [*scaling.first()?, *scaling.get(1)?, *scaling.get(2)?],
-            ))
-        })
-        .collect()
-}
-
-/// Whether the endpoint access the spec asks for differs from the cluster's.
-fn access_differs(spec: &ClusterSpec, c: &aws_sdk_eks::types::Cluster) -> bool {
-    let real = c.resources_vpc_config();
-    let public = real.map(|r| r.endpoint_public_access());
-    let private = real.map(|r| r.endpoint_private_access());
-    let mut cidrs: Vec<String> = real
-        .map(|r| r.public_access_cidrs().to_vec())
-        .unwrap_or_default();
-    cidrs.sort();
-    let mut want = spec.public_access_cidrs.clone();
-    want.sort();
-    spec.public_access.is_some_and(|p| Some(p) != public)
-        || spec.private_access.is_some_and(|p| Some(p) != private)
-        || (!want.is_empty() && want != cidrs)
-}
-
-/// Names of the node groups recorded in `private`.
-fn recorded_nodegroups(private: &Value) -> Vec<(String, String)> {
-    private
-        .get("nodegroups")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|n| {
-            Some((
-                n.get("name")?.as_str()?.to_string(),
-                n.get("plan")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-            ))
-        })
-        .collect()
 }
 
 #[async_trait]
@@ -783,8 +405,10 @@ impl Provider for EksCluster {
 
 #[cfg(test)]
 mod tests {
+    use super::super::eksctl::EksctlConfig;
     use super::*;
     use crate::testing::values;
+    use serde_json::json;
 
     #[test]
     fn inputs_override_the_eksctl_file() {

@@ -1,0 +1,389 @@
+//! `eks.nodegroup`: an EKS managed node group. Scaling (min, desired, max)
+//! and tags change in place; anything else replaces the group.
+//!
+//! With `efa = true` or a `capacity_reservation_id`, the group gets a launch
+//! template (in the supporting stack `flow-eks-CLUSTER-ng-NAME`) carrying one
+//! EFA interface per network card of the instance type (4 for p4d, 32 for
+//! p5, 8 for p6-b200) and the capacity reservation target; without a
+//! `node_role_arn`, the same stack makes the node role.
+//!
+//! `spec` reads and checks the inputs; `lifecycle` makes, waits for,
+//! changes and deletes the group; this module is the provider kind.
+
+mod lifecycle;
+mod spec;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::shared_inputs::req_str;
+use super::shared_tags::TOKEN;
+use crate::contract::{
+    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
+    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+};
+
+pub use lifecycle::{create, delete, retag};
+use lifecycle::{find, update_in_place, wait_active};
+use spec::input;
+pub use spec::{NodegroupSpec, TaintSpec};
+
+/// The `eks.nodegroup` provider kind.
+#[derive(Debug, Clone)]
+pub struct EksNodegroup {
+    schema: Schema,
+}
+
+impl EksNodegroup {
+    /// The provider with its schema.
+    pub fn new() -> Self {
+        use InputType::*;
+        let list = || List(Box::new(String));
+        EksNodegroup {
+            schema: Schema {
+                kind: StepKind::Resource,
+                description: "An EKS managed node group, with EFA interfaces and capacity reservations",
+                inputs: vec![
+                    InputSpec::required(input::CLUSTER, String, "The cluster's name").forces_new(),
+                    InputSpec::required(input::NAME, String, "The node group's name").forces_new(),
+                    InputSpec::required(
+                        input::INSTANCE_TYPES,
+                        list(),
+                        "Instance types, e.g. [\"p4d.24xlarge\"]",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(input::SUBNET_IDS, list(), "Subnets the nodes go in")
+                        .forces_new(),
+                    InputSpec::optional(
+                        input::MIN_SIZE,
+                        Integer,
+                        "Fewest nodes (default: desired_size)",
+                    ),
+                    InputSpec::optional(
+                        input::DESIRED_SIZE,
+                        Integer,
+                        "Nodes wanted now (default 1)",
+                    ),
+                    InputSpec::optional(
+                        input::MAX_SIZE,
+                        Integer,
+                        "Most nodes (default: desired_size)",
+                    ),
+                    InputSpec::optional(
+                        input::NODE_ROLE_ARN,
+                        String,
+                        "The nodes' IAM role; made for you when absent",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        input::AMI_TYPE,
+                        String,
+                        "EKS AMI type, e.g. AL2_x86_64_GPU",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        input::LABELS,
+                        Map(Box::new(String)),
+                        "Kubernetes labels of the nodes",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        input::TAINTS,
+                        List(Box::new(Any)),
+                        "Taints: a list of { key, value, effect }",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        input::CAPACITY_RESERVATION_ID,
+                        String,
+                        "EC2 capacity reservation to launch into (cr-…)",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        input::CAPACITY_TYPE,
+                        String,
+                        "ON_DEMAND, SPOT or CAPACITY_BLOCK",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(
+                        input::EFA,
+                        Bool,
+                        "Attach one EFA interface per network card (p4d: 4, p5: 32, p6-b200: 8)",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(input::DISK_SIZE, Integer, "Root volume size in GiB")
+                        .forces_new(),
+                    InputSpec::optional(
+                        input::SECURITY_GROUP_IDS,
+                        list(),
+                        "Extra security groups for the EFA interfaces",
+                    )
+                    .forces_new(),
+                    InputSpec::optional(input::TAGS, Map(Box::new(String)), "AWS tags"),
+                ],
+                open_inputs: false,
+            },
+        }
+    }
+}
+
+impl Default for EksNodegroup {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Provider for EksNodegroup {
+    fn name(&self) -> &'static str {
+        "eks.nodegroup"
+    }
+
+    /// The nodes it keeps running: `desired_size` (default 1) of the first
+    /// instance type (EKS launches the first type that has capacity).
+    fn capacity(&self, inputs: &Values) -> Vec<crate::contract::Capacity> {
+        let Some(Ok(spec)) = NodegroupSpec::for_checks(inputs) else {
+            return Vec::new();
+        };
+        let Some(instance_type) = spec.instance_types.first() else {
+            return Vec::new();
+        };
+        vec![crate::contract::Capacity::Instances {
+            instance_type: instance_type.clone(),
+            count: spec.desired_size.max(0) as u32,
+        }]
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn validate(
+        &self,
+        inputs: &[(std::string::String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Vec<Problem> {
+        // Unknown values must not trip the checks: they are left out, and
+        // `for_checks` stands in for the names.
+        match NodegroupSpec::for_checks(&crate::contract::known_inputs(inputs)) {
+            None => Vec::new(),
+            Some(Ok(spec)) => spec.problems(),
+            Some(Err(e)) => vec![Problem::at(e.input, e.error.message)],
+        }
+    }
+
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        let spec = NodegroupSpec::from_values(inputs)?;
+        let eks = super::client(ctx).await?;
+        let outputs = create(ctx, &eks, &spec).await?;
+        Ok(applied(&spec, outputs))
+    }
+
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let before = NodegroupSpec::from_values(prior.inputs)?;
+        let after = NodegroupSpec::from_values(inputs)?;
+        let eks = super::client(ctx).await?;
+        let outputs = update_in_place(ctx, &eks, &before, &after).await?;
+        Ok(applied(&after, outputs))
+    }
+
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
+        let cluster = req_str(prior.inputs, "cluster")?;
+        let name = req_str(prior.inputs, "name")?;
+        let eks = super::client(ctx).await?;
+        delete(ctx, &eks, &cluster, &name).await
+    }
+
+    async fn read(
+        &self,
+        ctx: &OpContext,
+        _id: Option<&str>,
+        inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError> {
+        let spec = NodegroupSpec::from_values(inputs)?;
+        let eks = super::client(ctx).await?;
+        match find(&eks, &spec).await? {
+            Some(ng) if ng.tags().and_then(|t| t.get(TOKEN)) == Some(&ctx.token) => {
+                let outputs = wait_active(ctx, &eks, &spec).await?;
+                Ok(ReadOutcome::Present(applied(&spec, outputs)))
+            }
+            _ => Ok(ReadOutcome::Missing),
+        }
+    }
+}
+
+/// The step's result from the group's outputs.
+fn applied(spec: &NodegroupSpec, outputs: Values) -> Applied {
+    Applied {
+        id: outputs
+            .get("arn")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        outputs,
+        private: json!({"stack": spec.stack_name()}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spec::{DEFAULT_DESIRED_SIZE, effect};
+    use super::*;
+    use crate::testing::values;
+    use aws_sdk_eks::types::TaintEffect;
+
+    fn spec(extra: Value) -> NodegroupSpec {
+        let mut v = values(
+            json!({"cluster": "dlc", "name": "gpu", "instance_types": ["p5.48xlarge"], "desired_size": 2}),
+        );
+        v.extend(values(extra));
+        NodegroupSpec::from_values(&v).unwrap()
+    }
+
+    fn problems_of(inputs: Value) -> Vec<Problem> {
+        let provider = EksNodegroup::new();
+        let inputs: Vec<(std::string::String, InputValue)> = values(inputs)
+            .into_iter()
+            .map(|(k, v)| (k, InputValue::Known(v)))
+            .collect();
+        let ctx = ValidateContext {
+            workdir: std::path::PathBuf::from("."),
+        };
+        provider.validate(&inputs, &ctx)
+    }
+
+    #[test]
+    fn each_problem_points_at_the_input_that_is_wrong() {
+        let base = json!({"cluster": "c", "name": "g", "instance_types": ["p5.48xlarge"]});
+        let with = |k: &str, v: Value| {
+            let mut b = base.clone();
+            b[k] = v;
+            b
+        };
+        let at = |p: &[Problem]| p.iter().map(|p| p.path.join(".")).collect::<Vec<_>>();
+        assert_eq!(
+            at(&problems_of(with("desired_size", json!("two")))),
+            ["desired_size"]
+        );
+        assert_eq!(at(&problems_of(with("efa", json!("yes")))), ["efa"]);
+        assert_eq!(at(&problems_of(with("labels", json!(["a"])))), ["labels"]);
+        assert_eq!(
+            at(&problems_of(with("taints", json!([{"value": "x"}])))),
+            ["taints"]
+        );
+        assert_eq!(
+            at(&problems_of(with("subnet_ids", json!("subnet-1")))),
+            ["subnet_ids"]
+        );
+        assert!(problems_of(base.clone()).is_empty());
+        // A cluster name known only after apply does not hide the checks.
+        let mut unknown_cluster = base.clone();
+        unknown_cluster.as_object_mut().unwrap().remove("cluster");
+        unknown_cluster["max_size"] = json!(0);
+        assert_eq!(at(&problems_of(unknown_cluster)), ["desired_size"]);
+    }
+
+    #[test]
+    fn capacity_uses_the_same_default_as_the_spec() {
+        let provider = EksNodegroup::new();
+        let caps = provider.capacity(&values(json!({"instance_types": ["p4d.24xlarge"]})));
+        assert_eq!(
+            caps,
+            vec![crate::contract::Capacity::Instances {
+                instance_type: "p4d.24xlarge".into(),
+                count: DEFAULT_DESIRED_SIZE as u32
+            }]
+        );
+        assert!(
+            provider
+                .capacity(&values(json!({"cluster": "c"})))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn efa_template_has_one_interface_per_card_and_the_reservation() {
+        let s = spec(
+            json!({"efa": true, "capacity_reservation_id": "cr-1", "node_role_arn": "arn:role", "disk_size": 500}),
+        );
+        assert_eq!(s.efa_interfaces(), 32);
+        let t = s.stack_template(Some("sg-cluster")).unwrap();
+        let data = &t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"];
+        assert_eq!(data["NetworkInterfaces"].as_array().unwrap().len(), 32);
+        assert_eq!(data["NetworkInterfaces"][0]["Groups"][0], "sg-cluster");
+        assert_eq!(
+            data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"],
+            "cr-1"
+        );
+        assert_eq!(data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"], 500);
+        assert!(t["Resources"].get("Role").is_none());
+        assert!(
+            s.describe().contains("EFA: 32 interfaces per node"),
+            "{}",
+            s.describe()
+        );
+        let none =
+            spec(json!({"efa": true, "capacity_reservation_id": "", "node_role_arn": "arn:role"}));
+        let t = none.stack_template(None).unwrap();
+        let data = &t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"];
+        assert!(
+            data.get("CapacityReservationSpecification").is_none(),
+            "an empty id is no reservation: {data}"
+        );
+    }
+
+    #[test]
+    fn role_only_stack_without_efa_and_none_with_a_role() {
+        let s = spec(json!({}));
+        let t = s.stack_template(None).unwrap();
+        assert!(t["Resources"].get("Role").is_some());
+        assert!(t["Resources"].get("LaunchTemplate").is_none());
+        assert!(
+            spec(json!({"node_role_arn": "arn:r"}))
+                .stack_template(None)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn problems_are_found_offline() {
+        let s = spec(
+            json!({"instance_types": ["m5.large"], "efa": true, "min_size": 3,
+                            "taints": [{"key": "k", "effect": "Sometimes"}]}),
+        );
+        let p = s.problems();
+        assert!(p.iter().any(|p| p.path == ["desired_size"]), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|p| p.path == ["efa"] && p.message.contains("m5.large")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter().any(|p| p.path == ["taints", "0", "effect"]),
+            "{p:?}"
+        );
+        assert_eq!(effect("NoSchedule"), Some(TaintEffect::NoSchedule));
+        assert_eq!(effect("NO_EXECUTE"), Some(TaintEffect::NoExecute));
+    }
+
+    #[test]
+    fn scaling_updates_in_place_the_rest_replaces() {
+        use crate::contract::Change;
+        let p = EksNodegroup::new();
+        let a = values(
+            json!({"cluster": "c", "name": "n", "instance_types": ["p4d.24xlarge"], "desired_size": 1}),
+        );
+        let mut b = a.clone();
+        b.insert("desired_size".into(), json!(4));
+        assert_eq!(p.diff(&a, &b), Change::Update(vec!["desired_size".into()]));
+        b.insert("instance_types".into(), json!(["p5.48xlarge"]));
+        assert_eq!(
+            p.diff(&a, &b),
+            Change::Replace(vec!["instance_types".into()])
+        );
+    }
+}
