@@ -49,22 +49,78 @@ pub struct EksctlConfig {
     pub ignored: Vec<String>,
 }
 
+/// An eksctl config that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EksctlError {
+    /// The file cannot be read.
+    #[error("could not read eksctl config {}: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file says something flow cannot act on.
+    #[error("{file}: {problem}")]
+    Invalid {
+        /// The file as the step names it.
+        file: String,
+        /// What is wrong.
+        problem: ConfigProblem,
+    },
+}
+
+/// What is wrong with an eksctl config's content.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigProblem {
+    /// It is not YAML.
+    #[error("not valid YAML: {0}")]
+    NotYaml(String),
+    /// It is YAML but not a `ClusterConfig`.
+    #[error("not an eksctl ClusterConfig (`kind: ClusterConfig` missing)")]
+    NotClusterConfig,
+    /// It names no subnets.
+    #[error(
+        "`vpc.subnets` lists no subnets: flow does not create VPCs from eksctl configs; make the VPC with a cloudformation.stack step and list its subnets under vpc.subnets.private/public (or set `subnet_ids` on the step)"
+    )]
+    NoSubnets,
+    /// A managed node group has no name.
+    #[error("managedNodeGroups[{0}]: a managed node group needs a `name`")]
+    NodegroupWithoutName(usize),
+    /// A managed node group cannot be made as written.
+    #[error("managedNodeGroups[{index}]: node group `{name}`: {why}")]
+    Nodegroup {
+        /// Its place in `managedNodeGroups`.
+        index: usize,
+        /// Its name.
+        name: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
 /// Subnets of one kind (private or public) by availability zone.
 type Subnets = Vec<(String, String)>;
 
 /// Reads the eksctl config at `path` (relative to `workdir`).
-pub fn load(workdir: &Path, path: &str) -> Result<EksctlConfig, String> {
+pub fn load(workdir: &Path, path: &str) -> Result<EksctlConfig, EksctlError> {
     let full = workdir.join(path);
-    let text = std::fs::read_to_string(&full)
-        .map_err(|e| format!("could not read eksctl config {}: {e}", full.display()))?;
-    parse(&text).map_err(|e| format!("{path}: {e}"))
+    let text = std::fs::read_to_string(&full).map_err(|source| EksctlError::Unreadable {
+        path: full.clone(),
+        source,
+    })?;
+    parse(&text).map_err(|problem| EksctlError::Invalid {
+        file: path.to_string(),
+        problem,
+    })
 }
 
 /// Parses an eksctl config's text.
-pub fn parse(text: &str) -> Result<EksctlConfig, String> {
-    let doc: Value = serde_saphyr::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
+pub fn parse(text: &str) -> Result<EksctlConfig, ConfigProblem> {
+    let doc: Value =
+        serde_saphyr::from_str(text).map_err(|e| ConfigProblem::NotYaml(e.to_string()))?;
     if doc.get("kind").and_then(Value::as_str) != Some("ClusterConfig") {
-        return Err("not an eksctl ClusterConfig (`kind: ClusterConfig` missing)".into());
+        return Err(ConfigProblem::NotClusterConfig);
     }
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     let meta = doc.get("metadata").cloned().unwrap_or(Value::Null);
@@ -72,7 +128,7 @@ pub fn parse(text: &str) -> Result<EksctlConfig, String> {
     let private = subnets(vpc.pointer("/subnets/private"));
     let public = subnets(vpc.pointer("/subnets/public"));
     if private.is_empty() && public.is_empty() {
-        return Err("`vpc.subnets` lists no subnets: flow does not create VPCs from eksctl configs; make the VPC with a cloudformation.stack step and list its subnets under vpc.subnets.private/public (or set `subnet_ids` on the step)".into());
+        return Err(ConfigProblem::NoSubnets);
     }
     let mut cfg = EksctlConfig {
         name: s(&meta, "name"),
@@ -111,10 +167,8 @@ pub fn parse(text: &str) -> Result<EksctlConfig, String> {
         .flatten()
         .enumerate()
     {
-        cfg.nodegroups.push(
-            nodegroup(&cluster, ng, &private, &public)
-                .map_err(|e| format!("managedNodeGroups[{i}]: {e}"))?,
-        );
+        cfg.nodegroups
+            .push(nodegroup(&cluster, i, ng, &private, &public)?);
     }
     const KNOWN: [&str; 7] = [
         "apiVersion",
@@ -138,23 +192,27 @@ pub fn parse(text: &str) -> Result<EksctlConfig, String> {
 /// One managed node group of the file.
 fn nodegroup(
     cluster: &str,
+    index: usize,
     ng: &Value,
     private: &Subnets,
     public: &Subnets,
-) -> Result<NodegroupSpec, String> {
+) -> Result<NodegroupSpec, ConfigProblem> {
     let name = ng
         .get("name")
         .and_then(Value::as_str)
-        .ok_or("a managed node group needs a `name`")?
+        .ok_or(ConfigProblem::NodegroupWithoutName(index))?
         .to_string();
+    let problem = |why: String| ConfigProblem::Nodegroup {
+        index,
+        name: name.clone(),
+        why,
+    };
     let mut instance_types = strings(ng.get("instanceTypes"));
     if let Some(t) = ng.get("instanceType").and_then(Value::as_str) {
         instance_types.insert(0, t.to_string());
     }
     if instance_types.is_empty() {
-        return Err(format!(
-            "node group `{name}` needs instanceType or instanceTypes"
-        ));
+        return Err(problem("needs instanceType or instanceTypes".into()));
     }
     let int = |k: &str| ng.get(k).and_then(Value::as_i64).map(|n| n as i32);
     let desired = int("desiredCapacity").or(int("minSize")).unwrap_or(1);
@@ -174,9 +232,9 @@ fn nodegroup(
         .map(|(_, id)| id.clone())
         .collect::<Vec<_>>();
     if subnet_ids.is_empty() {
-        return Err(format!(
-            "node group `{name}`: no subnet of the VPC is in zones {zones:?}"
-        ));
+        return Err(problem(format!(
+            "no subnet of the VPC is in zones {zones:?}"
+        )));
     }
     let efa = ng
         .get("efaEnabled")
@@ -197,9 +255,9 @@ fn nodegroup(
         "Bottlerocket" if gpu => Some("BOTTLEROCKET_x86_64_NVIDIA"),
         "Bottlerocket" => Some("BOTTLEROCKET_x86_64"),
         other => {
-            return Err(format!(
-                "node group `{name}`: amiFamily `{other}` is not supported for managed node groups by flow"
-            ));
+            return Err(problem(format!(
+                "amiFamily `{other}` is not supported for managed node groups by flow"
+            )));
         }
     };
     let taints = ng
@@ -361,14 +419,24 @@ mod tests {
 
     #[test]
     fn refuses_configs_it_cannot_carry_out() {
-        assert!(parse("kind: Other").unwrap_err().contains("ClusterConfig"));
+        assert!(matches!(
+            parse("kind: Other").unwrap_err(),
+            ConfigProblem::NotClusterConfig
+        ));
         let no_vpc = "kind: ClusterConfig\nmetadata: {name: x}\n";
-        assert!(parse(no_vpc).unwrap_err().contains("does not create VPCs"));
+        let e = parse(no_vpc).unwrap_err();
+        assert!(matches!(e, ConfigProblem::NoSubnets));
+        assert!(e.to_string().contains("does not create VPCs"));
         let bad_zone = P4D.replace("[us-west-2b]", "[eu-west-1a]");
+        let e = parse(&bad_zone).unwrap_err();
         assert!(
-            parse(&bad_zone)
-                .unwrap_err()
-                .contains("managedNodeGroups[1]")
+            matches!(&e, ConfigProblem::Nodegroup { index: 1, .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("managedNodeGroups[1]: node group `"),
+            "{e}"
         );
     }
 }

@@ -137,7 +137,7 @@ impl Provider for EksCluster {
             Some(path) => match eksctl::load(&ctx.workdir, path) {
                 Ok(cfg) => Some(cfg),
                 Err(e) => {
-                    out.push(Problem::at("eksctl_config", e));
+                    out.push(Problem::at("eksctl_config", e.to_string()));
                     return out;
                 }
             },

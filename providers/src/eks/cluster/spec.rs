@@ -47,7 +47,9 @@ impl ClusterSpec {
     /// The spec from a step's inputs (reading `eksctl_config` in `workdir`).
     pub fn load(v: &Values, workdir: &std::path::Path) -> Result<Self, ProviderError> {
         let cfg = match opt_str(v, "eksctl_config")? {
-            Some(path) => eksctl::load(workdir, &path).map_err(ProviderError::fatal)?,
+            Some(path) => {
+                eksctl::load(workdir, &path).map_err(|e| ProviderError::bad_input(e.to_string()))?
+            }
             None => EksctlConfig::default(),
         };
         Self::merge(v, cfg)
