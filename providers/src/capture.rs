@@ -81,22 +81,21 @@ impl Matchers {
     }
 
     /// The captured outputs from `logs`, or why the logs do not show success.
-    pub fn check(&self, logs: &str) -> Result<Values, String> {
+    pub fn check(&self, logs: &str) -> Result<Values, LogsMiss> {
         if let Some(re) = &self.success
             && !re.is_match(logs)
         {
-            return Err(format!(
-                "the job finished but its logs never matched success_pattern /{}/",
-                re.as_str()
-            ));
+            return Err(LogsMiss::NoSuccess {
+                pattern: re.as_str().to_string(),
+            });
         }
         let mut out = Values::new();
         for (name, re) in &self.captures {
             let Some(caps) = re.captures_iter(logs).last() else {
-                return Err(format!(
-                    "capture `{name}`: no line of the logs matches /{}/",
-                    re.as_str()
-                ));
+                return Err(LogsMiss::NoCapture {
+                    name: name.clone(),
+                    pattern: re.as_str().to_string(),
+                });
             };
             let text = caps
                 .get(1)
@@ -107,6 +106,25 @@ impl Matchers {
         }
         Ok(out)
     }
+}
+
+/// What a finished job's logs did not show.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogsMiss {
+    /// `success_pattern` matched no line.
+    #[error("the job finished but its logs never matched success_pattern /{pattern}/")]
+    NoSuccess {
+        /// The pattern.
+        pattern: String,
+    },
+    /// A `capture` pattern matched no line.
+    #[error("capture `{name}`: no line of the logs matches /{pattern}/")]
+    NoCapture {
+        /// The output it was to fill.
+        name: String,
+        /// The pattern.
+        pattern: String,
+    },
 }
 
 /// Shows each captured output live (`captured busbw = 186.437`).
@@ -148,13 +166,16 @@ mod tests {
         let out = m.check(NCCL).unwrap();
         assert_eq!(out["busbw"], serde_json::json!(186.437));
         let err = m.check("nothing").unwrap_err();
-        assert!(err.contains("success_pattern"), "{err}");
+        assert!(matches!(err, LogsMiss::NoSuccess { .. }));
+        assert!(err.to_string().contains("success_pattern"), "{err}");
         let epochs = BTreeMap::from([("epoch".to_string(), r"Epoch (\d+) \|".to_string())]);
         let last = Matchers::new(None, &epochs).unwrap();
         let out = last.check("Epoch 8 | a\nEpoch 9 | b\n").unwrap();
         assert_eq!(out["epoch"], serde_json::json!(9), "the last match counts");
         let only = Matchers::new(None, &caps).unwrap();
-        assert!(only.check("x").unwrap_err().contains("capture `busbw`"));
+        assert!(
+            matches!(only.check("x").unwrap_err(), LogsMiss::NoCapture { name, .. } if name == "busbw")
+        );
         assert_eq!(number_or_text("GPU 0: A100"), Value::from("GPU 0: A100"));
         assert_eq!(number_or_text("8"), Value::from(8));
     }

@@ -307,7 +307,7 @@ fn outcome(
     name: &str,
     job: &JobDetail,
     logs: &JobLogs,
-    checked: Result<Values, String>,
+    checked: Result<Values, crate::capture::LogsMiss>,
 ) -> Result<Applied, ProviderError> {
     let what = format!("job `{name}` ({})", job.job_id().unwrap_or("?"));
     let tail = || match logs.tail(5) {

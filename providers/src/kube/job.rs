@@ -274,7 +274,11 @@ impl<'a> Run<'a> {
                     .event(&format!("{} succeeded", record.label()));
                 let captured = matchers
                     .check(&follower.text())
-                    .map_err(|e| ProviderError::fatal(format!("{}: {e}", record.label())))?;
+                    .map_err(|e| {
+                        ProviderError::fatal(format!("{}: {e}", record.label())).with_help(
+                            "the job ran but its log did not show what `success_pattern` and `capture` look for: read it with `flow logs FILE STEP`",
+                        )
+                    })?;
                 crate::capture::report(self.ctx.reporter.as_ref(), &captured);
                 let mut outputs = Values::new();
                 outputs.insert("name".into(), json!(record.name));
@@ -334,6 +338,8 @@ fn annotation<'a>(obj: &'a DynamicObject, key: &str) -> Option<&'a str> {
 }
 
 /// The one job object of the manifests.
+// A `String` error on purpose: the text is one problem, shown as it is
+// at the step input's span; no caller tells its cases apart.
 fn single_job(docs: &[Doc]) -> Result<Doc, String> {
     let jobs: Vec<&Doc> = docs
         .iter()

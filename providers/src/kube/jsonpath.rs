@@ -4,6 +4,8 @@
 use serde_json::Value;
 
 /// The value at `path` in `doc` (the braces and leading `.` optional).
+// A `String` error on purpose: the text is one problem, shown as it is
+// at the step input's span; no caller tells its cases apart.
 pub fn get<'a>(doc: &'a Value, path: &str) -> Result<Option<&'a Value>, String> {
     let path = path.trim();
     let path = path

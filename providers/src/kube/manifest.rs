@@ -73,6 +73,8 @@ pub struct WaitRules {
 
 impl WaitRules {
     /// The rules of a step's `wait_for` input.
+    // A `String` error on purpose: the text is one problem, shown as it is
+    // at the step input's span; no caller tells its cases apart.
     pub fn from_value(v: Option<&Value>) -> Result<WaitRules, String> {
         match v {
             None | Some(Value::Null) => Ok(WaitRules::default()),

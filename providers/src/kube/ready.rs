@@ -49,6 +49,8 @@ pub enum WaitFor {
 
 impl WaitFor {
     /// Parses `condition=Succeeded` or `jsonpath={.status.phase}=Running`.
+    // A `String` error on purpose: the text is one problem, shown as it is
+    // at the step input's span; no caller tells its cases apart.
     pub fn parse(text: &str) -> Result<WaitFor, String> {
         if let Some(c) = text.strip_prefix("condition=") {
             let (kind, status) = c.split_once('=').unwrap_or((c, "True"));

@@ -121,20 +121,16 @@ impl Sources {
                 })?
             };
             docs.extend(
-                parse(
-                    file,
-                    &fill(file, &text, &self.values).map_err(ProviderError::fatal)?,
-                )
-                .map_err(ProviderError::fatal)?,
+                fill(file, &text, &self.values)
+                    .and_then(|t| parse(file, &t))
+                    .map_err(|e| ProviderError::bad_input(e.to_string()))?,
             );
         }
         if let Some(text) = &self.inline {
             docs.extend(
-                parse(
-                    "manifest",
-                    &fill("manifest", text, &self.values).map_err(ProviderError::fatal)?,
-                )
-                .map_err(ProviderError::fatal)?,
+                fill("manifest", text, &self.values)
+                    .and_then(|t| parse("manifest", &t))
+                    .map_err(|e| ProviderError::bad_input(e.to_string()))?,
             );
         }
         if docs.is_empty() {
@@ -167,14 +163,16 @@ impl Sources {
                 Err(e) => problems.push(cannot_read(i, file, &e)),
                 Ok(text) => match fill(file, &text, &self.values).and_then(|t| parse(file, &t)) {
                     Ok(d) => docs.extend(d),
-                    Err(e) => problems.push(Problem::at_path(&["files", &i.to_string()], e)),
+                    Err(e) => {
+                        problems.push(Problem::at_path(&["files", &i.to_string()], e.to_string()))
+                    }
                 },
             }
         }
         if let Some(text) = &self.inline {
             match fill("manifest", text, &self.values).and_then(|t| parse("manifest", &t)) {
                 Ok(d) => docs.extend(d),
-                Err(e) => problems.push(Problem::at("manifest", e)),
+                Err(e) => problems.push(Problem::at("manifest", e.to_string())),
             }
         }
         (docs, problems)
@@ -198,8 +196,59 @@ fn cannot_read(i: usize, file: &str, e: &std::io::Error) -> Problem {
     .with_help("paths are relative to the workflow file's folder")
 }
 
+/// A manifest that cannot be applied as written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ManifestError {
+    /// A workflow reference written inside a file, where it is not resolved.
+    #[error(
+        "{file}:{line}: `${{{name}}}` is not resolved inside files: add `{key} = \"${{{name}}}\"` to the step's `values` and write `${{{key}}}` in the file"
+    )]
+    ReferenceInFile {
+        /// The file.
+        file: String,
+        /// The line it is on.
+        line: usize,
+        /// The reference (`vars.image`).
+        name: String,
+        /// Its last part, the name to use in `values`.
+        key: String,
+    },
+    /// The text is not YAML.
+    #[error("{file}: not valid YAML: {detail}")]
+    NotYaml {
+        /// The file.
+        file: String,
+        /// What the YAML reader said.
+        detail: String,
+    },
+    /// A document is not a mapping.
+    #[error("{file}: a document must be a Kubernetes object (a mapping)")]
+    NotAnObject {
+        /// The file and document number.
+        file: String,
+    },
+    /// An object without `apiVersion` or `kind`.
+    #[error("{file}: every object needs `apiVersion` and `kind`")]
+    NoKind {
+        /// The file and document number.
+        file: String,
+    },
+    /// An object without a name.
+    #[error("{file}: {kind} has no `metadata.name` (generateName cannot be applied idempotently)")]
+    NoName {
+        /// The file and document number.
+        file: String,
+        /// Its kind.
+        kind: String,
+    },
+}
+
 /// `text` with `${NAME}` placeholders from `values` filled in.
-pub fn fill(source: &str, text: &str, values: &BTreeMap<String, String>) -> Result<String, String> {
+pub fn fill(
+    source: &str,
+    text: &str,
+    values: &BTreeMap<String, String>,
+) -> Result<String, ManifestError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('$') {
@@ -222,9 +271,12 @@ pub fn fill(source: &str, text: &str, values: &BTreeMap<String, String>) -> Resu
             if name.starts_with("vars.") || name.starts_with("steps.") {
                 let line = text[..text.len() - rest.len() + at].lines().count().max(1);
                 let key = name.rsplit('.').next().unwrap_or(name);
-                return Err(format!(
-                    "{source}:{line}: `${{{name}}}` is not resolved inside files: add `{key} = \"${{{name}}}\"` to the step's `values` and write `${{{key}}}` in the file"
-                ));
+                return Err(ManifestError::ReferenceInFile {
+                    file: source.to_string(),
+                    line,
+                    name: name.to_string(),
+                    key: key.to_string(),
+                });
             }
         }
         out.push('$');
@@ -235,9 +287,12 @@ pub fn fill(source: &str, text: &str, values: &BTreeMap<String, String>) -> Resu
 }
 
 /// The objects in `text` (YAML, one or more documents).
-pub fn parse(source: &str, text: &str) -> Result<Vec<Doc>, String> {
+pub fn parse(source: &str, text: &str) -> Result<Vec<Doc>, ManifestError> {
     let values: Vec<Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| format!("{source}: not valid YAML: {e}"))?;
+        serde_saphyr::from_multiple(text).map_err(|e| ManifestError::NotYaml {
+            file: source.to_string(),
+            detail: e.to_string(),
+        })?;
     let mut docs = Vec::new();
     for (i, v) in values.into_iter().enumerate() {
         let src = format!("{source}#{}", i + 1);
@@ -255,9 +310,7 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<Doc>, String> {
             }
             Value::Object(_) => docs.push(check(&src, v)?),
             _ => {
-                return Err(format!(
-                    "{src}: a document must be a Kubernetes object (a mapping)"
-                ));
+                return Err(ManifestError::NotAnObject { file: src });
             }
         }
     }
@@ -265,22 +318,22 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<Doc>, String> {
 }
 
 /// `object` if it has what server-side apply needs.
-fn check(source: &str, mut object: Value) -> Result<Doc, String> {
+fn check(source: &str, mut object: Value) -> Result<Doc, ManifestError> {
     quantities_as_strings(&mut object);
     let doc = Doc {
         source: source.to_string(),
         object,
     };
     if doc.api_version().is_empty() || doc.kind().is_empty() {
-        return Err(format!(
-            "{source}: every object needs `apiVersion` and `kind`"
-        ));
+        return Err(ManifestError::NoKind {
+            file: source.to_string(),
+        });
     }
     if doc.name().is_empty() {
-        return Err(format!(
-            "{source}: {} has no `metadata.name` (generateName cannot be applied idempotently)",
-            doc.kind()
-        ));
+        return Err(ManifestError::NoName {
+            file: source.to_string(),
+            kind: doc.kind().to_string(),
+        });
     }
     Ok(doc)
 }
@@ -347,7 +400,9 @@ mod tests {
             out,
             "image: repo/fsdp:1\nargs: [\"--nodes=2\", \"${HOME}\", \"${IMAGE}\", \"$5\"]"
         );
-        let err = fill("job.yaml", "a: 1\nimage: ${vars.image}\n", &v).unwrap_err();
+        let err = fill("job.yaml", "a: 1\nimage: ${vars.image}\n", &v)
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("job.yaml:2:"), "{err}");
         assert!(err.contains("add `image = \"${vars.image}\"`"), "{err}");
     }
@@ -396,11 +451,11 @@ mod tests {
             "apiVersion: v1\nkind: Pod\nmetadata: {generateName: x-}\n",
         )
         .unwrap_err();
-        assert!(err.contains("no `metadata.name`"), "{err}");
-        assert!(
-            parse("m.yaml", "- a\n")
-                .unwrap_err()
-                .contains("must be a Kubernetes object")
-        );
+        assert!(matches!(&err, ManifestError::NoName { kind, .. } if kind == "Pod"));
+        assert!(err.to_string().contains("no `metadata.name`"), "{err}");
+        assert!(matches!(
+            parse("m.yaml", "- a\n").unwrap_err(),
+            ManifestError::NotAnObject { .. }
+        ));
     }
 }

@@ -93,8 +93,8 @@ struct Spec {
 impl Spec {
     fn load(values: &Values) -> Result<Spec, ProviderError> {
         let source = inputs::req_str(values, "source")?;
-        let to =
-            S3Uri::parse(&inputs::req_str(values, "destination")?).map_err(ProviderError::fatal)?;
+        let to = S3Uri::parse(&inputs::req_str(values, "destination")?)
+            .map_err(|e| ProviderError::bad_input(e.to_string()))?;
         Ok(Spec { source, to })
     }
 
@@ -402,7 +402,7 @@ impl Provider for S3Sync {
                 "destination" => {
                     if let Err(e) = S3Uri::parse(text) {
                         problems.push(
-                            Problem::at("destination", e)
+                            Problem::at("destination", e.to_string())
                                 .with_help("write it as s3://bucket/prefix/"),
                         );
                     }

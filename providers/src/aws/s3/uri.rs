@@ -11,15 +11,29 @@ pub(crate) struct S3Uri {
     pub prefix: String,
 }
 
+/// Text that is not an `s3://bucket[/prefix]` location.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` {why}")]
+pub struct BadS3Uri {
+    /// The text.
+    pub text: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
 impl S3Uri {
     /// Parses `s3://bucket` or `s3://bucket/some/prefix[/]`.
-    pub fn parse(text: &str) -> Result<S3Uri, String> {
-        let rest = text
-            .strip_prefix("s3://")
-            .ok_or_else(|| format!("`{text}` is not an s3:// location"))?;
+    pub fn parse(text: &str) -> Result<S3Uri, BadS3Uri> {
+        let rest = text.strip_prefix("s3://").ok_or_else(|| BadS3Uri {
+            text: text.to_string(),
+            why: "is not an s3:// location",
+        })?;
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
-            return Err(format!("`{text}` names no bucket"));
+            return Err(BadS3Uri {
+                text: text.to_string(),
+                why: "names no bucket",
+            });
         }
         let prefix = prefix.trim_matches('/');
         Ok(S3Uri {
