@@ -381,6 +381,14 @@ run = "echo started > started; sleep 3"
         second.stderr
     );
     assert!(second.stderr.contains("flow apply"), "{}", second.stderr);
+    // The state error's next step is printed under it.
+    assert!(
+        second
+            .stderr
+            .contains("help: wait for that command to finish"),
+        "{}",
+        second.stderr
+    );
     let destroy = p.run(&["destroy", "wf.toml", "--auto-approve"]).expect(1);
     assert!(destroy.stderr.contains("locked"), "{}", destroy.stderr);
     finish(child).expect(0);

@@ -129,6 +129,29 @@ impl StateError {
         }
     }
 
+    /// What the user can do about it, when the message does not say it
+    /// already ([`StateError::Corrupt`] names the backups and the restore
+    /// command itself).
+    pub fn help(&self) -> Option<&'static str> {
+        match self {
+            StateError::Locked { .. } => Some(
+                "wait for that command to finish, or stop it; one state is changed by one flow process at a time, and the lock goes when its holder exits",
+            ),
+            StateError::NewerSchema { .. } => {
+                Some("use the flow version that wrote this state, or a newer one")
+            }
+            StateError::UnsupportedSchema { .. } => Some(
+                "open it once with an older flow that migrates it, or restore a newer backup with `flow state restore`",
+            ),
+            StateError::InvalidBackup { .. } => Some("pick another file from `flow state backups`"),
+            StateError::Io { .. } => {
+                Some("check the permissions and free space of the state folder")
+            }
+            StateError::Sled(_) | StateError::Closed => None,
+            StateError::Corrupt { .. } => None,
+        }
+    }
+
     /// Maps an error from sled while the state at `root` is in use.
     pub(crate) fn from_sled(root: &Path, err: sled::Error) -> Self {
         match err {

@@ -47,7 +47,7 @@ impl CliError {
 
 impl From<flow_state::StateError> for CliError {
     fn from(e: flow_state::StateError) -> Self {
-        CliError::msg(e.to_string())
+        CliError::Message(e.to_string(), e.help().map(str::to_string))
     }
 }
 
