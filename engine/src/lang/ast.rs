@@ -256,6 +256,20 @@ pub struct StepDecl {
     /// Whether its declaration had problems (already reported): later checks
     /// skip what they would only report as knock-on errors.
     pub broken: bool,
+    /// The provider kind `provider` names, once resolved
+    /// (`lang::providers::resolve_providers`); `None` before that, or when
+    /// the name is unknown (reported there).
+    pub kind: Option<ProviderKind>,
+}
+
+/// A step's provider kind, resolved from its name.
+#[derive(Clone)]
+pub struct ProviderKind(pub std::sync::Arc<dyn flow_providers::Provider>);
+
+impl std::fmt::Debug for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name())
+    }
 }
 
 /// A whole workflow file.

@@ -5,9 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flow_providers::InputType;
 
-use super::ast::{Node, NodeKind, RefTarget, StepDecl, Workflow};
+use super::ast::{Node, NodeKind, ProviderKind, RefTarget, StepDecl, Workflow};
 use super::parse::var_type_phrase;
-use super::providers::StepProviders;
 use super::toml_nodes::type_name;
 use crate::diag::{Diag, Diagnostics, Span};
 use flow_providers::suggest::closest;
@@ -24,14 +23,14 @@ pub struct Edge {
 }
 
 /// Every static problem in `wf`, plus the dependency edges found (for the DAG).
-pub fn check_workflow(wf: &Workflow, providers: &StepProviders) -> (Vec<Edge>, Diagnostics) {
+pub fn check_workflow(wf: &Workflow) -> (Vec<Edge>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let step_names: BTreeSet<&str> = wf.steps.iter().map(|s| s.name.as_str()).collect();
     let var_names: Vec<&str> = wf.vars.iter().map(|v| v.name.as_str()).collect();
     let mut edges = Vec::new();
     for step in &wf.steps {
         check_step_refs(wf, step, &step_names, &var_names, &mut edges, &mut diags);
-        check_inputs(wf, step, providers, &mut diags);
+        check_inputs(wf, step, &mut diags);
     }
     edges.sort_by(|a, b| (&a.to, &a.from).cmp(&(&b.to, &b.from)));
     edges.dedup_by(|a, b| a.from == b.from && a.to == b.to);
@@ -118,13 +117,8 @@ fn check_step_refs(
 
 /// Each input against the step's provider schema: known names, types.
 /// A step whose provider is unknown was reported by `resolve_providers`.
-fn check_inputs(
-    wf: &Workflow,
-    step: &StepDecl,
-    providers: &StepProviders,
-    diags: &mut Diagnostics,
-) {
-    let Some(provider) = providers.get(&step.name) else {
+fn check_inputs(wf: &Workflow, step: &StepDecl, diags: &mut Diagnostics) {
+    let Some(ProviderKind(provider)) = &step.kind else {
         return;
     };
     let schema = provider.schema();

@@ -40,15 +40,15 @@ impl Desired {
 
     /// Every input of `step` as known or known after apply, in the order
     /// written, for the provider's offline checks.
-    pub fn input_values(&self, step: &StepDecl) -> Vec<(String, InputValue)> {
+    pub fn into_input_values(mut self, step: &StepDecl) -> Vec<(String, InputValue)> {
         step.inputs
             .iter()
             .filter_map(|i| {
                 if self.unknown.contains(&i.key) {
                     Some((i.key.clone(), InputValue::Unknown))
                 } else {
-                    let v = self.actual.get(&i.key)?;
-                    Some((i.key.clone(), InputValue::Known(v.clone())))
+                    let v = self.actual.remove(&i.key)?;
+                    Some((i.key.clone(), InputValue::Known(v)))
                 }
             })
             .collect()

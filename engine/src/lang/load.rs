@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use flow_providers::{InputType, Provider, Registry, ValidateContext};
 
-use super::ast::{Entry, Node, NodeKind, StepDecl, Workflow};
+use super::ast::{Entry, Node, NodeKind, ProviderKind, StepDecl, Workflow};
 use super::check::{Edge, check_workflow};
 use super::inputs::{Desired, resolve_each, resolve_inputs};
 use super::parse::parse_workflow;
-use super::providers::{StepProviders, resolve_providers};
+use super::providers::resolve_providers;
 use super::resolve::{Lookup, evaluate};
 use super::vars::{VarInputs, VarValues, resolve_vars};
 use crate::dag::Dag;
@@ -29,8 +29,6 @@ pub struct Loaded {
     pub vars: VarValues,
     /// The workflow file's path as given.
     pub path: PathBuf,
-    /// Each step's provider kind, resolved once.
-    pub providers: StepProviders,
 }
 
 impl Loaded {
@@ -46,10 +44,12 @@ impl Loaded {
     /// The provider kind of `step`, a step of this workflow: every step's
     /// provider was resolved when the workflow was loaded, and a workflow
     /// with an unknown one never loads.
-    pub fn provider(&self, step: &StepDecl) -> &Arc<dyn Provider> {
-        self.providers
-            .get(&step.name)
+    pub fn provider<'s>(&self, step: &'s StepDecl) -> &'s Arc<dyn Provider> {
+        &step
+            .kind
+            .as_ref()
             .expect("every step of a loaded workflow has a known provider")
+            .0
     }
 
     /// `step`'s inputs by the one resolver ([`resolve_inputs`]), with
@@ -108,16 +108,15 @@ pub fn load(
     let Some(mut wf) = wf else {
         return Err(diags);
     };
-    let (providers, provider_diags) = resolve_providers(&wf, registry);
-    diags.extend(provider_diags);
-    let (edges, check_diags) = check_workflow(&wf, &providers);
+    diags.extend(resolve_providers(&mut wf, registry));
+    let (edges, check_diags) = check_workflow(&wf);
     diags.extend(check_diags);
     let (vars, var_diags) = resolve_vars(&wf, var_inputs, env);
     diags.extend(var_diags);
     if diags.is_empty() {
         resolve_regions(&mut wf, &vars, &mut diags);
         for step in &wf.steps {
-            validate_known_inputs(&wf, step, &vars, &providers, &mut diags);
+            validate_known_inputs(&wf, step, &vars, &mut diags);
         }
     }
     if !diags.is_empty() {
@@ -133,7 +132,6 @@ pub fn load(
         dag,
         vars,
         path: path.to_path_buf(),
-        providers,
     })
 }
 
@@ -174,10 +172,9 @@ fn validate_known_inputs(
     wf: &Workflow,
     step: &StepDecl,
     vars: &VarValues,
-    providers: &StepProviders,
     diags: &mut Diagnostics,
 ) {
-    let Some(provider) = providers.get(&step.name) else {
+    let Some(ProviderKind(provider)) = &step.kind else {
         return;
     };
     let schema = provider.schema();
@@ -189,7 +186,7 @@ fn validate_known_inputs(
             check_known(wf, step, input, v, &spec.ty, diags);
         }
     }
-    let values = desired.input_values(step);
+    let values = desired.into_input_values(step);
     let ctx = ValidateContext {
         workdir: wf.dir.clone(),
     };

@@ -330,6 +330,7 @@ impl Parser<'_> {
             inputs: Vec::new(),
             inputs_span: entry.key_span.clone(),
             broken: false,
+            kind: None,
         };
         let mut has_provider = false;
         let errors_before = self.diags.items.len();

@@ -1,50 +1,27 @@
 //! Providers resolved once: each step's `provider = "..."` becomes the
-//! provider kind's handle here, at the edge, and nothing later looks a
+//! provider kind's handle here, at the edge, stored on the step
+//! ([`StepDecl::kind`](super::ast::StepDecl::kind)); nothing later looks a
 //! provider up by its name again. An unknown name is one diagnostic, made
 //! here and nowhere else.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flow_providers::{Provider, Registry};
 
-use super::ast::Workflow;
+use super::ast::{ProviderKind, Workflow};
 use crate::diag::{Diag, Diagnostics};
 
-/// Each step's provider kind, by step name.
-#[derive(Clone, Default)]
-pub struct StepProviders {
-    by_step: BTreeMap<String, Arc<dyn Provider>>,
-}
-
-impl StepProviders {
-    /// The provider of step `step`, if the step exists and its provider is known.
-    pub fn get(&self, step: &str) -> Option<&Arc<dyn Provider>> {
-        self.by_step.get(step)
-    }
-}
-
-impl std::fmt::Debug for StepProviders {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map()
-            .entries(self.by_step.iter().map(|(k, p)| (k, p.name())))
-            .finish()
-    }
-}
-
-/// The provider of every step of `wf`, and a diagnostic for each step whose
-/// provider `registry` does not know (with the closest known name).
-pub fn resolve_providers(wf: &Workflow, registry: &Registry) -> (StepProviders, Diagnostics) {
+/// Give every step of `wf` its provider kind from `registry`, and a
+/// diagnostic for each step whose provider is unknown (with the closest
+/// known name).
+pub fn resolve_providers(wf: &mut Workflow, registry: &Registry) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    let mut by_step = BTreeMap::new();
-    for step in &wf.steps {
+    for step in &mut wf.steps {
         if step.provider.is_empty() {
             continue; // missing or empty: already reported by the parser
         }
         match registry.get(&step.provider) {
-            Some(p) => {
-                by_step.insert(step.name.clone(), p);
-            }
+            Some(p) => step.kind = Some(ProviderKind(p)),
             None => diags.push(
                 Diag::new(
                     "flow::unknown-provider",
@@ -56,7 +33,7 @@ pub fn resolve_providers(wf: &Workflow, registry: &Registry) -> (StepProviders, 
             ),
         }
     }
-    (StepProviders { by_step }, diags)
+    diags
 }
 
 /// The provider kind a state record names (a step removed from the workflow,
@@ -68,16 +45,18 @@ pub fn recorded_provider(
     provider: &str,
 ) -> Result<Arc<dyn Provider>, Box<Diag>> {
     registry.get(provider).ok_or_else(|| {
-        Box::new(Diag::new(
-            "flow::unknown-provider",
-            format!(
-                "step `{step}` was applied with provider `{provider}`, which this flow does not know"
-            ),
+        Box::new(
+            Diag::new(
+                "flow::unknown-provider",
+                format!(
+                    "step `{step}` was applied with provider `{provider}`, which this flow does not know"
+                ),
+            )
+            .help(format!(
+                "use the flow version that applied it; {}",
+                known_providers(registry, provider)
+            )),
         )
-        .help(format!(
-            "use the flow version that applied it; {}",
-            known_providers(registry, provider)
-        )))
     })
 }
 

@@ -3,7 +3,7 @@
 //! recorded it; anything the plan creates, updates or replaces is known only
 //! after apply. Compute, refine and cost all resolve inputs through it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use flow_state::StepRecord;
 
@@ -14,7 +14,7 @@ use crate::lang::resolve::Lookup;
 /// for each step so far.
 pub struct PlannedOutputs<'a> {
     records: &'a BTreeMap<String, StepRecord>,
-    planned: BTreeMap<String, Action>,
+    planned: HashMap<&'a str, Action>,
 }
 
 impl<'a> PlannedOutputs<'a> {
@@ -22,22 +22,22 @@ impl<'a> PlannedOutputs<'a> {
     pub fn new(records: &'a BTreeMap<String, StepRecord>) -> Self {
         PlannedOutputs {
             records,
-            planned: BTreeMap::new(),
+            planned: HashMap::new(),
         }
     }
 
     /// Outputs once `plan` is complete.
-    pub fn of_plan(records: &'a BTreeMap<String, StepRecord>, plan: &Plan) -> Self {
+    pub fn of_plan(records: &'a BTreeMap<String, StepRecord>, plan: &'a Plan) -> Self {
         let mut outputs = Self::new(records);
         for c in &plan.changes {
-            outputs.planned.insert(c.step.clone(), c.action);
+            outputs.planned.insert(&c.step, c.action);
         }
         outputs
     }
 
     /// Note the action planned for `step`.
-    pub fn planned(&mut self, step: &str, action: Action) {
-        self.planned.insert(step.to_string(), action);
+    pub fn planned(&mut self, step: &'a str, action: Action) {
+        self.planned.insert(step, action);
     }
 
     /// Output `key` of step `step`.
