@@ -72,7 +72,7 @@ fn count(inputs: &Values, name: &str) -> Result<u64, ProviderError> {
     match inputs.get(name) {
         None | Some(Value::Null) => Ok(0),
         Some(value) => value.as_u64().ok_or_else(|| {
-            ProviderError::fatal(format!(
+            ProviderError::bad_input(format!(
                 "`{name}` must be a whole number of at least 0, not {value}"
             ))
         }),

@@ -115,7 +115,12 @@ async fn job_logs(ctx: &OpContext, values: &Values) -> Result<JobLogs, ProviderE
 
 /// The step's `success_pattern` and `capture`.
 fn matchers(values: &Values) -> Result<Matchers, ProviderError> {
-    Matchers::from_values(values).map_err(|p| ProviderError::fatal(p.message))
+    Matchers::from_values(values).map_err(|p| {
+            let help = p.help.unwrap_or_else(|| {
+                "fix `success_pattern` or `capture` in the workflow; `flow validate FILE` checks them".into()
+            });
+            ProviderError::invalid(p.message).with_help(help)
+        })
 }
 
 /// The job's status as Batch writes it.
@@ -251,7 +256,7 @@ async fn run_to_end(
             Ok(None) => {
                 return Err(ProviderError::fatal(format!(
                     "{what} is no longer known to Batch"
-                )));
+                )).with_help("Batch forgets jobs some days after they end, and all of a deleted queue's jobs; `flow apply --replace STEP` runs it again"));
             }
             Err(e) => waiter.tolerate(e)?,
         }
@@ -319,7 +324,7 @@ fn outcome(
             Ok(captured) => Ok(applied(job, logs, captured)),
             Err(why) if logs.stream().is_none() => Err(ProviderError::fatal(format!(
                 "{what}: {why} (Batch named no log stream for it)"
-            ))),
+            )).with_help("the job definition's log configuration decides where its logs go: give the step `log_group` if it is not /aws/batch/job")),
             Err(why) => Err(ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(
                 "the job ran but its log did not show what `success_pattern` and `capture` look for: read it with `flow logs FILE STEP`",
             )),
@@ -361,8 +366,9 @@ fn timeout_secs(values: &Values) -> Result<Option<i32>, ProviderError> {
     let Some(text) = inputs::opt_str(values, "timeout")? else {
         return Ok(None);
     };
-    let d = humantime::parse_duration(&text)
-        .map_err(|e| ProviderError::fatal(format!("`timeout` {text:?} is not a duration: {e}")))?;
+    let d = humantime::parse_duration(&text).map_err(|e| {
+        ProviderError::bad_input(format!("`timeout` {text:?} is not a duration: {e}"))
+    })?;
     Ok(Some(d.as_secs().clamp(60, i32::MAX as u64) as i32))
 }
 

@@ -366,7 +366,7 @@ impl Provider for CloudFormationStack {
             .map(str::to_string)
             .or_else(|| prior.id.map(str::to_string))
             .ok_or_else(|| {
-                ProviderError::fatal("state records neither the stack's id nor its name")
+                ProviderError::fatal("state records neither the stack's id nor its name").with_help("the step's record is incomplete (written by an older flow, or edited by hand): look at it with `flow state show FILE STEP`, or restore a backup with `flow state restore`")
             })?;
         let target = prior.id.unwrap_or(&name).to_string();
         let client = client(ctx).await?;

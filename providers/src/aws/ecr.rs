@@ -162,7 +162,7 @@ impl Provider for EcrRepository {
                 ctx.reporter.event(&format!("repository `{name}` created"));
                 let repo = out
                     .repository()
-                    .ok_or_else(|| ProviderError::fatal("ECR answered without the repository"))?;
+                    .ok_or_else(|| ProviderError::fatal("ECR answered without the repository").with_help("the service gave an answer flow did not expect; run `flow apply` again, and if it repeats check that AWS_ENDPOINT_URL (if set) points at AWS or a faithful stand-in"))?;
                 Ok(applied(repo))
             }
             Err(e) if error::code(&e) == Some("RepositoryAlreadyExistsException") => {

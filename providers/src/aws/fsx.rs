@@ -221,12 +221,12 @@ async fn settle(
                             .unwrap_or("no reason given");
                         return Err(ProviderError::fatal(format!(
                             "file system `{id}` is {state}: {why}"
-                        )));
+                        )).with_help("FSx gave up on the file system: read the reason above (capacity in the subnet's zone, the security group, the S3 import path), fix it, then `flow apply --replace STEP`"));
                     }
                     "DELETING" if !gone_ok => {
                         return Err(ProviderError::fatal(format!(
                             "file system `{id}` is being deleted"
-                        )));
+                        )).with_help("something is deleting the file system; wait until it is gone, then `flow apply` creates it again"));
                     }
                     _ => waiter.report([format!(
                         "file system `{id}` is {state}{}",
@@ -348,7 +348,7 @@ impl Provider for FsxLustre {
             return self.finish(ctx, &client, &id).await;
         }
         let capacity = inputs::opt_int(values, "storage_capacity")?
-            .ok_or_else(|| ProviderError::fatal("`storage_capacity` is required"))?;
+            .ok_or_else(|| ProviderError::bad_input("`storage_capacity` is required"))?;
         let mut lustre = CreateFileSystemLustreConfiguration::builder().deployment_type(
             LustreDeploymentType::from(
                 inputs::opt_str(values, "deployment_type")?
@@ -389,7 +389,7 @@ impl Provider for FsxLustre {
         let id = out
             .file_system()
             .and_then(|fs| fs.file_system_id())
-            .ok_or_else(|| ProviderError::fatal("FSx answered without a file system id"))?
+            .ok_or_else(|| ProviderError::fatal("FSx answered without a file system id").with_help("the service gave an answer flow did not expect; run `flow apply` again, and if it repeats check that AWS_ENDPOINT_URL (if set) points at AWS or a faithful stand-in"))?
             .to_string();
         ctx.reporter.event(&format!(
             "file system `{id}` created; waiting until it is AVAILABLE"
@@ -406,7 +406,7 @@ impl Provider for FsxLustre {
         let client = client(ctx).await?;
         let id = prior
             .id
-            .ok_or_else(|| ProviderError::fatal("state records no file system id"))?
+            .ok_or_else(|| ProviderError::fatal("state records no file system id").with_help("the step's record is incomplete (written by an older flow, or edited by hand): look at it with `flow state show FILE STEP`, or restore a backup with `flow state restore`"))?
             .to_string();
         let Some(fs) = settle(ctx, &client, &id, true).await? else {
             return Err(ProviderError::fatal(format!(
@@ -499,7 +499,7 @@ impl Provider for FsxLustre {
                             .unwrap_or("no reason given");
                         return Err(ProviderError::fatal(format!(
                             "deleting file system `{id}` failed: {why}"
-                        )));
+                        )).with_help("read the reason above; a file system still mounted or with a data repository task running cannot be deleted yet: stop those, then `flow destroy` again"));
                     }
                     waiter.report([format!("file system `{id}` is {}", lifecycle(&fs))]);
                 }

@@ -102,7 +102,7 @@ pub async fn ensure(
                 stack
                     .stack_status_reason()
                     .unwrap_or("see its events in the CloudFormation console")
-            ))),
+            )).with_help("the failed resources and their reasons are in the stack's events in CloudFormation; fix the cause and apply again")),
         }
     })
     .await
@@ -126,7 +126,7 @@ pub async fn delete(ctx: &OpContext, cfn: &Client, name: &str) -> Result<(), Pro
             Some(s) if status(&s) == "DELETE_FAILED" => Err(ProviderError::fatal(format!(
                 "stack `{name}` could not be deleted: {}",
                 s.stack_status_reason().unwrap_or("DELETE_FAILED")
-            ))),
+            )).with_help("something still uses what the stack made (a role, a launch template); the stack's events name it: remove that use, then `flow destroy` again")),
             Some(s) => Ok(Step::Pending(vec![format!("stack {name}: {}", status(&s))])),
         }
     })

@@ -28,7 +28,8 @@ pub const CLUSTER_HEADER: &str = "x-k8s-aws-id";
 /// A token for `cluster` signed with the credentials and region of `config`.
 pub async fn eks_token(config: &SdkConfig, cluster: &str) -> Result<String, ProviderError> {
     let provider = config.credentials_provider().ok_or_else(|| {
-        ProviderError::fatal("no AWS credentials to sign an EKS token with: configure the SDK's standard chain (AWS_PROFILE, AWS_ACCESS_KEY_ID, …)")
+        ProviderError::auth("no AWS credentials to sign an EKS token with: configure the SDK's standard chain (AWS_PROFILE, AWS_ACCESS_KEY_ID, …)")
+            .with_help(crate::aws::error::AUTH_HELP)
     })?;
     let creds = provider.provide_credentials().await.map_err(|e| {
         ProviderError::retryable(format!(

@@ -24,6 +24,10 @@ use serde_json::{Value, json};
 
 use crate::contract::{OpContext, Problem, ProviderError, Values};
 
+/// What to check when the kubeconfig cannot be used.
+const KUBECONFIG_HELP: &str = "check the kubeconfig (KUBECONFIG or ~/.kube/config) and its current context, \
+     or give the step an eks.cluster step's `connection` output";
+
 /// How long a client with an EKS token is used before a fresh token.
 const EKS_TOKEN_LIFE: Duration = Duration::from_secs(600);
 
@@ -126,6 +130,7 @@ impl Connection {
         let (config, ns) = self.config().await?;
         let client = Client::try_from(config).map_err(|e| {
             ProviderError::fatal(format!("could not make a Kubernetes client: {e}"))
+                .with_help(KUBECONFIG_HELP)
         })?;
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((Instant::now(), client.clone(), ns));
@@ -152,6 +157,7 @@ impl Connection {
                         "could not read kubeconfig {}: {e}",
                         path.display()
                     ))
+                    .with_help(KUBECONFIG_HELP)
                 })?;
                 let options = KubeConfigOptions {
                     context: context.clone(),
@@ -168,6 +174,7 @@ impl Connection {
                     .await
                     .map_err(|e| {
                         ProviderError::fatal(format!("kubeconfig {}: {e}", path.display()))
+                            .with_help(KUBECONFIG_HELP)
                     })?;
                 Ok((config, ns))
             }
@@ -188,7 +195,9 @@ impl Connection {
                 let kc = eks_kubeconfig(&endpoint, &certificate_authority, &token)?;
                 let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
-                    .map_err(|e| ProviderError::fatal(format!("EKS cluster `{name}`: {e}")))?;
+                    .map_err(|e| ProviderError::fatal(format!("EKS cluster `{name}`: {e}")).with_help(
+                        "the cluster's `connection` output names its endpoint and certificate: apply the eks.cluster step first, and check that the cluster is ACTIVE",
+                    ))?;
                 Ok((config, None))
             }
         }

@@ -18,6 +18,15 @@ pub fn is_url(source: &str) -> bool {
 
 /// The body of `url` as text.
 pub async fn get(url: &str) -> Result<String, ProviderError> {
+    fetch(url).await.map_err(|e| {
+        e.with_help(
+            "check the URL and that this machine can reach it; or vendor the file next to the workflow and name it by path",
+        )
+    })
+}
+
+/// [`get`], before its errors get their next step.
+async fn fetch(url: &str) -> Result<String, ProviderError> {
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(std::sync::Arc::new(rustls_ring()))
         .map_err(|e| ProviderError::fatal(format!("no TLS roots to fetch {url}: {e}")))?

@@ -165,7 +165,12 @@ impl<'a> Run<'a> {
     }
 
     fn matchers(&self) -> Result<Matchers, ProviderError> {
-        Matchers::from_values(self.inputs).map_err(|p| ProviderError::fatal(p.message))
+        Matchers::from_values(self.inputs).map_err(|p| {
+            let help = p.help.unwrap_or_else(|| {
+                "fix `success_pattern` or `capture` in the workflow; `flow validate FILE` checks them".into()
+            });
+            ProviderError::invalid(p.message).with_help(help)
+        })
     }
 
     /// Creates the job unless this operation already did, then follows it.

@@ -162,7 +162,8 @@ impl<'a> Run<'a> {
                     d.kind(),
                     d.name(),
                     d.source
-                )));
+                ))
+                .with_help("keep one of the two, or give them different names"));
             }
         }
         Ok(docs)

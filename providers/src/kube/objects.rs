@@ -141,7 +141,7 @@ impl Kinds {
             if errors::status(&e) == Some(404) || matches!(e, ::kube::Error::Discovery(_)) {
                 ProviderError::fatal(format!(
                     "the cluster does not serve {kind} in {api_version} (is its CustomResourceDefinition installed?)"
-                ))
+                )).with_help("apply what installs that CustomResourceDefinition (the operator's manifests) in an earlier step and list it in `depends_on`")
             } else {
                 errors::kube(&format!("discover {kind} in {api_version}"), e)
             }
@@ -180,7 +180,7 @@ impl Kinds {
             .get_mut("metadata")
             .and_then(Value::as_object_mut)
             .ok_or_else(|| {
-                ProviderError::fatal(format!("{}: `metadata` must be a mapping", doc.source))
+                ProviderError::bad_input(format!("{}: `metadata` must be a mapping", doc.source))
             })?;
         if namespaced {
             meta.entry("namespace")

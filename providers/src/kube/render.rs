@@ -78,12 +78,16 @@ impl Sources {
             Some(Value::Array(items)) => items
                 .iter()
                 .map(|i| {
-                    i.as_str()
-                        .map(str::to_string)
-                        .ok_or_else(|| ProviderError::fatal("`files` must be a list of strings"))
+                    i.as_str().map(str::to_string).ok_or_else(|| {
+                        ProviderError::bad_input("`files` must be a list of strings")
+                    })
                 })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(ProviderError::fatal("`files` must be a list of strings")),
+            Some(_) => {
+                return Err(ProviderError::bad_input(
+                    "`files` must be a list of strings",
+                ));
+            }
         };
         let values = match v.get("values") {
             Some(Value::Object(m)) => m

@@ -35,15 +35,17 @@ impl StackSpec {
         let template = inputs::req_str(values, "template")?;
         let bytes = std::fs::read(workdir.join(&template)).map_err(|e| {
             ProviderError::fatal(format!("could not read template `{template}`: {e}"))
+                .with_help("paths are relative to the workflow file's folder")
         })?;
         if bytes.len() > MAX_BODY {
             return Err(ProviderError::fatal(format!(
                 "template `{template}` is {} bytes; CloudFormation takes at most {MAX_BODY} bytes inline",
                 bytes.len()
-            )));
+            )).with_help("shorten the template (move large parts into nested stacks)"));
         }
         let body = String::from_utf8(bytes).map_err(|_| {
             ProviderError::fatal(format!("template `{template}` is not UTF-8 text"))
+                .with_help("save the template as UTF-8")
         })?;
         Ok(StackSpec {
             name: inputs::req_str(values, "stack_name")?,

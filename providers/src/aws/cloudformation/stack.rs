@@ -209,7 +209,7 @@ pub(super) async fn failed(
             }
         }
     }
-    ProviderError::fatal(message)
+    ProviderError::fatal(message).with_help("the failed resources and their reasons are above (and in the stack's events); fix the template or its parameters and apply again: flow deletes a stack whose create failed before it creates it anew")
 }
 
 /// Seconds since the epoch now.

@@ -104,8 +104,8 @@ impl Spec {
         let source = self.source.clone();
         tokio::task::spawn_blocking(move || local::scan(&dir))
             .await
-            .map_err(|e| ProviderError::fatal(format!("scanning `{source}` stopped: {e}")))?
-            .map_err(|e| ProviderError::fatal(format!("could not read folder `{source}`: {e}")))
+            .map_err(|e| ProviderError::fatal(format!("scanning `{source}` stopped: {e}")).with_help("check the folder and its permissions; paths are relative to the workflow file's folder"))?
+            .map_err(|e| ProviderError::fatal(format!("could not read folder `{source}`: {e}")).with_help("check the folder and its permissions; paths are relative to the workflow file's folder"))
     }
 }
 
@@ -244,11 +244,14 @@ async fn put(
         return Err(ProviderError::fatal(format!(
             "`{}` is {} bytes; s3.sync sends files of up to 5 GiB",
             file.rel, file.size
-        )));
+        ))
+        .with_help("split the file, or upload it another way and leave it out of the folder"));
     }
-    let body = ByteStream::from_path(&file.path)
-        .await
-        .map_err(|e| ProviderError::fatal(format!("could not read `{}`: {e}", file.rel)))?;
+    let body = ByteStream::from_path(&file.path).await.map_err(|e| {
+        ProviderError::fatal(format!("could not read `{}`: {e}", file.rel)).with_help(
+            "check the file's permissions; it may have changed while flow read the folder",
+        )
+    })?;
     let out = client
         .put_object()
         .bucket(&bucket)
@@ -301,8 +304,10 @@ async fn run(
         let Some(joined) = running.join_next().await else {
             break;
         };
-        let (key, etag) =
-            joined.map_err(|e| ProviderError::fatal(format!("an upload stopped: {e}")))??;
+        let (key, etag) = joined.map_err(|e| {
+            ProviderError::fatal(format!("an upload stopped: {e}"))
+                .with_help("run `flow apply` again: files already sent are not sent twice")
+        })??;
         done += 1;
         ctx.reporter
             .event(&format!("uploaded {key} ({done}/{total})"));

@@ -36,7 +36,7 @@ pub(crate) fn generate(kind: &str, comment: &str) -> Result<KeyPair, ProviderErr
                 .map_err(|e| ProviderError::fatal(format!("could not make an RSA key: {e}")))?,
         ),
         other => {
-            return Err(ProviderError::fatal(format!(
+            return Err(ProviderError::bad_input(format!(
                 "`generate` must be one of {}, not {other:?}",
                 KINDS.join(", ")
             )));

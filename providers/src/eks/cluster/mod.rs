@@ -325,7 +325,7 @@ impl Provider for EksCluster {
             .and_then(Value::as_str)
             .map(str::to_string)
             .or_else(|| opt_str(prior.inputs, "name").ok().flatten())
-            .ok_or_else(|| ProviderError::fatal("no cluster name recorded"))?;
+            .ok_or_else(|| ProviderError::fatal("no cluster name recorded").with_help("the step's record is incomplete (written by an older flow, or edited by hand): look at it with `flow state show FILE STEP`, or restore a backup with `flow state restore`"))?;
         let eks = super::client(ctx).await?;
         let cfn = stack::client(ctx).await?;
         for (ng, _) in recorded_nodegroups(prior.private) {

@@ -58,7 +58,7 @@ impl ClusterSpec {
     /// Inputs over the eksctl file's values.
     pub(super) fn merge(v: &Values, cfg: EksctlConfig) -> Result<Self, ProviderError> {
         let name = opt_str(v, "name")?.or(cfg.name.clone()).ok_or_else(|| {
-            ProviderError::fatal("`name` is required (or `metadata.name` in the eksctl config)")
+            ProviderError::bad_input("`name` is required (or `metadata.name` in the eksctl config)")
         })?;
         let list = |k: &str, fallback: &Vec<String>| -> Result<Vec<String>, ProviderError> {
             let l = str_list(v, k)?;

@@ -308,7 +308,7 @@ fn taints(v: Option<&Value>) -> Result<Vec<TaintSpec>, ProviderError> {
                     .to_string()
             };
             if s("key").is_empty() {
-                return Err(ProviderError::fatal("each taint needs a `key`"));
+                return Err(ProviderError::bad_input("each taint needs a `key`"));
             }
             Ok(TaintSpec {
                 key: s("key"),
