@@ -29,10 +29,12 @@ pub(super) struct Op<'a> {
 }
 
 impl Op<'_> {
+    /// The step's name.
     pub(super) fn name(&self) -> &str {
         &self.job.change.step
     }
 
+    /// What the provider is handed for an operation under `token`.
     pub(super) fn op_context(&self, token: &str) -> OpContext {
         OpContext {
             step: self.name().to_string(),
@@ -46,10 +48,12 @@ impl Op<'_> {
         }
     }
 
+    /// How many times a retryable error is retried (the step's `retries`).
     pub(super) fn retries(&self) -> u32 {
         self.job.decl.as_ref().map_or(0, |d| d.retries)
     }
 
+    /// What happens before each retry: counted, logged, shown.
     pub(super) fn on_retry(
         &self,
     ) -> impl FnMut(u32, Duration, &flow_providers::ProviderError) + '_ {
@@ -68,6 +72,7 @@ impl Op<'_> {
         }
     }
 
+    /// The step's record as this run knows it, or a new one.
     pub(super) fn base_record(&self) -> StepRecord {
         let mut rec =
             self.ctx.journal().record(self.name()).unwrap_or_else(|| {
@@ -79,6 +84,8 @@ impl Op<'_> {
         rec
     }
 
+    /// Record the intent (operation, token, inputs) and wait until it is on
+    /// disk, and until what the step needs is on disk too.
     pub(super) async fn begin(
         &self,
         rec: &mut StepRecord,
@@ -103,6 +110,7 @@ impl Op<'_> {
         Ok(())
     }
 
+    /// Record the result; dependents may start before it is flushed.
     pub(super) async fn succeeded(
         &self,
         rec: &mut StepRecord,
@@ -130,6 +138,7 @@ impl Op<'_> {
         Ok(())
     }
 
+    /// Record the failure and return it as the step's error.
     pub(super) async fn failed(
         &self,
         rec: &mut StepRecord,
@@ -150,6 +159,7 @@ impl Op<'_> {
         }
     }
 
+    /// Create under `token`: intent, the provider's create with retries, result.
     pub(super) async fn create(
         &self,
         rec: &mut StepRecord,
@@ -175,6 +185,7 @@ impl Op<'_> {
         }
     }
 
+    /// Update in place under `token`: intent, the provider's update with retries, result.
     pub(super) async fn update(
         &self,
         rec: &mut StepRecord,
@@ -209,6 +220,7 @@ impl Op<'_> {
         }
     }
 
+    /// Delete under `token`: intent, the provider's delete with retries, result.
     pub(super) async fn delete(
         &self,
         rec: &mut StepRecord,
