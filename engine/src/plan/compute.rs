@@ -2,7 +2,6 @@
 //! No provider is called: plans are instant.
 
 use std::collections::{BTreeMap, BTreeSet};
-
 use std::sync::Arc;
 
 use flow_providers::{Change, Provider};
