@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow_providers::{Applied, OpContext, Prior, Provider, Values};
+use flow_providers::{Applied, OpContext, Prior, Provider, ProviderError, Values};
 use flow_state::{InFlight, Operation, Status, StepRecord, now_secs};
 use serde_json::Value;
 
@@ -51,6 +51,22 @@ impl Op<'_> {
     /// How many times a retryable error is retried (the step's `retries`).
     pub(super) fn retries(&self) -> u32 {
         self.job.decl.as_ref().map_or(0, |d| d.retries)
+    }
+
+    /// `call`, retried as the step's `retries` allow; its result and the
+    /// number of attempts.
+    async fn with_retries<T, F, Fut>(&self, call: F) -> (Result<T, ProviderError>, u32)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ProviderError>>,
+    {
+        with_retries(
+            self.retries(),
+            self.ctx.settings().backoff,
+            call,
+            self.on_retry(),
+        )
+        .await
     }
 
     /// What happens before each retry: counted, logged, shown.
@@ -169,13 +185,9 @@ impl Op<'_> {
         self.begin(rec, Operation::Create, &token, &desired.stored)
             .await?;
         let ctx = self.op_context(&token);
-        let (res, attempts) = with_retries(
-            self.retries(),
-            self.ctx.settings().backoff,
-            || self.provider.create(&ctx, &desired.actual),
-            self.on_retry(),
-        )
-        .await;
+        let (res, attempts) = self
+            .with_retries(|| self.provider.create(&ctx, &desired.actual))
+            .await;
         match res {
             Ok(applied) => {
                 self.succeeded(rec, applied, &desired.stored, attempts)
@@ -195,22 +207,13 @@ impl Op<'_> {
         self.begin(rec, Operation::Update, &token, &desired.stored)
             .await?;
         let ctx = self.op_context(&token);
-        let (inputs, outputs, private) =
-            (rec.inputs.clone(), rec.outputs.clone(), rec.private.clone());
-        let id = rec.resource_id.clone();
-        let prior = Prior {
-            id: id.as_deref(),
-            inputs: &inputs,
-            outputs: &outputs,
-            private: &private,
-        };
-        let (res, attempts) = with_retries(
-            self.retries(),
-            self.ctx.settings().backoff,
-            || self.provider.update(&ctx, prior, &desired.actual),
-            self.on_retry(),
-        )
-        .await;
+        let recorded = RecordedPrior::of(rec, rec.inputs.clone());
+        let (res, attempts) = self
+            .with_retries(|| {
+                self.provider
+                    .update(&ctx, recorded.prior(), &desired.actual)
+            })
+            .await;
         match res {
             Ok(applied) => {
                 self.succeeded(rec, applied, &desired.stored, attempts)
@@ -229,23 +232,11 @@ impl Op<'_> {
         let recorded = rec.inputs.clone();
         self.begin(rec, Operation::Delete, &token, &recorded)
             .await?;
-        let inputs = unsealed(&recorded, self.desired);
+        let prior = RecordedPrior::of(rec, unsealed(&recorded, self.desired));
         let ctx = self.op_context(&token);
-        let (outputs, private) = (rec.outputs.clone(), rec.private.clone());
-        let id = rec.resource_id.clone();
-        let prior = Prior {
-            id: id.as_deref(),
-            inputs: &inputs,
-            outputs: &outputs,
-            private: &private,
-        };
-        let (res, attempts) = with_retries(
-            self.retries(),
-            self.ctx.settings().backoff,
-            || self.provider.delete(&ctx, prior),
-            self.on_retry(),
-        )
-        .await;
+        let (res, attempts) = self
+            .with_retries(|| self.provider.delete(&ctx, prior.prior()))
+            .await;
         match res {
             Ok(()) => {
                 rec.applied = false;
@@ -259,6 +250,38 @@ impl Op<'_> {
                 Ok(self.ctx.journal().persist(rec).await?)
             }
             Err(e) => Err(self.failed(rec, e, attempts).await),
+        }
+    }
+}
+
+/// What a record holds for a provider's [`Prior`], copied, so that the
+/// record can be changed (the intent written) while the call runs.
+struct RecordedPrior {
+    id: Option<String>,
+    inputs: Values,
+    outputs: Values,
+    private: Value,
+}
+
+impl RecordedPrior {
+    /// `rec`'s id, outputs and private data, with `inputs` (the recorded
+    /// inputs, unsealed where the workflow still gives the secret).
+    fn of(rec: &StepRecord, inputs: Values) -> Self {
+        RecordedPrior {
+            id: rec.resource_id.clone(),
+            inputs,
+            outputs: rec.outputs.clone(),
+            private: rec.private.clone(),
+        }
+    }
+
+    /// The view the provider gets.
+    fn prior(&self) -> Prior<'_> {
+        Prior {
+            id: self.id.as_deref(),
+            inputs: &self.inputs,
+            outputs: &self.outputs,
+            private: &self.private,
         }
     }
 }
