@@ -175,6 +175,20 @@ impl Op<'_> {
         }
     }
 
+    /// Record what a create or update ended with: the result, or the failure.
+    async fn record_outcome(
+        &self,
+        rec: &mut StepRecord,
+        res: Result<Applied, ProviderError>,
+        stored: &Values,
+        attempts: u32,
+    ) -> Result<(), StepError> {
+        match res {
+            Ok(applied) => self.succeeded(rec, applied, stored, attempts).await,
+            Err(e) => Err(self.failed(rec, e, attempts).await),
+        }
+    }
+
     /// Create under `token`: intent, the provider's create with retries, result.
     pub(super) async fn create(
         &self,
@@ -188,13 +202,8 @@ impl Op<'_> {
         let (res, attempts) = self
             .with_retries(|| self.provider.create(&ctx, &desired.actual))
             .await;
-        match res {
-            Ok(applied) => {
-                self.succeeded(rec, applied, &desired.stored, attempts)
-                    .await
-            }
-            Err(e) => Err(self.failed(rec, e, attempts).await),
-        }
+        self.record_outcome(rec, res, &desired.stored, attempts)
+            .await
     }
 
     /// Update in place under `token`: intent, the provider's update with retries, result.
@@ -214,13 +223,8 @@ impl Op<'_> {
                     .update(&ctx, recorded.prior(), &desired.actual)
             })
             .await;
-        match res {
-            Ok(applied) => {
-                self.succeeded(rec, applied, &desired.stored, attempts)
-                    .await
-            }
-            Err(e) => Err(self.failed(rec, e, attempts).await),
-        }
+        self.record_outcome(rec, res, &desired.stored, attempts)
+            .await
     }
 
     /// Delete under `token`: intent, the provider's delete with retries, result.
