@@ -8,69 +8,16 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use support::aws::Aws;
 use support::fault_proxy::{Fault, FaultProxy};
 use support::moto::Moto;
-use support::{Project, Run, finish, signal, wait_until};
+use support::{Project, finish, signal, wait_until};
 
 /// The CloudFormation templates of the tests.
-const VPC: &str = include_str!("fixtures/aws/vpc.yaml");
 const VPC_V2: &str = include_str!("fixtures/aws/vpc-v2.yaml");
-const APP: &str = include_str!("fixtures/aws/app.yaml");
 const BATCH: &str = include_str!("fixtures/aws/batch.yaml");
-
-/// A project for AWS tests: the scratch folder, its templates, and the
-/// environment that points `flow` at a moto server (or a proxy before it).
-struct Aws {
-    p: Project,
-    env: Vec<(String, String)>,
-}
-
-impl Aws {
-    fn new(moto: &Moto, endpoint: Option<&str>) -> Aws {
-        let p = Project::new();
-        p.write("vpc.yaml", VPC);
-        p.write("vpc-v2.yaml", VPC_V2);
-        p.write("app.yaml", APP);
-        p.write("batch.yaml", BATCH);
-        let env = match endpoint {
-            Some(e) => moto.env_for(e),
-            None => moto.env(),
-        };
-        Aws { p, env }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = self.p.cmd(args);
-        for (k, v) in &self.env {
-            c.env(k, v);
-        }
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        let env: Vec<(&str, &str)> = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        self.p.run_env(args, &env)
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn flow")
-    }
-
-    fn apply(&self) -> Run {
-        self.run(&["apply", "wf.toml", "--auto-approve"])
-    }
-}
 
 /// Where `needle` first appears in `hay` (panics if it does not).
 fn at(hay: &str, needle: &str) -> usize {

@@ -28,6 +28,17 @@ pub enum Fault {
     Reset,
     /// The request forwarded after a delay.
     Slow,
+    /// A 400 `ValidationException` in the protocol's shape, never forwarded:
+    /// a refusal that proves nothing was done.
+    Refused,
+    /// The request forwarded to moto (it acts on it), then the connection
+    /// reset before any answer: the answer is lost.
+    Lost,
+    /// The request forwarded, and the answer cut off halfway through its body.
+    Truncated,
+    /// The request forwarded, and the answer held back for longer than the
+    /// SDK waits (`FLOW_AWS_ATTEMPT_TIMEOUT` in the tests), then dropped.
+    Stalled,
 }
 
 /// What to do with the answers to one operation.
@@ -49,6 +60,7 @@ struct Rules {
     slow: Duration,
     rewrites: Vec<Rewrite>,
     hold: Option<(String, Duration)>,
+    stall: Duration,
     seed: u64,
     turn: usize,
 }
@@ -95,6 +107,7 @@ impl FaultProxy {
             rules: Mutex::new(Rules {
                 seed: 0x9E37_79B9_7F4A_7C15,
                 slow: Duration::from_secs(2),
+                stall: Duration::from_secs(10),
                 ..Rules::default()
             }),
             counts: Mutex::new(Counts::default()),
@@ -159,6 +172,11 @@ impl FaultProxy {
     /// (the operation is done on the far side; the caller does not know yet).
     pub fn hold(&self, op: &str, delay: Duration) {
         self.shared.rules.lock().unwrap().hold = Some((op.into(), delay));
+    }
+
+    /// How long a [`Fault::Stalled`] answer is held before the connection drops.
+    pub fn stall_for(&self, delay: Duration) {
+        self.shared.rules.lock().unwrap().stall = delay;
     }
 
     /// Stops injecting, rewriting and holding.
@@ -336,6 +354,34 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
                 .entry(fault)
                 .or_default() += 1;
         }
+        if let Some(lost @ (Fault::Lost | Fault::Truncated | Fault::Stalled)) = fault {
+            shared.counts.lock().unwrap().forwarded.push(op.clone());
+            let answer = forward(&shared, &req).await?;
+            match lost {
+                Fault::Truncated => {
+                    // The head promises the whole body; half of it comes.
+                    let split = answer
+                        .windows(4)
+                        .position(|w| w == b"\r\n\r\n")
+                        .map_or(0, |i| i + 4);
+                    let cut = split + (answer.len() - split) / 2;
+                    write.write_all(&answer[..cut]).await?;
+                }
+                Fault::Stalled => {
+                    let stall = shared.rules.lock().unwrap().stall;
+                    tokio::time::sleep(stall).await;
+                }
+                _ => {}
+            }
+            let stream = reader
+                .into_inner()
+                .reunite(write)
+                .map_err(std::io::Error::other)?;
+            #[allow(deprecated)]
+            stream.set_linger(Some(Duration::ZERO))?;
+            drop(stream);
+            return Ok(());
+        }
         match fault {
             Some(Fault::Reset) => {
                 let stream = reader
@@ -478,6 +524,7 @@ fn error_response(fault: Fault, protocol: Protocol) -> Vec<u8> {
             _ => (400, "Bad Request"),
         },
         Fault::TooMany => (429, "Too Many Requests"),
+        Fault::Refused => (400, "Bad Request"),
         Fault::Internal => (500, "Internal Server Error"),
         _ => (503, "Service Unavailable"),
     };
@@ -487,6 +534,7 @@ fn error_response(fault: Fault, protocol: Protocol) -> Vec<u8> {
         (Fault::Throttle, Protocol::RestJson) => "TooManyRequestsException",
         (Fault::Throttle, Protocol::RestXml) => "SlowDown",
         (Fault::TooMany, _) => "",
+        (Fault::Refused, _) => "ValidationException",
         (Fault::Internal, Protocol::RestXml) => "InternalError",
         (Fault::Internal, _) => "InternalFailure",
         _ => "ServiceUnavailable",
@@ -494,6 +542,7 @@ fn error_response(fault: Fault, protocol: Protocol) -> Vec<u8> {
     let message = match fault {
         Fault::Throttle | Fault::TooMany => "Rate exceeded",
         Fault::Internal => "We encountered an internal error. Please try again.",
+        Fault::Refused => "The request was refused by the fault proxy.",
         _ => "Service is unavailable. Please try again.",
     };
     let (content_type, extra, body) = match (protocol, code.is_empty()) {

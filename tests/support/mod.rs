@@ -2,6 +2,7 @@
 //! and the real `flow` binary run in it as a user would.
 #![allow(dead_code)]
 
+pub mod aws;
 pub mod fault_proxy;
 pub mod kube;
 pub mod moto;

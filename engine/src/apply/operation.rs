@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow_providers::{Applied, OpContext, Prior, Provider, ProviderError, Values};
+use flow_providers::{Applied, ErrorKind, OpContext, Prior, Provider, ProviderError, Values};
 use flow_state::{InFlight, Operation, Status, StepRecord, now_secs};
 use serde_json::Value;
 
@@ -154,16 +154,22 @@ impl Op<'_> {
         Ok(())
     }
 
-    /// Record the failure and return it as the step's error.
+    /// Record the failure and return it as the step's error. The intent
+    /// stays unless the provider's answer proves that nothing happened
+    /// ([`ErrorKind::NotCreated`]): a timeout, exhausted retries or any other
+    /// failure may have left an object behind, and the next apply first asks
+    /// the provider what the recorded token did.
     pub(super) async fn failed(
         &self,
         rec: &mut StepRecord,
         err: flow_providers::ProviderError,
         attempts: u32,
     ) -> StepError {
+        if err.kind == ErrorKind::NotCreated {
+            rec.in_flight = None;
+        }
         let error = StepError::Provider(err);
         rec.status = Status::Failed;
-        rec.in_flight = None;
         rec.attempts = attempts;
         rec.last_error = Some(self.ctx.failure(self.name(), &error).message);
         match self.ctx.journal().persist(rec).await {

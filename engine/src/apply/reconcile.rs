@@ -14,6 +14,17 @@ use super::sealing::kept_outputs;
 use crate::lang::inputs::Desired;
 use crate::plan::Action;
 
+/// How reconciling an interrupted operation ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Reconciled {
+    /// The operation is finished: the record says what exists.
+    Finished,
+    /// The operation had failed on the far side and left something (a
+    /// rolled-back stack, a failed job) that must be deleted before the
+    /// step is created again.
+    LeftFailure,
+}
+
 impl Op<'_> {
     /// Create, update or replace until the step matches the desired inputs.
     pub(super) async fn apply(&self) -> Result<Outcome, StepError> {
@@ -24,7 +35,9 @@ impl Op<'_> {
         let mut replace_requested = planned == Action::Replace;
         for _ in 0..4 {
             if let Some(flight) = rec.in_flight.clone() {
-                self.reconcile(&mut rec, flight, desired).await?;
+                if self.reconcile(&mut rec, flight, desired).await? == Reconciled::LeftFailure {
+                    replace_requested = true;
+                }
                 did = Some(did.unwrap_or(planned));
                 continue;
             }
@@ -86,7 +99,7 @@ impl Op<'_> {
         rec: &mut StepRecord,
         flight: InFlight,
         desired: &Desired,
-    ) -> Result<(), StepError> {
+    ) -> Result<Reconciled, StepError> {
         self.reporter.note(&format!(
             "reconciling an interrupted {} (token {})",
             flight.operation, flight.token
@@ -113,21 +126,32 @@ impl Op<'_> {
                         self.reporter
                             .note("the interrupted create had completed: adopting it");
                         self.succeeded(rec, applied, &flight.inputs, rec.attempts)
-                            .await
+                            .await?;
                     }
                     ReadOutcome::Missing => {
                         if flight.inputs == desired.stored {
-                            self.create(rec, desired, flight.token).await
+                            self.create(rec, desired, flight.token).await?;
                         } else {
                             rec.in_flight = None;
-                            self.create(rec, desired, new_token()).await
+                            self.create(rec, desired, new_token()).await?;
                         }
+                    }
+                    ReadOutcome::Failed { id, reason } => {
+                        self.reporter.note(&format!(
+                            "the interrupted create had failed ({reason}): deleting what it left, then creating again"
+                        ));
+                        rec.applied = true;
+                        rec.resource_id = id.or(rec.resource_id.take());
+                        rec.inputs = flight.inputs.clone();
+                        rec.in_flight = None;
+                        return Ok(Reconciled::LeftFailure);
                     }
                 }
             }
-            Operation::Update => self.update(rec, desired, flight.token).await,
-            Operation::Delete => self.delete(rec, flight.token).await,
+            Operation::Update => self.update(rec, desired, flight.token).await?,
+            Operation::Delete => self.delete(rec, flight.token).await?,
         }
+        Ok(Reconciled::Finished)
     }
 
     /// Delete the step's object (finding it first if a create was
@@ -145,16 +169,26 @@ impl Op<'_> {
                         .read(&ctx, rec.resource_id.as_deref(), &flight.inputs)
                         .await
                         .map_err(StepError::CheckInterrupted)?;
-                    if let ReadOutcome::Present(applied) = found {
-                        rec.applied = true;
-                        rec.resource_id = applied.id;
-                        rec.inputs = flight.inputs.clone();
-                        rec.outputs = kept_outputs(
-                            &applied.outputs,
-                            &self.ctx.settings().redactor,
-                            &self.ctx.settings().salt,
-                        );
-                        rec.private = applied.private;
+                    match found {
+                        ReadOutcome::Present(applied) => {
+                            rec.applied = true;
+                            rec.resource_id = applied.id;
+                            rec.inputs = flight.inputs.clone();
+                            rec.outputs = kept_outputs(
+                                &applied.outputs,
+                                &self.ctx.settings().redactor,
+                                &self.ctx.settings().salt,
+                            );
+                            rec.private = applied.private;
+                        }
+                        // What a failed create left (a rolled-back stack)
+                        // is deleted like the object itself would be.
+                        ReadOutcome::Failed { id, .. } => {
+                            rec.applied = true;
+                            rec.resource_id = id.or(rec.resource_id.take());
+                            rec.inputs = flight.inputs.clone();
+                        }
+                        ReadOutcome::Missing => {}
                     }
                     rec.in_flight = None;
                 }

@@ -38,8 +38,10 @@ impl Shade {
     fn of(rec: Option<&StepRecord>) -> Shade {
         match rec {
             None => Shade::New,
-            Some(r) if r.in_flight.is_some() || r.status == Status::Pending => Shade::Pending,
+            // A failure keeps its intent (for the next apply to read), but
+            // what the user must know first is that it failed.
             Some(r) if r.status == Status::Failed => Shade::Failed,
+            Some(r) if r.in_flight.is_some() || r.status == Status::Pending => Shade::Pending,
             Some(r) if r.applied => Shade::Applied,
             Some(_) => Shade::New,
         }

@@ -162,6 +162,9 @@ fn plan_step(
     let Some(rec) = record.filter(|r| r.applied) else {
         change.action = Action::Create;
         change.reason = match record {
+            Some(r) if r.in_flight.is_some() && r.last_error.is_some() => {
+                "the last create failed; apply first reads what it left".into()
+            }
             Some(r) if r.in_flight.is_some() => "resumes an interrupted create".into(),
             Some(r) if r.last_error.is_some() => "the last attempt failed".into(),
             _ => "new step".into(),
@@ -218,7 +221,14 @@ fn plan_step(
         };
         if action < resumed {
             action = resumed;
-            reason = format!("resumes an interrupted {}", flight.operation);
+            reason = if rec.last_error.is_some() {
+                format!(
+                    "the last {} failed; apply first reads what it left",
+                    flight.operation
+                )
+            } else {
+                format!("resumes an interrupted {}", flight.operation)
+            };
         }
     } else if action == Action::NoOp && rec.last_error.is_some() {
         action = Action::Update;

@@ -449,11 +449,10 @@ impl Provider for BatchJob {
         let all_tags: HashMap<String, String> = tags::with_token(&BTreeMap::new(), &ctx.token)
             .into_iter()
             .collect();
-        let out = request
-            .set_tags(Some(all_tags))
-            .send()
-            .await
-            .map_err(|e| error::aws(&format!("submit job `{name}` to queue `{queue}`"), e))?;
+        let out =
+            request.set_tags(Some(all_tags)).send().await.map_err(|e| {
+                error::refused(&format!("submit job `{name}` to queue `{queue}`"), e)
+            })?;
         let id = out.job_id().unwrap_or_default().to_string();
         ctx.reporter
             .event(&format!("job `{name}` ({id}): submitted"));
@@ -509,8 +508,8 @@ impl Provider for BatchJob {
     }
 
     /// The job this operation submitted (by id, else by its token tag),
-    /// waited for if still running; a failed one reads as missing, so the
-    /// create that follows reports its failure.
+    /// waited for if still running; one that failed, or whose log lacks
+    /// what the step asks for, reads as failed.
     async fn read(
         &self,
         ctx: &OpContext,
@@ -542,14 +541,15 @@ impl Provider for BatchJob {
             run_to_end(ctx, &client, &mut logs, &name, &id).await?
         };
         // A job that failed, or whose logs do not show what the step asks
-        // for, reads as missing: the create that follows (same token)
-        // finds it again and reports why.
-        Ok(
-            match finish(ctx, &client, &mut logs, values, &name, &job).await {
-                Ok(applied) => ReadOutcome::Present(applied),
-                Err(_) => ReadOutcome::Missing,
-            },
-        )
+        // for, ran to its end: the engine starts a new one under a new token.
+        match finish(ctx, &client, &mut logs, values, &name, &job).await {
+            Ok(applied) => Ok(ReadOutcome::Present(applied)),
+            Err(e) if e.is_retryable() => Err(e),
+            Err(e) => Ok(ReadOutcome::Failed {
+                id: Some(id),
+                reason: e.message,
+            }),
+        }
     }
 }
 

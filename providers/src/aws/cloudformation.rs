@@ -308,7 +308,7 @@ impl Provider for CloudFormationStack {
                     return Err(error::aws(&format!("create stack `{}`", spec.name), e));
                 }
             }
-            Err(e) => return Err(error::aws(&format!("create stack `{}`", spec.name), e)),
+            Err(e) => return Err(error::refused(&format!("create stack `{}`", spec.name), e)),
         }
         self.finish_create(&client, ctx, &spec, since, HashSet::new())
             .await
@@ -437,8 +437,9 @@ impl Provider for CloudFormationStack {
     }
 
     /// The stack of this name carrying this operation's token: waited for if
-    /// in progress, adopted once complete. Anything else is missing, and the
-    /// create that follows tells why (a failed stack, one not flow's). Only
+    /// in progress, adopted once complete, failed if it rolled back. Anything
+    /// else is missing, and the create that follows tells why (one not
+    /// flow's). Only
     /// the name is needed: a template since moved or deleted does not stop
     /// the recovery.
     async fn read(
@@ -476,6 +477,10 @@ impl Provider for CloudFormationStack {
         };
         Ok(match settled {
             Some(s) if USABLE.contains(&status(&s)) => ReadOutcome::Present(applied(&s, &spec)),
+            Some(s) if status(&s) != "DELETE_COMPLETE" => ReadOutcome::Failed {
+                id: s.stack_id().map(str::to_string),
+                reason: format!("stack `{}` is {}", spec.name, status(&s)),
+            },
             _ => ReadOutcome::Missing,
         })
     }

@@ -12,6 +12,9 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
+use std::time::Duration;
+
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_smithy_http_client::tls::{Provider as TlsProvider, rustls_provider::CryptoMode};
 use aws_types::sdk_config::SharedHttpClient;
@@ -29,6 +32,25 @@ fn http_client() -> SharedHttpClient {
                 .build_https()
         })
         .clone()
+}
+
+/// How long one attempt of one call may take before the SDK gives up on it
+/// and retries (an answer lost on the way must not hang the step):
+/// `FLOW_AWS_ATTEMPT_TIMEOUT` (a duration such as `30s`), else 5 minutes,
+/// enough for a large S3 upload part.
+fn attempt_timeout() -> Duration {
+    std::env::var("FLOW_AWS_ATTEMPT_TIMEOUT")
+        .ok()
+        .and_then(|t| humantime::parse_duration(&t).ok())
+        .unwrap_or(Duration::from_secs(300))
+}
+
+/// The SDK's timeouts: connecting, and each attempt of a call.
+fn timeouts() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .operation_attempt_timeout(attempt_timeout())
+        .build()
 }
 
 /// Which SDK configuration: region and profile as the step gives them.
@@ -52,8 +74,9 @@ pub(crate) async fn sdk_config(ctx: &OpContext) -> Result<SdkConfig, ProviderErr
     let config = match cached {
         Some(config) => config,
         None => {
-            let mut loader =
-                aws_config::defaults(BehaviorVersion::latest()).http_client(http_client());
+            let mut loader = aws_config::defaults(BehaviorVersion::latest())
+                .http_client(http_client())
+                .timeout_config(timeouts());
             if let Some(region) = &key.0 {
                 loader = loader.region(Region::new(region.clone()));
             }

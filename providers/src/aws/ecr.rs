@@ -176,7 +176,7 @@ impl Provider for EcrRepository {
                 }
                 Err(crate::ownership::not_own(&format!("repository `{name}`")))
             }
-            Err(e) => Err(error::aws(&format!("create repository `{name}`"), e)),
+            Err(e) => Err(error::refused(&format!("create repository `{name}`"), e)),
         }
     }
 

@@ -157,6 +157,38 @@ where
     }
 }
 
+/// `err` from the one call that would create or start something (CreateStack,
+/// SubmitJob, …). A refusal the service answered (an HTTP 4xx that is not
+/// throttling), or a request never sent (no credentials), proves nothing was
+/// created: it is marked [`ErrorKind::NotCreated`], and the engine drops the
+/// intent. A name already taken stays a conflict. Anything else (a timeout,
+/// a 5xx, an answer that could not be read) may have acted and keeps its
+/// kind, so the intent is kept and the next apply reads what happened.
+pub(crate) fn refused<E>(
+    what: &str,
+    err: SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> ProviderError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let answered_4xx = matches!(err, SdkError::ServiceError(_))
+        && err
+            .raw_response()
+            .is_some_and(|r| (400..500).contains(&r.status().as_u16()));
+    let never_sent = !matches!(err, SdkError::ServiceError(_) | SdkError::ResponseError(_));
+    let error = aws(what, err);
+    let proves_nothing = match error.kind {
+        ErrorKind::Retryable | ErrorKind::Conflict | ErrorKind::NotCreated => false,
+        ErrorKind::Auth => answered_4xx || never_sent,
+        _ => answered_4xx,
+    };
+    if proves_nothing {
+        error.of_kind(ErrorKind::NotCreated)
+    } else {
+        error
+    }
+}
+
 /// `error` with `source` kept, and the help its kind calls for.
 fn classified<E>(
     error: ProviderError,
@@ -251,6 +283,38 @@ mod tests {
         );
         assert!(e.help.as_deref().unwrap().contains("AWS_PROFILE"));
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn only_a_refusal_of_a_create_proves_nothing_was_created() {
+        use aws_sdk_s3::config::http::HttpResponse;
+        use aws_sdk_s3::error::ErrorMetadata;
+        use aws_sdk_s3::operation::create_bucket::CreateBucketError;
+        use aws_sdk_s3::primitives::SdkBody;
+        let answered = |status: u16, code: &str| {
+            let meta = ErrorMetadata::builder().code(code).message("m").build();
+            let raw = HttpResponse::new(status.try_into().unwrap(), SdkBody::from(""));
+            SdkError::service_error(CreateBucketError::generic(meta), raw)
+        };
+        let kind = |e| refused("create bucket `b`", e).kind;
+        assert_eq!(
+            kind(answered(400, "InvalidBucketName")),
+            ErrorKind::NotCreated
+        );
+        assert_eq!(kind(answered(403, "AccessDenied")), ErrorKind::NotCreated);
+        // Retries may follow; a 5xx may have acted; a taken name is a conflict.
+        assert_eq!(kind(answered(400, "SlowDown")), ErrorKind::Retryable);
+        assert_eq!(kind(answered(500, "InternalError")), ErrorKind::Retryable);
+        assert_eq!(
+            kind(answered(409, "BucketAlreadyExists")),
+            ErrorKind::Conflict
+        );
+        // An answer that could not be read may follow a create that happened.
+        let unreadable: SdkError<CreateBucketError, HttpResponse> = SdkError::response_error(
+            std::io::Error::other("truncated body"),
+            HttpResponse::new(200.try_into().unwrap(), SdkBody::from("<Create")),
+        );
+        assert_eq!(kind(unreadable), ErrorKind::Retryable);
     }
 
     #[test]

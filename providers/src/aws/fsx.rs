@@ -385,7 +385,7 @@ impl Provider for FsxLustre {
         let out = request
             .send()
             .await
-            .map_err(|e| error::aws("create FSx for Lustre file system", e))?;
+            .map_err(|e| error::refused("create FSx for Lustre file system", e))?;
         let id = out
             .file_system()
             .and_then(|fs| fs.file_system_id())
@@ -510,7 +510,8 @@ impl Provider for FsxLustre {
     }
 
     /// The file system with this id, or else the one tagged with this
-    /// operation's token; waited for until available.
+    /// operation's token; waited for until available, failed if FSx gave up
+    /// on it.
     async fn read(
         &self,
         ctx: &OpContext,
@@ -533,9 +534,15 @@ impl Provider for FsxLustre {
                 lifecycle(&fs)
             ));
         }
-        match settle(ctx, &client, &id, true).await? {
-            Some(fs) => Ok(ReadOutcome::Present(applied(&fs))),
-            None => Ok(ReadOutcome::Missing),
+        match settle(ctx, &client, &id, true).await {
+            Ok(Some(fs)) => Ok(ReadOutcome::Present(applied(&fs))),
+            Ok(None) => Ok(ReadOutcome::Missing),
+            // FSx gave up on it (FAILED, MISCONFIGURED): delete, then create anew.
+            Err(e) if e.kind == crate::contract::ErrorKind::Failed => Ok(ReadOutcome::Failed {
+                id: Some(id),
+                reason: e.message,
+            }),
+            Err(e) => Err(e),
         }
     }
 }

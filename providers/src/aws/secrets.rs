@@ -221,7 +221,7 @@ impl Provider for SecretsManagerSecret {
         let out = request
             .send()
             .await
-            .map_err(|e| error::aws(&format!("create secret `{name}`"), e))?;
+            .map_err(|e| error::refused(&format!("create secret `{name}`"), e))?;
         let arn = out.arn().unwrap_or(&name).to_string();
         ctx.reporter.event(&format!("secret `{name}` created"));
         Ok(applied(&arn, &public))

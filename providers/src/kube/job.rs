@@ -471,8 +471,12 @@ impl Provider for KubeJob {
                 ));
                 match run.follow(&mut kinds, &record).await {
                     Ok(applied) => Ok(ReadOutcome::Present(applied)),
-                    // Failed: let create (same token) report it properly.
-                    Err(_) => Ok(ReadOutcome::Missing),
+                    Err(e) if e.is_retryable() => Err(e),
+                    // It ran to its end and failed: the next run deletes it.
+                    Err(e) => Ok(ReadOutcome::Failed {
+                        id: None,
+                        reason: e.message,
+                    }),
                 }
             }
             _ => Ok(ReadOutcome::Missing),

@@ -227,7 +227,7 @@ impl Provider for S3Bucket {
                     "bucket `{name}` already exists and belongs to another account; bucket names are global: choose another"
                 )));
             }
-            Err(e) => return Err(error::aws(&format!("create bucket `{name}`"), e)),
+            Err(e) => return Err(error::refused(&format!("create bucket `{name}`"), e)),
         }
         configure(&client, &name, values, None).await?;
         Ok(applied(&name, &region))

@@ -164,7 +164,7 @@ pub(super) async fn converge(
                 .client_request_token(super::super::request_token(&ctx.token, &spec.name))
                 .send()
                 .await
-                .map_err(|e| error::aws(&format!("create cluster `{}`", spec.name), e))?;
+                .map_err(|e| error::refused(&format!("create cluster `{}`", spec.name), e))?;
         }
     }
     let cluster = wait_active(ctx, &eks, &spec.name).await?;

@@ -395,6 +395,12 @@ impl Provider for EksCluster {
         let eks = super::client(ctx).await?;
         match waiting::find_cluster(&eks, &spec.name).await? {
             Some(c) if c.tags().and_then(|t| t.get(TOKEN)) == Some(&ctx.token) => {
+                if let waiting::Condition::Failed(why) = waiting::cluster_active(&c) {
+                    return Ok(ReadOutcome::Failed {
+                        id: c.arn().map(str::to_string),
+                        reason: format!("cluster `{}` is {why}", spec.name),
+                    });
+                }
                 // Finish what the interrupted create started (OIDC, node groups).
                 Ok(ReadOutcome::Present(converge(ctx, &spec).await?))
             }

@@ -118,7 +118,7 @@ pub async fn create(
     }
     req.send()
         .await
-        .map_err(|e| error::aws(&format!("create node group `{}`", spec.name), e))?;
+        .map_err(|e| error::refused(&format!("create node group `{}`", spec.name), e))?;
     wait_active(ctx, eks, spec).await
 }
 

@@ -209,6 +209,12 @@ impl Provider for EksNodegroup {
         let eks = super::client(ctx).await?;
         match find(&eks, &spec).await? {
             Some(ng) if ng.tags().and_then(|t| t.get(TOKEN)) == Some(&ctx.token) => {
+                if ng.status() == Some(&aws_sdk_eks::types::NodegroupStatus::CreateFailed) {
+                    return Ok(ReadOutcome::Failed {
+                        id: ng.nodegroup_arn().map(str::to_string),
+                        reason: format!("node group `{}` is CREATE_FAILED", spec.name),
+                    });
+                }
                 let outputs = wait_active(ctx, &eks, &spec).await?;
                 Ok(ReadOutcome::Present(applied(&spec, outputs)))
             }

@@ -1,0 +1,429 @@
+//! The provider contract: what every provider kind declares and implements.
+//!
+//! The engine owns state, ordering, retries and timeouts. A provider only
+//! knows how to validate its inputs offline, compare two sets of inputs, and
+//! create / read / update / delete one object, each idempotent by the
+//! operation token the engine persisted before calling it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+mod error;
+mod refresh;
+mod schema;
+
+pub use error::{ErrorKind, ProviderError};
+pub use refresh::{Drift, Refreshed, attribute_drift, input_drift};
+pub use schema::{InputSpec, InputType, InputValue, Problem, Schema, StepKind};
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+/// A step's inputs or outputs: a JSON object, keys in a stable order.
+pub type Values = Map<String, Value>;
+
+/// What validation may look at besides the inputs.
+#[derive(Debug, Clone)]
+pub struct ValidateContext {
+    /// The workflow file's folder; relative paths are resolved against it.
+    pub workdir: PathBuf,
+}
+
+/// How a step's desired inputs differ from those it was applied with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing to do.
+    NoOp,
+    /// Change in place; the names of the inputs that differ.
+    Update(Vec<String>),
+    /// Delete and create again; the names of the inputs that force it.
+    Replace(Vec<String>),
+}
+
+/// The result of a successful create, update or read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Applied {
+    /// The real object's id (stack id, file-system id, …), if it has one.
+    pub id: Option<String>,
+    /// Outputs that later steps may reference.
+    pub outputs: Values,
+    /// Provider-private data kept in state for later calls (never shown).
+    pub private: Value,
+}
+
+/// What the engine recorded of a step the last time it was applied.
+#[derive(Debug, Clone, Copy)]
+pub struct Prior<'a> {
+    /// The object's id.
+    pub id: Option<&'a str>,
+    /// The inputs it was applied with (sensitive ones as digests).
+    pub inputs: &'a Values,
+    /// The outputs it produced.
+    pub outputs: &'a Values,
+    /// The provider-private data.
+    pub private: &'a Value,
+}
+
+/// What `read` found for an operation or object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadOutcome {
+    /// The object exists (the operation completed, or was still running and
+    /// the provider waited for it): adopt it.
+    Present(Applied),
+    /// The operation left nothing behind: issue it again with the same token.
+    Missing,
+    /// The operation ran to its end and failed (a job that failed, a stack
+    /// rolled back, a file system in `FAILED`): nothing to adopt, and issuing
+    /// it again under the same token would only find the failure again. The
+    /// engine deletes what it left (by `id`, else by the intent's inputs),
+    /// then starts over under a new token.
+    Failed {
+        /// The failed object's id, if it left one.
+        id: Option<String>,
+        /// Why it failed, as the service says.
+        reason: String,
+    },
+}
+
+/// Where a running operation reports to; the engine redacts secrets before
+/// anything reaches a terminal or a file.
+pub trait Reporter: Send + Sync {
+    /// A progress event (stack event, lifecycle change, job status) shown live.
+    fn event(&self, message: &str);
+    /// A line of output for the step's log only.
+    fn log(&self, line: &str);
+}
+
+/// Everything an operation needs besides its inputs.
+#[derive(Clone)]
+pub struct OpContext {
+    /// The step's name.
+    pub step: String,
+    /// The operation token persisted before this call; the same on a retry or resume.
+    pub token: String,
+    /// The workflow file's folder.
+    pub workdir: PathBuf,
+    /// The step's log file (the engine's reporter appends to it; providers
+    /// write through [`OpContext::reporter`], never to the file directly).
+    pub log_path: PathBuf,
+    /// The AWS region for the step, if the workflow or step set one.
+    pub region: Option<String>,
+    /// The AWS profile, if the workflow set one.
+    pub profile: Option<String>,
+    /// Progress and log sink.
+    pub reporter: Arc<dyn Reporter>,
+    /// Set when the user interrupts the run: tasks (a running job) stop their
+    /// work and fail; resources finish what they started.
+    pub cancel: Cancel,
+}
+
+/// A signal that the run was interrupted, cheap to clone and to poll.
+#[derive(Clone, Debug)]
+pub struct Cancel(tokio::sync::watch::Receiver<bool>);
+
+impl Cancel {
+    /// A sender and the signal it controls.
+    pub fn pair() -> (tokio::sync::watch::Sender<bool>, Cancel) {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        (tx, Cancel(rx))
+    }
+
+    /// A signal that never fires (planning, tests).
+    pub fn never() -> Cancel {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        // Keep the channel open for the life of the program, so it never reads as closed.
+        std::mem::forget(tx);
+        Cancel(rx)
+    }
+
+    /// Whether the run was interrupted.
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the run is interrupted (never, if it is not).
+    pub async fn cancelled(&self) {
+        let mut rx = self.0.clone();
+        loop {
+            if *rx.borrow_and_update() {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// Something a step keeps running that costs money by the hour, for the cost
+/// estimate in plans.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Capacity {
+    /// `count` EC2 instances of a type (node groups, Batch nodes).
+    Instances {
+        /// e.g. `p4d.24xlarge`.
+        instance_type: String,
+        /// How many run.
+        count: u32,
+    },
+    /// FSx for Lustre storage.
+    LustreStorage {
+        /// Storage capacity in GiB.
+        gib: u64,
+        /// `SCRATCH_2`, `PERSISTENT_1`, `PERSISTENT_2`, …
+        deployment_type: String,
+        /// MB/s per TiB for persistent file systems.
+        throughput: Option<u32>,
+    },
+}
+
+/// What a provider adds to a planned change after looking at the real object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanDetail {
+    /// Lines shown under the step, e.g. a CloudFormation change set's
+    /// resource changes (`~ Modify AWS::EC2::Subnet PrivateSubnet (replacement: True)`).
+    pub lines: Vec<String>,
+    /// The real object must be replaced, for this reason (a stack left in
+    /// `ROLLBACK_COMPLETE`, say).
+    pub replace_because: Option<String>,
+}
+
+/// One provider kind. Every method that changes the world is idempotent by
+/// `ctx.token`: called twice with the same token, it leaves one object.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The kind's name as written in `provider = "..."`.
+    fn name(&self) -> &'static str;
+
+    /// The inputs it accepts and whether it is a resource or a task.
+    fn schema(&self) -> &Schema;
+
+    /// Offline checks beyond the schema's types. Unknown inputs are skipped.
+    fn validate(&self, _inputs: &[(String, InputValue)], _ctx: &ValidateContext) -> Vec<Problem> {
+        Vec::new()
+    }
+
+    /// How `desired` differs from `prior`. The default compares input by input:
+    /// any input marked `force_new`, or any change at all for a task, replaces;
+    /// anything else updates in place.
+    fn diff(&self, prior: &Values, desired: &Values) -> Change {
+        default_diff(self.schema(), prior, desired)
+    }
+
+    /// Create the object (or run the task) and wait until it is ready.
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError>;
+
+    /// Change the object in place to match `inputs`.
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError>;
+
+    /// Delete the object and wait until it is gone. Deleting what is already gone succeeds.
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError>;
+
+    /// Whether [`Provider::plan_detail`] has anything to say; when false the
+    /// planner does not even ask (large plans stay instant).
+    fn has_plan_detail(&self) -> bool {
+        false
+    }
+
+    /// Look at the real object while planning, for a step that has a change
+    /// pending (never for unchanged steps: plans stay instant). `prior` is
+    /// what state recorded, if the step was ever applied. The default adds
+    /// nothing.
+    async fn plan_detail(
+        &self,
+        _ctx: &OpContext,
+        _prior: Option<Prior<'_>>,
+        _desired: &Values,
+    ) -> Result<PlanDetail, ProviderError> {
+        Ok(PlanDetail::default())
+    }
+
+    /// A digest of the local files these inputs name (a template, a manifest,
+    /// a folder to sync), so that a changed file plans as a change even when
+    /// the inputs themselves are the same. The engine keeps it among the
+    /// recorded inputs under [`CONTENT_KEY`]. Offline and cheap; the default
+    /// is none.
+    fn content_digest(&self, _inputs: &Values, _ctx: &ValidateContext) -> Option<String> {
+        None
+    }
+
+    /// What a step with these inputs keeps running, for the cost estimate.
+    /// Offline and cheap; the default is nothing.
+    fn capacity(&self, _inputs: &Values) -> Vec<Capacity> {
+        Vec::new()
+    }
+
+    /// Find what an interrupted operation with `ctx.token` left behind, waiting
+    /// for it to finish if it is still in progress on the far side. `id` is the
+    /// object's id when one was recorded.
+    async fn read(
+        &self,
+        ctx: &OpContext,
+        id: Option<&str>,
+        inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError>;
+
+    /// Whether [`Provider::refresh`] reads anything; when false (`exec`,
+    /// `null`) the planner does not ask, and the step is not read.
+    fn can_refresh(&self) -> bool {
+        false
+    }
+
+    /// Read the real object of an applied step, as `flow plan` does before
+    /// diffing: whether it still exists, and which attributes the provider
+    /// owns differ from `prior`. Never changes anything and never reports a
+    /// secret's value.
+    async fn refresh(
+        &self,
+        _ctx: &OpContext,
+        _prior: Prior<'_>,
+    ) -> Result<Refreshed, ProviderError> {
+        Ok(Refreshed::unchanged())
+    }
+}
+
+/// The recorded-input key under which the engine keeps a provider's
+/// [`Provider::content_digest`]; it is never passed to the provider as an input.
+pub const CONTENT_KEY: &str = "(content)";
+
+/// What a sealed secret in state starts with: state keeps a sensitive input
+/// only as `sealed:sha256:<64 hex>`, a salted SHA-256 of its value. The
+/// `sealed:` keeps it apart from plain values shaped `sha256:<hex>` (image
+/// digests, the [`CONTENT_KEY`] digest), which are not secrets. State schema 1
+/// wrote seals without it; the state crate's migration to schema 2 adds it.
+pub const SEALED_PREFIX: &str = "sealed:sha256:";
+
+/// The sealed form of a SHA-256 given as hex: `sealed:sha256:<hex>`.
+pub fn seal_hex(hex: &str) -> String {
+    format!("{SEALED_PREFIX}{hex}")
+}
+
+/// Whether a recorded input is a sealed secret (see [`SEALED_PREFIX`]), so a
+/// provider reading [`Prior::inputs`] (on delete, say) can tell that it has
+/// the seal where the value used to be. Plain `sha256:<hex>` is not sealed.
+pub fn is_sealed(value: &Value) -> bool {
+    value.as_str().is_some_and(|s| {
+        s.strip_prefix(SEALED_PREFIX)
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    })
+}
+
+/// The diff described on [`Provider::diff`].
+pub fn default_diff(schema: &Schema, prior: &Values, desired: &Values) -> Change {
+    let mut names: Vec<&String> = prior.keys().chain(desired.keys()).collect();
+    names.sort();
+    names.dedup();
+    let changed: Vec<String> = names
+        .into_iter()
+        .filter(|k| prior.get(*k) != desired.get(*k))
+        .cloned()
+        .collect();
+    if changed.is_empty() {
+        return Change::NoOp;
+    }
+    if schema.kind == StepKind::Task {
+        return Change::Replace(changed);
+    }
+    let forcing: Vec<String> = changed
+        .iter()
+        .filter(|k| schema.input(k).is_some_and(|s| s.force_new))
+        .cloned()
+        .collect();
+    if forcing.is_empty() {
+        Change::Update(changed)
+    } else {
+        Change::Replace(forcing)
+    }
+}
+
+/// The known inputs of `inputs` as values, for offline checks.
+pub fn known_inputs(inputs: &[(String, InputValue)]) -> Values {
+    inputs
+        .iter()
+        .filter_map(|(k, v)| match v {
+            InputValue::Known(v) => Some((k.clone(), v.clone())),
+            InputValue::Unknown => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema(kind: StepKind) -> Schema {
+        Schema {
+            kind,
+            description: "test",
+            inputs: vec![
+                InputSpec::required("name", InputType::String, "name").forces_new(),
+                InputSpec::optional("size", InputType::Integer, "size"),
+            ],
+            open_inputs: false,
+        }
+    }
+
+    fn values(v: Value) -> Values {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn default_diff_separates_update_and_replace() {
+        let s = schema(StepKind::Resource);
+        let prior = values(json!({"name": "a", "size": 1}));
+        assert_eq!(default_diff(&s, &prior, &prior), Change::NoOp);
+        let bigger = values(json!({"name": "a", "size": 2}));
+        assert_eq!(
+            default_diff(&s, &prior, &bigger),
+            Change::Update(vec!["size".into()])
+        );
+        let renamed = values(json!({"name": "b", "size": 2}));
+        assert_eq!(
+            default_diff(&s, &prior, &renamed),
+            Change::Replace(vec!["name".into()])
+        );
+    }
+
+    #[test]
+    fn tasks_rerun_on_any_change() {
+        let s = schema(StepKind::Task);
+        let prior = values(json!({"name": "a", "size": 1}));
+        let later = values(json!({"name": "a"}));
+        assert_eq!(
+            default_diff(&s, &prior, &later),
+            Change::Replace(vec!["size".into()])
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_fires_once_sent() {
+        let (tx, cancel) = Cancel::pair();
+        assert!(!cancel.is_cancelled());
+        let waiter = tokio::spawn({
+            let c = cancel.clone();
+            async move { c.cancelled().await }
+        });
+        tx.send(true).unwrap();
+        waiter.await.unwrap();
+        assert!(cancel.is_cancelled());
+        assert!(!Cancel::never().is_cancelled());
+    }
+
+    #[test]
+    fn sealed_values_are_recognised() {
+        let hex = "ab".repeat(32);
+        assert!(is_sealed(&json!(seal_hex(&hex))));
+        assert!(is_sealed(&json!(format!("sealed:sha256:{hex}"))));
+        // A plain digest (an image digest, a content digest) is a value.
+        assert!(!is_sealed(&json!(format!("sha256:{hex}"))));
+        assert!(!is_sealed(&json!("sealed:sha256:short")));
+        assert!(!is_sealed(&json!(format!("sealed:sha256:{hex}0"))));
+        assert!(!is_sealed(&json!(3)));
+    }
+}
