@@ -748,7 +748,27 @@ fn a_stack_left_in_rollback_complete_is_planned_as_a_replace() {
     );
     let plan = a.run(&["plan", "wf.toml"]).expect(0);
     assert!(plan.stdout.contains("ROLLBACK_COMPLETE"), "{}", plan.stdout);
-    assert!(plan.stdout.contains("1 to replace"), "{}", plan.stdout);
+    // Refresh sees both stacks rolled back (the proxy rewrites every
+    // DescribeStacks), so both are replaced, not only the edited one.
+    assert!(
+        plan.stdout
+            .contains("Changed outside flow:\n  ~ vpc  (cloudformation.stack)\n      status : \"CREATE_COMPLETE\" → \"ROLLBACK_COMPLETE\""),
+        "{}",
+        plan.stdout
+    );
+    assert!(plan.stdout.contains("2 to replace"), "{}", plan.stdout);
+    // Offline, only state is looked at: the edited stack alone changes.
+    let offline = a.run(&["plan", "wf.toml", "--refresh=false"]).expect(0);
+    assert!(
+        !offline.stdout.contains("outside flow"),
+        "{}",
+        offline.stdout
+    );
+    assert!(
+        offline.stdout.contains("1 to replace"),
+        "{}",
+        offline.stdout
+    );
 }
 
 /// An object under a step's name that the step did not create is refused,

@@ -4,19 +4,50 @@
 //! the plan starts and stops (`cost`). It sits above both `plan` and `cost`,
 //! so neither needs the other's pipeline.
 
-use crate::plan::{Plan, PlanRequest, compute_plan, refine};
+use crate::plan::model::{DriftFound, StepDrift};
+use crate::plan::{Action, Plan, PlanRequest, compute_plan, refine};
 
-/// The whole planning pipeline: compare the workflow with state, let
-/// providers that look at real objects refine pending changes, then price
-/// what the plan starts and stops (when a price table is given).
+/// The whole planning pipeline: compare the workflow with state (as refresh
+/// found it; `drift` is what refresh saw), let providers that look at real
+/// objects refine pending changes, then price what the plan starts and
+/// stops (when a price table is given).
 pub async fn make_plan(
     req: &PlanRequest<'_>,
     prices: Option<&crate::cost::PriceTable>,
+    drift: Vec<StepDrift>,
 ) -> Result<Plan, crate::diag::Diagnostics> {
     let mut plan = compute_plan(req)?;
+    explain_drift(&mut plan, drift);
     refine::refine_plan(&mut plan, req.loaded, req.records, req.salt, 10).await;
     if let Some(prices) = prices {
         crate::cost::estimate(&mut plan, req.loaded, req.registry, req.records, prices);
     }
     Ok(plan)
+}
+
+/// Keep what refresh found in the plan, and say why a step changes when it
+/// is because of it.
+fn explain_drift(plan: &mut Plan, drift: Vec<StepDrift>) {
+    for d in &drift {
+        let Some(change) = plan.changes.iter_mut().find(|c| c.step == d.step) else {
+            continue;
+        };
+        match (&d.found, change.action) {
+            (DriftFound::Deleted, Action::Create) => {
+                change.reason = "deleted outside flow".into();
+            }
+            (DriftFound::Changed { attributes }, Action::Update | Action::Replace)
+                if change.reason == "inputs changed" =>
+            {
+                let drifted = |name: &str| attributes.iter().any(|a| a.name == name);
+                change.reason = if change.inputs.iter().all(|i| drifted(&i.name)) {
+                    "changed outside flow".into()
+                } else {
+                    "inputs changed, and changed outside flow".into()
+                };
+            }
+            _ => {}
+        }
+    }
+    plan.drift = drift;
 }

@@ -102,6 +102,11 @@ pub struct StepRecord {
     pub attempts: u32,
     /// The last error, if the last operation failed.
     pub last_error: Option<String>,
+    /// Attributes a refresh found changed outside flow and that no input
+    /// shows (a stack's status, a secret's version): apply updates the step
+    /// back to the workflow even though its inputs did not change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<String>,
     /// When the step was first recorded (seconds since the Unix epoch).
     pub created_at: u64,
     /// When the record last changed (seconds since the Unix epoch).
@@ -126,6 +131,7 @@ impl StepRecord {
             in_flight: None,
             attempts: 0,
             last_error: None,
+            drifted: Vec::new(),
             created_at: now,
             updated_at: now,
         }

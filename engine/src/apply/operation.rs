@@ -149,6 +149,7 @@ impl Op<'_> {
         rec.in_flight = None;
         rec.attempts = attempts;
         rec.last_error = None;
+        rec.drifted.clear();
         self.ctx.put_outputs(self.name(), applied.outputs);
         self.ctx.journal().persist_queued(rec);
         Ok(())

@@ -53,8 +53,11 @@ impl Op<'_> {
                 self.provider.diff(&rec.inputs, &desired.stored)
             };
             let wanted = match change {
+                // A failed last attempt, or a change outside flow that no
+                // input shows, is updated back to the workflow.
                 flow_providers::Change::NoOp
-                    if rec.last_error.is_some() && planned != Action::NoOp =>
+                    if (rec.last_error.is_some() || !rec.drifted.is_empty())
+                        && planned != Action::NoOp =>
                 {
                     Action::Update
                 }

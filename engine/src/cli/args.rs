@@ -121,6 +121,13 @@ pub struct PlanArgs {
     /// table; default: $FLOW_PRICES, else the built-in one).
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
+    /// Read each applied step's real object before planning, to show what
+    /// changed outside flow; `--refresh=false` plans from state alone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub refresh: bool,
+    /// How many real objects are read at once.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub parallelism: usize,
 }
 
 /// `flow apply`.
@@ -153,6 +160,13 @@ pub struct ApplyArgs {
     /// or a saved plan).
     #[arg(long)]
     pub json: bool,
+    /// Read each applied step's real object first, and record what changed
+    /// outside flow; `--refresh=false` trusts state alone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub refresh: bool,
+    /// Only record what the real objects are now: change nothing in the cloud.
+    #[arg(long, conflicts_with_all = ["replace", "target"])]
+    pub refresh_only: bool,
 }
 
 /// `flow destroy`.

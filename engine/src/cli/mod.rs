@@ -6,6 +6,7 @@ pub mod graph;
 pub mod inspect;
 pub mod logs;
 pub mod progress;
+pub mod refresh;
 pub mod run;
 pub mod run_apply;
 pub mod run_destroy;

@@ -11,12 +11,15 @@ use flow_state::{StepRecord, Store};
 use super::args::ApplyArgs;
 use super::common::{CliError, CliResult, Ui, confirm, load_workflow, records_of, state_dir};
 use super::progress::print_json_summary;
+use super::refresh::{record, refreshed};
 use super::run::{finish, json_needs_approval, run_context, run_jobs, show_plan};
 use crate::apply::job::StepJob;
 use crate::apply::schedule::Report;
 use crate::lang::load::Loaded;
 use crate::lang::vars::VarInputs;
 use crate::pipeline::make_plan;
+use crate::plan::refresh::Refresh;
+use crate::plan::render::render_drift;
 use crate::plan::saved::{SavedPlan, SavedVar, text_digest};
 use crate::plan::{Action, Plan, PlanRequest, StepChange};
 use crate::secrets::digest;
@@ -41,24 +44,36 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     let loaded = load_workflow(&args.file, &vars, registry)?;
     let dir = state_dir(&args.file, args.state_dir.as_ref());
     let store = Store::open(&dir, "flow apply")?;
-    let records = records_of(Some(&store))?;
+    let refresh = refreshed(
+        &loaded,
+        registry,
+        records_of(Some(&store))?,
+        args.refresh || args.refresh_only,
+        args.parallelism,
+    )
+    .await?;
+    if args.refresh_only {
+        return refresh_only(&store, &refresh, ui, args.auto_approve).await;
+    }
     let prices = crate::cost::PriceTable::choose(None).ok();
     let plan = make_plan(
         &PlanRequest {
             loaded: &loaded,
             registry,
-            records: &records,
+            records: &refresh.records,
             salt: &store.salt(),
             serial: store.serial(),
             targets: &args.target,
             replace: &args.replace,
         },
         prices.as_ref(),
+        refresh.drift.clone(),
     )
     .await
     .map_err(CliError::Diagnostics)?;
     show_plan(&plan, ui, plan.has_changes() && !args.auto_approve);
-    if !plan.has_changes() && !deps_changed(&plan, &records) {
+    if !plan.has_changes() && !deps_changed(&plan, &refresh.records) {
+        record(&store, &refresh).await?;
         if ui.json {
             print_json_summary(&Report::default());
         }
@@ -70,11 +85,12 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
             println!();
         }
     }
+    record(&store, &refresh).await?;
     execute(
         &store,
         &loaded,
         plan,
-        records,
+        refresh.records,
         registry,
         ui,
         args.parallelism,
@@ -82,6 +98,43 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     )
     .await
 }
+/// `flow apply --refresh-only`: show what changed outside flow and record it
+/// in state, changing nothing in the cloud.
+async fn refresh_only(
+    store: &Store,
+    refresh: &Refresh,
+    ui: Ui,
+    auto_approve: bool,
+) -> CliResult<i32> {
+    if !ui.quiet && !ui.json {
+        print!("{}", render_drift(&refresh.drift, &ui.style));
+    }
+    if refresh.rewritten.is_empty() {
+        if !ui.quiet && !ui.json {
+            println!("State matches the real objects: nothing to record.");
+        }
+        return Ok(0);
+    }
+    confirm(
+        "\nDo you want to record these in state (nothing in the cloud changes)?",
+        auto_approve,
+    )?;
+    store.backup()?;
+    record(store, refresh).await?;
+    if !ui.quiet && !ui.json {
+        println!(
+            "\nRefresh complete: {} step{} recorded as found.",
+            refresh.rewritten.len(),
+            if refresh.rewritten.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        );
+    }
+    Ok(0)
+}
+
 /// Whether a no-op plan still has recorded dependencies to bring up to date.
 fn deps_changed(plan: &Plan, records: &BTreeMap<String, StepRecord>) -> bool {
     plan.changes.iter().any(|c| {
@@ -147,19 +200,27 @@ async fn apply_saved(
             store.serial()
         )));
     }
-    let records = records_of(Some(&store))?;
+    let refresh = refreshed(
+        &loaded,
+        registry,
+        records_of(Some(&store))?,
+        args.refresh,
+        args.parallelism,
+    )
+    .await?;
     let prices = crate::cost::PriceTable::choose(None).ok();
     let plan = make_plan(
         &PlanRequest {
             loaded: &loaded,
             registry,
-            records: &records,
+            records: &refresh.records,
             salt: &store.salt(),
             serial: store.serial(),
             targets: &saved.targets,
             replace: &saved.replace,
         },
         prices.as_ref(),
+        refresh.drift.clone(),
     )
     .await
     .map_err(CliError::Diagnostics)?;
@@ -176,11 +237,12 @@ async fn apply_saved(
     if !ui.quiet && !ui.json {
         println!();
     }
+    record(&store, &refresh).await?;
     execute(
         &store,
         &loaded,
         plan,
-        records,
+        refresh.records,
         registry,
         ui,
         args.parallelism,

@@ -73,6 +73,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
             .collect(),
         state_serial: store.serial(),
         cost: None,
+        drift: Vec::new(),
     };
     print!("{}", render_text(&plan, &ui.style));
     confirm(

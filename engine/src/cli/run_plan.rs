@@ -5,6 +5,7 @@ use flow_state::Store;
 
 use super::args::{PlanArgs, WorkflowArgs};
 use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
+use super::refresh::refreshed;
 use crate::lang::vars::VarInputs;
 use crate::pipeline::make_plan;
 use crate::plan::render::{render_json, render_text};
@@ -57,19 +58,25 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     drop(store);
     let prices = crate::cost::PriceTable::choose(args.prices.as_deref())
         .map_err(|e| CliError::help(e.to_string(), e.help()))?;
-    let plan = crate::cli::block_on(make_plan(
-        &PlanRequest {
-            loaded: &loaded,
-            registry,
-            records: &records,
-            salt: &salt,
-            serial,
-            targets: &args.target,
-            replace: &args.replace,
-        },
-        Some(&prices),
-    ))
-    .map_err(CliError::Diagnostics)?;
+    let plan = crate::cli::block_on(async {
+        // Refresh never writes state during plan: what it finds is shown only.
+        let refresh = refreshed(&loaded, registry, records, args.refresh, args.parallelism).await?;
+        make_plan(
+            &PlanRequest {
+                loaded: &loaded,
+                registry,
+                records: &refresh.records,
+                salt: &salt,
+                serial,
+                targets: &args.target,
+                replace: &args.replace,
+            },
+            Some(&prices),
+            refresh.drift,
+        )
+        .await
+        .map_err(CliError::Diagnostics)
+    })?;
     if let Some(out) = &args.out {
         save(&plan, &loaded, &dir, args, out)?;
     }
@@ -85,11 +92,13 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
             );
         }
     }
-    Ok(if args.detailed_exitcode && plan.has_changes() {
-        2
-    } else {
-        0
-    })
+    Ok(
+        if args.detailed_exitcode && (plan.has_changes() || plan.has_drift()) {
+            2
+        } else {
+            0
+        },
+    )
 }
 
 fn save(

@@ -130,6 +130,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
         changes,
         state_serial: req.serial,
         cost: None,
+        drift: Vec::new(),
     })
 }
 
@@ -233,6 +234,14 @@ fn plan_step(
     } else if action == Action::NoOp && rec.last_error.is_some() {
         action = Action::Update;
         reason = "the last attempt failed".into();
+    } else if action == Action::NoOp
+        && !rec.drifted.is_empty()
+        && schema.kind == flow_providers::StepKind::Resource
+    {
+        // Changed outside flow where no input shows it (a status, a
+        // digest): update it back to the workflow's values.
+        action = Action::Update;
+        reason = "changed outside flow".into();
     }
     if action == Action::Replace && prevent_destroy {
         return Err(Box::new(Diag::new(

@@ -5,6 +5,7 @@ pub mod costs;
 pub mod model;
 pub mod outputs;
 pub mod refine;
+pub mod refresh;
 pub mod render;
 pub mod saved;
 

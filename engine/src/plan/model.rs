@@ -122,6 +122,48 @@ impl StepChange {
     }
 }
 
+/// What refresh found of one step's real object, when it is not what state
+/// recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepDrift {
+    /// The step.
+    pub step: String,
+    /// Its provider kind.
+    pub provider: String,
+    /// What was found.
+    #[serde(flatten)]
+    pub found: DriftFound,
+}
+
+/// What refresh found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "drift", rename_all = "kebab-case")]
+pub enum DriftFound {
+    /// The object exists with these attributes changed outside flow.
+    Changed {
+        /// Each attribute's recorded and real value.
+        attributes: Vec<AttributeDrift>,
+    },
+    /// The object no longer exists: it is planned for create again.
+    Deleted,
+    /// The object could not be read; the step is planned from state alone.
+    CouldNotRead {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One attribute changed outside flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttributeDrift {
+    /// The attribute (an input's name, or the provider's own).
+    pub name: String,
+    /// What state recorded.
+    pub recorded: Shown,
+    /// What the real object has.
+    pub real: Shown,
+}
+
 /// A whole plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -134,6 +176,9 @@ pub struct Plan {
     /// What the plan starts and stops costing per hour.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<super::costs::PlanCost>,
+    /// What refresh found changed or deleted outside flow, or could not read.
+    #[serde(default)]
+    pub drift: Vec<StepDrift>,
 }
 
 /// Counts of each action.
@@ -170,6 +215,13 @@ impl Plan {
     /// Whether anything would change.
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::NoOp)
+    }
+
+    /// Whether refresh found something changed or deleted outside flow.
+    pub fn has_drift(&self) -> bool {
+        self.drift
+            .iter()
+            .any(|d| !matches!(d.found, DriftFound::CouldNotRead { .. }))
     }
 
     /// The change for `step`.

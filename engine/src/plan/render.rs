@@ -2,12 +2,13 @@
 
 use std::fmt::Write;
 
-use super::model::{Action, Plan, Shown};
+use super::model::{Action, DriftFound, Plan, Shown, StepDrift};
 use crate::style::Style;
 
-/// The plan as text: one block per changed step, then a summary line.
+/// The plan as text: what changed outside flow, one block per changed step,
+/// then a summary line.
 pub fn render_text(plan: &Plan, style: &Style) -> String {
-    let mut out = String::new();
+    let mut out = render_drift(&plan.drift, style);
     let changed: Vec<_> = plan
         .changes
         .iter()
@@ -118,6 +119,85 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
     out
 }
 
+/// What refresh found, as the plan's first sections: "changed outside
+/// flow" with each attribute's recorded → real value, "deleted outside
+/// flow", and the steps that could not be read. Empty when there is none.
+pub fn render_drift(drift: &[StepDrift], style: &Style) -> String {
+    let mut out = String::new();
+    let changed: Vec<_> = drift
+        .iter()
+        .filter_map(|d| match &d.found {
+            DriftFound::Changed { attributes } if !attributes.is_empty() => Some((d, attributes)),
+            _ => None,
+        })
+        .collect();
+    if !changed.is_empty() {
+        let _ = writeln!(out, "{}", style.warn("Changed outside flow:"));
+        for (d, attributes) in changed {
+            let _ = writeln!(
+                out,
+                "  {} {}  {}",
+                style.warn("~"),
+                style.bold(&d.step),
+                style.dim(&format!("({})", d.provider))
+            );
+            let width = attributes.iter().map(|a| a.name.len()).max().unwrap_or(0);
+            for a in attributes {
+                let _ = writeln!(
+                    out,
+                    "      {:<width$} : {} → {}",
+                    a.name,
+                    shown(&a.recorded),
+                    shown(&a.real)
+                );
+            }
+        }
+        out.push('\n');
+    }
+    let deleted: Vec<_> = drift
+        .iter()
+        .filter(|d| d.found == DriftFound::Deleted)
+        .collect();
+    if !deleted.is_empty() {
+        let _ = writeln!(out, "{}", style.err("Deleted outside flow:"));
+        for d in deleted {
+            let _ = writeln!(
+                out,
+                "  {} {}  {}",
+                style.err("-"),
+                style.bold(&d.step),
+                style.dim(&format!("({}) — planned for create again", d.provider))
+            );
+        }
+        out.push('\n');
+    }
+    let unread: Vec<_> = drift
+        .iter()
+        .filter_map(|d| match &d.found {
+            DriftFound::CouldNotRead { reason } => Some((d, reason)),
+            _ => None,
+        })
+        .collect();
+    if !unread.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.warn("Could not read (planned from state alone):")
+        );
+        for (d, reason) in unread {
+            let _ = writeln!(
+                out,
+                "  {} {}  {}",
+                style.warn("?"),
+                style.bold(&d.step),
+                style.dim(&format!("({}): {reason}", d.provider))
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// `$65.55`, `$0.48`.
 pub fn dollars(x: f64) -> String {
     format!("${x:.2}")
@@ -158,6 +238,63 @@ pub fn render_json(plan: &Plan) -> String {
         "changes": plan.changes,
         "summary": plan.summary(),
         "cost": plan.cost,
+        "drift": plan.drift,
     });
     serde_json::to_string_pretty(&value).expect("plan serialises")
+}
+
+#[cfg(test)]
+mod drift_tests {
+    use super::*;
+    use crate::plan::model::AttributeDrift;
+    use serde_json::json;
+
+    #[test]
+    fn drift_sections_show_each_attribute_and_hide_secrets() {
+        let drift = vec![
+            StepDrift {
+                step: "nodes".into(),
+                provider: "eks.nodegroup".into(),
+                found: DriftFound::Changed {
+                    attributes: vec![
+                        AttributeDrift {
+                            name: "desired_size".into(),
+                            recorded: Shown::Value(json!(2)),
+                            real: Shown::Value(json!(3)),
+                        },
+                        AttributeDrift {
+                            name: "value".into(),
+                            recorded: Shown::Sensitive,
+                            real: Shown::Sensitive,
+                        },
+                    ],
+                },
+            },
+            StepDrift {
+                step: "vpc".into(),
+                provider: "cloudformation.stack".into(),
+                found: DriftFound::Deleted,
+            },
+            StepDrift {
+                step: "fsx".into(),
+                provider: "fsx.lustre".into(),
+                found: DriftFound::CouldNotRead {
+                    reason: "timed out after 1m".into(),
+                },
+            },
+        ];
+        let text = render_drift(&drift, &Style::default());
+        assert!(text.contains("Changed outside flow:\n  ~ nodes  (eks.nodegroup)\n      desired_size : 2 → 3\n      value        : (sensitive) → (sensitive)\n"), "{text}");
+        assert!(
+            text.contains(
+                "Deleted outside flow:\n  - vpc  (cloudformation.stack) — planned for create again"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  ? fsx  (fsx.lustre): timed out after 1m"),
+            "{text}"
+        );
+        assert!(render_drift(&[], &Style::default()).is_empty());
+    }
 }

@@ -14,6 +14,7 @@
 
 mod change_set;
 mod check;
+mod refresh;
 mod spec;
 mod stack;
 mod template;
@@ -28,7 +29,7 @@ use serde_json::{Value, json};
 use super::{config, error, tags};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
-    ProviderError, ReadOutcome, Schema, StepKind, ValidateContext, Values,
+    ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
 };
 use change_set::Prepared;
 use spec::StackSpec;
@@ -434,6 +435,16 @@ impl Provider for CloudFormationStack {
             Prepared::NoChanges => detail.lines.push("no resource changes".into()),
         }
         Ok(detail)
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// Status, parameters the workflow set, the template's digest, outputs.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let client = client(ctx).await?;
+        refresh::refresh(&client, prior, &USABLE).await
     }
 
     /// The stack of this name carrying this operation's token: waited for if

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::{config, error, inputs, tags};
 use crate::contract::{
-    Applied, InputSpec, InputType, OpContext, Prior, Provider, ProviderError, ReadOutcome, Schema,
-    StepKind, Values,
+    Applied, InputSpec, InputType, OpContext, Prior, Provider, ProviderError, ReadOutcome,
+    Refreshed, Schema, StepKind, Values, input_drift,
 };
 
 /// The `ecr.repository` provider kind.
@@ -270,6 +270,28 @@ impl Provider for EcrRepository {
             }
             Err(e) => Err(error::aws(&format!("delete repository `{name}`"), e)),
         }
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// Whether the repository still exists, and its scan-on-push setting.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let name = inputs::req_str(prior.inputs, "name")?;
+        let client = client(ctx).await?;
+        let Some(repo) = describe(&client, &name).await? else {
+            return Ok(Refreshed::Gone);
+        };
+        let scan = repo
+            .image_scanning_configuration()
+            .map(|c| c.scan_on_push())
+            .unwrap_or(false);
+        Ok(Refreshed::drifted(
+            input_drift(prior.inputs, "scan_on_push", Value::from(scan))
+                .into_iter()
+                .collect(),
+        ))
     }
 
     /// The repository of this name carrying this operation's token.

@@ -19,7 +19,8 @@ use super::poll::{Pace, Waiter};
 use super::{config, error, inputs, tags};
 use crate::contract::{
     Applied, Change, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider,
-    ProviderError, ReadOutcome, Schema, StepKind, ValidateContext, Values, default_diff,
+    ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values, default_diff,
+    input_drift,
 };
 
 /// The deployment types FSx for Lustre offers.
@@ -507,6 +508,54 @@ impl Provider for FsxLustre {
             }
             waiter.pause().await?;
         }
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// Lifecycle, storage capacity and throughput of the recorded file system.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let Some(id) = prior.id else {
+            return Ok(Refreshed::Gone);
+        };
+        let client = client(ctx).await?;
+        let Some(fs) = describe(&client, id).await? else {
+            return Ok(Refreshed::Gone);
+        };
+        let state = lifecycle(&fs);
+        if state == "DELETING" {
+            return Ok(Refreshed::Gone);
+        }
+        let mut drift = Vec::new();
+        if state != "AVAILABLE" && state != "UPDATING" {
+            drift.push(crate::contract::Drift::of_attribute(
+                "lifecycle",
+                Value::from("AVAILABLE"),
+                Value::from(state),
+            ));
+        }
+        if let Some(gib) = fs.storage_capacity() {
+            drift.extend(input_drift(
+                prior.inputs,
+                "storage_capacity",
+                Value::from(gib),
+            ));
+        }
+        if let Some(t) = fs
+            .lustre_configuration()
+            .and_then(|l| l.per_unit_storage_throughput())
+        {
+            drift.extend(input_drift(
+                prior.inputs,
+                "per_unit_storage_throughput",
+                Value::from(t),
+            ));
+        }
+        Ok(Refreshed::Present {
+            drift,
+            outputs: Some(applied(&fs).outputs),
+        })
     }
 
     /// The file system with this id, or else the one tagged with this

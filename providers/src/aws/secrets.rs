@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::{config, error, inputs, tags};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
-    ReadOutcome, Schema, StepKind, ValidateContext, Values, is_sealed,
+    ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values, input_drift, is_sealed,
 };
 
 /// The `secretsmanager.secret` provider kind.
@@ -347,6 +347,32 @@ impl Provider for SecretsManagerSecret {
             Err(e) if error::code(&e) == Some("ResourceNotFoundException") => Ok(()),
             Err(e) => Err(error::aws(&format!("delete secret `{id}`"), e)),
         }
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// Whether the secret still exists (scheduled for deletion counts as
+    /// gone), its tags and its KMS key; never its value.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let name = inputs::req_str(prior.inputs, "name")?;
+        let client = client(ctx).await?;
+        let Some(found) = describe(&client, prior.id.unwrap_or(&name)).await? else {
+            return Ok(Refreshed::Gone);
+        };
+        let mut drift = Vec::new();
+        let real_tags: serde_json::Map<String, Value> = found
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), Value::from(t.value()?))))
+            .filter(|(k, _)| !k.starts_with("flow:"))
+            .collect();
+        drift.extend(input_drift(prior.inputs, "tags", Value::Object(real_tags)));
+        if let Some(key) = found.kms_key_id() {
+            drift.extend(input_drift(prior.inputs, "kms_key_id", Value::from(key)));
+        }
+        Ok(Refreshed::drifted(drift))
     }
 
     /// The secret of this name carrying this operation's token.

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::aws::{config, error, inputs};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
-    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+    ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
 };
 
 /// The `s3.bucket` provider kind.
@@ -273,6 +273,21 @@ impl Provider for S3Bucket {
             }
             Err(e) => Err(error::aws(&format!("delete bucket `{name}`"), e)),
         }
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// Whether the bucket still exists.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let name = inputs::req_str(prior.inputs, "name")?;
+        let client = config::s3_client(&config::sdk_config(ctx).await?);
+        Ok(if exists(&client, &name).await? {
+            Refreshed::unchanged()
+        } else {
+            Refreshed::Gone
+        })
     }
 
     /// The bucket of this name, if it exists and is ours.

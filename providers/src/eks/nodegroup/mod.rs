@@ -20,7 +20,8 @@ use super::shared_inputs::req_str;
 use super::shared_tags::TOKEN;
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
-    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+    ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values, attribute_drift,
+    input_drift,
 };
 
 pub use lifecycle::{create, delete, retag};
@@ -197,6 +198,62 @@ impl Provider for EksNodegroup {
         let name = req_str(prior.inputs, "name")?;
         let eks = super::client(ctx).await?;
         delete(ctx, &eks, &cluster, &name).await
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// Status, scaling (min, desired, max), instance types and the AMI
+    /// release of the recorded node group.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let spec = NodegroupSpec::from_values(prior.inputs)?;
+        let eks = super::client(ctx).await?;
+        let Some(ng) = find(&eks, &spec).await? else {
+            return Ok(Refreshed::Gone);
+        };
+        let real = lifecycle::outputs(&ng, &spec);
+        let mut drift = Vec::new();
+        let recorded_status = prior
+            .outputs
+            .get("status")
+            .cloned()
+            .unwrap_or(json!("ACTIVE"));
+        if real["status"] != "UPDATING" {
+            drift.extend(attribute_drift(
+                "status",
+                recorded_status,
+                real["status"].clone(),
+            ));
+        }
+        if let Some(scaling) = ng.scaling_config() {
+            for (name, value) in [
+                (input::MIN_SIZE, scaling.min_size()),
+                (input::DESIRED_SIZE, scaling.desired_size()),
+                (input::MAX_SIZE, scaling.max_size()),
+            ] {
+                if let Some(v) = value {
+                    drift.extend(input_drift(prior.inputs, name, json!(v)));
+                }
+            }
+        }
+        if !ng.instance_types().is_empty() {
+            drift.extend(input_drift(
+                prior.inputs,
+                input::INSTANCE_TYPES,
+                json!(ng.instance_types()),
+            ));
+        }
+        if let (Some(was), Some(now)) = (
+            prior.private.get("release_version").and_then(Value::as_str),
+            ng.release_version(),
+        ) {
+            drift.extend(attribute_drift("AMI release", json!(was), json!(now)));
+        }
+        Ok(Refreshed::Present {
+            drift,
+            outputs: Some(real),
+        })
     }
 
     async fn read(
