@@ -29,7 +29,7 @@ pub async fn refreshed(
         parallelism,
         timeout: READ_TIMEOUT,
     };
-    refresh_records(loaded, registry, &records, settings)
+    refresh_records(loaded, registry, records, settings)
         .await
         .map_err(|e| CliError::help(e.to_string(), e.help()))
 }

@@ -70,7 +70,7 @@ impl Reporter for Silent {
 pub async fn refresh_records(
     loaded: &Loaded,
     registry: &Registry,
-    records: &BTreeMap<String, StepRecord>,
+    records: BTreeMap<String, StepRecord>,
     settings: RefreshSettings,
 ) -> Result<Refresh, Unreachable> {
     let mut queue = Vec::new();
@@ -93,7 +93,7 @@ pub async fn refresh_records(
     let found = read_all(queue, settings).await;
     let mut unreachable: BTreeMap<String, (usize, String)> = BTreeMap::new();
     let mut refresh = Refresh {
-        records: records.clone(),
+        records,
         ..Refresh::default()
     };
     for (name, result) in found {
