@@ -30,7 +30,7 @@ pub fn not_own(what: &str) -> ProviderError {
     ))
     .with_help(
         "choose another name in the workflow, or delete the existing object if nothing uses it; \
-         flow never takes over an object it did not create",
+         to adopt it as the step's instead, `flow import FILE STEP ID` (or `import = \"ID\"` on the step)",
     )
 }
 

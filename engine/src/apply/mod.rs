@@ -16,5 +16,5 @@ mod operation;
 mod reconcile;
 pub mod retry;
 pub mod schedule;
-mod sealing;
+pub mod sealing;
 pub mod step;

@@ -213,6 +213,26 @@ impl Op<'_> {
             .await
     }
 
+    /// Adopt the existing object `id`: nothing in the cloud changes, so no
+    /// intent is written; the result is recorded as a create's would be.
+    pub(super) async fn import(
+        &self,
+        rec: &mut StepRecord,
+        desired: &Desired,
+        id: &str,
+    ) -> Result<(), StepError> {
+        rec.region = self.job.region.clone();
+        let ctx = self.op_context("");
+        let (res, attempts) = self
+            .with_retries(|| self.provider.import(&ctx, id, &desired.actual))
+            .await;
+        if res.is_ok() {
+            self.reporter.note(&format!("adopted `{id}`"));
+        }
+        self.record_outcome(rec, res, &desired.stored, attempts)
+            .await
+    }
+
     /// Update in place under `token`: intent, the provider's update with retries, result.
     pub(super) async fn update(
         &self,

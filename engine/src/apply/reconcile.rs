@@ -42,6 +42,11 @@ impl Op<'_> {
                 continue;
             }
             if !rec.applied {
+                let import = self.job.decl.as_ref().and_then(|d| d.import.clone());
+                if let (Action::Import, Some(id)) = (planned, import) {
+                    self.import(&mut rec, desired, &id).await?;
+                    return Ok(Outcome::Done(Action::Import));
+                }
                 self.create(&mut rec, desired, new_token()).await?;
                 return Ok(Outcome::Done(
                     did.map_or(Action::Create, |d| d.max(Action::Create)),

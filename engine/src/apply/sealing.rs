@@ -10,7 +10,7 @@ use crate::secrets::{Redactor, sensitive_marker};
 
 /// `outputs` as kept in state: each value that carries a secret known to
 /// `redactor` replaced by its sensitive marker (salted with `salt`).
-pub(super) fn kept_outputs(outputs: &Values, redactor: &Redactor, salt: &[u8; 32]) -> Values {
+pub fn kept_outputs(outputs: &Values, redactor: &Redactor, salt: &[u8; 32]) -> Values {
     outputs
         .iter()
         .map(|(k, v)| {

@@ -49,6 +49,9 @@ pub enum Command {
     Man,
     /// Print outputs of applied steps.
     Output(OutputArgs),
+    /// Adopt an existing object (a stack, a cluster, a bucket…) as a step's,
+    /// without changing it.
+    Import(ImportArgs),
     /// Inspect the state.
     #[command(subcommand)]
     State(StateCommand),
@@ -68,6 +71,19 @@ pub struct WorkflowArgs {
     /// The state folder (default: .flow beside the workflow file).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+/// `flow import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The workflow.
+    #[command(flatten)]
+    pub workflow: WorkflowArgs,
+    /// The step that adopts the object.
+    pub step: String,
+    /// The object's ID: a stack name, cluster or node group name, FSx id,
+    /// bucket name, secret name, repository name.
+    pub id: String,
 }
 
 /// `flow graph`.

@@ -10,6 +10,7 @@ pub mod refresh;
 pub mod run;
 pub mod run_apply;
 pub mod run_destroy;
+pub mod run_import;
 pub mod run_plan;
 
 use std::io::IsTerminal;
@@ -53,6 +54,7 @@ pub fn run(cli: Cli) -> i32 {
             }
         }
         Command::Output(a) => inspect::output(a),
+        Command::Import(a) => block_on(run_import::import(a, ui, &registry)),
         Command::State(StateCommand::List {
             file,
             state_dir,

@@ -249,6 +249,13 @@ pub struct StepDecl {
     pub region: Option<String>,
     /// The written `region` when it uses variables (`"${vars.region}"`).
     pub region_node: Option<Node>,
+    /// The ID of an existing object the step adopts instead of creating it
+    /// (`import = "…"`), once resolved.
+    pub import: Option<String>,
+    /// The written `import` when it uses variables.
+    pub import_node: Option<Node>,
+    /// Where `import` is written.
+    pub import_span: Option<Span>,
     /// The provider's inputs, in source order.
     pub inputs: Vec<Entry>,
     /// Where `[steps.NAME.inputs]` (or the step) is written, for missing inputs.

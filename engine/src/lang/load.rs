@@ -145,7 +145,7 @@ fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics)
         let problem = match evaluate(node, vars, &no_outputs) {
             Ok(e) => match e.value {
                 Some(serde_json::Value::String(s)) => return (!s.is_empty()).then_some(s),
-                _ => "a region must be text".to_string(),
+                _ => "a region or an ID to import must be text".to_string(),
             },
             Err(e) => e.message,
         };
@@ -162,6 +162,9 @@ fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics)
     for step in &mut wf.steps {
         if let Some(node) = step.region_node.clone() {
             step.region = resolve(&node);
+        }
+        if let Some(node) = step.import_node.clone() {
+            step.import = resolve(&node);
         }
     }
 }

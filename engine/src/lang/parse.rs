@@ -142,6 +142,22 @@ impl Parser<'_> {
     /// by `load` once they are known). Step outputs cannot choose a region:
     /// the plan needs it before anything is applied.
     fn region(&mut self, node: &Node, what: &str) -> (Option<String>, Option<Node>) {
+        self.plan_time_string(
+            node,
+            what,
+            "the region is needed to plan, before any step runs: use a variable (${vars.region})",
+        )
+    }
+
+    /// A string known before any step runs: plain, or made of variables
+    /// (returned as the node, resolved once the variables are known); step
+    /// outputs are refused with `why`.
+    fn plan_time_string(
+        &mut self,
+        node: &Node,
+        what: &str,
+        why: &str,
+    ) -> (Option<String>, Option<Node>) {
         let NodeKind::Str(t) = &node.kind else {
             self.wrong_type(node, what, "a string");
             return (None, None);
@@ -157,7 +173,7 @@ impl Parser<'_> {
                     format!("{what} cannot use step outputs"),
                     r.span.clone(),
                     "a step output",
-                    Some("the region is needed to plan, before any step runs: use a variable (${vars.region})".into()),
+                    Some(why.into()),
                 );
                 ok = false;
             }
@@ -327,6 +343,9 @@ impl Parser<'_> {
             prevent_destroy: false,
             region: None,
             region_node: None,
+            import: None,
+            import_node: None,
+            import_span: None,
             inputs: Vec::new(),
             inputs_span: entry.key_span.clone(),
             broken: false,
@@ -406,6 +425,14 @@ impl Parser<'_> {
                     _ => self.wrong_type(&f.value, &what, "an integer"),
                 },
                 "region" => (step.region, step.region_node) = self.region(&f.value, &what),
+                "import" => {
+                    step.import_span = Some(f.value.span.clone());
+                    (step.import, step.import_node) = self.plan_time_string(
+                        &f.value,
+                        &what,
+                        "the ID to import is needed to plan, before any step runs: use a variable (${vars.vpc_stack})",
+                    );
+                }
                 "lifecycle" => {
                     if let Some(items) = self.table(&f.value, &what) {
                         for l in items {
@@ -441,6 +468,7 @@ impl Parser<'_> {
                         "timeout",
                         "retries",
                         "region",
+                        "import",
                         "lifecycle",
                         "inputs",
                     ],

@@ -21,7 +21,22 @@ pub fn resolve_providers(wf: &mut Workflow, registry: &Registry) -> Diagnostics 
             continue; // missing or empty: already reported by the parser
         }
         match registry.get(&step.provider) {
-            Some(p) => step.kind = Some(ProviderKind(p)),
+            Some(p) => {
+                if let Some(span) = step.import_span.clone()
+                    && p.import_id().is_none()
+                {
+                    diags.push(
+                        Diag::new(
+                            "flow::cannot-import",
+                            format!("`{}` steps cannot be imported", step.provider),
+                        )
+                        .in_source(&wf.source)
+                        .label(span, "nothing to adopt")
+                        .help("`import` adopts a long-lived object (a stack, a cluster, a bucket…); remove it from this step"),
+                    );
+                }
+                step.kind = Some(ProviderKind(p));
+            }
             None => diags.push(
                 Diag::new(
                     "flow::unknown-provider",

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::model::{Action, InputDiff, Plan, Shown, StepChange};
 use super::outputs::PlannedOutputs;
 use crate::diag::{Diag, Diagnostics};
+use crate::lang::ast::StepDecl;
 use crate::lang::inputs::{Desired, UNKNOWN, mask_sealed};
 use crate::lang::load::Loaded;
 
@@ -68,14 +69,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
             }
         };
         desired.add_content_digest(provider.as_ref(), &wf.dir);
-        let change = plan_step(
-            req,
-            name,
-            provider,
-            &step.provider,
-            &desired,
-            step.prevent_destroy,
-        );
+        let change = plan_step(req, step, provider, &desired);
         match change {
             Ok(mut c) => {
                 c.depends_on = req.loaded.deps_of(name);
@@ -136,12 +130,12 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
 
 fn plan_step(
     req: &PlanRequest<'_>,
-    name: &str,
+    step: &StepDecl,
     provider: &Arc<dyn Provider>,
-    provider_name: &str,
     desired: &Desired,
-    prevent_destroy: bool,
 ) -> Result<StepChange, Box<Diag>> {
+    let (name, provider_name) = (step.name.as_str(), step.provider.as_str());
+    let prevent_destroy = step.prevent_destroy;
     let schema = provider.schema();
     let record = req.records.get(name);
     let forced = req.replace.iter().any(|r| r == name);
@@ -162,6 +156,11 @@ fn plan_step(
     let after = |k: &str| shown_after(desired, k);
     let Some(rec) = record.filter(|r| r.applied) else {
         change.action = Action::Create;
+        if let (Some(id), None) = (&step.import, record.and_then(|r| r.in_flight.as_ref())) {
+            change.action = Action::Import;
+            change.reason = format!("adopts `{id}`, changing nothing");
+            return Ok(change);
+        }
         change.reason = match record {
             Some(r) if r.in_flight.is_some() && r.last_error.is_some() => {
                 "the last create failed; apply first reads what it left".into()

@@ -9,6 +9,8 @@ use serde_json::Value;
 pub enum Action {
     /// Nothing.
     NoOp,
+    /// Adopt an existing object (`import = "ID"`) without changing it.
+    Import,
     /// Create it (or run the task).
     Create,
     /// Change it in place.
@@ -24,6 +26,7 @@ impl Action {
     pub fn word(self) -> &'static str {
         match self {
             Action::NoOp => "no-op",
+            Action::Import => "import",
             Action::Create => "create",
             Action::Update => "update",
             Action::Replace => "replace",
@@ -35,6 +38,7 @@ impl Action {
     pub fn sign(self) -> &'static str {
         match self {
             Action::NoOp => " ",
+            Action::Import => "<=",
             Action::Create => "+",
             Action::Update => "~",
             Action::Replace => "-/+",
@@ -184,6 +188,9 @@ pub struct Plan {
 /// Counts of each action.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Steps to import.
+    #[serde(default)]
+    pub import: usize,
     /// Steps to create.
     pub create: usize,
     /// Steps to update in place.
@@ -202,6 +209,7 @@ impl Plan {
         let mut s = Summary::default();
         for c in &self.changes {
             match c.action {
+                Action::Import => s.import += 1,
                 Action::Create => s.create += 1,
                 Action::Update => s.update += 1,
                 Action::Replace => s.replace += 1,

@@ -91,9 +91,14 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         }
     }
     let s = plan.summary();
+    let imports = if s.import > 0 {
+        format!("{} to import, ", s.import)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "\nPlan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
+        "\nPlan: {imports}{} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
         s.create, s.update, s.replace, s.delete, s.unchanged
     );
     if let Some(cost) = plan
@@ -207,7 +212,7 @@ pub fn dollars(x: f64) -> String {
 /// replaces and deletes.
 fn paint_action(style: &Style, action: Action, text: &str) -> String {
     match action {
-        Action::Create => style.ok(text),
+        Action::Create | Action::Import => style.ok(text),
         Action::Update => style.warn(text),
         Action::Replace | Action::Delete => style.err(text),
         Action::NoOp => text.to_string(),

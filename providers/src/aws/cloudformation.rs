@@ -441,6 +441,35 @@ impl Provider for CloudFormationStack {
         true
     }
 
+    fn import_id(&self) -> Option<&'static str> {
+        Some("the stack's name or ARN")
+    }
+
+    /// A settled stack of the step's `stack_name`, by name or ARN.
+    async fn import(
+        &self,
+        ctx: &OpContext,
+        id: &str,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let spec = StackSpec::load(inputs, &ctx.workdir)?;
+        let client = client(ctx).await?;
+        let Some(found) = describe(&client, id).await? else {
+            return Err(crate::contract::import_missing("stack", id));
+        };
+        let name = found.stack_name().unwrap_or_default();
+        if name != spec.name {
+            return Err(crate::contract::import_mismatch("stack", id, &spec.name));
+        }
+        let st = status(&found);
+        if !USABLE.contains(&st) {
+            return Err(ProviderError::invalid(format!(
+                "stack `{name}` is {st}: only a stack in a *_COMPLETE state can be imported"
+            )));
+        }
+        Ok(applied(&found, &spec))
+    }
+
     /// Status, parameters the workflow set, the template's digest, outputs.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
         let client = client(ctx).await?;

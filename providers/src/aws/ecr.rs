@@ -276,6 +276,28 @@ impl Provider for EcrRepository {
         true
     }
 
+    fn import_id(&self) -> Option<&'static str> {
+        Some("the repository's name")
+    }
+
+    /// The repository of the step's `name`.
+    async fn import(
+        &self,
+        ctx: &OpContext,
+        id: &str,
+        values: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let name = inputs::req_str(values, "name")?;
+        if id != name {
+            return Err(crate::contract::import_mismatch("repository", id, &name));
+        }
+        let client = client(ctx).await?;
+        match describe(&client, &name).await? {
+            Some(repo) => Ok(applied(&repo)),
+            None => Err(crate::contract::import_missing("repository", id)),
+        }
+    }
+
     /// Whether the repository still exists, and its scan-on-push setting.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
         let name = inputs::req_str(prior.inputs, "name")?;

@@ -514,6 +514,38 @@ impl Provider for FsxLustre {
         true
     }
 
+    fn import_id(&self) -> Option<&'static str> {
+        Some("the file system's id (fs-…)")
+    }
+
+    /// The file system `id`, once available.
+    async fn import(
+        &self,
+        ctx: &OpContext,
+        id: &str,
+        _values: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let well_formed = id
+            .strip_prefix("fs-")
+            .is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !well_formed {
+            return Err(ProviderError::invalid(format!(
+                "`{id}` is not an FSx file system id: those look like `fs-0123456789abcdef0`"
+            )));
+        }
+        let client = client(ctx).await?;
+        let Some(fs) = describe(&client, id).await? else {
+            return Err(crate::contract::import_missing("file system", id));
+        };
+        if lifecycle(&fs) != "AVAILABLE" {
+            return Err(ProviderError::invalid(format!(
+                "file system `{id}` is {}: only an available one can be imported",
+                lifecycle(&fs)
+            )));
+        }
+        Ok(applied(&fs))
+    }
+
     /// Lifecycle, storage capacity and throughput of the recorded file system.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
         let Some(id) = prior.id else {

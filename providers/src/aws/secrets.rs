@@ -353,6 +353,30 @@ impl Provider for SecretsManagerSecret {
         true
     }
 
+    fn import_id(&self) -> Option<&'static str> {
+        Some("the secret's name or ARN")
+    }
+
+    /// The secret of the step's `name`, by name or ARN; its value is never read.
+    async fn import(
+        &self,
+        ctx: &OpContext,
+        id: &str,
+        values: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let name = inputs::req_str(values, "name")?;
+        let client = client(ctx).await?;
+        let Some(found) = describe(&client, id).await? else {
+            return Err(crate::contract::import_missing("secret", id));
+        };
+        if found.name() != Some(name.as_str()) {
+            return Err(crate::contract::import_mismatch("secret", id, &name));
+        }
+        let arn = found.arn().unwrap_or(&name).to_string();
+        let public = stored_public_key(&client, &arn, values).await?;
+        Ok(applied(&arn, &public))
+    }
+
     /// Whether the secret still exists (scheduled for deletion counts as
     /// gone), its tags and its KMS key; never its value.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {

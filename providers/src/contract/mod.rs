@@ -285,6 +285,45 @@ pub trait Provider: Send + Sync {
     ) -> Result<Refreshed, ProviderError> {
         Ok(Refreshed::unchanged())
     }
+
+    /// What an ID to import names for this kind, for help and errors
+    /// (`"a stack name or ARN"`); `None` when the kind cannot import.
+    fn import_id(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Adopt the existing object `id` for a step with these inputs, without
+    /// changing it: what state records, as if the step had created it.
+    /// Fails with [`ErrorKind::NotFound`] when there is no such object, and
+    /// [`ErrorKind::Invalid`] when `id` is the wrong kind of ID or names
+    /// another object than the step's inputs do.
+    async fn import(
+        &self,
+        _ctx: &OpContext,
+        _id: &str,
+        _inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        Err(ProviderError::invalid(format!(
+            "`{}` steps cannot be imported",
+            self.name()
+        )))
+    }
+}
+
+/// The error for an ID that names another object than the step's inputs:
+/// `what` is the kind (`stack`), `id` the ID given, `wanted` the name the
+/// inputs give.
+pub fn import_mismatch(what: &str, id: &str, wanted: &str) -> ProviderError {
+    ProviderError::invalid(format!(
+        "the step's inputs name {what} `{wanted}`, but the ID to import names `{id}`"
+    ))
+    .with_help("import the object the step describes, or change the step's inputs to describe it")
+}
+
+/// The error for an ID that names nothing.
+pub fn import_missing(what: &str, id: &str) -> ProviderError {
+    ProviderError::not_found(format!("there is no {what} `{id}` to import"))
+        .with_help("check the ID and the region (`[workflow] region`, `AWS_REGION`)")
 }
 
 /// The recorded-input key under which the engine keeps a provider's

@@ -34,6 +34,7 @@ pub fn sink_for(ui: Ui, json: bool, steps: usize, width: usize) -> Arc<dyn Event
 /// "creating", "updating", … for a running step.
 pub fn verb(action: Action) -> &'static str {
     match action {
+        Action::Import => "importing",
         Action::Create => "creating",
         Action::Update => "updating",
         Action::Replace => "replacing",
@@ -45,6 +46,7 @@ pub fn verb(action: Action) -> &'static str {
 /// "created", "updated", … for a finished step.
 pub fn past(action: Action) -> &'static str {
     match action {
+        Action::Import => "imported",
         Action::Create => "created",
         Action::Update => "updated",
         Action::Replace => "replaced",
@@ -130,6 +132,7 @@ pub fn print_summary(report: &Report, style: &Style, what: &str) {
     };
     let mut parts = vec![];
     for (a, word) in [
+        (Action::Import, "imported"),
         (Action::Create, "created"),
         (Action::Update, "updated"),
         (Action::Replace, "replaced"),

@@ -279,6 +279,30 @@ impl Provider for S3Bucket {
         true
     }
 
+    fn import_id(&self) -> Option<&'static str> {
+        Some("the bucket's name")
+    }
+
+    /// The bucket of the step's `name`.
+    async fn import(
+        &self,
+        ctx: &OpContext,
+        id: &str,
+        values: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let name = inputs::req_str(values, "name")?;
+        let bare = id.strip_prefix("arn:aws:s3:::").unwrap_or(id);
+        if bare != name {
+            return Err(crate::contract::import_mismatch("bucket", id, &name));
+        }
+        let sdk = config::sdk_config(ctx).await?;
+        let client = config::s3_client(&sdk);
+        if !exists(&client, &name).await? {
+            return Err(crate::contract::import_missing("bucket", id));
+        }
+        Ok(applied(&name, &config::region(&sdk)))
+    }
+
     /// Whether the bucket still exists.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
         let name = inputs::req_str(prior.inputs, "name")?;

@@ -390,6 +390,51 @@ impl Provider for EksCluster {
         true
     }
 
+    fn import_id(&self) -> Option<&'static str> {
+        Some("the cluster's name or ARN")
+    }
+
+    /// An active cluster of the step's name, with every node group its
+    /// eksctl file declares.
+    async fn import(
+        &self,
+        ctx: &OpContext,
+        id: &str,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let spec = ClusterSpec::load(inputs, &ctx.workdir)?;
+        let name = id.rsplit_once(":cluster/").map_or(id, |(_, n)| n);
+        if name != spec.name {
+            return Err(crate::contract::import_mismatch("cluster", id, &spec.name));
+        }
+        let eks = super::client(ctx).await?;
+        let Some(c) = waiting::find_cluster(&eks, name).await? else {
+            return Err(crate::contract::import_missing("cluster", id));
+        };
+        if !matches!(waiting::cluster_active(&c), waiting::Condition::Met) {
+            return Err(ProviderError::invalid(format!(
+                "cluster `{name}` is {}: only an active cluster can be imported",
+                c.status()
+                    .map(|s| s.as_str())
+                    .unwrap_or("in an unknown state")
+            )));
+        }
+        for ng in &spec.nodegroups {
+            if waiting::find_nodegroup(&eks, name, &ng.name)
+                .await?
+                .is_none()
+            {
+                return Err(ProviderError::invalid(format!(
+                    "the eksctl file declares node group `{}`, which cluster `{name}` does not have",
+                    ng.name
+                ))
+                .with_help("create it by hand first, or take it out of the file and declare it as an `eks.nodegroup` step"));
+            }
+        }
+        let region = lifecycle::region(ctx, &spec).await?;
+        Ok(lifecycle::applied(&c, &region, &spec))
+    }
+
     /// Whether the cluster still exists, its status and Kubernetes version.
     /// Its node groups are steps of their own when declared as such; those
     /// of an eksctl file are read with the cluster through its outputs.

@@ -204,6 +204,30 @@ impl Provider for EksNodegroup {
         true
     }
 
+    fn import_id(&self) -> Option<&'static str> {
+        Some("`CLUSTER/NAME`, or the node group's name")
+    }
+
+    /// The node group of the step's cluster and name.
+    async fn import(
+        &self,
+        ctx: &OpContext,
+        id: &str,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let spec = NodegroupSpec::from_values(inputs)?;
+        let (cluster, name) = id.split_once('/').unwrap_or((&spec.cluster, id));
+        if cluster != spec.cluster || name != spec.name {
+            let wanted = format!("{}/{}", spec.cluster, spec.name);
+            return Err(crate::contract::import_mismatch("node group", id, &wanted));
+        }
+        let eks = super::client(ctx).await?;
+        let Some(ng) = find(&eks, &spec).await? else {
+            return Err(crate::contract::import_missing("node group", id));
+        };
+        Ok(applied(&spec, lifecycle::outputs(&ng, &spec)))
+    }
+
     /// Status, scaling (min, desired, max), instance types and the AMI
     /// release of the recorded node group.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
