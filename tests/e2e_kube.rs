@@ -167,6 +167,42 @@ fn one_changed_field_reapplies_only_its_object() {
     .expect(0);
 }
 
+/// A Deployment scaled and re-imaged by hand, and a Service deleted by hand:
+/// the plan reads them and shows the fields flow owns that changed, and the
+/// object that is gone; apply puts both back as the workflow says.
+#[test]
+fn objects_changed_by_hand_are_drift_and_apply_restores_them() {
+    let Some(k) = KubeServer::start() else { return };
+    let p = Project::new();
+    fixture(&p, "web.yaml");
+    p.write("wf.toml", &WEB.replace("KUBECONFIG", &k.kubeconfig_path()));
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    p.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+    let svc = "/api/v1/namespaces/default/services/web";
+    let dep = "/apis/apps/v1/namespaces/default/deployments/web";
+    k.merge_patch(dep, &serde_json::json!({"spec": {"replicas": 4}}));
+    k.delete(svc);
+
+    let plan = p.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    let out = &plan.stdout;
+    assert!(out.contains("Changed outside flow:\n  ~ web"), "{out}");
+    assert!(
+        out.contains("Deployment default/web .spec.replicas : 1 → 4"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("Service default/web") && l.ends_with(": \"present\" → (none)")),
+        "{out}"
+    );
+    assert!(out.contains("update — changed outside flow"), "{out}");
+
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    assert_eq!(k.get(dep).unwrap()["spec"]["replicas"], 1);
+    assert!(k.get(svc).is_some(), "the Service is back");
+    p.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+}
+
 /// An object dropped from an inline manifest is deleted on the next apply;
 /// the others are left alone.
 #[test]

@@ -8,6 +8,7 @@
 //! signed from the AWS credentials.
 
 pub mod connection;
+mod drift;
 mod errors;
 mod fetch;
 mod job;

@@ -387,6 +387,32 @@ impl KubeServer {
         })
     }
 
+    /// Changes the object at `path` as a person with kubectl would (a JSON
+    /// merge patch, under the field manager `kubectl-edit`).
+    pub fn merge_patch(&self, path: &str, patch: &Value) {
+        self.rt.block_on(async {
+            let req = http::Request::patch(format!("{path}?fieldManager=kubectl-edit"))
+                .header("Content-Type", "application/merge-patch+json")
+                .body(serde_json::to_vec(patch).unwrap())
+                .unwrap();
+            self.client
+                .request::<Value>(req)
+                .await
+                .unwrap_or_else(|e| panic!("PATCH {path}: {e}"));
+        })
+    }
+
+    /// Deletes the object at `path`.
+    pub fn delete(&self, path: &str) {
+        self.rt.block_on(async {
+            let req = http::Request::delete(path).body(Vec::new()).unwrap();
+            self.client
+                .request::<Value>(req)
+                .await
+                .unwrap_or_else(|e| panic!("DELETE {path}: {e}"));
+        })
+    }
+
     /// `metadata.uid` of the object at `path`.
     pub fn uid(&self, path: &str) -> Option<String> {
         self.get(path)

@@ -219,10 +219,17 @@ fn apply_found(rec: &mut StepRecord, found: Refreshed) -> Option<StepDrift> {
                 found: DriftFound::Deleted,
             })
         }
-        Refreshed::Present { drift, outputs } => {
+        Refreshed::Present {
+            drift,
+            outputs,
+            private,
+        } => {
             let outputs_changed = outputs.as_ref().is_some_and(|o| *o != rec.outputs);
             if let Some(outputs) = outputs {
                 rec.outputs = outputs;
+            }
+            if let Some(private) = private.filter(|_| !drift.is_empty()) {
+                rec.private = private;
             }
             if drift.is_empty() {
                 // New outputs alone are recorded, not shown as drift.

@@ -587,6 +587,7 @@ impl Provider for FsxLustre {
         Ok(Refreshed::Present {
             drift,
             outputs: Some(applied(&fs).outputs),
+            private: None,
         })
     }
 

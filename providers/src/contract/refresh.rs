@@ -67,6 +67,10 @@ pub enum Refreshed {
         drift: Vec<Drift>,
         /// The outputs as they are now.
         outputs: Option<Values>,
+        /// Provider-private data to keep instead of the recorded one (a
+        /// drifted object's digest cleared, so the next update re-applies
+        /// it); `None` keeps it.
+        private: Option<Value>,
     },
     /// The object no longer exists: something outside flow deleted it.
     Gone,
@@ -78,6 +82,7 @@ impl Refreshed {
         Refreshed::Present {
             drift: Vec::new(),
             outputs: None,
+            private: None,
         }
     }
 
@@ -86,6 +91,7 @@ impl Refreshed {
         Refreshed::Present {
             drift,
             outputs: None,
+            private: None,
         }
     }
 }

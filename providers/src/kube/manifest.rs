@@ -20,8 +20,8 @@ use super::objects::{self, KUBE_PACE, Kinds, Record};
 use super::ready::{self, Readiness, WaitFor};
 use super::render::{Doc, Sources};
 use crate::contract::{
-    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
-    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+    Applied, CONTENT_KEY, Drift, InputSpec, InputType, InputValue, OpContext, Prior, Problem,
+    Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
 };
 use crate::eks::shared_poll::{Step, until};
 
@@ -306,6 +306,67 @@ fn applied(records: &[Record]) -> Applied {
     }
 }
 
+impl Run<'_> {
+    /// Each recorded object as it is now: gone ones, and the fields flow
+    /// applied that differ (compared only while the files are those that
+    /// were applied). Drifted objects lose their recorded digest, so the
+    /// update that follows applies them again.
+    async fn refresh(
+        &self,
+        records: &[Record],
+        same_files: bool,
+    ) -> Result<Refreshed, ProviderError> {
+        let mut kinds = self.kinds().await?;
+        let ns = self.default_namespace().await?;
+        let docs = if same_files {
+            self.docs().await.unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut drift = Vec::new();
+        let mut kept = Vec::new();
+        for r in records {
+            let live = match kinds.get(r).await {
+                Ok(live) => live,
+                Err(e) if e.message.contains("does not serve") => None,
+                Err(e) => return Err(e),
+            };
+            let Some(live) = live else {
+                drift.push(Drift::of_attribute(
+                    r.label(),
+                    json!("present"),
+                    Value::Null,
+                ));
+                continue;
+            };
+            let applied = match docs.iter().find(|d| {
+                d.kind() == r.kind && d.name() == r.name && d.api_version() == r.api_version
+            }) {
+                Some(doc) => Some(kinds.place(doc, &ns).await?.object),
+                None => None,
+            };
+            let live = serde_json::to_value(&live).unwrap_or_default();
+            let found = applied
+                .map(|a| super::drift::owned_drift(&r.label(), &a, &live))
+                .unwrap_or_default();
+            let mut rec = r.clone();
+            if !found.is_empty() {
+                rec.digest.clear();
+            }
+            drift.extend(found);
+            kept.push(rec);
+        }
+        if kept.is_empty() {
+            return Ok(Refreshed::Gone);
+        }
+        Ok(Refreshed::Present {
+            drift,
+            outputs: None,
+            private: Some(json!({ "objects": kept })),
+        })
+    }
+}
+
 /// The records kept in `private`.
 fn recorded(private: &Value) -> Vec<Record> {
     private
@@ -393,6 +454,29 @@ impl Provider for KubeManifest {
         let run = Run::new(ctx, prior.inputs)?;
         let mut kinds = run.kinds().await?;
         run.delete(&mut kinds, &recorded(prior.private)).await
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// The objects flow applied, and the fields it owns in them.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let records = recorded(prior.private);
+        if records.is_empty() {
+            return Ok(Refreshed::unchanged());
+        }
+        let workdir = ValidateContext {
+            workdir: ctx.workdir.clone(),
+        };
+        let same_files = self
+            .content_digest(prior.inputs, &workdir)
+            .map(Value::String)
+            .as_ref()
+            == prior.inputs.get(CONTENT_KEY);
+        Run::new(ctx, prior.inputs)?
+            .refresh(&records, same_files)
+            .await
     }
 
     async fn read(

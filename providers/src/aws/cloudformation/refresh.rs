@@ -58,6 +58,7 @@ pub(super) async fn refresh(
     Ok(Refreshed::Present {
         drift,
         outputs: Some(stack::outputs(&found)),
+        private: None,
     })
 }
 

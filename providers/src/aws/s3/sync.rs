@@ -10,6 +10,7 @@
 
 mod local;
 mod plan;
+mod refresh;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -25,7 +26,7 @@ use super::uri::S3Uri;
 use crate::aws::{config, error, inputs};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
-    ProviderError, ReadOutcome, Schema, StepKind, ValidateContext, Values,
+    ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
 };
 use local::LocalFile;
 use plan::{Manifest, Remote, SyncPlan, Uploaded};
@@ -476,6 +477,28 @@ impl Provider for S3Sync {
             lines: plan::lines(&plan, &manifest, |r| spec.to.key(r), PLAN_LINES),
             replace_because: None,
         })
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// The objects flow uploaded, by ETag: missing or changed ones drift,
+    /// and apply uploads them again.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let spec = Spec::load(prior.inputs)?;
+        let client = config::s3_client(&config::sdk_config(ctx).await?);
+        let remote = match list(&client, &spec.to).await {
+            Ok(r) => r,
+            Err(e) if e.kind == crate::contract::ErrorKind::NotFound => {
+                return Ok(Refreshed::Gone);
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Refreshed::drifted(refresh::drift(
+            &manifest_of(prior.private),
+            &remote,
+        )))
     }
 
     /// Complete when every local file is already under the prefix with the

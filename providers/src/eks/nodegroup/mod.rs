@@ -277,6 +277,7 @@ impl Provider for EksNodegroup {
         Ok(Refreshed::Present {
             drift,
             outputs: Some(real),
+            private: None,
         })
     }
 

@@ -1,0 +1,159 @@
+//! What refresh compares for Kubernetes objects: the fields flow applied
+//! (those its field manager owns), against the live object. Fields the
+//! server rewrites in its own form (resource quantities) and values flow
+//! only knows sealed are not compared; a Secret's data is never shown.
+
+use serde_json::{Value, json};
+
+use crate::contract::{Drift, SEALED_PREFIX};
+
+/// How many fields of one object are named; past that, one line counts them.
+const NAMED: usize = 10;
+
+/// The fields of `applied` whose live value differs, for the object `label`.
+pub fn owned_drift(label: &str, applied: &Value, live: &Value) -> Vec<Drift> {
+    let secret = applied.get("kind").and_then(Value::as_str) == Some("Secret");
+    let mut found = Vec::new();
+    compare("", applied, live, secret, &mut found);
+    if found.len() > NAMED {
+        return vec![Drift::of_attribute(
+            label.to_string(),
+            json!("as applied"),
+            json!(format!("{} fields changed", found.len())),
+        )];
+    }
+    found
+        .into_iter()
+        .map(|(path, was, now)| {
+            let d = Drift::of_attribute(format!("{label} {path}"), was, now);
+            if secret { d.secret() } else { d }
+        })
+        .collect()
+}
+
+/// Walks `applied`, noting each leaf whose value `live` does not share.
+fn compare(
+    path: &str,
+    applied: &Value,
+    live: &Value,
+    secret: bool,
+    out: &mut Vec<(String, Value, Value)>,
+) {
+    match applied {
+        Value::Object(fields) => {
+            for (key, value) in fields {
+                if skipped(path, key, secret) {
+                    continue;
+                }
+                let at = format!("{path}.{key}");
+                compare(
+                    &at,
+                    value,
+                    live.get(key).unwrap_or(&Value::Null),
+                    secret,
+                    out,
+                );
+            }
+        }
+        Value::Array(items) => match live.as_array() {
+            Some(real) if real.len() == items.len() => {
+                for (i, (a, l)) in items.iter().zip(real).enumerate() {
+                    compare(&format!("{path}[{i}]"), a, l, secret, out);
+                }
+            }
+            _ => out.push((path.to_string(), applied.clone(), live.clone())),
+        },
+        leaf => {
+            let sealed = leaf.as_str().is_some_and(|s| s.contains(SEALED_PREFIX));
+            if !sealed && !same_leaf(leaf, live) {
+                out.push((path.to_string(), leaf.clone(), live.clone()));
+            }
+        }
+    }
+}
+
+/// Fields not compared: what the server owns or rewrites.
+fn skipped(path: &str, key: &str, secret: bool) -> bool {
+    match path {
+        "" => matches!(key, "status" | "apiVersion" | "kind"),
+        ".metadata" => !matches!(key, "labels" | "annotations"),
+        _ => {
+            key == "resources"
+                || (secret && matches!(key, "data" | "stringData"))
+                || path.starts_with(".metadata.annotations") && key.starts_with("flow.")
+        }
+    }
+}
+
+/// Whether two leaves are the same value as the server holds it: `8` and
+/// `"8"` are (flow sends quantities as text), `null` and absent are.
+fn same_leaf(applied: &Value, live: &Value) -> bool {
+    match (applied, live) {
+        (a, l) if a == l => true,
+        (Value::Number(a), Value::String(l)) | (Value::String(l), Value::Number(a)) => {
+            a.to_string() == *l
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(replicas: Value, image: &str) -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "ml", "labels": {"app": "web"}, "uid": "u"},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [
+                {"name": "c", "image": image, "resources": {"limits": {"cpu": "0.5"}}}
+            ]}}},
+        })
+    }
+
+    #[test]
+    fn only_the_fields_flow_applied_are_compared() {
+        let applied = deployment(json!(1), "nginx:1");
+        let mut live = deployment(json!(1), "nginx:1");
+        live["status"] = json!({"readyReplicas": 1});
+        live["metadata"]["resourceVersion"] = json!("42");
+        live["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] =
+            json!("500m");
+        live["spec"]["strategy"] = json!({"type": "RollingUpdate"});
+        assert!(owned_drift("Deployment ml/web", &applied, &live).is_empty());
+    }
+
+    #[test]
+    fn a_scaled_and_edited_object_drifts_field_by_field() {
+        let applied = deployment(json!(1), "nginx:1");
+        let live = deployment(json!(3), "nginx:2");
+        let d = owned_drift("Deployment ml/web", &applied, &live);
+        let names: Vec<&str> = d.iter().map(|d| d.attribute.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Deployment ml/web .spec.replicas",
+                "Deployment ml/web .spec.template.spec.containers[0].image"
+            ]
+        );
+        assert_eq!(
+            (d[0].recorded.clone(), d[0].real.clone()),
+            (json!(1), json!(3))
+        );
+    }
+
+    #[test]
+    fn numbers_sent_as_text_sealed_values_and_secret_data_are_not_drift() {
+        assert!(same_leaf(&json!(8), &json!("8")));
+        let applied = json!({"kind": "ConfigMap", "data": {"token": format!("{SEALED_PREFIX}{}", "a".repeat(64))}});
+        let live = json!({"kind": "ConfigMap", "data": {"token": "the real one"}});
+        assert!(owned_drift("ConfigMap x", &applied, &live).is_empty());
+        let applied =
+            json!({"kind": "Secret", "data": {"k": "YQ=="}, "metadata": {"labels": {"a": "1"}}});
+        let live =
+            json!({"kind": "Secret", "data": {"k": "Yg=="}, "metadata": {"labels": {"a": "2"}}});
+        let d = owned_drift("Secret x", &applied, &live);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].sensitive);
+    }
+}
