@@ -7,7 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -59,15 +59,37 @@ struct Rules {
     schedule: VecDeque<(String, Option<Fault>)>,
     slow: Duration,
     rewrites: Vec<Rewrite>,
-    hold: Option<(String, Duration)>,
+    hold: Vec<(String, Duration)>,
     stall: Duration,
     seed: u64,
     turn: usize,
 }
 
+/// One call the proxy saw.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The operation (`CreateStack`, `batch:submitjob`, `eks:POST /clusters`).
+    pub op: String,
+    /// When the request had arrived whole.
+    pub received: Instant,
+    /// When its answer was written, if it was.
+    pub answered: Option<Instant>,
+}
+
+/// Notes that call number `call` was answered now.
+fn answered(shared: &Shared, call: usize) {
+    if let Some(c) = shared.counts.lock().unwrap().calls.get_mut(call) {
+        c.answered = Some(Instant::now());
+    }
+}
+
 /// What the proxy did.
 #[derive(Debug, Default, Clone)]
 pub struct Counts {
+    /// Every call, in the order received.
+    pub calls: Vec<Call>,
+    /// Each injected fault with the operation it hit, in order.
+    pub faulted: Vec<(String, Fault)>,
     /// Faults injected, by kind.
     pub injected: HashMap<Fault, u32>,
     /// Operations forwarded to moto, in order.
@@ -169,9 +191,30 @@ impl FaultProxy {
     }
 
     /// Holds the answers to operation `op` for `delay` after moto gave them
-    /// (the operation is done on the far side; the caller does not know yet).
+    /// (the operation is done on the far side; the caller does not know
+    /// yet). Rules add up; the first that matches an operation applies.
     pub fn hold(&self, op: &str, delay: Duration) {
-        self.shared.rules.lock().unwrap().hold = Some((op.into(), delay));
+        self.shared
+            .rules
+            .lock()
+            .unwrap()
+            .hold
+            .push((op.into(), delay));
+    }
+
+    /// Every call the proxy saw, with when it came and when it was answered.
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.counts.lock().unwrap().calls.clone()
+    }
+
+    /// The calls received before `at` and not answered by then (forwarded
+    /// or not): what a process killed at `at` was waiting for.
+    pub fn in_flight_at(&self, at: Instant) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.received <= at && c.answered.is_none_or(|a| a > at))
+            .map(|c| c.op)
+            .collect()
     }
 
     /// How long a [`Fault::Stalled`] answer is held before the connection drops.
@@ -185,7 +228,7 @@ impl FaultProxy {
         r.rate = 0.0;
         r.schedule.clear();
         r.rewrites.clear();
-        r.hold = None;
+        r.hold.clear();
     }
 
     /// What the proxy did so far.
@@ -247,6 +290,9 @@ impl Request {
         let (method, path) = self.method_and_path();
         if let Some(op) = path.strip_prefix("/v1/") {
             return format!("batch:{}", op.split('?').next().unwrap_or(op));
+        }
+        if path.starts_with("/clusters") {
+            return format!("eks:{method} {}", path.split('?').next().unwrap_or(path));
         }
         format!("s3:{method} {path}")
     }
@@ -340,19 +386,24 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
     let mut reader = BufReader::new(read);
     while let Some(req) = read_request(&mut reader).await? {
         let op = req.operation();
+        let call = {
+            let mut counts = shared.counts.lock().unwrap();
+            counts.calls.push(Call {
+                op: op.clone(),
+                received: Instant::now(),
+                answered: None,
+            });
+            counts.calls.len() - 1
+        };
         let fault = if req.method_and_path().1.starts_with("/moto-api") {
             None
         } else {
             choose(&shared, &op)
         };
         if let Some(fault) = fault {
-            *shared
-                .counts
-                .lock()
-                .unwrap()
-                .injected
-                .entry(fault)
-                .or_default() += 1;
+            let mut counts = shared.counts.lock().unwrap();
+            *counts.injected.entry(fault).or_default() += 1;
+            counts.faulted.push((op.clone(), fault));
         }
         if let Some(lost @ (Fault::Lost | Fault::Truncated | Fault::Stalled)) = fault {
             shared.counts.lock().unwrap().forwarded.push(op.clone());
@@ -400,6 +451,7 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
             }
             Some(f) => {
                 write.write_all(&error_response(f, req.protocol())).await?;
+                answered(&shared, call);
                 continue;
             }
             None => {}
@@ -407,13 +459,19 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
         shared.counts.lock().unwrap().forwarded.push(op.clone());
         let answer = forward(&shared, &req).await?;
         let answer = rewrite(&shared, &op, answer);
-        let hold = shared.rules.lock().unwrap().hold.clone();
-        if let Some((held, delay)) = hold
-            && op.contains(&held)
-        {
+        let hold = shared
+            .rules
+            .lock()
+            .unwrap()
+            .hold
+            .iter()
+            .find(|(held, _)| op.contains(held.as_str()))
+            .map(|(_, delay)| *delay);
+        if let Some(delay) = hold {
             tokio::time::sleep(delay).await;
         }
         write.write_all(&answer).await?;
+        answered(&shared, call);
     }
     Ok(())
 }

@@ -449,10 +449,19 @@ impl Provider for BatchJob {
         let all_tags: HashMap<String, String> = tags::with_token(&BTreeMap::new(), &ctx.token)
             .into_iter()
             .collect();
-        let out =
-            request.set_tags(Some(all_tags)).send().await.map_err(|e| {
-                error::refused(&format!("submit job `{name}` to queue `{queue}`"), e)
-            })?;
+        // SubmitJob has no idempotency token: an SDK retry after a lost
+        // answer would submit a second job. The engine retries instead, and
+        // this create looks for the token's job first.
+        let out = request
+            .set_tags(Some(all_tags))
+            .customize()
+            .config_override(
+                aws_sdk_batch::config::Builder::default()
+                    .retry_config(aws_config::retry::RetryConfig::disabled()),
+            )
+            .send()
+            .await
+            .map_err(|e| error::refused(&format!("submit job `{name}` to queue `{queue}`"), e))?;
         let id = out.job_id().unwrap_or_default().to_string();
         ctx.reporter
             .event(&format!("job `{name}` ({id}): submitted"));

@@ -383,7 +383,16 @@ impl Provider for FsxLustre {
         if !ctx.token.is_empty() {
             request = request.client_request_token(&ctx.token);
         }
+        // No SDK retry of the create itself: a retry after a lost answer
+        // would make a second file system wherever the token is not
+        // honoured. The engine retries instead, and this create looks for
+        // the token's file system first.
         let out = request
+            .customize()
+            .config_override(
+                aws_sdk_fsx::config::Builder::default()
+                    .retry_config(aws_config::retry::RetryConfig::disabled()),
+            )
             .send()
             .await
             .map_err(|e| error::refused("create FSx for Lustre file system", e))?;
