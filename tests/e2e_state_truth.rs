@@ -669,19 +669,16 @@ fn kill_9_inside_every_create_call_makes_no_duplicate_and_leaves_no_orphan() {
     ] {
         proxy.hold(op, Duration::from_millis(250));
     }
+    // Two stacks and two files; one of everything else.
     let expected: BTreeMap<String, usize> = CREATES
         .iter()
         .map(|c| {
-            (
-                c.to_string(),
-                if *c == "PutObject" {
-                    2
-                } else if *c == "CreateStack" {
-                    2
-                } else {
-                    1
-                },
-            )
+            let n = if matches!(*c, "PutObject" | "CreateStack") {
+                2
+            } else {
+                1
+            };
+            (c.to_string(), n)
         })
         .collect();
 
