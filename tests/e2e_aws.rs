@@ -726,6 +726,18 @@ fn an_interrupted_batch_job_is_terminated() {
         proxy.counts().forwarded
     );
     assert!(run.all().contains("terminat"), "{}", run.all());
+
+    // Ctrl-C kept the intent: the next apply reads the job by its token
+    // before anything else. moto had in fact finished it (the proxy only
+    // showed it running), so it is adopted, not submitted a second time.
+    let show = a.run(&["state", "show", "wf.toml", "nccl"]).expect(0);
+    let rec: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert!(rec["in_flight"]["token"].is_string(), "{rec}");
+    proxy.calm();
+    a.apply().expect(0);
+    assert_eq!(proxy.forwarded("batch:submitjob"), 1, "{:?}", proxy.counts().forwarded);
+    let log = a.p.read(".flow/wf/logs/nccl.log");
+    assert!(log.contains("the interrupted create had completed: adopting it"), "{log}");
 }
 
 #[test]

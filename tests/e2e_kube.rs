@@ -340,7 +340,16 @@ fn pytorchjob_failure_names_the_failing_pod() {
     let uid = k
         .uid("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/broken")
         .unwrap();
+    // The failure kept the intent: the next apply reads the job by its
+    // token first, finds it ended in failure, and only then starts anew.
+    let show = p.run(&["state", "show", "wf.toml", "nccl"]).expect(0);
+    assert!(show.stdout.contains("\"in_flight\": {"), "{}", show.stdout);
     p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
+    assert!(
+        log(&p, "nccl").contains("the interrupted create had failed"),
+        "{}",
+        log(&p, "nccl")
+    );
     assert_ne!(
         k.uid("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/broken")
             .unwrap(),
