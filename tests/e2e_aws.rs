@@ -735,9 +735,17 @@ fn an_interrupted_batch_job_is_terminated() {
     assert!(rec["in_flight"]["token"].is_string(), "{rec}");
     proxy.calm();
     a.apply().expect(0);
-    assert_eq!(proxy.forwarded("batch:submitjob"), 1, "{:?}", proxy.counts().forwarded);
+    assert_eq!(
+        proxy.forwarded("batch:submitjob"),
+        1,
+        "{:?}",
+        proxy.counts().forwarded
+    );
     let log = a.p.read(".flow/wf/logs/nccl.log");
-    assert!(log.contains("the interrupted create had completed: adopting it"), "{log}");
+    assert!(
+        log.contains("the interrupted create had completed: adopting it"),
+        "{log}"
+    );
 }
 
 #[test]

@@ -55,6 +55,8 @@ fn compare(
                 );
             }
         }
+        Value::Array(items) if items.is_empty() && live.is_null() => {}
+        Value::Object(fields) if fields.is_empty() && live.is_null() => {}
         Value::Array(items) => match live.as_array() {
             Some(real) if real.len() == items.len() => {
                 for (i, (a, l)) in items.iter().zip(real).enumerate() {
@@ -75,21 +77,32 @@ fn compare(
 /// Fields not compared: what the server owns or rewrites.
 fn skipped(path: &str, key: &str, secret: bool) -> bool {
     match path {
-        "" => matches!(key, "status" | "apiVersion" | "kind"),
-        ".metadata" => !matches!(key, "labels" | "annotations"),
-        _ => {
-            key == "resources"
+        "" => {
+            matches!(key, "status" | "apiVersion" | "kind")
                 || (secret && matches!(key, "data" | "stringData"))
-                || path.starts_with(".metadata.annotations") && key.starts_with("flow.")
         }
+        ".metadata" => !matches!(key, "labels" | "annotations"),
+        ".metadata.annotations" => key.starts_with("flow."),
+        _ => key == "resources",
     }
 }
 
 /// Whether two leaves are the same value as the server holds it: `8` and
-/// `"8"` are (flow sends quantities as text), `null` and absent are.
+/// `"8"` are (flow sends quantities as text), and an empty or zero value
+/// the server leaves out (Go's `omitempty`: `storageClassName: ""`) is the
+/// same as absent.
 fn same_leaf(applied: &Value, live: &Value) -> bool {
+    let zero = |v: &Value| match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    };
     match (applied, live) {
         (a, l) if a == l => true,
+        (a, Value::Null) if zero(a) => true,
         (Value::Number(a), Value::String(l)) | (Value::String(l), Value::Number(a)) => {
             a.to_string() == *l
         }
@@ -145,6 +158,17 @@ mod tests {
     #[test]
     fn numbers_sent_as_text_sealed_values_and_secret_data_are_not_drift() {
         assert!(same_leaf(&json!(8), &json!("8")));
+        // The server leaves empty values out.
+        let pv = json!({"kind": "PersistentVolume", "spec": {"storageClassName": "", "mountOptions": [], "x": {}}});
+        assert!(
+            owned_drift(
+                "PersistentVolume p",
+                &pv,
+                &json!({"kind": "PersistentVolume", "spec": {}})
+            )
+            .is_empty()
+        );
+        assert!(!same_leaf(&json!("gp3"), &Value::Null));
         let applied = json!({"kind": "ConfigMap", "data": {"token": format!("{SEALED_PREFIX}{}", "a".repeat(64))}});
         let live = json!({"kind": "ConfigMap", "data": {"token": "the real one"}});
         assert!(owned_drift("ConfigMap x", &applied, &live).is_empty());
