@@ -56,7 +56,6 @@ fn compare(
             }
         }
         Value::Array(items) if items.is_empty() && live.is_null() => {}
-        Value::Object(fields) if fields.is_empty() && live.is_null() => {}
         Value::Array(items) => match live.as_array() {
             Some(real) if real.len() == items.len() => {
                 for (i, (a, l)) in items.iter().zip(real).enumerate() {
