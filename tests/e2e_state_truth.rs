@@ -224,6 +224,14 @@ fn changes_made_outside_flow_are_shown_recorded_and_undone() {
     assert_eq!(record(&a, "app")["applied"], false);
     assert_eq!(record(&a, "key")["inputs"]["tags"]["team"], "infra");
     assert_eq!(moto.stacks(), ["flow-vpc"]);
+    // Recorded drift is not shown again; what apply will do is.
+    let plan = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    assert!(!plan.stdout.contains("outside flow:"), "{}", plan.stdout);
+    assert!(
+        plan.stdout.contains("Plan: 1 to create, 1 to update"),
+        "{}",
+        plan.stdout
+    );
 
     // Apply puts both back, and then nothing is left to do.
     a.apply().expect(0);

@@ -1,5 +1,7 @@
 //! The records kept per step, as stored (JSON inside sled).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -102,11 +104,12 @@ pub struct StepRecord {
     pub attempts: u32,
     /// The last error, if the last operation failed.
     pub last_error: Option<String>,
-    /// Attributes a refresh found changed outside flow and that no input
-    /// shows (a stack's status, a secret's version): apply updates the step
-    /// back to the workflow even though its inputs did not change.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub drifted: Vec<String>,
+    /// Attributes a refresh found changed outside flow that no input shows
+    /// (a stack's status, a template digest), with the real value found
+    /// (`"(sensitive)"` for secret ones): shown once, then remembered; apply
+    /// updates a resource back to the workflow, which clears them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub drifted: BTreeMap<String, Value>,
     /// When the step was first recorded (seconds since the Unix epoch).
     pub created_at: u64,
     /// When the record last changed (seconds since the Unix epoch).
@@ -131,7 +134,7 @@ impl StepRecord {
             in_flight: None,
             attempts: 0,
             last_error: None,
-            drifted: Vec::new(),
+            drifted: BTreeMap::new(),
             created_at: now,
             updated_at: now,
         }

@@ -103,10 +103,12 @@ pub async fn refresh_records(
             .expect("read a recorded step");
         match result {
             Ok(found) => {
-                if let Some(drift) = apply_found(rec, found) {
+                let before = rec.clone();
+                let shown = apply_found(rec, found);
+                if *rec != before {
                     refresh.rewritten.push(name.clone());
-                    refresh.drift.push(drift);
                 }
+                refresh.drift.extend(shown);
             }
             Err(ReadFailed::Provider(e)) if cannot_reach(&e) => {
                 let entry = unreachable
@@ -204,7 +206,9 @@ async fn read_all(
     results
 }
 
-/// Rewrites `rec` as `found` says, and returns the drift to show, if any.
+/// Rewrites `rec` as `found` says, and returns the drift to show, if any:
+/// drift already recorded (by an earlier `apply --refresh-only`) is not
+/// shown again.
 fn apply_found(rec: &mut StepRecord, found: Refreshed) -> Option<StepDrift> {
     match found {
         Refreshed::Gone => {
@@ -224,31 +228,32 @@ fn apply_found(rec: &mut StepRecord, found: Refreshed) -> Option<StepDrift> {
             outputs,
             private,
         } => {
-            let outputs_changed = outputs.as_ref().is_some_and(|o| *o != rec.outputs);
+            // New outputs alone are recorded, not shown as drift.
             if let Some(outputs) = outputs {
                 rec.outputs = outputs;
             }
             if let Some(private) = private.filter(|_| !drift.is_empty()) {
                 rec.private = private;
             }
-            if drift.is_empty() {
-                // New outputs alone are recorded, not shown as drift.
-                return outputs_changed.then(|| StepDrift {
-                    step: rec.name.clone(),
-                    provider: rec.provider.clone(),
-                    found: DriftFound::Changed {
-                        attributes: Vec::new(),
-                    },
-                });
-            }
-            let attributes = drift.iter().map(shown).collect();
+            let mut attributes = Vec::new();
             for d in drift {
                 if d.input && !d.sensitive {
+                    attributes.push(shown(&d));
                     rec.inputs.insert(d.attribute.clone(), d.real);
+                    continue;
                 }
-                if !rec.drifted.contains(&d.attribute) {
-                    rec.drifted.push(d.attribute);
+                let remembered = if d.sensitive {
+                    Value::String("(sensitive)".into())
+                } else {
+                    d.real.clone()
+                };
+                if rec.drifted.get(&d.attribute) != Some(&remembered) {
+                    attributes.push(shown(&d));
+                    rec.drifted.insert(d.attribute.clone(), remembered);
                 }
+            }
+            if attributes.is_empty() {
+                return None;
             }
             Some(StepDrift {
                 step: rec.name.clone(),
@@ -354,7 +359,18 @@ mod tests {
         ]);
         let drift = apply_found(&mut rec, found).unwrap();
         assert_eq!(rec.inputs["desired_size"], json!(3));
-        assert_eq!(rec.drifted, ["desired_size", "status"]);
+        assert_eq!(rec.drifted.keys().collect::<Vec<_>>(), ["status"]);
+        assert_eq!(rec.drifted["status"], json!("DEGRADED"));
+        // Recorded once (apply --refresh-only), it is not shown again: the
+        // input now reads as recorded, the status as remembered.
+        let mut again = rec.clone();
+        let same = Refreshed::drifted(vec![Drift::of_attribute(
+            "status",
+            json!("ACTIVE"),
+            json!("DEGRADED"),
+        )]);
+        assert!(apply_found(&mut again, same).is_none());
+        assert_eq!(again, rec);
         let DriftFound::Changed { attributes } = drift.found else {
             panic!("{drift:?}")
         };
