@@ -12,6 +12,7 @@
 //!   waited for if in progress, and adopted once complete.
 //! - delete: `DeleteStack`, waiting for `DELETE_COMPLETE`.
 
+mod batch_drift;
 mod change_set;
 mod check;
 mod refresh;
@@ -110,6 +111,29 @@ fn applied(stack: &Stack, spec: &StackSpec) -> Applied {
         outputs: stack::outputs(stack),
         private: json!({ "template_sha256": spec.digest, "template": spec.template }),
     }
+}
+
+/// Puts the stack's Batch objects back as its template says, where they
+/// were changed outside CloudFormation (which does not undo that itself).
+async fn restore_batch(
+    ctx: &OpContext,
+    client: &Client,
+    spec: &StackSpec,
+) -> Result<(), ProviderError> {
+    if !spec.body.contains("AWS::Batch::") {
+        return Ok(());
+    }
+    let Ok(template) = template::parse(&spec.body) else {
+        return Ok(());
+    };
+    let batch = aws_sdk_batch::Client::new(&config::sdk_config(ctx).await?);
+    let objects =
+        batch_drift::batch_objects(client, &batch, &spec.name, &template, &spec.params).await?;
+    for label in batch_drift::restore(&batch, &objects).await? {
+        ctx.reporter
+            .event(&format!("{label}: put back as the template says"));
+    }
+    Ok(())
 }
 
 /// The change set name an operation with `token` uses.
@@ -355,7 +379,11 @@ impl Provider for CloudFormationStack {
                 "stack `{}` is in ROLLBACK_COMPLETE and cannot be updated; `flow plan` shows it as a replace: apply that plan",
                 spec.name
             ))),
-            Some(s) => self.update_stack(&client, ctx, &spec, s).await,
+            Some(s) => {
+                let applied = self.update_stack(&client, ctx, &spec, s).await?;
+                restore_batch(ctx, &client, &spec).await?;
+                Ok(applied)
+            }
         }
     }
 
@@ -473,7 +501,7 @@ impl Provider for CloudFormationStack {
     /// Status, parameters the workflow set, the template's digest, outputs.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
         let client = client(ctx).await?;
-        refresh::refresh(&client, prior, &USABLE).await
+        refresh::refresh(ctx, &client, prior, &USABLE).await
     }
 
     /// The stack of this name carrying this operation's token: waited for if

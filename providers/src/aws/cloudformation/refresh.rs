@@ -1,17 +1,21 @@
 //! What refresh reads of a stack: whether it still exists, its status, its
-//! parameters, its template (by digest) and its outputs.
+//! parameters, its template (by digest), its outputs, and the Batch objects
+//! it declares (`batch_drift`).
 
 use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::types::Stack;
 use serde_json::{Value, json};
 
+use super::batch_drift::{self, batch_objects};
+use super::spec::StackSpec;
 use super::stack::{self, describe, status};
-use super::template::template_digest;
-use crate::aws::error;
-use crate::contract::{Drift, Prior, ProviderError, Refreshed, attribute_drift};
+use super::template::{parse, template_digest};
+use crate::aws::{config, error};
+use crate::contract::{Drift, OpContext, Prior, ProviderError, Refreshed, attribute_drift};
 
 /// The stack `prior` recorded, as it is now.
 pub(super) async fn refresh(
+    ctx: &OpContext,
     client: &Client,
     prior: Prior<'_>,
     usable: &[&str],
@@ -54,6 +58,14 @@ pub(super) async fn refresh(
             json!(recorded),
             json!(real),
         ));
+    }
+    if let Ok(spec) = StackSpec::load(prior.inputs, &ctx.workdir)
+        && spec.body.contains("AWS::Batch::")
+        && let Ok(template) = parse(&spec.body)
+    {
+        let batch = aws_sdk_batch::Client::new(&config::sdk_config(ctx).await?);
+        let objects = batch_objects(client, &batch, target, &template, &spec.params).await?;
+        drift.extend(batch_drift::drift(&objects));
     }
     Ok(Refreshed::Present {
         drift,

@@ -1,0 +1,229 @@
+//! Refresh: what changed or was deleted outside flow, shown, recorded and
+//! put back.
+
+use crate::kill::KILL_CHAIN;
+use crate::record;
+use crate::support::aws::Aws;
+use crate::support::moto::Moto;
+
+const DRIFTING: &str = r#"
+[workflow]
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.app]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+[steps.app.inputs]
+stack_name = "flow-app"
+template = "app.yaml"
+parameters = { VpcStack = "flow-vpc" }
+
+[steps.key]
+provider = "secretsmanager.secret"
+[steps.key.inputs]
+name = "team-key"
+value = "not-a-real-secret-5150"
+tags = { team = "ml" }
+"#;
+
+/// A stack deleted by hand and a secret retagged in the console: plan reads
+/// both, shows them in the drift sections (text and JSON), exits 2 with
+/// --detailed-exitcode and writes nothing; `apply --refresh-only` records
+/// them; `apply` puts them back; the plan after that is clean.
+#[test]
+fn changes_made_outside_flow_are_shown_recorded_and_undone() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", DRIFTING);
+    a.apply().expect(0);
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+
+    moto.query_call("cloudformation", "Action=DeleteStack&StackName=flow-app");
+    moto.json_call(
+        "secretsmanager",
+        "secretsmanager.TagResource",
+        r#"{"SecretId": "team-key", "Tags": [{"Key": "team", "Value": "infra"}]}"#,
+    );
+    let before = record(&a, "app");
+    let plan = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    let out = &plan.stdout;
+    assert!(
+        out.contains(
+            "Changed outside flow:\n  ~ key  (secretsmanager.secret)\n      tags : {\"team\":\"ml\"} → {\"team\":\"infra\"}\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "Deleted outside flow:\n  - app  (cloudformation.stack) — planned for create again"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("create — deleted outside flow"), "{out}");
+    assert!(out.contains("update — changed outside flow"), "{out}");
+    assert!(!out.contains("not-a-real-secret"), "{out}");
+    // A plan never writes state.
+    assert_eq!(record(&a, "app"), before);
+
+    let json = a.run(&["plan", "wf.toml", "--json"]).expect(0);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let drift = doc["drift"].as_array().cloned().unwrap_or_default();
+    let kinds: Vec<(String, String)> = drift
+        .iter()
+        .map(|d| (d["step"].to_string(), d["drift"].to_string()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("\"key\"".to_string(), "\"changed\"".to_string()),
+            ("\"app\"".to_string(), "\"deleted\"".to_string())
+        ],
+        "{drift:?}"
+    );
+
+    // Recorded as found, and nothing in the cloud changes.
+    let only = a
+        .run(&["apply", "wf.toml", "--refresh-only", "--auto-approve"])
+        .expect(0);
+    assert!(
+        only.stdout
+            .contains("Refresh complete: 2 steps recorded as found."),
+        "{}",
+        only.stdout
+    );
+    assert_eq!(record(&a, "app")["applied"], false);
+    assert_eq!(record(&a, "key")["inputs"]["tags"]["team"], "infra");
+    assert_eq!(moto.stacks(), ["flow-vpc"]);
+    // Recorded drift is not shown again; what apply will do is.
+    let plan = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
+    assert!(!plan.stdout.contains("outside flow:"), "{}", plan.stdout);
+    assert!(
+        plan.stdout.contains("Plan: 1 to create, 1 to update"),
+        "{}",
+        plan.stdout
+    );
+
+    // Apply puts both back, and then nothing is left to do.
+    a.apply().expect(0);
+    let mut stacks = moto.stacks();
+    stacks.sort();
+    assert_eq!(stacks, ["flow-app", "flow-vpc"]);
+    let described = moto.json_call(
+        "secretsmanager",
+        "secretsmanager.DescribeSecret",
+        r#"{"SecretId": "team-key"}"#,
+    );
+    let team: Vec<&serde_json::Value> = described["Tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["Key"] == "team")
+        .map(|t| &t["Value"])
+        .collect();
+    assert_eq!(team, ["ml"], "{described}");
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+}
+
+/// With no endpoint to reach, refresh stops with one line per provider kind
+/// naming what to set and the offline plan as the way out, no SDK error
+/// chain; the offline plan works and state is untouched.
+#[test]
+fn refresh_without_a_reachable_endpoint_says_what_to_set() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", DRIFTING);
+    a.apply().expect(0);
+    let before = record(&a, "key");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let env: Vec<(String, String)> = moto.env_for(&dead);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let plan = a.p.run_env(&["plan", "wf.toml"], &env).expect(1);
+    let all = plan.all();
+    assert!(all.contains("refresh could not reach the cloud"), "{all}");
+    assert!(
+        all.contains(
+            "cloudformation.stack (2 steps): the endpoint does not answer; set `AWS_PROFILE`"
+        ),
+        "{all}"
+    );
+    assert!(all.contains("secretsmanager.secret (1 step)"), "{all}");
+    assert!(all.contains("--refresh=false"), "{all}");
+    assert!(!all.contains("dispatch failure"), "{all}");
+    a.p.run_env(&["plan", "wf.toml", "--refresh=false"], &env)
+        .expect(0);
+    assert_eq!(record(&a, "key"), before);
+}
+
+/// A Batch compute environment disabled in the console, inside a stack that
+/// stays `CREATE_COMPLETE`: CloudFormation does not see it, flow does; apply
+/// puts it back from the template, which a stack update alone would not.
+/// (moto ignores a new `maxvCpus`, so the vCPU limit is shown by the unit
+/// tests of `batch_drift` only.)
+#[test]
+fn a_batch_environment_changed_in_the_console_is_drift_and_is_put_back() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("data/a.txt", "a\n");
+    a.p.write("wf.toml", KILL_CHAIN);
+    a.run(&["apply", "wf.toml", "--auto-approve", "--target", "batch"])
+        .expect(0);
+    let envs = moto
+        .rest_call("batch", "POST", "/v1/describecomputeenvironments", "{}")
+        .1;
+    let envs: serde_json::Value = serde_json::from_str(&envs).unwrap();
+    let ce = envs["computeEnvironments"][0]["computeEnvironmentArn"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, body) = moto.rest_call(
+        "batch",
+        "POST",
+        "/v1/updatecomputeenvironment",
+        &format!(r#"{{"computeEnvironment": "{ce}", "state": "DISABLED", "computeResources": {{"maxvCpus": 16}}}}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    let plan = a
+        .run(&[
+            "plan",
+            "wf.toml",
+            "--target",
+            "batch",
+            "--detailed-exitcode",
+        ])
+        .expect(2);
+    let out = &plan.stdout;
+    assert!(
+        out.contains("compute environment ComputeEnvironment state"),
+        "{out}"
+    );
+    assert!(out.contains("\"ENABLED\" → \"DISABLED\""), "{out}");
+
+    a.run(&["apply", "wf.toml", "--auto-approve", "--target", "batch"])
+        .expect(0);
+    let envs = moto
+        .rest_call("batch", "POST", "/v1/describecomputeenvironments", "{}")
+        .1;
+    let envs: serde_json::Value = serde_json::from_str(&envs).unwrap();
+    assert_eq!(envs["computeEnvironments"][0]["state"], "ENABLED", "{envs}");
+    assert_eq!(
+        envs["computeEnvironments"][0]["computeResources"]["maxvCpus"], 192,
+        "{envs}"
+    );
+    a.run(&[
+        "plan",
+        "wf.toml",
+        "--target",
+        "batch",
+        "--detailed-exitcode",
+    ])
+    .expect(0);
+}

@@ -1,0 +1,156 @@
+//! Answers lost after the request reached the server.
+
+use std::time::Duration;
+
+use crate::kill::KILL_CHAIN;
+use crate::support::aws::Aws;
+use crate::support::fault_proxy::{Fault, FaultProxy};
+use crate::support::moto::Moto;
+
+/// Stacks, a bucket and an upload, a secret, a repository and FSx, with the
+/// workflow's default retries (no `retries` anywhere).
+const LOSSY: &str = r#"
+[workflow]
+name = "lossy"
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.app]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+[steps.app.inputs]
+stack_name = "flow-app"
+template = "app.yaml"
+parameters = { VpcStack = "flow-vpc" }
+
+[steps.data]
+provider = "s3.bucket"
+[steps.data.inputs]
+name = "flow-lossy-data"
+
+[steps.upload]
+provider = "s3.sync"
+[steps.upload.inputs]
+source = "data"
+destination = "s3://${steps.data.outputs.name}/in/"
+
+[steps.hf]
+provider = "secretsmanager.secret"
+[steps.hf.inputs]
+name = "hf-token"
+value = "not-a-token-0123456789"
+
+[steps.images]
+provider = "ecr.repository"
+[steps.images.inputs]
+name = "nccl-tests"
+
+[steps.fsx]
+provider = "fsx.lustre"
+[steps.fsx.inputs]
+storage_capacity = 1200
+subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
+"#;
+
+/// One call in ten reaches moto and then loses its answer: dropped, cut off
+/// halfway through the body, or held past the SDK's attempt timeout. With
+/// the default retries the apply converges, every step ends with exactly
+/// one object, and destroy removes them all under the same faults.
+#[test]
+fn answers_lost_after_the_request_reached_the_server_make_no_duplicate() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let mut a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.env.push(("FLOW_AWS_ATTEMPT_TIMEOUT".into(), "1s".into()));
+    for i in 0..4 {
+        a.p.write(&format!("data/f{i}.txt"), &format!("file {i}\n"));
+    }
+    a.p.write("wf.toml", LOSSY);
+    proxy.stall_for(Duration::from_secs(2));
+    let kinds = [Fault::Lost, Fault::Truncated, Fault::Stalled];
+    // The creates that make duplicates in real life lose their first
+    // answer for sure; every other call one time in ten.
+    proxy.schedule("CreateFileSystem", &[Some(Fault::Lost)]);
+    proxy.schedule("CreateStack", &[Some(Fault::Truncated)]);
+    proxy.schedule("CreateSecret", &[Some(Fault::Stalled)]);
+    proxy.faults(0.10, &kinds, None);
+    let apply = a.apply();
+    let counts = proxy.counts();
+    assert_eq!(apply.code, 0, "{}\n{counts:?}", apply.all());
+    for kind in kinds {
+        assert!(proxy.injected(kind) > 0, "no {kind:?} injected: {counts:?}");
+    }
+    // Every fault here forwarded the request first: moto acted on it.
+    eprintln!(
+        "{} answers lost of {} calls forwarded: {:?}",
+        counts.faulted.len(),
+        counts.forwarded.len(),
+        counts.faulted
+    );
+    for create in ["CreateFileSystem", "CreateStack", "CreateSecret"] {
+        assert!(
+            counts.faulted.iter().any(|(op, _)| op == create),
+            "{create}: {:?}",
+            counts.faulted
+        );
+    }
+
+    proxy.calm();
+    let mut stacks = moto.stacks();
+    stacks.sort();
+    assert_eq!(stacks, ["flow-app", "flow-vpc"]);
+    assert_eq!(moto.file_systems().len(), 1, "a second file system");
+    assert_eq!(moto.objects("flow-lossy-data", "in/").len(), 4);
+    assert_eq!(moto.secrets(), ["hf-token"]);
+    let repos = moto.json_call(
+        "ecr",
+        "AmazonEC2ContainerRegistry_V20150921.DescribeRepositories",
+        "{}",
+    );
+    assert_eq!(
+        repos["repositories"].as_array().map(Vec::len),
+        Some(1),
+        "{repos}"
+    );
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+
+    proxy.faults(0.10, &kinds, None);
+    let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]);
+    assert_eq!(destroy.code, 0, "{}", destroy.all());
+    proxy.calm();
+    assert!(moto.stacks().is_empty());
+    assert!(moto.file_systems().is_empty());
+    assert!(moto.secrets().is_empty());
+}
+
+/// SubmitJob has no idempotency token, so a retry after a lost answer is
+/// the classic duplicate job. The SDK does not retry it; the engine's retry
+/// looks for the job by the operation's token first and follows it.
+#[test]
+fn a_submitted_job_whose_answer_was_lost_is_not_submitted_again() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("data/a.txt", "a\n");
+    a.p.write("wf.toml", KILL_CHAIN);
+    proxy.schedule("batch:submitjob", &[Some(Fault::Lost)]);
+    let apply = a.run(&["apply", "wf.toml", "--auto-approve", "--target", "nccl"]);
+    assert_eq!(apply.code, 0, "{}", apply.all());
+    assert_eq!(proxy.injected(Fault::Lost), 1);
+    assert_eq!(
+        proxy.forwarded("batch:submitjob"),
+        1,
+        "{:?}",
+        proxy.counts().forwarded
+    );
+    let log = a.p.read(".flow/wf/logs/nccl.log");
+    assert!(
+        log.contains("was already submitted by this operation"),
+        "{log}"
+    );
+}
