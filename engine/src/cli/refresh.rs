@@ -10,15 +10,29 @@ use super::common::{CliError, CliResult};
 use crate::lang::load::Loaded;
 use crate::plan::refresh::{READ_TIMEOUT, Refresh, RefreshSettings, refresh_records};
 
-/// The records as the real objects say (or as state says, when `enabled`
-/// is false), with what refresh found.
+/// How a command asks for refresh.
+pub struct RefreshRequest<'a> {
+    /// Whether to read at all (`--refresh=false` says no).
+    pub enabled: bool,
+    /// Reads at once.
+    pub parallelism: usize,
+    /// `--target` steps: only they and what they need are read; empty for all.
+    pub targets: &'a [String],
+}
+
+/// The records as the real objects say (or as state says, when refresh is
+/// off), with what refresh found.
 pub async fn refreshed(
     loaded: &Loaded,
     registry: &Registry,
     records: BTreeMap<String, StepRecord>,
-    enabled: bool,
-    parallelism: usize,
+    req: RefreshRequest<'_>,
 ) -> CliResult<Refresh> {
+    let RefreshRequest {
+        enabled,
+        parallelism,
+        targets,
+    } = req;
     if !enabled {
         return Ok(Refresh {
             records,
@@ -28,6 +42,11 @@ pub async fn refreshed(
     let settings = RefreshSettings {
         parallelism,
         timeout: READ_TIMEOUT,
+        only: (!targets.is_empty()).then(|| {
+            let mut steps = loaded.dag.with_ancestors(targets);
+            steps.extend(targets.iter().cloned());
+            steps
+        }),
     };
     refresh_records(loaded, registry, records, settings)
         .await

@@ -11,7 +11,7 @@ use flow_state::{StepRecord, Store};
 use super::args::ApplyArgs;
 use super::common::{CliError, CliResult, Ui, confirm, load_workflow, records_of, state_dir};
 use super::progress::print_json_summary;
-use super::refresh::{record, refreshed};
+use super::refresh::{RefreshRequest, record, refreshed};
 use super::run::{finish, json_needs_approval, run_context, run_jobs, show_plan};
 use crate::apply::job::StepJob;
 use crate::apply::schedule::Report;
@@ -44,14 +44,12 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     let loaded = load_workflow(&args.file, &vars, registry)?;
     let dir = state_dir(&args.file, args.state_dir.as_ref());
     let store = Store::open(&dir, "flow apply")?;
-    let refresh = refreshed(
-        &loaded,
-        registry,
-        records_of(Some(&store))?,
-        args.refresh || args.refresh_only,
-        args.parallelism,
-    )
-    .await?;
+    let request = RefreshRequest {
+        enabled: args.refresh || args.refresh_only,
+        parallelism: args.parallelism,
+        targets: &args.target,
+    };
+    let refresh = refreshed(&loaded, registry, records_of(Some(&store))?, request).await?;
     if args.refresh_only {
         return refresh_only(&store, &refresh, ui, args.auto_approve).await;
     }
@@ -200,14 +198,12 @@ async fn apply_saved(
             store.serial()
         )));
     }
-    let refresh = refreshed(
-        &loaded,
-        registry,
-        records_of(Some(&store))?,
-        args.refresh,
-        args.parallelism,
-    )
-    .await?;
+    let request = RefreshRequest {
+        enabled: args.refresh,
+        parallelism: args.parallelism,
+        targets: &saved.targets,
+    };
+    let refresh = refreshed(&loaded, registry, records_of(Some(&store))?, request).await?;
     let prices = crate::cost::PriceTable::choose(None).ok();
     let plan = make_plan(
         &PlanRequest {

@@ -5,7 +5,7 @@ use flow_state::Store;
 
 use super::args::{PlanArgs, WorkflowArgs};
 use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
-use super::refresh::refreshed;
+use super::refresh::{RefreshRequest, refreshed};
 use crate::lang::vars::VarInputs;
 use crate::pipeline::make_plan;
 use crate::plan::render::{render_json, render_text};
@@ -60,7 +60,12 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
         .map_err(|e| CliError::help(e.to_string(), e.help()))?;
     let plan = crate::cli::block_on(async {
         // Refresh never writes state during plan: what it finds is shown only.
-        let refresh = refreshed(&loaded, registry, records, args.refresh, args.parallelism).await?;
+        let request = RefreshRequest {
+            enabled: args.refresh,
+            parallelism: args.parallelism,
+            targets: &args.target,
+        };
+        let refresh = refreshed(&loaded, registry, records, request).await?;
         make_plan(
             &PlanRequest {
                 loaded: &loaded,

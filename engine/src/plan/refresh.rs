@@ -4,7 +4,7 @@
 //! console changed, a stack's status) plus the plan's drift list. Nothing
 //! is written here: `plan` shows the result, `apply` records it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,12 +24,14 @@ use crate::lang::providers::recorded_provider;
 pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How refresh runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RefreshSettings {
     /// Reads at once.
     pub parallelism: usize,
     /// How long one read may take.
     pub timeout: Duration,
+    /// Read only these steps (`--target` and what it needs); `None` for all.
+    pub only: Option<BTreeSet<String>>,
 }
 
 /// What refresh found: the records as the real objects say, and the drift.
@@ -75,7 +77,13 @@ pub async fn refresh_records(
 ) -> Result<Refresh, Unreachable> {
     let mut queue = Vec::new();
     for rec in records.values() {
-        if !rec.applied || rec.in_flight.is_some() {
+        if !rec.applied
+            || rec.in_flight.is_some()
+            || settings
+                .only
+                .as_ref()
+                .is_some_and(|o| !o.contains(&rec.name))
+        {
             continue;
         }
         let provider = match loaded.workflow.step(&rec.name) {
@@ -90,7 +98,7 @@ pub async fn refresh_records(
         }
         queue.push((rec.clone(), provider, op_context(loaded, rec)));
     }
-    let found = read_all(queue, settings).await;
+    let found = read_all(queue, &settings).await;
     let mut unreachable: BTreeMap<String, (usize, String)> = BTreeMap::new();
     let mut refresh = Refresh {
         records,
@@ -171,7 +179,7 @@ type Queued = (StepRecord, Arc<dyn Provider>, OpContext);
 /// Runs the reads, at most `parallelism` at once, each within the timeout.
 async fn read_all(
     queue: Vec<Queued>,
-    settings: RefreshSettings,
+    settings: &RefreshSettings,
 ) -> Vec<(String, Result<Refreshed, ReadFailed>)> {
     let mut tasks = JoinSet::new();
     let mut queue = queue.into_iter();
