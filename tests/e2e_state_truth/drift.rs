@@ -73,7 +73,11 @@ fn changes_made_outside_flow_are_shown_recorded_and_undone() {
     // With --target, only the targets and what they need are read.
     let targeted = a.run(&["plan", "wf.toml", "--target", "key"]).expect(0);
     assert!(targeted.stdout.contains("~ key"), "{}", targeted.stdout);
-    assert!(!targeted.stdout.contains("Deleted outside flow"), "{}", targeted.stdout);
+    assert!(
+        !targeted.stdout.contains("Deleted outside flow"),
+        "{}",
+        targeted.stdout
+    );
 
     let json = a.run(&["plan", "wf.toml", "--json"]).expect(0);
     let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();

@@ -175,3 +175,49 @@ fn import_on_a_task_is_refused_where_it_is_written() {
     );
     assert!(run.stderr.contains("wf.toml:3:10"), "{}", run.stderr);
 }
+
+/// An ID of the wrong kind is refused before any call, with what the kind
+/// takes, and state is not even made.
+#[test]
+fn an_id_of_the_wrong_kind_is_refused_with_what_the_step_takes() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write(
+        "wf.toml",
+        r#"
+[workflow]
+region = "us-east-1"
+
+[steps.fsx]
+provider = "fsx.lustre"
+[steps.fsx.inputs]
+storage_capacity = 1200
+subnet_ids = ["subnet-0a"]
+"#,
+    );
+    let run = a.run(&["import", "wf.toml", "fsx", "flow-vpc"]).expect(1);
+    assert!(
+        run.stderr.contains(
+            "`flow-vpc` is not an FSx file system id: those look like `fs-0123456789abcdef0`"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("a `fsx.lustre` step imports the file system's id (fs-…)"),
+        "{}",
+        run.stderr
+    );
+    let missing = a
+        .run(&["import", "wf.toml", "fsx", "fs-0123456789abcdef0"])
+        .expect(1);
+    assert!(
+        missing
+            .stderr
+            .contains("there is no file system `fs-0123456789abcdef0` to import"),
+        "{}",
+        missing.stderr
+    );
+    assert!(!a.p.path().join(".flow/wf/db").exists());
+}
