@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::aws::Aws;
+use support::aws::{Aws, BATCH_CHAIN, MANY, STACKS};
 use support::fault_proxy::{Fault, FaultProxy};
 use support::moto::Moto;
 use support::{Project, finish, signal, wait_until};
@@ -24,27 +24,6 @@ fn at(hay: &str, needle: &str) -> usize {
     hay.find(needle)
         .unwrap_or_else(|| panic!("`{needle}` not in:\n{hay}"))
 }
-
-const STACKS: &str = r#"
-[workflow]
-name = "stacks"
-region = "us-east-1"
-
-[steps.vpc]
-provider = "cloudformation.stack"
-[steps.vpc.inputs]
-stack_name = "flow-vpc"
-template = "vpc.yaml"
-tags = { project = "flow-e2e" }
-
-[steps.app]
-provider = "cloudformation.stack"
-depends_on = ["vpc"]
-[steps.app.inputs]
-stack_name = "flow-app"
-template = "app.yaml"
-parameters = { VpcStack = "flow-vpc" }
-"#;
 
 #[test]
 fn stacks_exports_imports_change_sets_and_destroy_in_order() {
@@ -178,44 +157,6 @@ capabilities = ["CAPABILITY_NAMED_IAM"]
     assert!(v.all().contains("unknown tag `!Reff`"), "{}", v.all());
     assert!(v.all().contains("line 5"), "{}", v.all());
 }
-
-/// The Batch runbook: VPC stack → Batch stack → SSH key → multi-node job.
-const BATCH_CHAIN: &str = r#"
-[workflow]
-name = "batch-nccl"
-region = "us-east-1"
-
-[steps.vpc]
-provider = "cloudformation.stack"
-[steps.vpc.inputs]
-stack_name = "flow-vpc"
-template = "vpc.yaml"
-
-[steps.batch]
-provider = "cloudformation.stack"
-depends_on = ["vpc"]
-[steps.batch.inputs]
-stack_name = "flow-batch"
-template = "batch.yaml"
-capabilities = ["CAPABILITY_NAMED_IAM"]
-parameters = { VPCStackParameter = "flow-vpc" }
-
-[steps.ssh]
-provider = "secretsmanager.secret"
-[steps.ssh.inputs]
-name = "flow-batch-ssh-key"
-generate = "ssh-ed25519"
-
-[steps.nccl]
-provider = "batch.job"
-[steps.nccl.inputs]
-job_name = "nccl-test-2node"
-job_queue = "${steps.batch.outputs.DistributedDeepLearningJQ}"
-job_definition = "${steps.batch.outputs.JobDefinitionMultiInstance}"
-num_nodes = 2
-environment = { SSH_PUBLIC_KEY = "${steps.ssh.outputs.public_key}" }
-timeout = "1h"
-"#;
 
 #[test]
 fn batch_chain_runs_a_multi_node_job_with_a_generated_ssh_key() {
@@ -560,67 +501,6 @@ fn kill_9_mid_chain_then_resume_makes_no_second_stack_or_file_system() {
     assert!(moto.file_systems().is_empty());
     assert!(moto.stacks().is_empty());
 }
-
-const MANY: &str = r#"
-[workflow]
-name = "flaky"
-region = "us-east-1"
-
-[vars.token]
-sensitive = true
-default = "hf_not_really_a_token_0123456789"
-
-[steps.vpc]
-provider = "cloudformation.stack"
-retries = 8
-[steps.vpc.inputs]
-stack_name = "flow-vpc"
-template = "vpc.yaml"
-
-[steps.app]
-provider = "cloudformation.stack"
-depends_on = ["vpc"]
-retries = 8
-[steps.app.inputs]
-stack_name = "flow-app"
-template = "app.yaml"
-parameters = { VpcStack = "flow-vpc" }
-
-[steps.data]
-provider = "s3.bucket"
-retries = 8
-[steps.data.inputs]
-name = "flow-flaky-data"
-
-[steps.upload]
-provider = "s3.sync"
-retries = 8
-[steps.upload.inputs]
-source = "data"
-destination = "s3://${steps.data.outputs.name}/in/"
-
-[steps.hf]
-provider = "secretsmanager.secret"
-retries = 8
-[steps.hf.inputs]
-name = "hf-token"
-value = "${vars.token}"
-
-[steps.images]
-provider = "ecr.repository"
-retries = 8
-[steps.images.inputs]
-name = "nccl-tests"
-scan_on_push = true
-tags = { team = "ml" }
-
-[steps.fsx]
-provider = "fsx.lustre"
-retries = 8
-[steps.fsx.inputs]
-storage_capacity = 1200
-subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
-"#;
 
 #[test]
 fn throttling_and_server_errors_injected_and_the_apply_still_converges() {

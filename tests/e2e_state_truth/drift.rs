@@ -1,7 +1,7 @@
 //! Refresh: what changed or was deleted outside flow, shown, recorded and
 //! put back.
 
-use crate::kill::KILL_CHAIN;
+use crate::kill::kill_chain;
 use crate::record;
 use crate::support::aws::Aws;
 use crate::support::moto::Moto;
@@ -180,7 +180,7 @@ fn a_batch_environment_changed_in_the_console_is_drift_and_is_put_back() {
     let moto = Moto::start();
     let a = Aws::new(&moto, None);
     a.p.write("data/a.txt", "a\n");
-    a.p.write("wf.toml", KILL_CHAIN);
+    a.p.write("wf.toml", &kill_chain());
     a.run(&["apply", "wf.toml", "--auto-approve", "--target", "batch"])
         .expect(0);
     let envs = moto

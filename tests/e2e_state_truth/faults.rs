@@ -2,60 +2,16 @@
 
 use std::time::Duration;
 
-use crate::kill::KILL_CHAIN;
-use crate::support::aws::Aws;
+use crate::kill::kill_chain;
+use crate::support::aws::{Aws, MANY};
 use crate::support::fault_proxy::{Fault, FaultProxy};
 use crate::support::moto::Moto;
 
-/// Stacks, a bucket and an upload, a secret, a repository and FSx, with the
-/// workflow's default retries (no `retries` anywhere).
-const LOSSY: &str = r#"
-[workflow]
-name = "lossy"
-region = "us-east-1"
-
-[steps.vpc]
-provider = "cloudformation.stack"
-[steps.vpc.inputs]
-stack_name = "flow-vpc"
-template = "vpc.yaml"
-
-[steps.app]
-provider = "cloudformation.stack"
-depends_on = ["vpc"]
-[steps.app.inputs]
-stack_name = "flow-app"
-template = "app.yaml"
-parameters = { VpcStack = "flow-vpc" }
-
-[steps.data]
-provider = "s3.bucket"
-[steps.data.inputs]
-name = "flow-lossy-data"
-
-[steps.upload]
-provider = "s3.sync"
-[steps.upload.inputs]
-source = "data"
-destination = "s3://${steps.data.outputs.name}/in/"
-
-[steps.hf]
-provider = "secretsmanager.secret"
-[steps.hf.inputs]
-name = "hf-token"
-value = "not-a-token-0123456789"
-
-[steps.images]
-provider = "ecr.repository"
-[steps.images.inputs]
-name = "nccl-tests"
-
-[steps.fsx]
-provider = "fsx.lustre"
-[steps.fsx.inputs]
-storage_capacity = 1200
-subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
-"#;
+/// The many-kinds workflow of the fault tests with the workflow's default
+/// retries: every `retries = 8` taken out.
+fn lossy() -> String {
+    MANY.replace("retries = 8\n", "")
+}
 
 /// One call in ten reaches moto and then loses its answer: dropped, cut off
 /// halfway through the body, or held past the SDK's attempt timeout. With
@@ -70,7 +26,9 @@ fn answers_lost_after_the_request_reached_the_server_make_no_duplicate() {
     for i in 0..4 {
         a.p.write(&format!("data/f{i}.txt"), &format!("file {i}\n"));
     }
-    a.p.write("wf.toml", LOSSY);
+    let workflow = lossy();
+    assert!(!workflow.contains("retries"));
+    a.p.write("wf.toml", &workflow);
     proxy.stall_for(Duration::from_secs(2));
     let kinds = [Fault::Lost, Fault::Truncated, Fault::Stalled];
     // The creates that make duplicates in real life lose their first
@@ -105,7 +63,7 @@ fn answers_lost_after_the_request_reached_the_server_make_no_duplicate() {
     stacks.sort();
     assert_eq!(stacks, ["flow-app", "flow-vpc"]);
     assert_eq!(moto.file_systems().len(), 1, "a second file system");
-    assert_eq!(moto.objects("flow-lossy-data", "in/").len(), 4);
+    assert_eq!(moto.objects("flow-flaky-data", "in/").len(), 4);
     assert_eq!(moto.secrets(), ["hf-token"]);
     let repos = moto.json_call(
         "ecr",
@@ -137,7 +95,7 @@ fn a_submitted_job_whose_answer_was_lost_is_not_submitted_again() {
     let proxy = FaultProxy::start(moto.addr);
     let a = Aws::new(&moto, Some(&proxy.endpoint()));
     a.p.write("data/a.txt", "a\n");
-    a.p.write("wf.toml", KILL_CHAIN);
+    a.p.write("wf.toml", &kill_chain());
     proxy.schedule("batch:submitjob", &[Some(Fault::Lost)]);
     let apply = a.run(&["apply", "wf.toml", "--auto-approve", "--target", "nccl"]);
     assert_eq!(apply.code, 0, "{}", apply.all());

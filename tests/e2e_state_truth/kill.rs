@@ -3,50 +3,15 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::support::aws::Aws;
+use crate::support::aws::{Aws, BATCH_CHAIN};
 use crate::support::fault_proxy::FaultProxy;
 use crate::support::moto::Moto;
 use crate::support::{finish, signal};
 
-/// Every create call flow makes against AWS, in one chain: two stacks, a
-/// generated key, a multi-node Batch job, a bucket and an upload, FSx, and
-/// an EKS cluster with a node group.
-pub(crate) const KILL_CHAIN: &str = r#"
-[workflow]
-name = "kill"
-region = "us-east-1"
-
-[steps.vpc]
-provider = "cloudformation.stack"
-[steps.vpc.inputs]
-stack_name = "flow-vpc"
-template = "vpc.yaml"
-
-[steps.batch]
-provider = "cloudformation.stack"
-depends_on = ["vpc"]
-[steps.batch.inputs]
-stack_name = "flow-batch"
-template = "batch.yaml"
-capabilities = ["CAPABILITY_NAMED_IAM"]
-parameters = { VPCStackParameter = "flow-vpc" }
-
-[steps.ssh]
-provider = "secretsmanager.secret"
-[steps.ssh.inputs]
-name = "flow-batch-ssh-key"
-generate = "ssh-ed25519"
-
-[steps.nccl]
-provider = "batch.job"
-[steps.nccl.inputs]
-job_name = "nccl-test-2node"
-job_queue = "${steps.batch.outputs.DistributedDeepLearningJQ}"
-job_definition = "${steps.batch.outputs.JobDefinitionMultiInstance}"
-num_nodes = 2
-environment = { SSH_PUBLIC_KEY = "${steps.ssh.outputs.public_key}" }
-timeout = "1h"
-
+/// What the kill chain adds to the Batch chain (two stacks, a generated
+/// key, a multi-node job): a bucket and an upload, FSx, and an EKS cluster
+/// with a node group, so that it makes every create call flow has.
+const KILL_EXTRA: &str = r#"
 [steps.data]
 provider = "s3.bucket"
 [steps.data.inputs]
@@ -82,6 +47,11 @@ desired_size = 1
 max_size = 2
 node_role_arn = "arn:aws:iam::123456789012:role/nodes"
 "#;
+
+/// The kill chain's workflow.
+pub(crate) fn kill_chain() -> String {
+    format!("{BATCH_CHAIN}{KILL_EXTRA}")
+}
 
 /// The create calls the kill test must land in.
 const CREATES: [&str; 8] = [
@@ -211,7 +181,7 @@ fn kill_9_inside_every_create_call_makes_no_duplicate_and_leaves_no_orphan() {
     let a = Aws::new(&moto, Some(&proxy.endpoint()));
     a.p.write("data/a.txt", "a\n");
     a.p.write("data/b.txt", "b\n");
-    a.p.write("wf.toml", KILL_CHAIN);
+    a.p.write("wf.toml", &kill_chain());
     for op in [
         "CreateStack",
         "CreateSecret",

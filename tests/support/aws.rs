@@ -69,3 +69,127 @@ impl Aws {
         self.run(&["apply", "wf.toml", "--auto-approve"])
     }
 }
+
+/// Two stacks, the second importing the first's exports.
+pub const STACKS: &str = r#"
+[workflow]
+name = "stacks"
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+tags = { project = "flow-e2e" }
+
+[steps.app]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+[steps.app.inputs]
+stack_name = "flow-app"
+template = "app.yaml"
+parameters = { VpcStack = "flow-vpc" }
+"#;
+
+/// The Batch chain: VPC stack, Batch stack, an SSH key generated into
+/// Secrets Manager, and a 2-node NCCL job.
+pub const BATCH_CHAIN: &str = r#"
+[workflow]
+name = "batch-nccl"
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.batch]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+[steps.batch.inputs]
+stack_name = "flow-batch"
+template = "batch.yaml"
+capabilities = ["CAPABILITY_NAMED_IAM"]
+parameters = { VPCStackParameter = "flow-vpc" }
+
+[steps.ssh]
+provider = "secretsmanager.secret"
+[steps.ssh.inputs]
+name = "flow-batch-ssh-key"
+generate = "ssh-ed25519"
+
+[steps.nccl]
+provider = "batch.job"
+[steps.nccl.inputs]
+job_name = "nccl-test-2node"
+job_queue = "${steps.batch.outputs.DistributedDeepLearningJQ}"
+job_definition = "${steps.batch.outputs.JobDefinitionMultiInstance}"
+num_nodes = 2
+environment = { SSH_PUBLIC_KEY = "${steps.ssh.outputs.public_key}" }
+timeout = "1h"
+"#;
+
+/// Stacks, a bucket and an upload, a secret from a sensitive variable, a
+/// repository and FSx, each step with `retries = 8`.
+pub const MANY: &str = r#"
+[workflow]
+name = "flaky"
+region = "us-east-1"
+
+[vars.token]
+sensitive = true
+default = "hf_not_really_a_token_0123456789"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+retries = 8
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.app]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+retries = 8
+[steps.app.inputs]
+stack_name = "flow-app"
+template = "app.yaml"
+parameters = { VpcStack = "flow-vpc" }
+
+[steps.data]
+provider = "s3.bucket"
+retries = 8
+[steps.data.inputs]
+name = "flow-flaky-data"
+
+[steps.upload]
+provider = "s3.sync"
+retries = 8
+[steps.upload.inputs]
+source = "data"
+destination = "s3://${steps.data.outputs.name}/in/"
+
+[steps.hf]
+provider = "secretsmanager.secret"
+retries = 8
+[steps.hf.inputs]
+name = "hf-token"
+value = "${vars.token}"
+
+[steps.images]
+provider = "ecr.repository"
+retries = 8
+[steps.images.inputs]
+name = "nccl-tests"
+scan_on_push = true
+tags = { team = "ml" }
+
+[steps.fsx]
+provider = "fsx.lustre"
+retries = 8
+[steps.fsx.inputs]
+storage_capacity = 1200
+subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
+"#;

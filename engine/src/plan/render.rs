@@ -128,75 +128,57 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
 /// flow" with each attribute's recorded → real value, "deleted outside
 /// flow", and the steps that could not be read. Empty when there is none.
 pub fn render_drift(drift: &[StepDrift], style: &Style) -> String {
+    type Paint = fn(&Style, &str) -> String;
+    type Holds = fn(&DriftFound) -> bool;
+    let sections: [(&str, &str, Paint, Holds); 3] = [
+        (
+            "Changed outside flow:",
+            "~",
+            Style::warn,
+            |f| matches!(f, DriftFound::Changed { attributes } if !attributes.is_empty()),
+        ),
+        ("Deleted outside flow:", "-", Style::err, |f| {
+            *f == DriftFound::Deleted
+        }),
+        (
+            "Could not read (planned from state alone):",
+            "?",
+            Style::warn,
+            |f| matches!(f, DriftFound::CouldNotRead { .. }),
+        ),
+    ];
     let mut out = String::new();
-    let changed: Vec<_> = drift
-        .iter()
-        .filter_map(|d| match &d.found {
-            DriftFound::Changed { attributes } if !attributes.is_empty() => Some((d, attributes)),
-            _ => None,
-        })
-        .collect();
-    if !changed.is_empty() {
-        let _ = writeln!(out, "{}", style.warn("Changed outside flow:"));
-        for (d, attributes) in changed {
+    for (title, sign, paint, holds) in sections {
+        let entries: Vec<&StepDrift> = drift.iter().filter(|d| holds(&d.found)).collect();
+        if entries.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{}", paint(style, title));
+        for d in entries {
+            let note = match &d.found {
+                DriftFound::Deleted => " — planned for create again".to_string(),
+                DriftFound::CouldNotRead { reason } => format!(": {reason}"),
+                DriftFound::Changed { .. } => String::new(),
+            };
             let _ = writeln!(
                 out,
                 "  {} {}  {}",
-                style.warn("~"),
+                paint(style, sign),
                 style.bold(&d.step),
-                style.dim(&format!("({})", d.provider))
+                style.dim(&format!("({}){note}", d.provider))
             );
-            let width = attributes.iter().map(|a| a.name.len()).max().unwrap_or(0);
-            for a in attributes {
-                let _ = writeln!(
-                    out,
-                    "      {:<width$} : {} → {}",
-                    a.name,
-                    shown(&a.recorded),
-                    shown(&a.real)
-                );
+            if let DriftFound::Changed { attributes } = &d.found {
+                let width = attributes.iter().map(|a| a.name.len()).max().unwrap_or(0);
+                for a in attributes {
+                    let _ = writeln!(
+                        out,
+                        "      {:<width$} : {} → {}",
+                        a.name,
+                        shown(&a.recorded),
+                        shown(&a.real)
+                    );
+                }
             }
-        }
-        out.push('\n');
-    }
-    let deleted: Vec<_> = drift
-        .iter()
-        .filter(|d| d.found == DriftFound::Deleted)
-        .collect();
-    if !deleted.is_empty() {
-        let _ = writeln!(out, "{}", style.err("Deleted outside flow:"));
-        for d in deleted {
-            let _ = writeln!(
-                out,
-                "  {} {}  {}",
-                style.err("-"),
-                style.bold(&d.step),
-                style.dim(&format!("({}) — planned for create again", d.provider))
-            );
-        }
-        out.push('\n');
-    }
-    let unread: Vec<_> = drift
-        .iter()
-        .filter_map(|d| match &d.found {
-            DriftFound::CouldNotRead { reason } => Some((d, reason)),
-            _ => None,
-        })
-        .collect();
-    if !unread.is_empty() {
-        let _ = writeln!(
-            out,
-            "{}",
-            style.warn("Could not read (planned from state alone):")
-        );
-        for (d, reason) in unread {
-            let _ = writeln!(
-                out,
-                "  {} {}  {}",
-                style.warn("?"),
-                style.bold(&d.step),
-                style.dim(&format!("({}): {reason}", d.provider))
-            );
         }
         out.push('\n');
     }
