@@ -3,27 +3,11 @@
 
 use crate::kill::kill_chain;
 use crate::record;
-use crate::support::aws::Aws;
+use crate::support::aws::{Aws, STACKS};
 use crate::support::moto::Moto;
 
-const DRIFTING: &str = r#"
-[workflow]
-region = "us-east-1"
-
-[steps.vpc]
-provider = "cloudformation.stack"
-[steps.vpc.inputs]
-stack_name = "flow-vpc"
-template = "vpc.yaml"
-
-[steps.app]
-provider = "cloudformation.stack"
-depends_on = ["vpc"]
-[steps.app.inputs]
-stack_name = "flow-app"
-template = "app.yaml"
-parameters = { VpcStack = "flow-vpc" }
-
+/// A secret with a tag, beside the two stacks of `STACKS`.
+const KEY: &str = r#"
 [steps.key]
 provider = "secretsmanager.secret"
 [steps.key.inputs]
@@ -31,6 +15,11 @@ name = "team-key"
 value = "not-a-real-secret-5150"
 tags = { team = "ml" }
 "#;
+
+/// The two stacks and the secret.
+fn drifting() -> String {
+    format!("{STACKS}{KEY}")
+}
 
 /// A stack deleted by hand and a secret retagged in the console: plan reads
 /// both, shows them in the drift sections (text and JSON), exits 2 with
@@ -40,7 +29,7 @@ tags = { team = "ml" }
 fn changes_made_outside_flow_are_shown_recorded_and_undone() {
     let moto = Moto::start();
     let a = Aws::new(&moto, None);
-    a.p.write("wf.toml", DRIFTING);
+    a.p.write("wf.toml", &drifting());
     a.apply().expect(0);
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
 
@@ -145,7 +134,7 @@ fn changes_made_outside_flow_are_shown_recorded_and_undone() {
 fn refresh_without_a_reachable_endpoint_says_what_to_set() {
     let moto = Moto::start();
     let a = Aws::new(&moto, None);
-    a.p.write("wf.toml", DRIFTING);
+    a.p.write("wf.toml", &drifting());
     a.apply().expect(0);
     let before = record(&a, "key");
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
