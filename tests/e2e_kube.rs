@@ -540,6 +540,32 @@ node_role_arn = "arn:aws:iam::123456789012:role/nodes"
         .run_env(&["plan", "wf.toml", "--detailed-exitcode"], &env)
         .expect(0);
     assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
+
+    // A node group of the eksctl file scaled in the console is drift of the
+    // cluster step; apply scales it back to the file.
+    let (status, body) = moto.rest_call(
+        "eks",
+        "POST",
+        "/clusters/dlc-p4d/node-groups/p4d/update-config",
+        r#"{"scalingConfig": {"minSize": 2, "desiredSize": 3, "maxSize": 4}}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let plan = p
+        .run_env(&["plan", "wf.toml", "--detailed-exitcode"], &env)
+        .expect(2);
+    assert!(
+        plan.stdout
+            .contains("node group p4d scaling (min, desired, max) : [2,2,4] → [2,3,4]"),
+        "{}",
+        plan.stdout
+    );
+    p.run_env(&["apply", "wf.toml", "--auto-approve"], &env)
+        .expect(0);
+    let (_, p4d) = moto.rest_call("eks", "GET", "/clusters/dlc-p4d/node-groups/p4d", "");
+    let p4d: serde_json::Value = serde_json::from_str(&p4d).unwrap();
+    assert_eq!(p4d["nodegroup"]["scalingConfig"]["desiredSize"], 2);
+    p.run_env(&["plan", "wf.toml", "--detailed-exitcode"], &env)
+        .expect(0);
     let wf = p
         .read("wf.toml")
         .replace("desired_size = 1", "desired_size = 2");

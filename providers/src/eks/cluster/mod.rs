@@ -9,6 +9,7 @@
 //! kind.
 
 mod lifecycle;
+mod refresh;
 mod spec;
 
 use std::collections::BTreeMap;
@@ -27,7 +28,6 @@ use super::waiting;
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
     ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
-    attribute_drift, input_drift,
 };
 
 use lifecycle::{
@@ -435,29 +435,17 @@ impl Provider for EksCluster {
         Ok(lifecycle::applied(&c, &region, &spec))
     }
 
-    /// Whether the cluster still exists, its status and Kubernetes version.
-    /// Its node groups are steps of their own when declared as such; those
-    /// of an eksctl file are read with the cluster through its outputs.
+    /// Whether the cluster still exists, its status and Kubernetes version,
+    /// and the node groups of its eksctl file (existence, scaling); node
+    /// groups declared as steps of their own are read by those steps.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
         let spec = ClusterSpec::load(prior.inputs, &ctx.workdir)
             .or_else(|_| ClusterSpec::merge(prior.inputs, eksctl::EksctlConfig::default()))?;
         let eks = super::client(ctx).await?;
-        let Some(c) = waiting::find_cluster(&eks, &spec.name).await? else {
-            return Ok(Refreshed::Gone);
-        };
-        let mut drift = Vec::new();
-        let st = c.status().map(|s| s.as_str()).unwrap_or_default();
-        if st != "UPDATING" {
-            drift.extend(attribute_drift(
-                "status",
-                Value::from("ACTIVE"),
-                Value::from(st),
-            ));
+        match waiting::find_cluster(&eks, &spec.name).await? {
+            Some(c) => refresh::refresh(&eks, &c, prior).await,
+            None => Ok(Refreshed::Gone),
         }
-        if let Some(v) = c.version() {
-            drift.extend(input_drift(prior.inputs, "version", Value::from(v)));
-        }
-        Ok(Refreshed::drifted(drift))
     }
 
     async fn read(
