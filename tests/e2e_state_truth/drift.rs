@@ -39,13 +39,21 @@ fn changes_made_outside_flow_are_shown_recorded_and_undone() {
         "secretsmanager.TagResource",
         r#"{"SecretId": "team-key", "Tags": [{"Key": "team", "Value": "infra"}]}"#,
     );
+    moto.json_call(
+        "secretsmanager",
+        "secretsmanager.PutSecretValue",
+        r#"{"SecretId": "team-key", "SecretString": "changed by hand"}"#,
+    );
     let before = record(&a, "app");
     let plan = a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(2);
     let out = &plan.stdout;
     assert!(
-        out.contains(
-            "Changed outside flow:\n  ~ key  (secretsmanager.secret)\n      tags : {\"team\":\"ml\"} → {\"team\":\"infra\"}\n"
-        ),
+        out.starts_with("Changed outside flow:\n  ~ key  (secretsmanager.secret)\n"),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.trim_start().starts_with("tags ")
+            && l.ends_with(": {\"team\":\"ml\"} → {\"team\":\"infra\"}")),
         "{out}"
     );
     assert!(
@@ -54,6 +62,8 @@ fn changes_made_outside_flow_are_shown_recorded_and_undone() {
         ),
         "{out}"
     );
+    assert!(out.contains("current version : "), "{out}");
+    assert!(!out.contains("changed by hand"), "{out}");
     assert!(out.contains("create — deleted outside flow"), "{out}");
     assert!(out.contains("update — changed outside flow"), "{out}");
     assert!(!out.contains("not-a-real-secret"), "{out}");
@@ -124,6 +134,7 @@ fn changes_made_outside_flow_are_shown_recorded_and_undone() {
         .map(|t| &t["Value"])
         .collect();
     assert_eq!(team, ["ml"], "{described}");
+    assert_eq!(moto.secret_value("team-key"), "not-a-real-secret-5150");
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
 }
 

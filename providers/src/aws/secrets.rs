@@ -121,15 +121,32 @@ async fn material(step: &str, values: &Values) -> Result<(String, String), Provi
 }
 
 /// The outputs of a secret: its ARN and the public key (empty for a given value).
-fn applied(arn: &str, public_key: &str) -> Applied {
+fn applied(arn: &str, public_key: &str, version: Option<String>) -> Applied {
     let mut outputs = Values::new();
     outputs.insert("arn".into(), Value::String(arn.to_string()));
     outputs.insert("public_key".into(), Value::String(public_key.to_string()));
     Applied {
         id: Some(arn.to_string()),
         outputs,
-        private: Value::Null,
+        private: serde_json::json!({ "version_id": version }),
     }
+}
+
+/// The id of the secret's current version (`AWSCURRENT`).
+fn current_version(secret: &DescribeSecretOutput) -> Option<String> {
+    secret
+        .version_ids_to_stages()?
+        .iter()
+        .find(|(_, stages)| stages.iter().any(|s| s == "AWSCURRENT"))
+        .map(|(id, _)| id.clone())
+}
+
+/// The current version of the secret `arn`, looked up.
+async fn looked_up_version(client: &Client, arn: &str) -> Result<Option<String>, ProviderError> {
+    Ok(describe(client, arn)
+        .await?
+        .as_ref()
+        .and_then(current_version))
 }
 
 /// The public key of a stored generated key (empty for a given value).
@@ -198,7 +215,7 @@ impl Provider for SecretsManagerSecret {
                     "secret `{name}` was already created by this operation"
                 ));
                 let public = stored_public_key(&client, &arn, values).await?;
-                return Ok(applied(&arn, &public));
+                return Ok(applied(&arn, &public, current_version(&existing)));
             }
             return Err(crate::ownership::not_own(&format!("secret `{name}`")));
         }
@@ -224,7 +241,7 @@ impl Provider for SecretsManagerSecret {
             .map_err(|e| error::refused(&format!("create secret `{name}`"), e))?;
         let arn = out.arn().unwrap_or(&name).to_string();
         ctx.reporter.event(&format!("secret `{name}` created"));
-        Ok(applied(&arn, &public))
+        Ok(applied(&arn, &public, out.version_id().map(str::to_string)))
     }
 
     /// A new value or key (a new version of the secret), another KMS key, or
@@ -254,8 +271,15 @@ impl Provider for SecretsManagerSecret {
             .to_string();
         // A given value is compared with the stored one (state keeps only a
         // digest of it); a generated key is made again only when `generate` changes.
+        // A version stored outside flow (the recorded one is no longer
+        // current) is replaced too: a generated key is made again.
+        let replaced_outside = prior
+            .private
+            .get("version_id")
+            .and_then(Value::as_str)
+            .is_some_and(|v| current_version(&current).as_deref() != Some(v));
         let store_new = if values.get("generate").is_some_and(|g| !g.is_null()) {
-            changed("generate")
+            changed("generate") || replaced_outside
         } else {
             let wanted = inputs::opt_str(values, "value")?;
             let stored = client
@@ -322,7 +346,11 @@ impl Provider for SecretsManagerSecret {
                 .await
                 .map_err(|e| error::aws(&format!("untag secret `{name}`"), e))?;
         }
-        Ok(applied(&arn, &public))
+        Ok(applied(
+            &arn,
+            &public,
+            looked_up_version(&client, &arn).await?,
+        ))
     }
 
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
@@ -374,7 +402,7 @@ impl Provider for SecretsManagerSecret {
         }
         let arn = found.arn().unwrap_or(&name).to_string();
         let public = stored_public_key(&client, &arn, values).await?;
-        Ok(applied(&arn, &public))
+        Ok(applied(&arn, &public, current_version(&found)))
     }
 
     /// Whether the secret still exists (scheduled for deletion counts as
@@ -396,6 +424,14 @@ impl Provider for SecretsManagerSecret {
         if let Some(key) = found.kms_key_id() {
             drift.extend(input_drift(prior.inputs, "kms_key_id", Value::from(key)));
         }
+        if let Some(recorded) = prior.private.get("version_id").filter(|v| !v.is_null()) {
+            let real = current_version(&found).map_or(Value::Null, Value::from);
+            drift.extend(crate::contract::attribute_drift(
+                "current version",
+                recorded.clone(),
+                real,
+            ));
+        }
         Ok(Refreshed::drifted(drift))
     }
 
@@ -416,7 +452,11 @@ impl Provider for SecretsManagerSecret {
         }
         let arn = found.arn().unwrap_or(&name).to_string();
         let public = stored_public_key(&client, &arn, values).await?;
-        Ok(ReadOutcome::Present(applied(&arn, &public)))
+        Ok(ReadOutcome::Present(applied(
+            &arn,
+            &public,
+            current_version(&found),
+        )))
     }
 }
 
@@ -472,7 +512,7 @@ mod tests {
         let values = crate::testing::values(json!({"name": "k", "generate": "ssh-ed25519"}));
         let (secret, public) = material("ssh", &values).await.unwrap();
         assert!(secret.contains("OPENSSH PRIVATE KEY"));
-        let a = applied("arn:x", &public);
+        let a = applied("arn:x", &public, Some("v1".into()));
         assert!(
             !a.outputs
                 .values()
