@@ -2,7 +2,7 @@
 //! changing it; state records it as if the step had created it, and the next
 //! plan shows only how it differs from the workflow.
 
-use flow_providers::{OpContext, Registry, Reporter};
+use flow_providers::{OpContext, Registry};
 use flow_state::{Mutation, Status, StepRecord, Store, now_secs};
 
 use super::args::ImportArgs;
@@ -10,14 +10,6 @@ use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_di
 use super::run_plan::var_inputs;
 use crate::apply::sealing::kept_outputs;
 use crate::plan::outputs::PlannedOutputs;
-
-/// Where a provider's progress goes during an import: nowhere.
-struct Silent;
-
-impl Reporter for Silent {
-    fn event(&self, _message: &str) {}
-    fn log(&self, _line: &str) {}
-}
 
 /// `flow import FILE STEP ID`.
 pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
@@ -86,7 +78,7 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
         log_path: std::path::PathBuf::new(),
         region: region.clone(),
         profile: loaded.workflow.profile.clone(),
-        reporter: std::sync::Arc::new(Silent),
+        reporter: std::sync::Arc::new(flow_providers::Silent),
         cancel: flow_providers::Cancel::never(),
     };
     let applied = provider

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow_providers::{OpContext, PlanDetail, Prior, Reporter};
+use flow_providers::{OpContext, PlanDetail, Prior};
 use flow_state::StepRecord;
 use tokio::task::JoinSet;
 
@@ -17,13 +17,6 @@ use crate::lang::load::Loaded;
 
 /// How long one provider may take to look.
 const LOOK_TIMEOUT: Duration = Duration::from_secs(120);
-
-struct Silent;
-
-impl Reporter for Silent {
-    fn event(&self, _message: &str) {}
-    fn log(&self, _line: &str) {}
-}
 
 /// Ask each pending step's provider for details, at most `parallelism` at once.
 pub async fn refine_plan(
@@ -68,7 +61,7 @@ pub async fn refine_plan(
                 .clone()
                 .or_else(|| loaded.workflow.region.clone()),
             profile: loaded.workflow.profile.clone(),
-            reporter: Arc::new(Silent),
+            reporter: Arc::new(flow_providers::Silent),
             cancel: flow_providers::Cancel::never(),
         };
         pending.push((ctx, provider, record, desired.actual));

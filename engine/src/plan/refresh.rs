@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flow_providers::{
-    Drift, ErrorKind, OpContext, Prior, Provider, ProviderError, Refreshed, Registry, Reporter,
+    Drift, ErrorKind, OpContext, Prior, Provider, ProviderError, Refreshed, Registry,
 };
 use flow_state::StepRecord;
 use serde_json::Value;
@@ -59,13 +59,6 @@ impl Unreachable {
     }
 }
 
-struct Silent;
-
-impl Reporter for Silent {
-    fn event(&self, _message: &str) {}
-    fn log(&self, _line: &str) {}
-}
-
 /// Read every applied step whose provider can read its object, at most
 /// `settings.parallelism` at once. Steps with an operation in flight are
 /// left to apply's reconcile, which reads them with their token.
@@ -99,6 +92,7 @@ pub async fn refresh_records(
         queue.push((rec.clone(), provider, op_context(loaded, rec)));
     }
     let found = read_all(queue, &settings).await;
+    let redactor = loaded.redactor();
     let mut unreachable: BTreeMap<String, (usize, String)> = BTreeMap::new();
     let mut refresh = Refresh {
         records,
@@ -128,7 +122,7 @@ pub async fn refresh_records(
                 step: name.clone(),
                 provider: rec.provider.clone(),
                 found: DriftFound::CouldNotRead {
-                    reason: e.to_string(),
+                    reason: redactor.redact(&e.to_string()),
                 },
             }),
         }
@@ -169,7 +163,7 @@ fn op_context(loaded: &Loaded, rec: &StepRecord) -> OpContext {
             .or_else(|| decl.and_then(|d| d.region.clone()))
             .or_else(|| loaded.workflow.region.clone()),
         profile: loaded.workflow.profile.clone(),
-        reporter: Arc::new(Silent),
+        reporter: Arc::new(flow_providers::Silent),
         cancel: flow_providers::Cancel::never(),
     }
 }

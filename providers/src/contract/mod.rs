@@ -94,6 +94,15 @@ pub trait Reporter: Send + Sync {
     fn log(&self, line: &str);
 }
 
+/// A reporter that drops everything: for provider calls nobody watches
+/// (a plan's look at real objects, refresh, import).
+pub struct Silent;
+
+impl Reporter for Silent {
+    fn event(&self, _message: &str) {}
+    fn log(&self, _line: &str) {}
+}
+
 /// Everything an operation needs besides its inputs.
 #[derive(Clone)]
 pub struct OpContext {
