@@ -238,7 +238,10 @@ fn apply_found(rec: &mut StepRecord, found: Refreshed) -> Option<StepDrift> {
                 rec.private = private;
             }
             let mut attributes = Vec::new();
-            for d in drift {
+            for mut d in drift {
+                // A value state keeps only sealed (a sensitive variable
+                // inside an input) is never shown, nor stored in clear.
+                d.sensitive |= holds_seal(&d.recorded) || holds_seal(&d.real);
                 if d.input && !d.sensitive {
                     attributes.push(shown(&d));
                     rec.inputs.insert(d.attribute.clone(), d.real);
@@ -263,6 +266,15 @@ fn apply_found(rec: &mut StepRecord, found: Refreshed) -> Option<StepDrift> {
                 found: DriftFound::Changed { attributes },
             })
         }
+    }
+}
+
+/// Whether `v` is, or holds anywhere inside it, a sealed secret.
+fn holds_seal(v: &Value) -> bool {
+    match v {
+        Value::Array(items) => items.iter().any(holds_seal),
+        Value::Object(map) => map.values().any(holds_seal),
+        other => flow_providers::is_sealed(other),
     }
 }
 
@@ -379,6 +391,28 @@ mod tests {
         assert_eq!(attributes[0].recorded, Shown::Value(json!(2)));
         assert_eq!(attributes[0].real, Shown::Value(json!(3)));
         assert_eq!(attributes[1].name, "status");
+    }
+
+    #[test]
+    fn an_input_holding_a_sealed_secret_is_never_shown_nor_stored_in_clear() {
+        let seal = flow_providers::seal_hex(&"ab".repeat(32));
+        let mut rec = applied();
+        rec.inputs.insert(
+            "parameters".into(),
+            json!({"Token": seal, "Cidr": "10.0.0.0/16"}),
+        );
+        let found = Refreshed::drifted(vec![Drift::of_input(
+            "parameters",
+            json!({"Token": seal, "Cidr": "10.0.0.0/16"}),
+            json!({"Token": "the-real-secret", "Cidr": "10.0.0.0/16"}),
+        )]);
+        let drift = apply_found(&mut rec, found).unwrap();
+        let DriftFound::Changed { attributes } = drift.found else {
+            panic!("{drift:?}")
+        };
+        assert_eq!(attributes[0].real, Shown::Sensitive);
+        let text = serde_json::to_string(&rec).unwrap();
+        assert!(!text.contains("the-real-secret"), "{text}");
     }
 
     #[test]

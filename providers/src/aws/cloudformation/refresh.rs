@@ -11,7 +11,9 @@ use super::spec::StackSpec;
 use super::stack::{self, describe, status};
 use super::template::{parse, template_digest};
 use crate::aws::{config, error};
-use crate::contract::{Drift, OpContext, Prior, ProviderError, Refreshed, attribute_drift};
+use crate::contract::{
+    Drift, OpContext, Prior, ProviderError, Refreshed, attribute_drift, is_sealed,
+};
 
 /// The stack `prior` recorded, as it is now.
 pub(super) async fn refresh(
@@ -76,7 +78,7 @@ pub(super) async fn refresh(
 
 /// The `parameters` input with the stack's real values for the keys the
 /// workflow set, when any differs. Values CloudFormation hides (`NoEcho`,
-/// shown as `****`) are not compared.
+/// shown as `****`) and sensitive ones (sealed in state) are not compared.
 fn parameters_drift(recorded: Option<&Value>, found: &Stack) -> Option<Drift> {
     let recorded = recorded?.as_object()?;
     let mut real = recorded.clone();
@@ -87,7 +89,9 @@ fn parameters_drift(recorded: Option<&Value>, found: &Stack) -> Option<Drift> {
         let Some(was) = recorded.get(key) else {
             continue;
         };
-        if value == "****" || as_parameter(was) == value {
+        // NoEcho values come back hidden; a sensitive one state keeps only
+        // sealed cannot be compared (and must not be shown).
+        if value == "****" || is_sealed(was) || as_parameter(was) == value {
             continue;
         }
         real.insert(key.to_string(), json!(value));
