@@ -4,6 +4,7 @@
 use crate::kill::kill_chain;
 use crate::record;
 use crate::support::aws::{Aws, STACKS};
+use crate::support::fault_proxy::FaultProxy;
 use crate::support::moto::Moto;
 
 /// A secret with a tag, beside the two stacks of `STACKS`.
@@ -234,4 +235,29 @@ fn a_batch_environment_changed_in_the_console_is_drift_and_is_put_back() {
         "--detailed-exitcode",
     ])
     .expect(0);
+}
+
+/// One object's read hangs (the proxy holds the secret's answers): that
+/// step is "could not read" and planned from state alone, while the deleted
+/// stack beside it is still seen and planned; the plan exits 0.
+#[test]
+fn a_read_that_times_out_leaves_the_rest_of_the_plan_usable() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("wf.toml", &drifting());
+    a.apply().expect(0);
+    moto.query_call("cloudformation", "Action=DeleteStack&StackName=flow-app");
+    proxy.hold("DescribeSecret", std::time::Duration::from_secs(5));
+    let plan = a
+        .run(&["plan", "wf.toml", "--refresh-timeout", "1s"])
+        .expect(0);
+    let out = &plan.stdout;
+    assert!(
+        out.contains("Could not read (planned from state alone):\n  ? key  (secretsmanager.secret): timed out after 1s"),
+        "{out}"
+    );
+    assert!(out.contains("Deleted outside flow:\n  - app"), "{out}");
+    assert!(out.contains("create — deleted outside flow"), "{out}");
+    assert!(!out.contains("~ key"), "{out}");
 }

@@ -144,6 +144,10 @@ pub struct PlanArgs {
     /// How many real objects are read at once.
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub parallelism: usize,
+    /// How long one object's read may take before its step is planned from
+    /// state alone ("could not read").
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub refresh_timeout: std::time::Duration,
 }
 
 /// `flow apply`.
@@ -183,6 +187,10 @@ pub struct ApplyArgs {
     /// Only record what the real objects are now: change nothing in the cloud.
     #[arg(long, conflicts_with_all = ["replace", "target"])]
     pub refresh_only: bool,
+    /// How long one object's read may take before its step is planned from
+    /// state alone ("could not read").
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub refresh_timeout: std::time::Duration,
 }
 
 /// `flow destroy`.

@@ -2,13 +2,14 @@
 //! `--refresh=false`), and record what was found when apply asks.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use flow_providers::Registry;
 use flow_state::{Mutation, StepRecord, Store};
 
 use super::common::{CliError, CliResult};
 use crate::lang::load::Loaded;
-use crate::plan::refresh::{READ_TIMEOUT, Refresh, RefreshSettings, refresh_records};
+use crate::plan::refresh::{Refresh, RefreshSettings, refresh_records};
 
 /// How a command asks for refresh.
 pub struct RefreshRequest<'a> {
@@ -18,6 +19,8 @@ pub struct RefreshRequest<'a> {
     pub parallelism: usize,
     /// `--target` steps: only they and what they need are read; empty for all.
     pub targets: &'a [String],
+    /// How long one read may take.
+    pub timeout: Duration,
 }
 
 /// The records as the real objects say (or as state says, when refresh is
@@ -32,6 +35,7 @@ pub async fn refreshed(
         enabled,
         parallelism,
         targets,
+        timeout,
     } = req;
     if !enabled {
         return Ok(Refresh {
@@ -41,7 +45,7 @@ pub async fn refreshed(
     }
     let settings = RefreshSettings {
         parallelism,
-        timeout: READ_TIMEOUT,
+        timeout,
         only: (!targets.is_empty()).then(|| {
             let mut steps = loaded.dag.with_ancestors(targets);
             steps.extend(targets.iter().cloned());

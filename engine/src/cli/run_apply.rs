@@ -48,6 +48,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         enabled: args.refresh || args.refresh_only,
         parallelism: args.parallelism,
         targets: &args.target,
+        timeout: args.refresh_timeout,
     };
     let refresh = refreshed(&loaded, registry, records_of(Some(&store))?, request).await?;
     if args.refresh_only {
@@ -202,6 +203,7 @@ async fn apply_saved(
         enabled: args.refresh,
         parallelism: args.parallelism,
         targets: &saved.targets,
+        timeout: args.refresh_timeout,
     };
     let refresh = refreshed(&loaded, registry, records_of(Some(&store))?, request).await?;
     let prices = crate::cost::PriceTable::choose(None).ok();

@@ -64,6 +64,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
             enabled: args.refresh,
             parallelism: args.parallelism,
             targets: &args.target,
+            timeout: args.refresh_timeout,
         };
         let refresh = refreshed(&loaded, registry, records, request).await?;
         make_plan(

@@ -20,9 +20,6 @@ use crate::lang::inputs::mask_sealed;
 use crate::lang::load::Loaded;
 use crate::lang::providers::recorded_provider;
 
-/// How long one step's read may take before it is marked "could not read".
-pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// How refresh runs.
 #[derive(Debug, Clone)]
 pub struct RefreshSettings {
