@@ -283,8 +283,7 @@ async fn execute(
             let decl = loaded.workflow.step(&c.step).cloned();
             let region = decl
                 .as_ref()
-                .and_then(|d| d.region.clone())
-                .or_else(|| loaded.workflow.region.clone())
+                .map_or(loaded.workflow.region.clone(), |d| loaded.region_of(d))
                 .or_else(|| records.get(&c.step).and_then(|r| r.region.clone()));
             StepJob {
                 change: c.clone(),

@@ -2,7 +2,7 @@
 //! changing it; state records it as if the step had created it, and the next
 //! plan shows only how it differs from the workflow.
 
-use flow_providers::{OpContext, Registry};
+use flow_providers::Registry;
 use flow_state::{Mutation, Status, StepRecord, Store, now_secs};
 
 use super::args::ImportArgs;
@@ -54,7 +54,7 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
     }
     let outputs = PlannedOutputs::new(&records);
     let salt = existing.as_ref().map(|s| s.salt()).unwrap_or_default();
-    let desired = loaded
+    let mut desired = loaded
         .resolve_inputs(step, &salt, &|s, k| outputs.lookup(s, k))
         .map_err(diagnostics)?;
     if !desired.is_known() {
@@ -67,20 +67,8 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
             "apply or import the steps it depends on first",
         ));
     }
-    let region = step
-        .region
-        .clone()
-        .or_else(|| loaded.workflow.region.clone());
-    let ctx = OpContext {
-        step: args.step.clone(),
-        token: String::new(),
-        workdir: loaded.workflow.dir.clone(),
-        log_path: std::path::PathBuf::new(),
-        region: region.clone(),
-        profile: loaded.workflow.profile.clone(),
-        reporter: std::sync::Arc::new(flow_providers::Silent),
-        cancel: flow_providers::Cancel::never(),
-    };
+    let region = loaded.region_of(step);
+    let ctx = loaded.unwatched_context(&args.step, region.clone());
     let applied = provider
         .import(&ctx, &args.id, &desired.actual)
         .await
@@ -93,13 +81,16 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
         })?;
     let store = match existing {
         Some(store) => store,
-        None => Store::open(&dir, "flow import")?,
+        None => {
+            // A state made just now has its own salt: seal the inputs with it.
+            let store = Store::open(&dir, "flow import")?;
+            desired = loaded
+                .resolve_inputs(step, &store.salt(), &|s, k| outputs.lookup(s, k))
+                .map_err(diagnostics)?;
+            store
+        }
     };
-    // A state made just now has its own salt: seal the inputs with it.
     let salt = store.salt();
-    let mut desired = loaded
-        .resolve_inputs(step, &salt, &|s, k| outputs.lookup(s, k))
-        .map_err(diagnostics)?;
     desired.add_content_digest(provider.as_ref(), &loaded.workflow.dir);
     let mut rec = StepRecord::new(&args.step, &step.provider, now_secs());
     rec.status = Status::Applied;

@@ -70,6 +70,27 @@ impl Loaded {
         )
     }
 
+    /// The AWS region of `step`: its own, else the workflow's (`None` leaves
+    /// it to the SDK's chain).
+    pub fn region_of(&self, step: &StepDecl) -> Option<String> {
+        step.region.clone().or_else(|| self.workflow.region.clone())
+    }
+
+    /// A context for a provider call about `step` that nobody watches
+    /// (planning, refresh, import), in `region`.
+    pub fn unwatched_context(
+        &self,
+        step: &str,
+        region: Option<String>,
+    ) -> flow_providers::OpContext {
+        flow_providers::OpContext::unwatched(
+            step,
+            self.workflow.dir.clone(),
+            region,
+            self.workflow.profile.clone(),
+        )
+    }
+
     /// What `step` depends on directly, sorted.
     pub fn deps_of(&self, step: &str) -> Vec<String> {
         self.dag

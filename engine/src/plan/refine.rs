@@ -4,10 +4,9 @@
 //! instant.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use flow_providers::{OpContext, PlanDetail, Prior};
+use flow_providers::{PlanDetail, Prior};
 use flow_state::StepRecord;
 use tokio::task::JoinSet;
 
@@ -51,19 +50,7 @@ pub async fn refine_plan(
             continue;
         }
         let record = records.get(&change.step).filter(|r| r.applied).cloned();
-        let ctx = OpContext {
-            step: change.step.clone(),
-            token: String::new(),
-            workdir: loaded.workflow.dir.clone(),
-            log_path: std::path::PathBuf::new(),
-            region: decl
-                .region
-                .clone()
-                .or_else(|| loaded.workflow.region.clone()),
-            profile: loaded.workflow.profile.clone(),
-            reporter: Arc::new(flow_providers::Silent),
-            cancel: flow_providers::Cancel::never(),
-        };
+        let ctx = loaded.unwatched_context(&change.step, loaded.region_of(decl));
         pending.push((ctx, provider, record, desired.actual));
     }
     let parallelism = parallelism.max(1);

@@ -148,21 +148,14 @@ pub async fn refresh_records(
 /// What a read handed to a provider gets: its region as recorded (or as the
 /// workflow says), the workflow's profile, no token, no output.
 fn op_context(loaded: &Loaded, rec: &StepRecord) -> OpContext {
-    let decl = loaded.workflow.step(&rec.name);
-    OpContext {
-        step: rec.name.clone(),
-        token: String::new(),
-        workdir: loaded.workflow.dir.clone(),
-        log_path: std::path::PathBuf::new(),
-        region: rec
-            .region
-            .clone()
-            .or_else(|| decl.and_then(|d| d.region.clone()))
-            .or_else(|| loaded.workflow.region.clone()),
-        profile: loaded.workflow.profile.clone(),
-        reporter: Arc::new(flow_providers::Silent),
-        cancel: flow_providers::Cancel::never(),
-    }
+    let region = rec
+        .region
+        .clone()
+        .or_else(|| match loaded.workflow.step(&rec.name) {
+            Some(decl) => loaded.region_of(decl),
+            None => loaded.workflow.region.clone(),
+        });
+    loaded.unwatched_context(&rec.name, region)
 }
 
 type Queued = (StepRecord, Arc<dyn Provider>, OpContext);

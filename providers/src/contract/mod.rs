@@ -126,6 +126,29 @@ pub struct OpContext {
     pub cancel: Cancel,
 }
 
+impl OpContext {
+    /// The context of a call nobody watches and no intent backs (a plan's
+    /// look at a real object, refresh, import): no token, no log, a
+    /// [`Silent`] reporter, never cancelled.
+    pub fn unwatched(
+        step: &str,
+        workdir: PathBuf,
+        region: Option<String>,
+        profile: Option<String>,
+    ) -> OpContext {
+        OpContext {
+            step: step.to_string(),
+            token: String::new(),
+            workdir,
+            log_path: PathBuf::new(),
+            region,
+            profile,
+            reporter: Arc::new(Silent),
+            cancel: Cancel::never(),
+        }
+    }
+}
+
 /// A signal that the run was interrupted, cheap to clone and to poll.
 #[derive(Clone, Debug)]
 pub struct Cancel(tokio::sync::watch::Receiver<bool>);
