@@ -120,15 +120,9 @@ async fn restore_batch(
     client: &Client,
     spec: &StackSpec,
 ) -> Result<(), ProviderError> {
-    if !spec.body.contains("AWS::Batch::") {
-        return Ok(());
-    }
-    let Ok(template) = template::parse(&spec.body) else {
+    let Some((batch, objects)) = batch_drift::of_stack(ctx, client, &spec.name, spec).await? else {
         return Ok(());
     };
-    let batch = aws_sdk_batch::Client::new(&config::sdk_config(ctx).await?);
-    let objects =
-        batch_drift::batch_objects(client, &batch, &spec.name, &template, &spec.params).await?;
     for label in batch_drift::restore(&batch, &objects).await? {
         ctx.reporter
             .event(&format!("{label}: put back as the template says"));

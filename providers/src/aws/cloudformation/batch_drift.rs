@@ -10,8 +10,10 @@ use aws_sdk_batch::types::{CeState, JqState};
 use aws_sdk_cloudformation::Client;
 use serde_json::{Value, json};
 
-use crate::aws::error;
-use crate::contract::{Drift, ProviderError, attribute_drift};
+use super::spec::StackSpec;
+use super::template::parse;
+use crate::aws::{config, error};
+use crate::contract::{Drift, OpContext, ProviderError, attribute_drift};
 
 const COMPUTE_ENVIRONMENT: &str = "AWS::Batch::ComputeEnvironment";
 const JOB_QUEUE: &str = "AWS::Batch::JobQueue";
@@ -61,9 +63,29 @@ impl BatchObject {
     }
 }
 
+/// The Batch objects stack `stack` declares in `spec`'s template, as Batch
+/// has them, with a Batch client to change them; `None` when the template
+/// declares none (no call is made then).
+pub(super) async fn of_stack(
+    ctx: &OpContext,
+    cfn: &Client,
+    stack: &str,
+    spec: &StackSpec,
+) -> Result<Option<(aws_sdk_batch::Client, Vec<BatchObject>)>, ProviderError> {
+    if !spec.body.contains("AWS::Batch::") {
+        return Ok(None);
+    }
+    let Ok(template) = parse(&spec.body) else {
+        return Ok(None);
+    };
+    let batch = aws_sdk_batch::Client::new(&config::sdk_config(ctx).await?);
+    let objects = batch_objects(cfn, &batch, stack, &template, &spec.params).await?;
+    Ok(Some((batch, objects)))
+}
+
 /// The Batch compute environments and job queues of stack `stack`, with
 /// what `template` (parameters `params`) says of them.
-pub(super) async fn batch_objects(
+async fn batch_objects(
     cfn: &Client,
     batch: &aws_sdk_batch::Client,
     stack: &str,

@@ -6,11 +6,11 @@ use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::types::Stack;
 use serde_json::{Value, json};
 
-use super::batch_drift::{self, batch_objects};
+use super::batch_drift;
 use super::spec::StackSpec;
 use super::stack::{self, describe, status};
-use super::template::{parse, template_digest};
-use crate::aws::{config, error};
+use super::template::template_digest;
+use crate::aws::error;
 use crate::contract::{
     Drift, OpContext, Prior, ProviderError, Refreshed, attribute_drift, is_sealed,
 };
@@ -62,11 +62,8 @@ pub(super) async fn refresh(
         ));
     }
     if let Ok(spec) = StackSpec::load(prior.inputs, &ctx.workdir)
-        && spec.body.contains("AWS::Batch::")
-        && let Ok(template) = parse(&spec.body)
+        && let Some((_, objects)) = batch_drift::of_stack(ctx, client, target, &spec).await?
     {
-        let batch = aws_sdk_batch::Client::new(&config::sdk_config(ctx).await?);
-        let objects = batch_objects(client, &batch, target, &template, &spec.params).await?;
         drift.extend(batch_drift::drift(&objects));
     }
     Ok(Refreshed::Present {
