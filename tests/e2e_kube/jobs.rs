@@ -1,0 +1,227 @@
+//! kube.job: PyTorchJobs and Jobs run to their end, their failures named,
+//! kills and interrupts during the wait.
+
+use std::time::Duration;
+
+use crate::manifests::WEB;
+use crate::support::kube::KubeServer;
+use crate::support::{Project, finish, wait_until};
+use crate::{fixture, log};
+
+/// The operator's CRD through kube.manifest, an NCCL test as a PyTorchJob
+/// through kube.job: followed to Succeeded, its logs in the step log, the
+/// bus bandwidth captured as an output that a later step uses.
+fn nccl_workflow(k: &KubeServer, name: &str, outcome: &str) -> String {
+    format!(
+        r#"
+[workflow]
+name = "nccl"
+
+[steps.operator]
+provider = "kube.manifest"
+[steps.operator.inputs]
+kubeconfig = "{kc}"
+files = ["pytorchjob-crd.yaml"]
+
+[steps.nccl]
+provider = "kube.job"
+depends_on = ["operator"]
+[steps.nccl.inputs]
+kubeconfig = "{kc}"
+files = ["nccl-test.yaml"]
+values = {{ NAME = "{name}", OUTCOME = "{outcome}" }}
+success_pattern = "Out of bounds values : 0 OK"
+capture = {{ busbw = "Avg bus bandwidth\\s*:\\s*([0-9.]+)" }}
+
+[steps.report]
+provider = "exec"
+[steps.report.inputs]
+run = "echo busbw=$BUSBW >> $FLOW_OUTPUT"
+env = {{ BUSBW = "${{steps.nccl.outputs.busbw}}" }}
+"#,
+        kc = k.kubeconfig_path()
+    )
+}
+
+#[test]
+fn pytorchjob_succeeds_and_its_bandwidth_is_an_output() {
+    let Some(k) = KubeServer::start() else { return };
+    let p = Project::new();
+    fixture(&p, "pytorchjob-crd.yaml");
+    fixture(&p, "nccl-test.yaml");
+    p.write("wf.toml", &nccl_workflow(&k, "nccl", "Succeeded"));
+    let apply = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(apply.stdout.contains("3 created"), "{}", apply.all());
+    let out = p.run(&["output", "wf.toml", "nccl.busbw"]).expect(0);
+    assert_eq!(out.stdout.trim(), "186.437");
+    assert_eq!(
+        p.run(&["output", "wf.toml", "report.busbw"])
+            .expect(0)
+            .stdout
+            .trim(),
+        "186.437"
+    );
+    let l = log(&p, "nccl");
+    assert!(
+        l.contains("[nccl-master-0] # Avg bus bandwidth    : 186.437"),
+        "{l}"
+    );
+    assert!(l.contains("[nccl-worker-1] nccl-worker-1 done"), "{l}");
+    assert!(l.contains("pod nccl-master-0: Succeeded"), "{l}");
+    let job = k
+        .get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/nccl")
+        .expect("job");
+    assert_eq!(job["metadata"]["annotations"]["flow.dev/step"], "nccl");
+
+    // Destroy deletes the job and its pods.
+    p.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(
+        k.get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/nccl")
+            .is_none()
+    );
+    assert!(
+        k.get("/api/v1/namespaces/default/pods/nccl-worker-0")
+            .is_none()
+    );
+}
+
+#[test]
+fn pytorchjob_failure_names_the_failing_pod() {
+    let Some(k) = KubeServer::start() else { return };
+    let p = Project::new();
+    fixture(&p, "pytorchjob-crd.yaml");
+    fixture(&p, "nccl-test.yaml");
+    p.write("wf.toml", &nccl_workflow(&k, "broken", "Failed"));
+    let apply = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
+    let all = apply.all();
+    assert!(
+        all.contains("PyTorchJob default/broken failed: PyTorchJobFailed"),
+        "{all}"
+    );
+    assert!(
+        all.contains("pod broken-worker-1: container pytorch exited with code 1 (Error)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("Avg bus bandwidth"),
+        "the failing pod's last lines are shown: {all}"
+    );
+    // The next apply runs the job again (a new one, the failed one deleted).
+    let uid = k
+        .uid("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/broken")
+        .unwrap();
+    // The failure kept the intent: the next apply reads the job by its
+    // token first, finds it ended in failure, and only then starts anew.
+    let show = p.run(&["state", "show", "wf.toml", "nccl"]).expect(0);
+    assert!(show.stdout.contains("\"in_flight\": {"), "{}", show.stdout);
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
+    assert!(
+        log(&p, "nccl").contains("the interrupted create had failed"),
+        "{}",
+        log(&p, "nccl")
+    );
+    assert_ne!(
+        k.uid("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/broken")
+            .unwrap(),
+        uid
+    );
+}
+
+/// `kill -9` while flow waits for a Deployment and a PyTorchJob; the next
+/// apply adopts both (same uids) and finishes the wait.
+#[test]
+fn kill_during_waits_then_resume_recreates_nothing() {
+    let Some(k) = KubeServer::start() else { return };
+    let p = Project::new();
+    fixture(&p, "web.yaml");
+    fixture(&p, "pytorchjob-crd.yaml");
+    fixture(&p, "nccl-test.yaml");
+    let wf = format!(
+        "{}\n{}",
+        WEB.replace("KUBECONFIG", &k.kubeconfig_path()),
+        nccl_workflow(&k, "held", "Succeeded").replace("[workflow]\nname = \"nccl\"\n", "")
+    );
+    p.write("wf.toml", &wf);
+    k.driver().hold("web");
+    k.driver().hold("held");
+    let child = p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let dep = "/apis/apps/v1/namespaces/default/deployments/web";
+    let job = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/held";
+    wait_until(
+        Duration::from_secs(60),
+        "the deployment and the job to exist",
+        || {
+            k.get(dep).is_some()
+                && k.get("/api/v1/namespaces/default/pods/held-worker-1")
+                    .is_some()
+        },
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    crate::support::signal(&child, libc::SIGKILL);
+    let killed = finish(child);
+    assert_eq!(killed.code, -1, "{}", killed.all());
+    let (dep_uid, job_uid) = (k.uid(dep).unwrap(), k.uid(job).unwrap());
+
+    let plan = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("token"),
+        "the plan names the interrupted operations: {}",
+        plan.stdout
+    );
+    k.driver().release("web");
+    k.driver().release("held");
+    let resumed = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(resumed.all().contains("reconcil"), "{}", resumed.all());
+    assert_eq!(
+        k.uid(dep).unwrap(),
+        dep_uid,
+        "the Deployment was made again"
+    );
+    assert_eq!(
+        k.uid(job).unwrap(),
+        job_uid,
+        "the PyTorchJob was started again"
+    );
+    assert_eq!(
+        p.run(&["output", "wf.toml", "nccl.busbw"])
+            .expect(0)
+            .stdout
+            .trim(),
+        "186.437"
+    );
+    assert!(log(&p, "nccl").contains("from the interrupted run exists: following it"));
+}
+
+/// Ctrl-C while a job runs: flow deletes the job and its pods.
+#[test]
+fn interrupt_deletes_the_running_job() {
+    let Some(k) = KubeServer::start() else { return };
+    let p = Project::new();
+    fixture(&p, "pytorchjob-crd.yaml");
+    fixture(&p, "nccl-test.yaml");
+    p.write("wf.toml", &nccl_workflow(&k, "long", "Succeeded"));
+    k.driver().hold("long");
+    let child = p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(60), "the job's pods", || {
+        k.get("/api/v1/namespaces/default/pods/long-worker-1")
+            .is_some()
+            && log(&p, "nccl").contains("pod long-worker-1")
+    });
+    crate::support::signal(&child, libc::SIGINT);
+    let run = finish(child);
+    assert_ne!(run.code, 0, "{}", run.all());
+    assert!(
+        run.all()
+            .contains("interrupted: PyTorchJob default/long and its pods were deleted"),
+        "{}",
+        run.all()
+    );
+    assert!(
+        k.get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/long")
+            .is_none()
+    );
+    assert!(
+        k.get("/api/v1/namespaces/default/pods/long-master-0")
+            .is_none()
+    );
+}

@@ -1,0 +1,32 @@
+//! End-to-end: the `flow` binary's Kubernetes and EKS providers against a
+//! real kube-apiserver (tests/support/kube/) and the moto server.
+//!
+//! `FLOW_SKIP_KUBE=1` skips the API-server tests on machines that cannot
+//! build it (each prints why); CI builds it with `scripts/kube-apiserver`.
+//!
+//! One test binary, a module per subject: `manifests` (kube.manifest:
+//! apply, prune, drift, readiness, URLs, offline checks), `jobs` (kube.job
+//! and training operators' jobs), `eks` (clusters from eksctl files, the
+//! EKS connection).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod eks;
+mod jobs;
+mod manifests;
+
+use support::Project;
+
+/// Copies tests/fixtures/kube/NAME into the project.
+pub(crate) fn fixture(p: &Project, name: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/kube")
+        .join(name);
+    p.write(name, &std::fs::read_to_string(&path).expect("fixture"));
+}
+
+/// A step's log.
+pub(crate) fn log(p: &Project, step: &str) -> String {
+    p.read(&format!(".flow/wf/logs/{step}.log"))
+}

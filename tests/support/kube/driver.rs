@@ -1,0 +1,423 @@
+//! The controllers and kubelets the test cluster lacks, played through the
+//! real API (see `support::kube`).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
+use serde_json::{Value, json};
+
+use super::super::workspace_root;
+
+/// Plays the controllers and kubelets the test cluster lacks.
+pub struct Driver {
+    stop: Arc<AtomicBool>,
+    held: Arc<Mutex<HashSet<String>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Driver {
+    pub(super) fn start(client: kube::Client) -> Driver {
+        let stop = Arc::new(AtomicBool::new(false));
+        let held: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let (s, h) = (stop.clone(), held.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                while !s.load(Ordering::SeqCst) {
+                    let held = h.lock().unwrap().clone();
+                    tick(&client, &held).await;
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                }
+            });
+        });
+        Driver {
+            stop,
+            held,
+            thread: Some(thread),
+        }
+    }
+
+    /// Leaves objects named `name` (any kind) as they are until released.
+    pub fn hold(&self, name: &str) {
+        self.held.lock().unwrap().insert(name.to_string());
+    }
+
+    /// Lets the driver finish objects named `name`.
+    pub fn release(&self, name: &str) {
+        self.held.lock().unwrap().remove(name);
+    }
+
+    pub(super) fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+async fn list(client: &kube::Client, r: &ApiResource) -> Vec<DynamicObject> {
+    Api::<DynamicObject>::all_with(client.clone(), r)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+async fn set_status(client: &kube::Client, r: &ApiResource, obj: &DynamicObject, status: Value) {
+    let ns = obj.metadata.namespace.clone().unwrap_or_default();
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let api: Api<DynamicObject> = if ns.is_empty() {
+        Api::all_with(client.clone(), r)
+    } else {
+        Api::namespaced_with(client.clone(), &ns, r)
+    };
+    let _ = api
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
+        .await;
+}
+
+fn generation(o: &DynamicObject) -> i64 {
+    o.metadata.generation.unwrap_or(1)
+}
+
+/// One pass over everything the driver looks after.
+async fn tick(client: &kube::Client, held: &HashSet<String>) {
+    let skip = |o: &DynamicObject| {
+        o.metadata.deletion_timestamp.is_some()
+            || o.metadata.name.as_ref().is_some_and(|n| held.contains(n))
+    };
+    let deployments = ar("apps", "v1", "Deployment", "deployments");
+    for d in list(client, &deployments).await {
+        if skip(&d) || d.data["status"]["observedGeneration"].as_i64() == Some(generation(&d)) {
+            continue;
+        }
+        let n = d.data["spec"]["replicas"].as_i64().unwrap_or(1);
+        set_status(client, &deployments, &d, json!({
+            "observedGeneration": generation(&d), "replicas": n, "updatedReplicas": n,
+            "readyReplicas": n, "availableReplicas": n,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]
+        }))
+        .await;
+    }
+    let daemonsets = ar("apps", "v1", "DaemonSet", "daemonsets");
+    for d in list(client, &daemonsets).await {
+        if skip(&d) || d.data["status"]["observedGeneration"].as_i64() == Some(generation(&d)) {
+            continue;
+        }
+        set_status(client, &daemonsets, &d, json!({
+            "observedGeneration": generation(&d), "desiredNumberScheduled": 2, "currentNumberScheduled": 2,
+            "numberReady": 2, "updatedNumberScheduled": 2, "numberAvailable": 2, "numberMisscheduled": 0
+        }))
+        .await;
+    }
+    let statefulsets = ar("apps", "v1", "StatefulSet", "statefulsets");
+    for s in list(client, &statefulsets).await {
+        if skip(&s) || s.data["status"]["observedGeneration"].as_i64() == Some(generation(&s)) {
+            continue;
+        }
+        let n = s.data["spec"]["replicas"].as_i64().unwrap_or(1);
+        set_status(
+            client,
+            &statefulsets,
+            &s,
+            json!({
+                "observedGeneration": generation(&s), "replicas": n, "readyReplicas": n,
+                "currentReplicas": n, "updatedReplicas": n
+            }),
+        )
+        .await;
+    }
+    let pvcs = ar("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims");
+    for c in list(client, &pvcs).await {
+        if !skip(&c) && c.data["status"]["phase"].as_str() != Some("Bound") {
+            set_status(client, &pvcs, &c, json!({"phase": "Bound"})).await;
+        }
+    }
+    finalize_namespaces(client).await;
+    let jobs = ar("batch", "v1", "Job", "jobs");
+    for j in list(client, &jobs).await {
+        let pods = j.data["spec"]["completions"].as_i64().unwrap_or(1).max(1);
+        run_job(client, &jobs, &j, held, "job-name", &[("", pods)]).await;
+    }
+    for (kind, plural, specs) in [
+        ("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs"),
+        ("MPIJob", "mpijobs", "mpiReplicaSpecs"),
+    ] {
+        let r = ar("kubeflow.org", "v1", kind, plural);
+        for j in list(client, &r).await {
+            let specs = j.data["spec"][specs]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            let mut replicas: Vec<(String, i64)> = specs
+                .iter()
+                .map(|(k, v)| (k.to_lowercase(), v["replicas"].as_i64().unwrap_or(1)))
+                .collect();
+            replicas.sort_by_key(|(k, _)| {
+                if k == "master" || k == "launcher" {
+                    0
+                } else {
+                    1
+                }
+            });
+            let replicas: Vec<(&str, i64)> =
+                replicas.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+            run_job(
+                client,
+                &r,
+                &j,
+                held,
+                "training.kubeflow.org/job-name",
+                &replicas,
+            )
+            .await;
+        }
+    }
+}
+
+/// Namespaces stuck in `Terminating` lose their finalizer (the namespace
+/// controller's part) once flow has deleted what they held.
+async fn finalize_namespaces(client: &kube::Client) {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let Ok(list) = api.list(&ListParams::default()).await else {
+        return;
+    };
+    for ns in list.items {
+        if ns.metadata.deletion_timestamp.is_none() {
+            continue;
+        }
+        let name = ns.metadata.name.clone().unwrap_or_default();
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}, "spec": {"finalizers": []}});
+        let req = http::Request::put(format!("/api/v1/namespaces/{name}/finalize"))
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        let _ = client.request_text(req).await;
+    }
+}
+
+/// Runs a job: pods `NAME[-REPLICA]-I` Running, then (unless held)
+/// terminated, then the job's status.
+async fn run_job(
+    client: &kube::Client,
+    r: &ApiResource,
+    job: &DynamicObject,
+    held: &HashSet<String>,
+    label: &str,
+    replicas: &[(&str, i64)],
+) {
+    if job.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    let done = job.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| {
+            c.iter().any(|c| {
+                matches!(
+                    c["type"].as_str(),
+                    Some("Complete" | "Succeeded" | "Failed")
+                )
+            })
+        });
+    if done {
+        return;
+    }
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let ns = job
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let notes = job.metadata.annotations.clone().unwrap_or_default();
+    let failed = notes
+        .get("test.flow/outcome")
+        .is_some_and(|o| o == "Failed");
+    let log = notes
+        .get("test.flow/logs")
+        .cloned()
+        .unwrap_or_else(|| emulated_output(&job.data));
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
+    let mut names = Vec::new();
+    for (kind, n) in replicas {
+        for i in 0..*n {
+            let pod = if kind.is_empty() {
+                format!("{name}-{i}")
+            } else {
+                format!("{name}-{kind}-{i}")
+            };
+            names.push((pod, kind.to_string(), i));
+        }
+    }
+    let container = first_container(&job.data)
+        .and_then(|c| c["name"].as_str())
+        .unwrap_or("main")
+        .to_string();
+    let finishing = !held.contains(&name);
+    let last = names.len().saturating_sub(1);
+    for (idx, (pod, kind, i)) in names.iter().enumerate() {
+        let existing = pods.get_opt(pod).await.ok().flatten();
+        if existing.is_none() {
+            let body: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+                "metadata": {"name": pod, "labels": {label: name, "training.kubeflow.org/replica-type": kind,
+                    "training.kubeflow.org/replica-index": i.to_string()}},
+                "spec": {"containers": [{"name": container, "image": "test/image"}]}
+            }))
+            .unwrap();
+            if pods.create(&PostParams::default(), &body).await.is_err() {
+                return;
+            }
+        }
+        let (phase, state) = if !finishing {
+            (
+                "Running",
+                json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}}),
+            )
+        } else if failed && idx == last {
+            (
+                "Failed",
+                json!({"terminated": {"exitCode": 1, "reason": "Error", "message": log}}),
+            )
+        } else {
+            let text = if idx == 0 {
+                log.clone()
+            } else {
+                format!("{pod} done")
+            };
+            (
+                "Succeeded",
+                json!({"terminated": {"exitCode": 0, "reason": "Completed", "message": text}}),
+            )
+        };
+        let status = json!({"status": {"phase": phase, "containerStatuses": [{
+            "name": container, "image": "test/image", "imageID": "", "ready": phase == "Running",
+            "restartCount": 0, "state": state}]}});
+        let _ = pods
+            .patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
+            .await;
+    }
+    let now = "2026-01-01T00:00:00Z";
+    let status = if !finishing {
+        if r.kind == "Job" {
+            json!({"active": names.len(), "startTime": now})
+        } else {
+            json!({"conditions": [
+                {"type": "Created", "status": "True", "reason": "Created"},
+                {"type": "Running", "status": "True", "reason": "Running"}], "startTime": now})
+        }
+    } else if r.kind == "Job" {
+        if failed {
+            json!({"failed": 1, "startTime": now, "conditions": [{"type": "Failed", "status": "True",
+                "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]})
+        } else {
+            json!({"succeeded": names.len(), "startTime": now, "completionTime": now,
+                "conditions": [{"type": "Complete", "status": "True"}]})
+        }
+    } else if failed {
+        json!({"conditions": [
+            {"type": "Created", "status": "True", "reason": "Created"},
+            {"type": "Running", "status": "False", "reason": "Running"},
+            {"type": "Failed", "status": "True", "reason": format!("{}Failed", r.kind),
+             "message": format!("{} {name} is failed because 1 Worker replica(s) failed.", r.kind)}]})
+    } else {
+        json!({"conditions": [
+            {"type": "Created", "status": "True", "reason": "Created"},
+            {"type": "Running", "status": "False", "reason": "Running"},
+            {"type": "Succeeded", "status": "True", "reason": format!("{}Succeeded", r.kind),
+             "message": format!("{} {name} is successfully completed.", r.kind)}], "completionTime": now})
+    };
+    set_status(client, r, job, status).await;
+}
+
+/// The first container of a Job's pod template, or of a Kubeflow job's
+/// first replica (the launcher or master when there is one).
+fn first_container(job: &Value) -> Option<&Value> {
+    if let Some(c) = job.pointer("/spec/template/spec/containers/0") {
+        return Some(c);
+    }
+    let specs = job["spec"]
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.ends_with("ReplicaSpecs"))?
+        .1
+        .as_object()?;
+    let first = ["Launcher", "Master"]
+        .iter()
+        .find_map(|k| specs.get(*k))
+        .or_else(|| specs.values().next())?;
+    first.pointer("/template/spec/containers/0")
+}
+
+/// What the job's program prints, as the local cloud emulates it: the
+/// text of `scripts/local-cloud/outputs/PROGRAM.txt` for the first PROGRAM
+/// named in the first container's command, args or environment values (the same files the
+/// Batch compute emulator uses), `${NAME}` filled from the container's
+/// environment; "done" for programs it does not know.
+fn emulated_output(job: &Value) -> String {
+    let Some(c) = first_container(job) else {
+        return "done".into();
+    };
+    let words: Vec<&str> = ["command", "args"]
+        .iter()
+        .filter_map(|k| c[*k].as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let env: std::collections::BTreeMap<String, String> = c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
+        .collect();
+    let mut line = words.join(" ");
+    for value in env.values() {
+        line.push(' ');
+        line.push_str(value);
+    }
+    let dir = workspace_root().join("scripts/local-cloud/outputs");
+    let mut programs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    programs.sort();
+    for path in programs {
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".txt"))
+        else {
+            continue;
+        };
+        if line.contains(name) {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            // `${NAME}` from the container's environment, as manifests fill
+            // placeholders from `values`.
+            return flow_providers::kube::fill("output", &text, &env).unwrap_or(text);
+        }
+    }
+    "done".into()
+}
