@@ -10,7 +10,9 @@ mod support;
 
 use std::time::Duration;
 
-use support::aws::{Aws, BATCH_CHAIN, MANY, STACKS};
+use support::aws::{
+    Aws, BATCH_CHAIN, MANY, STACKS, assert_many_made_once, destroy_many_under_faults,
+};
 use support::fault_proxy::{Fault, FaultProxy};
 use support::moto::Moto;
 use support::{Project, finish, signal, wait_until};
@@ -535,12 +537,7 @@ fn throttling_and_server_errors_injected_and_the_apply_still_converges() {
 
     // Every object exactly once despite the retries.
     proxy.calm();
-    let mut stacks = moto.stacks();
-    stacks.sort();
-    assert_eq!(stacks, ["flow-app", "flow-vpc"]);
-    assert_eq!(moto.file_systems().len(), 1);
-    assert_eq!(moto.objects("flow-flaky-data", "in/").len(), 4);
-    assert_eq!(moto.secrets(), ["hf-token"]);
+    assert_many_made_once(&moto);
     assert_eq!(
         moto.secret_value("hf-token"),
         "hf_not_really_a_token_0123456789"
@@ -556,13 +553,7 @@ fn throttling_and_server_errors_injected_and_the_apply_still_converges() {
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
 
     // Destroy converges through faults too.
-    proxy.faults(0.25, &kinds, None);
-    let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]);
-    assert_eq!(destroy.code, 0, "{}", destroy.all());
-    proxy.calm();
-    assert!(moto.stacks().is_empty());
-    assert!(moto.file_systems().is_empty());
-    assert!(moto.secrets().is_empty());
+    destroy_many_under_faults(&a, &moto, &proxy, 0.25, &kinds);
 }
 
 #[test]

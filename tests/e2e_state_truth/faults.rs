@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::kill::kill_chain;
-use crate::support::aws::{Aws, MANY};
+use crate::support::aws::{Aws, MANY, assert_many_made_once, destroy_many_under_faults};
 use crate::support::fault_proxy::{Fault, FaultProxy};
 use crate::support::moto::Moto;
 
@@ -59,31 +59,9 @@ fn answers_lost_after_the_request_reached_the_server_make_no_duplicate() {
     }
 
     proxy.calm();
-    let mut stacks = moto.stacks();
-    stacks.sort();
-    assert_eq!(stacks, ["flow-app", "flow-vpc"]);
-    assert_eq!(moto.file_systems().len(), 1, "a second file system");
-    assert_eq!(moto.objects("flow-flaky-data", "in/").len(), 4);
-    assert_eq!(moto.secrets(), ["hf-token"]);
-    let repos = moto.json_call(
-        "ecr",
-        "AmazonEC2ContainerRegistry_V20150921.DescribeRepositories",
-        "{}",
-    );
-    assert_eq!(
-        repos["repositories"].as_array().map(Vec::len),
-        Some(1),
-        "{repos}"
-    );
+    assert_many_made_once(&moto);
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
-
-    proxy.faults(0.10, &kinds, None);
-    let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]);
-    assert_eq!(destroy.code, 0, "{}", destroy.all());
-    proxy.calm();
-    assert!(moto.stacks().is_empty());
-    assert!(moto.file_systems().is_empty());
-    assert!(moto.secrets().is_empty());
+    destroy_many_under_faults(&a, &moto, &proxy, 0.10, &kinds);
 }
 
 /// SubmitJob has no idempotency token, so a retry after a lost answer is

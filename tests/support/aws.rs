@@ -3,6 +3,7 @@
 
 use std::process::{Child, Command, Stdio};
 
+use super::fault_proxy::{Fault, FaultProxy};
 use super::moto::Moto;
 use super::{Project, Run};
 
@@ -193,3 +194,43 @@ retries = 8
 storage_capacity = 1200
 subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
 "#;
+
+/// What one apply of `MANY` makes, as moto has it, each exactly once: the
+/// two stacks, one file system, the four uploaded files, the secret and
+/// the repository.
+pub fn assert_many_made_once(moto: &Moto) {
+    let mut stacks = moto.stacks();
+    stacks.sort();
+    assert_eq!(stacks, ["flow-app", "flow-vpc"]);
+    assert_eq!(moto.file_systems().len(), 1, "a second file system");
+    assert_eq!(moto.objects("flow-flaky-data", "in/").len(), 4);
+    assert_eq!(moto.secrets(), ["hf-token"]);
+    let repos = moto.json_call(
+        "ecr",
+        "AmazonEC2ContainerRegistry_V20150921.DescribeRepositories",
+        "{}",
+    );
+    assert_eq!(
+        repos["repositories"].as_array().map(Vec::len),
+        Some(1),
+        "{repos}"
+    );
+}
+
+/// Destroys `MANY` while the proxy injects `kinds` into `rate` of the calls,
+/// and checks that nothing is left.
+pub fn destroy_many_under_faults(
+    a: &Aws,
+    moto: &Moto,
+    proxy: &FaultProxy,
+    rate: f64,
+    kinds: &[Fault],
+) {
+    proxy.faults(rate, kinds, None);
+    let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]);
+    assert_eq!(destroy.code, 0, "{}", destroy.all());
+    proxy.calm();
+    assert!(moto.stacks().is_empty());
+    assert!(moto.file_systems().is_empty());
+    assert!(moto.secrets().is_empty());
+}
