@@ -424,27 +424,10 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
                 }
                 _ => {}
             }
-            let stream = reader
-                .into_inner()
-                .reunite(write)
-                .map_err(std::io::Error::other)?;
-            #[allow(deprecated)]
-            stream.set_linger(Some(Duration::ZERO))?;
-            drop(stream);
-            return Ok(());
+            return reset(reader, write);
         }
         match fault {
-            Some(Fault::Reset) => {
-                let stream = reader
-                    .into_inner()
-                    .reunite(write)
-                    .map_err(std::io::Error::other)?;
-                // A zero linger makes the close a reset, and never blocks.
-                #[allow(deprecated)]
-                stream.set_linger(Some(Duration::ZERO))?;
-                drop(stream);
-                return Ok(());
-            }
+            Some(Fault::Reset) => return reset(reader, write),
             Some(Fault::Slow) => {
                 let delay = shared.rules.lock().unwrap().slow;
                 tokio::time::sleep(delay).await;
@@ -473,6 +456,22 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
         write.write_all(&answer).await?;
         answered(&shared, call);
     }
+    Ok(())
+}
+
+/// Closes the client's connection with a reset: no answer, ever.
+fn reset(
+    reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    write: tokio::net::tcp::OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let stream = reader
+        .into_inner()
+        .reunite(write)
+        .map_err(std::io::Error::other)?;
+    // A zero linger makes the close a reset, and never blocks.
+    #[allow(deprecated)]
+    stream.set_linger(Some(Duration::ZERO))?;
+    drop(stream);
     Ok(())
 }
 
