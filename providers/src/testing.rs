@@ -56,6 +56,8 @@ pub(crate) fn op_context(
         profile: None,
         reporter: reporter.clone(),
         cancel: crate::contract::Cancel::never(),
+        checkpoint: Arc::new(crate::contract::NoCheckpoint),
+        destroying: false,
     };
     (ctx, reporter)
 }

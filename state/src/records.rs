@@ -44,6 +44,10 @@ pub struct InFlight {
     pub inputs: Map<String, Value>,
     /// When it started (seconds since the Unix epoch).
     pub started_at: u64,
+    /// The id of what the operation made, once the provider had one and
+    /// recorded it before waiting (a submitted job's id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// Where a step stands.

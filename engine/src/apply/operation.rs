@@ -26,6 +26,32 @@ pub(super) struct Op<'a> {
     pub(super) reporter: Arc<StepReporter>,
     /// The inputs the workflow asks for now, when it can say.
     pub(super) desired: Option<&'a Desired>,
+    /// Whether this run destroys the step (see [`OpContext::destroying`]).
+    pub(super) destroying: bool,
+}
+
+/// Records an id a provider reports mid-operation into the step's intent,
+/// durably, when the intent is still the one under `token`.
+struct IntentCheckpoint {
+    ctx: Arc<RunContext>,
+    step: String,
+    token: String,
+}
+
+#[async_trait::async_trait]
+impl flow_providers::Checkpoint for IntentCheckpoint {
+    async fn made(&self, id: &str) -> Result<(), ProviderError> {
+        let Some(mut rec) = self.ctx.journal().record(&self.step) else {
+            return Ok(());
+        };
+        match rec.in_flight.as_mut() {
+            Some(flight) if flight.token == self.token => flight.id = Some(id.to_string()),
+            _ => return Ok(()),
+        }
+        self.ctx.journal().persist(&mut rec).await.map_err(|e| {
+            ProviderError::fatal(format!("could not record `{id}` in the step's intent: {e}"))
+        })
+    }
 }
 
 impl Op<'_> {
@@ -36,7 +62,18 @@ impl Op<'_> {
 
     /// What the provider is handed for an operation under `token`.
     pub(super) fn op_context(&self, token: &str) -> OpContext {
+        let checkpoint: Arc<dyn flow_providers::Checkpoint> = if token.is_empty() {
+            Arc::new(flow_providers::NoCheckpoint)
+        } else {
+            Arc::new(IntentCheckpoint {
+                ctx: self.ctx.clone(),
+                step: self.name().to_string(),
+                token: token.to_string(),
+            })
+        };
         OpContext {
+            checkpoint,
+            destroying: self.destroying,
             step: self.name().to_string(),
             token: token.to_string(),
             workdir: self.ctx.settings().workdir.clone(),
@@ -116,6 +153,7 @@ impl Op<'_> {
             token: token.to_string(),
             inputs: inputs.clone(),
             started_at: now_secs(),
+            id: None,
         });
         self.ctx.journal().persist(rec).await?;
         // What this step needs was recorded before this intent (the writer
@@ -124,6 +162,28 @@ impl Op<'_> {
             self.ctx.journal().wait_durable(dep).await?;
         }
         Ok(())
+    }
+
+    /// Copies into `rec`'s intent the id the provider recorded while the
+    /// operation ran (see [`IntentCheckpoint`]), which this run's copy of
+    /// the record does not have yet.
+    fn keep_checkpointed_id(&self, rec: &mut StepRecord) {
+        let Some(flight) = rec.in_flight.as_mut() else {
+            return;
+        };
+        if flight.id.is_some() {
+            return;
+        }
+        flight.id = self
+            .ctx
+            .journal()
+            .with_record(self.name(), |r| {
+                r.in_flight
+                    .as_ref()
+                    .filter(|f| f.token == flight.token)
+                    .and_then(|f| f.id.clone())
+            })
+            .flatten();
     }
 
     /// Record the result; dependents may start before it is flushed.
@@ -169,6 +229,7 @@ impl Op<'_> {
         if err.kind == ErrorKind::NotCreated {
             rec.in_flight = None;
         }
+        self.keep_checkpointed_id(rec);
         let error = StepError::Provider(err);
         rec.status = Status::Failed;
         rec.attempts = attempts;

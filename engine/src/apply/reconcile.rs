@@ -126,7 +126,7 @@ impl Op<'_> {
                 };
                 let found = self
                     .provider
-                    .read(&ctx, rec.resource_id.as_deref(), &read_inputs)
+                    .read(&ctx, known_id(rec, &flight), &read_inputs)
                     .await
                     .map_err(StepError::CheckInterrupted)?;
                 match found {
@@ -174,7 +174,7 @@ impl Op<'_> {
                     let ctx = self.op_context(&flight.token);
                     let found = self
                         .provider
-                        .read(&ctx, rec.resource_id.as_deref(), &flight.inputs)
+                        .read(&ctx, known_id(&rec, &flight), &flight.inputs)
                         .await
                         .map_err(StepError::CheckInterrupted)?;
                     match found {
@@ -214,4 +214,10 @@ impl Op<'_> {
         self.ctx.journal().forget(self.name()).await?;
         Ok(Outcome::Done(Action::Delete))
     }
+}
+
+/// The id of the object an interrupted operation concerns: the one recorded
+/// for the step, else the one the operation checkpointed into its intent.
+fn known_id<'a>(rec: &'a StepRecord, flight: &'a InFlight) -> Option<&'a str> {
+    rec.resource_id.as_deref().or(flight.id.as_deref())
 }

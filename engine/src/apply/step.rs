@@ -83,6 +83,7 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, StepE
             provider: provider.as_ref(),
             reporter: reporter.clone(),
             desired: desired.as_ref(),
+            destroying: true,
         };
         op.delete_all()
             .await
@@ -98,6 +99,7 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, StepE
             provider: provider.as_ref(),
             reporter: reporter.clone(),
             desired: Some(&desired),
+            destroying: false,
         };
         op.apply()
             .await

@@ -184,6 +184,7 @@ pub fn state_show(file: &Path, step: &str, dir: Option<&PathBuf>) -> CliResult<i
         "in_flight": rec.in_flight.as_ref().map(|f| serde_json::json!({
             "operation": f.operation.to_string(),
             "token": f.token,
+            "id": f.id,
             "started_at": format_rfc3339(f.started_at),
         })),
         "attempts": rec.attempts,

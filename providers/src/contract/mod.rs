@@ -124,6 +124,33 @@ pub struct OpContext {
     /// Set when the user interrupts the run: tasks (a running job) stop their
     /// work and fail; resources finish what they started.
     pub cancel: Cancel,
+    /// Where a long operation records the id of what it made as soon as it
+    /// has one (a submitted job's id), before it waits: the intent then
+    /// names the object, and a resume after a crash reads it by id.
+    pub checkpoint: Arc<dyn Checkpoint>,
+    /// Set when the call is part of `destroy`: a [`Provider::read`] then
+    /// reports a task that is still running as present at once (for the
+    /// delete that follows to stop it), instead of waiting for it to end.
+    pub destroying: bool,
+}
+
+/// Where an operation in flight records what it made so far (see
+/// [`OpContext::checkpoint`]).
+#[async_trait]
+pub trait Checkpoint: Send + Sync {
+    /// Record `id` as the object of the operation in flight, and return once
+    /// that is durable.
+    async fn made(&self, id: &str) -> Result<(), ProviderError>;
+}
+
+/// A checkpoint that keeps nothing: for calls no intent backs.
+pub struct NoCheckpoint;
+
+#[async_trait]
+impl Checkpoint for NoCheckpoint {
+    async fn made(&self, _id: &str) -> Result<(), ProviderError> {
+        Ok(())
+    }
 }
 
 impl OpContext {
@@ -145,6 +172,8 @@ impl OpContext {
             profile,
             reporter: Arc::new(Silent),
             cancel: Cancel::never(),
+            checkpoint: Arc::new(NoCheckpoint),
+            destroying: false,
         }
     }
 }
