@@ -17,7 +17,7 @@ pub(crate) mod config;
 mod ecr;
 pub(crate) mod error;
 mod fsx;
-pub(crate) mod inputs;
+pub(crate) use crate::inputs;
 pub(crate) mod poll;
 mod s3;
 mod secrets;

@@ -7,11 +7,14 @@ pub mod contract;
 pub mod eks;
 pub mod error_chain;
 pub mod exec;
+pub(crate) mod file_input;
+pub(crate) mod inputs;
 pub mod kube;
 pub mod local_digest;
 pub mod null;
 pub mod ownership;
 pub mod registry;
+pub mod slurm;
 
 pub mod suggest;
 #[cfg(test)]

@@ -21,8 +21,8 @@ impl Registry {
         Self::default()
     }
 
-    /// A registry with every built-in provider kind: `exec`, `null` and
-    /// the AWS kinds (see [`crate::aws`]).
+    /// A registry with every built-in provider kind: `exec`, `null`, the
+    /// AWS kinds (see [`crate::aws`]), EKS, Kubernetes and Slurm.
     pub fn builtin() -> Self {
         let mut registry = Self::new();
         registry.register(Arc::new(Exec::new()));
@@ -33,6 +33,7 @@ impl Registry {
         for provider in crate::eks::providers()
             .into_iter()
             .chain(crate::kube::providers())
+            .chain(crate::slurm::providers())
         {
             registry.register(provider);
         }

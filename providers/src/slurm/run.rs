@@ -1,0 +1,263 @@
+//! One Slurm job followed to its end: its state polled every second (so a
+//! finished job is noticed within about a second), its output files
+//! streamed into the step's log, `scancel` when the run is interrupted, and
+//! the verdict: Slurm's state and exit code first, then `success_pattern`
+//! and `capture` on what the job printed.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::control::{self, JobLine};
+use super::output::Output;
+use super::remote::Remote;
+use crate::capture::Matchers;
+use crate::contract::{Applied, OpContext, ProviderError, Values};
+
+/// How often the job's state is asked for.
+pub(crate) const POLL: Duration = Duration::from_secs(1);
+
+/// Consecutive failed polls tolerated (a controller restarting) before the
+/// step fails.
+const TOLERATED: u32 = 30;
+
+/// A job as last seen: its lines (one per array task or range).
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    /// The job's id (an array's id for array jobs).
+    pub id: String,
+    /// What the controller or accounting said.
+    pub lines: Vec<JobLine>,
+}
+
+impl Seen {
+    /// Whether every task has ended.
+    pub fn finished(&self) -> bool {
+        !self.lines.is_empty() && self.lines.iter().all(|l| control::finished(l.state()))
+    }
+
+    /// Whether every task completed with exit code 0.
+    pub fn succeeded(&self) -> bool {
+        self.finished()
+            && self
+                .lines
+                .iter()
+                .all(|l| l.state() == "COMPLETED" && l.exit_code() == "0:0")
+    }
+
+    /// One state for the whole job: the first task's that did not complete,
+    /// else the first's.
+    pub fn state(&self) -> &str {
+        self.lines
+            .iter()
+            .find(|l| l.state() != "COMPLETED")
+            .or(self.lines.first())
+            .map_or("UNKNOWN", JobLine::state)
+    }
+
+    /// The output files to follow, by task label.
+    pub fn output_files(&self) -> Vec<(String, String)> {
+        let mut files: Vec<(String, String)> = self
+            .lines
+            .iter()
+            .filter_map(|l| Some((l.label(), l.get("StdOut")?.to_string())))
+            .filter(|(_, path)| !path.contains('%'))
+            .collect();
+        files.sort();
+        files.dedup_by(|a, b| a.1 == b.1);
+        files
+    }
+}
+
+/// The job `id` as Slurm knows it now: the controller's view, else
+/// accounting's; `None` when neither knows it.
+pub(crate) async fn look(remote: &Remote, id: &str) -> Result<Option<Seen>, ProviderError> {
+    let lines = match control::show(remote, id).await? {
+        Some(lines) if !lines.is_empty() => Some(lines),
+        _ => control::accounted(remote, id).await?,
+    };
+    Ok(lines.map(|lines| Seen {
+        id: id.to_string(),
+        lines,
+    }))
+}
+
+/// Follows job `id` (called `name`) until it ends, streaming its output into
+/// `output`; cancels it if the run is interrupted.
+pub(crate) async fn run_to_end(
+    ctx: &OpContext,
+    remote: &Remote,
+    output: &mut Output,
+    name: &str,
+    id: &str,
+) -> Result<Seen, ProviderError> {
+    let what = format!("job `{name}` ({id})");
+    let mut last_state = String::new();
+    let mut failures = 0;
+    loop {
+        match look(remote, id).await {
+            Ok(Some(seen)) => {
+                failures = 0;
+                let state = seen.state().to_string();
+                if state != last_state {
+                    let nodes = seen.lines.first().and_then(|l| l.get("NodeList"));
+                    ctx.reporter.event(&match nodes {
+                        Some(n) if state == "RUNNING" => format!("{what}: {state} on {n}"),
+                        _ => format!("{what}: {state}"),
+                    });
+                    last_state = state;
+                }
+                output
+                    .poll(remote, &seen.output_files(), ctx.reporter.as_ref())
+                    .await;
+                if seen.finished() {
+                    output.close(ctx.reporter.as_ref());
+                    return Ok(seen);
+                }
+            }
+            Ok(None) => {
+                return Err(ProviderError::fatal(format!(
+                    "{what} is no longer known to Slurm (neither the controller nor accounting lists it)"
+                ))
+                .with_help("the controller forgets finished jobs after MinJobAge (300 s by default) unless accounting (slurmdbd) keeps them; `flow apply --replace STEP` runs it again"));
+            }
+            Err(e) if e.is_retryable() && failures < TOLERATED => {
+                failures += 1;
+                ctx.reporter.log(&format!(
+                    "could not read the job's state this time: {}",
+                    e.message
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            () = ctx.cancel.cancelled() => {
+                ctx.reporter.event(&format!("{what}: cancelling it (the run was interrupted)"));
+                control::cancel(remote, id).await?;
+                return Err(ProviderError::fatal(format!(
+                    "{what} was cancelled because the run was interrupted"
+                )));
+            }
+        }
+    }
+}
+
+/// The step's verdict on a finished job: success with its outputs (and what
+/// `capture` took), or a failure naming Slurm's state, what it means, and
+/// the last lines the job printed.
+pub(crate) fn verdict(
+    name: &str,
+    seen: &Seen,
+    output: &Output,
+    matchers: &Matchers,
+) -> Result<Applied, ProviderError> {
+    let what = format!("job `{name}` ({})", seen.id);
+    let tail = || match output.tail(5) {
+        t if t.is_empty() => String::new(),
+        t => format!(" — last lines: {t}"),
+    };
+    if !seen.succeeded() {
+        let bad = seen
+            .lines
+            .iter()
+            .find(|l| l.state() != "COMPLETED" || l.exit_code() != "0:0")
+            .expect("a job that did not succeed has a task that did not");
+        let state = bad.state();
+        let task = if seen.lines.len() > 1 {
+            format!(" (task {})", bad.label())
+        } else {
+            String::new()
+        };
+        return Err(ProviderError::fatal(format!(
+            "{what}{task} ended {state}, exit code {}: {}{}",
+            bad.exit_code(),
+            control::meaning(state),
+            tail()
+        ))
+        .with_help(
+            "the job's whole output is in the step's log (`flow logs FILE STEP`) and in its output file on the cluster",
+        ));
+    }
+    let captured = matchers.check(output.text()).map_err(|why| {
+        ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(
+            "the job completed but its output did not show what `success_pattern` and `capture` look for: read it with `flow logs FILE STEP`",
+        )
+    })?;
+    Ok(applied(seen, captured))
+}
+
+/// What state keeps of a job: its id and where it stands, plus `captured`.
+pub(crate) fn applied(seen: &Seen, captured: Values) -> Applied {
+    let mut outputs = captured;
+    outputs.insert("job_id".into(), Value::String(seen.id.clone()));
+    outputs.insert("state".into(), Value::String(seen.state().to_string()));
+    if let Some(first) = seen.lines.first() {
+        outputs.insert("exit_code".into(), Value::String(first.exit_code().into()));
+        if let Some(nodes) = first.get("NodeList") {
+            outputs.insert("nodes".into(), Value::String(nodes.to_string()));
+        }
+    }
+    if let Some((_, path)) = seen.output_files().first() {
+        outputs.insert("output_file".into(), Value::String(path.clone()));
+    }
+    Applied {
+        id: Some(seen.id.clone()),
+        outputs,
+        private: Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::control::parse_jobs;
+    use crate::testing::values;
+    use serde_json::json;
+
+    fn seen(text: &str) -> Seen {
+        Seen {
+            id: "8".into(),
+            lines: parse_jobs(text),
+        }
+    }
+
+    #[test]
+    fn a_failed_state_is_named_with_its_meaning_and_the_tail() {
+        let job = seen(
+            "JobId=8 JobState=OUT_OF_MEMORY Reason=OutOfMemory ExitCode=0:125 StdOut=/x/8.out",
+        );
+        let err = verdict("train", &job, &Output::default(), &Matchers::default()).unwrap_err();
+        assert_eq!(
+            err.message,
+            "job `train` (8) ended OUT_OF_MEMORY, exit code 0:125: a process was killed for using more memory than allowed"
+        );
+        let array = seen(
+            "JobId=9 ArrayJobId=8 ArrayTaskId=1 JobState=COMPLETED ExitCode=0:0\nJobId=10 ArrayJobId=8 ArrayTaskId=2 JobState=TIMEOUT ExitCode=0:15",
+        );
+        assert!(array.finished() && !array.succeeded());
+        assert_eq!(array.state(), "TIMEOUT");
+        let err = verdict("sweep", &array, &Output::default(), &Matchers::default()).unwrap_err();
+        assert!(
+            err.message.contains("(task 8_2) ended TIMEOUT"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn a_completed_job_is_judged_by_its_output() {
+        let job = seen("JobId=8 JobState=COMPLETED ExitCode=0:0 NodeList=vm StdOut=/x/8.out");
+        let busbw = Matchers::from_values(&values(
+            json!({"capture": {"busbw": "Avg bus bandwidth\\s*:\\s*([0-9.]+)"}}),
+        ))
+        .unwrap();
+        let err = verdict("nccl", &job, &Output::default(), &busbw).unwrap_err();
+        assert!(err.message.contains("capture `busbw`"), "{}", err.message);
+        let ok = verdict("nccl", &job, &Output::default(), &Matchers::default()).unwrap();
+        assert_eq!(ok.id.as_deref(), Some("8"));
+        assert_eq!(ok.outputs["state"], "COMPLETED");
+        assert_eq!(ok.outputs["nodes"], "vm");
+        assert_eq!(ok.outputs["output_file"], "/x/8.out");
+    }
+}
