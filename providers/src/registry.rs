@@ -129,7 +129,7 @@ mod tests {
     }
 
     #[test]
-    fn builtin_has_exec_null_and_the_aws_kinds() {
+    fn builtin_has_every_kind() {
         let registry = Registry::builtin();
         assert_eq!(
             registry.names(),

@@ -84,6 +84,49 @@ fn the_nccl_job_is_submitted_and_followed_over_ssh() {
         );
     }
     assert!(!run.all().contains(&body[..40]));
+    // A plan has no key to read the job with (state holds it sealed): the
+    // job is left as recorded, not reported unreadable.
+    let plan = p
+        .run_env(&["plan", "wf.toml"], &[("HEAD_NODE_SSH_KEY", key.as_str())])
+        .expect(0);
+    assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
+    assert!(!plan.all().contains("could not read"), "{}", plan.all());
+}
+
+#[test]
+fn destroy_over_ssh_cancels_a_job_a_killed_apply_left_running() {
+    let slurm = Slurm::start();
+    let sshd = Sshd::start(&slurm);
+    let p = project(&workflow(sshd.port, &sshd.host_key()).replace(
+        "environment = {",
+        "environment = { FLOW_TEST_SLEEP = \"300\", ",
+    ));
+    let key = sshd.client_key();
+    let child = p
+        .cmd(&["apply", "--auto-approve", "wf.toml"])
+        .env("HEAD_NODE_SSH_KEY", &key)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn flow");
+    crate::support::wait_until(std::time::Duration::from_secs(30), "the job to run", || {
+        slurm
+            .jobs_named("nccl-all_reduce_perf")
+            .iter()
+            .any(|j| j.2 == "RUNNING")
+    });
+    crate::support::signal(&child, libc::SIGKILL);
+    crate::support::finish(child);
+    // The intent's inputs hold the key sealed; destroy unseals it with the
+    // value the workflow gives, reads the job over SSH and cancels it.
+    let run = p.run_env(
+        &["destroy", "--auto-approve", "wf.toml"],
+        &[("HEAD_NODE_SSH_KEY", key.as_str())],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.all(), sshd.log());
+    let jobs = slurm.jobs_named("nccl-all_reduce_perf");
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].2, "CANCELLED", "{jobs:?}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use super::error::StepError;
 use super::events::{Event, Outcome};
 use super::job::new_token;
 use super::operation::Op;
-use super::sealing::kept_outputs;
+use super::sealing::{kept_outputs, unsealed};
 use crate::lang::inputs::Desired;
 use crate::plan::Action;
 
@@ -122,7 +122,7 @@ impl Op<'_> {
                 let read_inputs = if flight.inputs == desired.stored {
                     desired.actual.clone()
                 } else {
-                    flight.inputs.clone()
+                    unsealed(&flight.inputs, Some(desired))
                 };
                 let found = self
                     .provider
@@ -174,7 +174,11 @@ impl Op<'_> {
                     let ctx = self.op_context(&flight.token);
                     let found = self
                         .provider
-                        .read(&ctx, known_id(&rec, &flight), &flight.inputs)
+                        .read(
+                            &ctx,
+                            known_id(&rec, &flight),
+                            &unsealed(&flight.inputs, self.desired),
+                        )
                         .await
                         .map_err(StepError::CheckInterrupted)?;
                     match found {

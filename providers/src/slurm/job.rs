@@ -331,12 +331,18 @@ impl Provider for SlurmJob {
         true
     }
 
-    /// The job's state as Slurm reports it now; a job it has forgotten is
-    /// left as recorded (a task is judged by its run).
+    /// The job's state as Slurm reports it now; a job it has forgotten, or
+    /// one reached with an SSH key state holds only sealed, is left as
+    /// recorded (a task is judged by its run).
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
         let Some(id) = prior.id else {
             return Ok(Refreshed::unchanged());
         };
+        // A plan has no workflow values to unseal the SSH key with: the
+        // job is left as recorded rather than read without it.
+        if Remote::key_is_sealed(prior.inputs) {
+            return Ok(Refreshed::unchanged());
+        }
         let remote = Remote::from_inputs(prior.inputs, &ctx.workdir)?;
         let Some(seen) = run::look(&remote, id).await? else {
             return Ok(Refreshed::unchanged());

@@ -95,10 +95,17 @@ impl Remote {
                     .map_err(|_| ProviderError::bad_input(format!("`ssh_port` {p} is not a port")))
             })
             .transpose()?;
-        let key = inputs::opt_str(values, "ssh_private_key")?
-            .filter(|k| !k.is_empty())
-            .map(|k| secret_file(&k, "private key"))
-            .transpose()?;
+        let key = inputs::opt_str(values, "ssh_private_key")?.filter(|k| !k.is_empty());
+        if values
+            .get("ssh_private_key")
+            .is_some_and(crate::contract::is_sealed)
+        {
+            return Err(ProviderError::invalid(format!(
+                "the SSH private key for {host} is only a seal in state, and the workflow does not give it now"
+            ))
+            .with_help("give the workflow's variables (the key's) to this command, so that flow can use the key again"));
+        }
+        let key = key.map(|k| secret_file(&k, "private key")).transpose()?;
         let known_hosts = inputs::opt_str(values, "ssh_host_key")?
             .filter(|k| !k.is_empty())
             .map(|k| {
@@ -116,6 +123,14 @@ impl Remote {
             key,
             known_hosts,
         }))
+    }
+
+    /// Whether `values` name an SSH key that state holds only sealed (a
+    /// plan's refresh has no workflow values to unseal it with).
+    pub fn key_is_sealed(values: &Values) -> bool {
+        values
+            .get("ssh_private_key")
+            .is_some_and(crate::contract::is_sealed)
     }
 
     /// Where this is, for messages: `this machine` or `user@host:port`.
@@ -379,5 +394,18 @@ mod tests {
                 .any(|a| a.contains("PRIVATE KEY") || a.contains("AAAA"))
         );
         assert_eq!(argv.last().unwrap(), "sbatch --parsable");
+    }
+
+    #[test]
+    fn a_sealed_key_is_refused_not_used() {
+        let sealed = crate::contract::seal_hex(&"ab".repeat(32));
+        let inputs = values(json!({"host": "10.0.0.5", "ssh_private_key": sealed}));
+        assert!(Remote::key_is_sealed(&inputs));
+        let err = Remote::from_inputs(&inputs, std::path::Path::new(".")).unwrap_err();
+        assert!(
+            err.message.contains("only a seal in state"),
+            "{}",
+            err.message
+        );
     }
 }
