@@ -146,7 +146,8 @@ mod tests {
                 "null",
                 "s3.bucket",
                 "s3.sync",
-                "secretsmanager.secret"
+                "secretsmanager.secret",
+                "slurm.job",
             ]
         );
         assert_eq!(registry.get("exec").unwrap().name(), "exec");
