@@ -13,12 +13,14 @@ pub mod kube;
 pub mod local_digest;
 pub mod null;
 pub mod ownership;
+pub mod parallelcluster;
 pub mod registry;
 pub mod slurm;
 
 pub mod suggest;
 #[cfg(test)]
 mod testing;
+pub(crate) mod yaml_path;
 
 pub use contract::*;
 pub use registry::Registry;

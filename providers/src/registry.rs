@@ -33,6 +33,7 @@ impl Registry {
         for provider in crate::eks::providers()
             .into_iter()
             .chain(crate::kube::providers())
+            .chain(crate::parallelcluster::providers())
             .chain(crate::slurm::providers())
         {
             registry.register(provider);
@@ -144,6 +145,7 @@ mod tests {
                 "kube.job",
                 "kube.manifest",
                 "null",
+                "parallelcluster.cluster",
                 "s3.bucket",
                 "s3.sync",
                 "secretsmanager.secret",

@@ -179,6 +179,9 @@ pub fn estimate(
         ..PlanCost::default()
     };
     let outputs = PlannedOutputs::of_plan(records, plan);
+    let files = flow_providers::ValidateContext {
+        workdir: loaded.workflow.dir.clone(),
+    };
     let mut costs = Vec::new();
     for (index, change) in plan.changes.iter().enumerate() {
         if change.action == Action::NoOp {
@@ -196,7 +199,7 @@ pub fn estimate(
         let before_caps = records
             .get(&change.step)
             .filter(|r| r.applied)
-            .map(|r| provider.capacity(&r.inputs))
+            .map(|r| provider.capacity(&r.inputs, &files))
             .unwrap_or_default();
         let after_caps = match (change.action, decl) {
             (Action::Delete, _) | (_, None) => Vec::new(),
@@ -206,7 +209,7 @@ pub fn estimate(
                     .resolve_inputs(decl, &[0u8; 32], &lookup)
                     .map(|d| d.actual)
                     .unwrap_or_default();
-                provider.capacity(&known)
+                provider.capacity(&known, &files)
             }
         };
         if before_caps.is_empty() && after_caps.is_empty() {

@@ -262,7 +262,11 @@ impl Provider for FsxLustre {
         "fsx.lustre"
     }
 
-    fn capacity(&self, inputs: &Values) -> Vec<crate::contract::Capacity> {
+    fn capacity(
+        &self,
+        inputs: &Values,
+        _ctx: &crate::contract::ValidateContext,
+    ) -> Vec<crate::contract::Capacity> {
         let Some(gib) = inputs.get("storage_capacity").and_then(Value::as_u64) else {
             return Vec::new();
         };

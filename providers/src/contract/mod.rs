@@ -313,9 +313,10 @@ pub trait Provider: Send + Sync {
         None
     }
 
-    /// What a step with these inputs keeps running, for the cost estimate.
-    /// Offline and cheap; the default is nothing.
-    fn capacity(&self, _inputs: &Values) -> Vec<Capacity> {
+    /// What a step with these inputs keeps running, for the cost estimate;
+    /// `ctx` says where files the inputs name are. Offline and cheap; the
+    /// default is nothing.
+    fn capacity(&self, _inputs: &Values, _ctx: &ValidateContext) -> Vec<Capacity> {
         Vec::new()
     }
 

@@ -142,7 +142,11 @@ impl Provider for EksNodegroup {
 
     /// The nodes it keeps running: `desired_size` (default 1) of the first
     /// instance type (EKS launches the first type that has capacity).
-    fn capacity(&self, inputs: &Values) -> Vec<crate::contract::Capacity> {
+    fn capacity(
+        &self,
+        inputs: &Values,
+        _ctx: &crate::contract::ValidateContext,
+    ) -> Vec<crate::contract::Capacity> {
         let Some(Ok(spec)) = NodegroupSpec::for_checks(inputs) else {
             return Vec::new();
         };
@@ -378,7 +382,12 @@ mod tests {
     #[test]
     fn capacity_uses_the_same_default_as_the_spec() {
         let provider = EksNodegroup::new();
-        let caps = provider.capacity(&values(json!({"instance_types": ["p4d.24xlarge"]})));
+        let caps = provider.capacity(
+            &values(json!({"instance_types": ["p4d.24xlarge"]})),
+            &crate::contract::ValidateContext {
+                workdir: ".".into(),
+            },
+        );
         assert_eq!(
             caps,
             vec![crate::contract::Capacity::Instances {
@@ -388,7 +397,12 @@ mod tests {
         );
         assert!(
             provider
-                .capacity(&values(json!({"cluster": "c"})))
+                .capacity(
+                    &values(json!({"cluster": "c"})),
+                    &crate::contract::ValidateContext {
+                        workdir: ".".into()
+                    },
+                )
                 .is_empty()
         );
     }

@@ -1,0 +1,20 @@
+//! AWS ParallelCluster: `parallelcluster.cluster`, a Slurm cluster made
+//! with the official `pcluster` CLI from the runbook's configuration file.
+//! Its jobs run as `slurm.job` steps on the head node over SSH.
+
+mod cli;
+mod cluster;
+mod config;
+mod errors;
+mod wait;
+
+use std::sync::Arc;
+
+use crate::contract::Provider;
+
+pub use cluster::ParallelCluster;
+
+/// The ParallelCluster provider kinds.
+pub fn providers() -> Vec<Arc<dyn Provider>> {
+    vec![Arc::new(ParallelCluster::new())]
+}

@@ -1,0 +1,474 @@
+//! The `parallelcluster.cluster` provider: a ParallelCluster 3 Slurm
+//! cluster made, changed and deleted with the official `pcluster` CLI from
+//! the configuration file the runbook gives (placeholders filled by
+//! `substitute`). The copy pcluster gets carries the tag `flow:token`, so
+//! a cluster of that name is known to be the step's own.
+
+use std::io::Write;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::cli::Pcluster;
+use super::config;
+use super::errors;
+use super::wait;
+use crate::contract::{
+    Applied, Capacity, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem,
+    Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
+    attribute_drift, import_missing, known_inputs,
+};
+use crate::{file_input, inputs, ownership};
+
+/// The `parallelcluster.cluster` provider kind.
+#[derive(Debug, Clone)]
+pub struct ParallelCluster {
+    schema: Schema,
+}
+
+impl ParallelCluster {
+    /// The provider with its schema.
+    pub fn new() -> Self {
+        ParallelCluster {
+            schema: Schema {
+                kind: StepKind::Resource,
+                description: "An AWS ParallelCluster 3 (Slurm) cluster, made with the pcluster CLI from its configuration file",
+                inputs: vec![
+                    InputSpec::required("cluster_name", InputType::String, "The cluster's name")
+                        .forces_new(),
+                    InputSpec::required(
+                        "config",
+                        InputType::LocalFile,
+                        "The cluster configuration (YAML, as pcluster takes it), inside the workflow's folder",
+                    ),
+                    InputSpec::optional(
+                        "substitute",
+                        InputType::Map(Box::new(InputType::String)),
+                        "Placeholders in the configuration and their values, e.g. { PLACEHOLDER_FSX_ID = \"${steps.fsx.outputs.file_system_id}\" }",
+                    ),
+                    InputSpec::optional(
+                        "suppress_validators",
+                        InputType::List(Box::new(InputType::String)),
+                        "pcluster validators to skip (--suppress-validators), e.g. [\"type:InstanceTypeBaseAMICompatibleValidator\"] or [\"ALL\"]",
+                    ),
+                    InputSpec::optional(
+                        "stop_compute_fleet",
+                        InputType::Bool,
+                        "Let flow stop the compute fleet for an update that needs it, and start it again after (default false: such an update fails, saying so)",
+                    ),
+                    InputSpec::optional(
+                        "pcluster",
+                        InputType::String,
+                        "The pcluster command (default: FLOW_PCLUSTER, else pcluster on PATH)",
+                    ),
+                ],
+                open_inputs: false,
+            },
+        }
+    }
+}
+
+impl Default for ParallelCluster {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The step's configuration, read and parsed: `(path, text, parsed)`.
+fn load(
+    ctx_workdir: &std::path::Path,
+    values: &Values,
+) -> Result<(String, String, Value), ProviderError> {
+    let path = inputs::req_str(values, "config")?;
+    let text = config::read(ctx_workdir, &path, &inputs::str_map(values, "substitute")?)?;
+    let parsed =
+        config::parse(&text).map_err(|why| ProviderError::bad_input(format!("{path}: {why}")))?;
+    Ok((path, text, parsed))
+}
+
+/// The configuration pcluster is handed: `parsed` with the token tag, as
+/// JSON (which is YAML), in a temporary file.
+fn rendered(parsed: &Value, token: &str) -> Result<tempfile::NamedTempFile, ProviderError> {
+    let mut file = tempfile::Builder::new()
+        .prefix("flow-pcluster-")
+        .suffix(".yaml")
+        .tempfile()
+        .map_err(|e| {
+            ProviderError::fatal(format!("could not write the cluster configuration: {e}"))
+        })?;
+    let body = serde_json::to_vec_pretty(&config::with_token_tag(parsed, token))
+        .expect("JSON values serialise");
+    file.write_all(&body)
+        .and_then(|()| file.flush())
+        .map_err(|e| {
+            ProviderError::fatal(format!("could not write the cluster configuration: {e}"))
+        })?;
+    Ok(file)
+}
+
+/// Where the cluster stands and its outputs, once pcluster says it is up.
+async fn settle(
+    ctx: &OpContext,
+    pc: &Pcluster,
+    name: &str,
+    parsed: &Value,
+) -> Result<Applied, ProviderError> {
+    let cluster = wait::until_done(ctx, pc, name).await?;
+    Ok(wait::applied(name, &cluster, &config::summary(parsed)))
+}
+
+#[async_trait]
+impl Provider for ParallelCluster {
+    fn name(&self) -> &'static str {
+        "parallelcluster.cluster"
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
+        let known = known_inputs(inputs);
+        let Some(path) = known.get("config").and_then(Value::as_str) else {
+            return Vec::new();
+        };
+        if let Err(why) = file_input::inside_workdir(&ctx.workdir, path) {
+            return vec![Problem::at("config", why)];
+        }
+        // Placeholders filled from values not known yet are checked at apply.
+        let substitute_known = inputs
+            .iter()
+            .all(|(k, v)| k != "substitute" || matches!(v, InputValue::Known(_)));
+        let substitute = inputs::str_map(&known, "substitute").unwrap_or_default();
+        let Ok(text) = config::read(&ctx.workdir, path, &substitute) else {
+            return Vec::new();
+        };
+        let mut problems = Vec::new();
+        match config::parse(&text) {
+            Err(why) => problems.push(Problem::at("config", format!("{path}: {why}"))),
+            Ok(parsed) => {
+                let summary = config::summary(&parsed);
+                if summary.scheduler != "slurm" {
+                    problems.push(Problem::at(
+                        "config",
+                        format!(
+                            "{path}: `Scheduling.Scheduler` is {:?}; flow drives Slurm clusters",
+                            summary.scheduler
+                        ),
+                    ));
+                }
+            }
+        }
+        let left = config::leftover_placeholders(&text);
+        if substitute_known && !left.is_empty() {
+            problems.push(
+                Problem::at(
+                    "config",
+                    format!("{path} still has placeholders: {}", left.join(", ")),
+                )
+                .with_help(format!(
+                    "fill them with `substitute = {{ {} = \"…\" }}` on the step",
+                    left[0]
+                )),
+            );
+        }
+        problems
+    }
+
+    fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
+        crate::local_digest::of_input(inputs, "config", &ctx.workdir)
+    }
+
+    /// The head node and every compute resource at its `MaxCount`: the
+    /// plan's cost is the cluster's at its largest.
+    fn capacity(&self, inputs: &Values, ctx: &ValidateContext) -> Vec<Capacity> {
+        load(&ctx.workdir, inputs)
+            .map(|(_, _, parsed)| config::summary(&parsed).capacity())
+            .unwrap_or_default()
+    }
+
+    fn has_plan_detail(&self) -> bool {
+        true
+    }
+
+    /// The queues, instance types, counts and storage the configuration
+    /// asks for; for an update, whether the queues change (which pcluster
+    /// allows only with the compute fleet stopped).
+    async fn plan_detail(
+        &self,
+        ctx: &OpContext,
+        prior: Option<Prior<'_>>,
+        desired: &Values,
+    ) -> Result<PlanDetail, ProviderError> {
+        let (_, _, parsed) = load(&ctx.workdir, desired)?;
+        let summary = config::summary(&parsed);
+        let mut lines = summary.plan_lines();
+        if let Some(prior) = prior
+            && let Ok((_, _, before)) = load(&ctx.workdir, prior.inputs)
+            && config::summary(&before).queues != summary.queues
+        {
+            let stop = inputs::bool_or(desired, "stop_compute_fleet", false)?;
+            lines.push(if stop {
+                "queues change: flow stops the compute fleet, updates, and starts it again".into()
+            } else {
+                "queues change: pcluster needs the compute fleet stopped first (set `stop_compute_fleet = true` to let flow do it)".into()
+            });
+        }
+        Ok(PlanDetail {
+            lines,
+            replace_because: None,
+        })
+    }
+
+    async fn create(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
+        let name = inputs::req_str(values, "cluster_name")?;
+        let (path, text, parsed) = load(&ctx.workdir, values)?;
+        let pc = Pcluster::for_step(ctx, values)?;
+        if let Some(cluster) = pc.describe(&name).await? {
+            ownership::ensure_own(
+                &format!("cluster `{name}`"),
+                wait::tag(&cluster, crate::aws::tags::TOKEN),
+                &ctx.token,
+            )?;
+            ctx.reporter.event(&format!(
+                "cluster `{name}` was already created by this operation ({})",
+                wait::status(&cluster)
+            ));
+            return settle(ctx, &pc, &name, &parsed).await;
+        }
+        let file = rendered(&parsed, &ctx.token)?;
+        let answer = pc
+            .create(
+                &name,
+                file.path(),
+                &inputs::str_list(values, "suppress_validators")?,
+            )
+            .await?;
+        if !answer.ok {
+            return Err(match answer.json {
+                Value::Null => pc.failed(&format!("create cluster `{name}`"), &answer.complaint),
+                ref json => {
+                    errors::refusal(&format!("create cluster `{name}`"), json, &path, &text)
+                }
+            });
+        }
+        ctx.reporter
+            .event(&format!("cluster `{name}`: create started"));
+        settle(ctx, &pc, &name, &parsed).await
+    }
+
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        _prior: Prior<'_>,
+        values: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let name = inputs::req_str(values, "cluster_name")?;
+        let (path, text, parsed) = load(&ctx.workdir, values)?;
+        let pc = Pcluster::for_step(ctx, values)?;
+        let file = rendered(&parsed, &ctx.token)?;
+        let suppress = inputs::str_list(values, "suppress_validators")?;
+        let mut answer = pc.update(&name, file.path(), &suppress).await?;
+        let mut stopped = false;
+        if !answer.ok {
+            let err = errors::refusal(
+                &format!("update cluster `{name}`"),
+                &answer.json,
+                &path,
+                &text,
+            );
+            let needs_stop = err
+                .help
+                .as_deref()
+                .is_some_and(|h| h.contains("stop_compute_fleet"));
+            if !(needs_stop && inputs::bool_or(values, "stop_compute_fleet", false)?) {
+                return Err(err);
+            }
+            ctx.reporter.event(&format!(
+                "cluster `{name}`: stopping the compute fleet for the update"
+            ));
+            pc.set_fleet(&name, "STOP_REQUESTED").await?;
+            wait::until_fleet(ctx, &pc, &name, "STOPPED").await?;
+            stopped = true;
+            answer = pc.update(&name, file.path(), &suppress).await?;
+            if !answer.ok {
+                return Err(errors::refusal(
+                    &format!("update cluster `{name}`"),
+                    &answer.json,
+                    &path,
+                    &text,
+                ));
+            }
+        }
+        for change in answer
+            .json
+            .get("changeSet")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            ctx.reporter.event(&format!(
+                "cluster `{name}`: {} {} → {}",
+                change
+                    .get("parameter")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+                change.get("currentValue").unwrap_or(&Value::Null),
+                change.get("requestedValue").unwrap_or(&Value::Null)
+            ));
+        }
+        let applied = settle(ctx, &pc, &name, &parsed).await?;
+        if stopped {
+            ctx.reporter.event(&format!(
+                "cluster `{name}`: starting the compute fleet again"
+            ));
+            pc.set_fleet(&name, "START_REQUESTED").await?;
+            wait::until_fleet(ctx, &pc, &name, "RUNNING").await?;
+        }
+        Ok(applied)
+    }
+
+    async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
+        let Some(name) = prior
+            .id
+            .map(str::to_string)
+            .or_else(|| inputs::opt_str(prior.inputs, "cluster_name").ok().flatten())
+        else {
+            return Ok(());
+        };
+        let pc = Pcluster::for_step(ctx, prior.inputs)?;
+        if pc.describe(&name).await?.is_none() {
+            return Ok(());
+        }
+        pc.delete(&name).await?;
+        ctx.reporter
+            .event(&format!("cluster `{name}`: delete started"));
+        wait::until_gone(ctx, &pc, &name).await
+    }
+
+    fn can_refresh(&self) -> bool {
+        true
+    }
+
+    /// Whether the cluster still exists, and its status now.
+    async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
+        let Some(name) = prior.id else {
+            return Ok(Refreshed::unchanged());
+        };
+        let pc = Pcluster::for_step(ctx, prior.inputs)?;
+        let Some(cluster) = pc.describe(name).await? else {
+            return Ok(Refreshed::Gone);
+        };
+        let recorded = prior.outputs.get("status").cloned().unwrap_or(Value::Null);
+        Ok(Refreshed::drifted(
+            attribute_drift("status", recorded, Value::from(wait::status(&cluster)))
+                .into_iter()
+                .collect(),
+        ))
+    }
+
+    /// The cluster this operation created (the step's name, with its
+    /// token), waited for while in progress; a failed one reads as failed.
+    async fn read(
+        &self,
+        ctx: &OpContext,
+        _id: Option<&str>,
+        values: &Values,
+    ) -> Result<ReadOutcome, ProviderError> {
+        let name = inputs::req_str(values, "cluster_name")?;
+        let pc = Pcluster::for_step(ctx, values)?;
+        let Some(cluster) = pc.describe(&name).await? else {
+            return Ok(ReadOutcome::Missing);
+        };
+        ownership::ensure_own(
+            &format!("cluster `{name}`"),
+            wait::tag(&cluster, crate::aws::tags::TOKEN),
+            &ctx.token,
+        )?;
+        if wait::stage(wait::status(&cluster)) == wait::Stage::Failed {
+            return Ok(ReadOutcome::Failed {
+                id: Some(name),
+                reason: wait::failure(&cluster),
+            });
+        }
+        let (_, _, parsed) = load(&ctx.workdir, values)?;
+        match settle(ctx, &pc, &name, &parsed).await {
+            Ok(applied) => Ok(ReadOutcome::Present(applied)),
+            Err(e) if e.is_retryable() => Err(e),
+            Err(e) => Ok(ReadOutcome::Failed {
+                id: Some(name),
+                reason: e.message,
+            }),
+        }
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("a cluster name")
+    }
+
+    async fn import(
+        &self,
+        ctx: &OpContext,
+        id: &str,
+        values: &Values,
+    ) -> Result<Applied, ProviderError> {
+        let name = inputs::req_str(values, "cluster_name")?;
+        if id != name {
+            return Err(crate::contract::import_mismatch("cluster", id, &name));
+        }
+        let pc = Pcluster::for_step(ctx, values)?;
+        let cluster = pc
+            .describe(id)
+            .await?
+            .ok_or_else(|| import_missing("cluster", id))?;
+        let (_, _, parsed) = load(&ctx.workdir, values)?;
+        Ok(wait::applied(id, &cluster, &config::summary(&parsed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validate(dir: &std::path::Path, config_text: &str, substitute: Value) -> Vec<Problem> {
+        std::fs::write(dir.join("cluster.yaml"), config_text).unwrap();
+        ParallelCluster::new().validate(
+            &[
+                ("cluster_name".into(), InputValue::Known("ml".into())),
+                ("config".into(), InputValue::Known("cluster.yaml".into())),
+                ("substitute".into(), InputValue::Known(substitute)),
+            ],
+            &ValidateContext {
+                workdir: dir.to_path_buf(),
+            },
+        )
+    }
+
+    #[test]
+    fn placeholders_left_unfilled_are_named_before_anything_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = "HeadNode:\n  InstanceType: m5.xlarge\n  Networking:\n    SubnetId: PLACEHOLDER_SUBNET\nScheduling:\n  Scheduler: slurm\n";
+        let problems = validate(dir.path(), config, serde_json::json!({}));
+        assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].message.contains("PLACEHOLDER_SUBNET"),
+            "{}",
+            problems[0].message
+        );
+        assert!(
+            validate(
+                dir.path(),
+                config,
+                serde_json::json!({"PLACEHOLDER_SUBNET": "subnet-1"})
+            )
+            .is_empty()
+        );
+        let batch = config.replace("slurm", "awsbatch");
+        let problems = validate(
+            dir.path(),
+            &batch,
+            serde_json::json!({"PLACEHOLDER_SUBNET": "subnet-1"}),
+        );
+        assert!(problems[0].message.contains("flow drives Slurm clusters"));
+    }
+}

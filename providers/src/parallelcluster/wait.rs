@@ -1,0 +1,222 @@
+//! Following a cluster through `describe-cluster` until an operation ends,
+//! and what state keeps of a cluster that is up.
+
+use serde_json::{Value, json};
+
+use super::cli::Pcluster;
+use super::config::Summary;
+use crate::aws::poll::{Pace, Waiter};
+use crate::contract::{Applied, OpContext, ProviderError};
+
+/// Where a cluster's status says an operation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Still working.
+    InProgress,
+    /// Done and healthy.
+    Complete,
+    /// Ended in failure.
+    Failed,
+}
+
+/// The stage of `status` (`clusterStatus`).
+pub(crate) fn stage(status: &str) -> Stage {
+    match status {
+        "CREATE_COMPLETE" | "UPDATE_COMPLETE" => Stage::Complete,
+        s if s.ends_with("_FAILED") => Stage::Failed,
+        _ => Stage::InProgress,
+    }
+}
+
+/// The cluster's `clusterStatus`.
+pub(crate) fn status(cluster: &Value) -> &str {
+    cluster
+        .get("clusterStatus")
+        .and_then(Value::as_str)
+        .unwrap_or("UNKNOWN")
+}
+
+/// The value of the cluster's tag `key`.
+pub(crate) fn tag<'a>(cluster: &'a Value, key: &str) -> Option<&'a str> {
+    cluster
+        .get("tags")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|t| t.get("key").and_then(Value::as_str) == Some(key))
+        .and_then(|t| t.get("value").and_then(Value::as_str))
+}
+
+/// Why a failed cluster failed, as pcluster says.
+pub(crate) fn failure(cluster: &Value) -> String {
+    let reasons: Vec<String> = cluster
+        .get("failures")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| {
+            let code = f.get("failureCode").and_then(Value::as_str).unwrap_or("");
+            let reason = f.get("failureReason").and_then(Value::as_str)?;
+            Some(if code.is_empty() {
+                reason.to_string()
+            } else {
+                format!("{code}: {reason}")
+            })
+        })
+        .collect();
+    if reasons.is_empty() {
+        format!("the cluster is {}", status(cluster))
+    } else {
+        reasons.join("; ")
+    }
+}
+
+/// Waits until cluster `name` ends its operation; the cluster when it
+/// completed, the failure otherwise.
+pub(crate) async fn until_done(
+    ctx: &OpContext,
+    pc: &Pcluster,
+    name: &str,
+) -> Result<Value, ProviderError> {
+    let what = format!("cluster `{name}`");
+    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    loop {
+        match pc.describe(name).await {
+            Ok(Some(cluster)) => {
+                waiter.looked();
+                let st = status(&cluster).to_string();
+                let fleet = cluster
+                    .get("computeFleetStatus")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                waiter.report([format!("{what}: {st} (compute fleet {fleet})")]);
+                match stage(&st) {
+                    Stage::Complete => return Ok(cluster),
+                    Stage::Failed => {
+                        return Err(ProviderError::fatal(format!(
+                            "{what} is {st}: {}",
+                            failure(&cluster)
+                        ))
+                        .with_help("`pcluster describe-cluster` and `pcluster get-cluster-stack-events` show what failed; fix the configuration and apply again"));
+                    }
+                    Stage::InProgress => {}
+                }
+            }
+            Ok(None) => {
+                return Err(ProviderError::vanished(format!(
+                    "{what} disappeared while flow waited for it"
+                )));
+            }
+            Err(e) => waiter.tolerate(e)?,
+        }
+        waiter.pause().await?;
+    }
+}
+
+/// Waits until cluster `name` is gone.
+pub(crate) async fn until_gone(
+    ctx: &OpContext,
+    pc: &Pcluster,
+    name: &str,
+) -> Result<(), ProviderError> {
+    let what = format!("cluster `{name}`");
+    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    loop {
+        match pc.describe(name).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(cluster)) => {
+                waiter.looked();
+                let st = status(&cluster);
+                if st == "DELETE_FAILED" {
+                    return Err(ProviderError::fatal(format!(
+                        "{what} could not be deleted: {}",
+                        failure(&cluster)
+                    ))
+                    .with_help("something outside the cluster may still use its resources (an ENI, a security group); `pcluster get-cluster-stack-events` names it"));
+                }
+                waiter.report([format!("{what}: {st}")]);
+            }
+            Err(e) => waiter.tolerate(e)?,
+        }
+        waiter.pause().await?;
+    }
+}
+
+/// Waits until the compute fleet of cluster `name` reports `wanted`.
+pub(crate) async fn until_fleet(
+    ctx: &OpContext,
+    pc: &Pcluster,
+    name: &str,
+    wanted: &str,
+) -> Result<(), ProviderError> {
+    let what = format!("the compute fleet of `{name}`");
+    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    loop {
+        match pc.describe(name).await {
+            Ok(Some(cluster)) => {
+                waiter.looked();
+                let fleet = cluster
+                    .get("computeFleetStatus")
+                    .and_then(Value::as_str)
+                    .unwrap_or("UNKNOWN");
+                waiter.report([format!("{what}: {fleet}")]);
+                if fleet == wanted {
+                    return Ok(());
+                }
+            }
+            Ok(None) => {
+                return Err(ProviderError::vanished(format!(
+                    "cluster `{name}` disappeared while flow waited for its compute fleet"
+                )));
+            }
+            Err(e) => waiter.tolerate(e)?,
+        }
+        waiter.pause().await?;
+    }
+}
+
+/// What state keeps of a cluster that is up.
+pub(crate) fn applied(name: &str, cluster: &Value, summary: &Summary) -> Applied {
+    let head = cluster.get("headNode").cloned().unwrap_or(Value::Null);
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let outputs = json!({
+        "cluster_name": name,
+        "status": status(cluster),
+        "region": text(cluster, "region"),
+        "version": text(cluster, "version"),
+        "scheduler": summary.scheduler,
+        "compute_fleet_status": text(cluster, "computeFleetStatus"),
+        "head_node_instance_id": text(&head, "instanceId"),
+        "head_node_ip": text(&head, "privateIpAddress"),
+        "head_node_public_ip": text(&head, "publicIpAddress"),
+        "ssh_user": summary.ssh_user(),
+    });
+    Applied {
+        id: Some(name.to_string()),
+        outputs: outputs.as_object().cloned().unwrap_or_default(),
+        private: Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_stages_and_failures_are_named() {
+        assert_eq!(stage("CREATE_IN_PROGRESS"), Stage::InProgress);
+        assert_eq!(stage("UPDATE_COMPLETE"), Stage::Complete);
+        assert_eq!(stage("CREATE_FAILED"), Stage::Failed);
+        let cluster = json!({"clusterStatus": "CREATE_FAILED", "failures": [
+            {"failureCode": "HeadNodeBootstrapFailure", "failureReason": "Cluster creation timed out."}],
+            "tags": [{"key": "flow:token", "value": "t"}]});
+        assert_eq!(
+            failure(&cluster),
+            "HeadNodeBootstrapFailure: Cluster creation timed out."
+        );
+        assert_eq!(tag(&cluster, "flow:token"), Some("t"));
+        assert_eq!(
+            failure(&json!({"clusterStatus": "DELETE_FAILED"})),
+            "the cluster is DELETE_FAILED"
+        );
+    }
+}
