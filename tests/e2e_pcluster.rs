@@ -16,6 +16,7 @@
 //! - pcluster's bucket policy denies non-TLS requests and moto ignores the
 //!   condition (see tests/fixtures/pcluster/prepare_moto.py): the bucket is
 //!   made without it.
+//!
 //! Validators are suppressed (`suppress_validators = ["ALL"]`): they call
 //! EC2 for instance types, AMIs and subnets moto describes only in part.
 
@@ -92,7 +93,10 @@ fn placeholders_left_unfilled_are_refused_before_anything_runs() {
     );
     let run = p.run(&["plan", "wf.toml"]).expect(1);
     let all = run.all();
-    assert!(all.contains("cluster.yaml still has placeholders: PLACEHOLDER_CAPACITY_RESERVATION_ID"), "{all}");
+    assert!(
+        all.contains("cluster.yaml still has placeholders: PLACEHOLDER_CAPACITY_RESERVATION_ID"),
+        "{all}"
+    );
     assert!(all.contains("wf.toml:"), "{all}");
     assert!(p.state_files().is_empty());
 }
@@ -111,7 +115,11 @@ fn prepared(moto: &Moto) -> (String, String) {
     // The boto3 pcluster pins reads AWS_DEFAULT_REGION, not AWS_REGION.
     cmd.env("AWS_DEFAULT_REGION", "us-east-1");
     let out = cmd.output().expect("run prepare_moto.py");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ids: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let values = format!(
         r#"PLACEHOLDER_AMI = "{ami}", PLACEHOLDER_PUBLIC_SUBNET = "{subnet}", PLACEHOLDER_PRIVATE_SUBNET = "{subnet}", PLACEHOLDER_SSH_KEY = "flow-test", PLACEHOLDER_MIN_INSTANCES = "0", PLACEHOLDER_MAX_INSTANCES = "2""#,
@@ -127,7 +135,9 @@ fn moto_config() -> String {
         "          CapacityReservationTarget:\n            CapacityReservationId: PLACEHOLDER_CAPACITY_RESERVATION_ID\n",
         "",
     );
-    let cut = without_reservation.find("SharedStorage:").expect("storage section");
+    let cut = without_reservation
+        .find("SharedStorage:")
+        .expect("storage section");
     without_reservation[..cut].to_string()
 }
 
@@ -144,7 +154,9 @@ fn a_configuration_pcluster_refuses_is_named_by_file_line_and_column() {
     let mut env = a.env.clone();
     env.push(("FLOW_PCLUSTER".into(), pcluster));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let run = a.p.run_env(&["apply", "--auto-approve", "wf.toml"], &env).expect(1);
+    let run =
+        a.p.run_env(&["apply", "--auto-approve", "wf.toml"], &env)
+            .expect(1);
     let all = run.all();
     // The unknown key's own line and column in cluster.yaml.
     let line = moto_config()
@@ -159,7 +171,9 @@ fn a_configuration_pcluster_refuses_is_named_by_file_line_and_column() {
         "{all}"
     );
     // pcluster validates before it makes anything: no intent is kept.
-    let show = a.p.run_env(&["state", "show", "wf.toml", "cluster"], &env).expect(0);
+    let show =
+        a.p.run_env(&["state", "show", "wf.toml", "cluster"], &env)
+            .expect(0);
     let rec: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
     assert!(rec["in_flight"].is_null(), "{rec}");
     assert_eq!(rec["applied"], false);
@@ -175,7 +189,9 @@ fn create_reaches_cloudformation_where_moto_stops() {
     let mut env = a.env.clone();
     env.push(("FLOW_PCLUSTER".into(), pcluster));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let run = a.p.run_env(&["apply", "--auto-approve", "wf.toml"], &env).expect(1);
+    let run =
+        a.p.run_env(&["apply", "--auto-approve", "wf.toml"], &env)
+            .expect(1);
     let all = run.all();
     // pcluster built the template and called CreateStack; moto's
     // CloudFormation refused it for the CloudWatch alarm it lacks.
@@ -184,10 +200,15 @@ fn create_reaches_cloudformation_where_moto_stops() {
         "{all}"
     );
     let log = std::fs::read_to_string(&moto.log).unwrap_or_default();
-    assert!(log.contains("No Moto CloudFormation support for AWS::CloudWatch::Alarm"), "moto's log says why");
+    assert!(
+        log.contains("No Moto CloudFormation support for AWS::CloudWatch::Alarm"),
+        "moto's log says why"
+    );
     // pcluster's answer is not one that proves nothing was made (only its
     // validation errors are), so the intent stays for the next apply to read.
-    let show = a.p.run_env(&["state", "show", "wf.toml", "cluster"], &env).expect(0);
+    let show =
+        a.p.run_env(&["state", "show", "wf.toml", "cluster"], &env)
+            .expect(0);
     let rec: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
     assert_eq!(rec["in_flight"]["operation"], "create", "{rec}");
     // That next apply is not run here: moto keeps the stack it refused as
@@ -206,6 +227,51 @@ fn a_missing_pcluster_is_one_line_naming_how_to_install_it() {
         )
         .expect(1);
     let all = run.all();
-    assert!(all.contains("`/nonexistent/pcluster` is not installed (not found)"), "{all}");
+    assert!(
+        all.contains("`/nonexistent/pcluster` is not installed (not found)"),
+        "{all}"
+    );
     assert!(all.contains("scripts/install-pcluster"), "{all}");
+}
+
+/// workflows/pcluster-p5.toml as a user plans it on a fresh machine (no AWS
+/// account): every step to create, the cluster's queues and its cost at
+/// most from the published configuration, the Slurm jobs on the head node.
+#[test]
+fn the_pcluster_p5_workflow_plans_offline() {
+    let p = Project::new();
+    let wf = support::workspace_root().join("workflows/pcluster-p5.toml");
+    let wf = wf.to_string_lossy().into_owned();
+    let state = p.path().join("state").to_string_lossy().into_owned();
+    let vars = [
+        "--var",
+        "key_name=ml",
+        "--var",
+        "capacity_reservation_id=cr-0123456789abcdef0",
+    ];
+    let mut args = vec!["validate", wf.as_str()];
+    args.extend(vars);
+    p.run(&args).expect(0);
+    let mut args = vec![
+        "plan",
+        wf.as_str(),
+        "--state-dir",
+        &state,
+        "--refresh=false",
+    ];
+    args.extend(vars);
+    let plan = p.run_env(&args, &[("AWS_REGION", "us-east-1")]).expect(0);
+    let out = plan.stdout;
+    for line in [
+        "+ cluster    (parallelcluster.cluster)  create",
+        "≈ $220.93/h (1 × m5.4xlarge, 4 × p5.48xlarge)",
+        "queue compute-gpu: p5 p5.48xlarge × 0–4 (ONDEMAND, EFA, placement group, reservation (known after apply))",
+        "shared storage: FsxLustre at /fsx ((known after apply))",
+        "+ nccl       (slurm.job)  create",
+        "+ ddp_setup  (slurm.job)  create",
+        "+ train      (slurm.job)  create",
+        "Plan: 7 to create",
+    ] {
+        assert!(out.contains(line), "plan lacks {line:?}:\n{out}");
+    }
 }

@@ -209,3 +209,64 @@ fn a_missing_sbatch_is_one_line_naming_what_to_install() {
     assert!(record(&p, "nccl")["in_flight"].is_null());
     assert!(slurm.jobs().is_empty());
 }
+
+/// The DDP test case's training script (workflows/slurm/ddp-train.sbatch,
+/// after 1.conda-train.sbatch) on the one-node cluster: its `srun` of
+/// `hostname --ip-address` for the rendezvous and its `srun` of torchrun,
+/// here a stand-in in pt_cpu/bin (tests/fixtures/slurm/torchrun), with
+/// the epochs as the script's first argument, as workflows/pcluster-p5.toml
+/// runs it.
+#[test]
+fn the_ddp_training_script_runs_with_its_rendezvous_and_epochs() {
+    let slurm = Slurm::start();
+    let p = project("");
+    // The job's folder on the "cluster": what ddp-setup.sbatch leaves
+    // there, logs/ and the conda environment's torchrun.
+    let chdir = p.path().join("fsx/cpu-ddp");
+    std::fs::create_dir_all(chdir.join("logs")).unwrap();
+    std::fs::create_dir_all(chdir.join("pt_cpu/bin")).unwrap();
+    std::fs::copy(
+        crate::fixture("torchrun"),
+        chdir.join("pt_cpu/bin/torchrun"),
+    )
+    .unwrap();
+    p.write(
+        "wf.toml",
+        &format!(
+            r#"
+[workflow]
+name = "slurm-ddp"
+
+[steps.train]
+provider = "slurm.job"
+[steps.train.inputs]
+script = "slurm/ddp-train.sbatch"
+args = ["3"]
+nodes = 1
+sbatch_args = ["--cpus-per-task=1"]
+chdir = "{dir}"
+capture = {{ last_epoch = "Epoch (\\d+) \\|" }}
+success_pattern = "Training finished after 3 epochs"
+"#,
+            dir = chdir.display()
+        ),
+    );
+    p.write(
+        "slurm/ddp-train.sbatch",
+        &std::fs::read_to_string(
+            crate::support::workspace_root().join("workflows/slurm/ddp-train.sbatch"),
+        )
+        .unwrap(),
+    );
+    let run = flow(&p, &slurm, &["apply", "--auto-approve", "wf.toml"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.all(), slurm.logs());
+    assert_eq!(
+        p.run(&["output", "wf.toml", "train.last_epoch"])
+            .expect(0)
+            .stdout
+            .trim(),
+        "2"
+    );
+    let logged = log(&p, "train");
+    assert!(logged.contains("Node IP: 127.0.0.1"), "{logged}");
+}

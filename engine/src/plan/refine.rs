@@ -1,5 +1,7 @@
-//! Refine a computed plan by asking providers to look at the real objects of
-//! steps with pending changes (change sets, stacks stuck in a failed state).
+//! Refine a computed plan: the lines each provider reads offline from a
+//! pending step's inputs and files ([`flow_providers::Provider::plan_lines`]),
+//! then what it sees looking at the real objects of steps with pending
+//! changes (change sets, stacks stuck in a failed state).
 //! Unchanged steps are never looked at, so plans of large, settled states stay
 //! instant.
 
@@ -27,6 +29,10 @@ pub async fn refine_plan(
 ) {
     let mut tasks: JoinSet<(String, Result<PlanDetail, LookFailed>)> = JoinSet::new();
     let outputs = PlannedOutputs::of_plan(records, plan);
+    let files = flow_providers::ValidateContext {
+        workdir: loaded.workflow.dir.clone(),
+    };
+    let mut offline: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut pending = Vec::new();
     for change in &plan.changes {
         if !matches!(
@@ -39,14 +45,15 @@ pub async fn refine_plan(
             continue;
         };
         let provider = loaded.provider(decl).clone();
-        if !provider.has_plan_detail() {
-            continue;
-        }
         let lookup = |s: &str, k: &str| outputs.lookup(s, k);
         let Ok(desired) = loaded.resolve_inputs(decl, salt, &lookup) else {
             continue;
         };
-        if !desired.is_known() {
+        let lines = provider.plan_lines(&desired.actual, &files);
+        if !lines.is_empty() {
+            offline.insert(change.step.clone(), lines);
+        }
+        if !provider.has_plan_detail() || !desired.is_known() {
             continue;
         }
         let record = records.get(&change.step).filter(|r| r.applied).cloned();
@@ -88,9 +95,12 @@ pub async fn refine_plan(
         }
     }
     for change in &mut plan.changes {
+        if let Some(lines) = offline.remove(&change.step) {
+            change.details.extend(lines);
+        }
         match results.remove(&change.step) {
             Some(Ok(detail)) => {
-                change.details = detail.lines;
+                change.details.extend(detail.lines);
                 if let Some(why) = detail.replace_because {
                     if change.action == Action::Update || change.action == Action::Replace {
                         change.action = Action::Replace;
@@ -101,7 +111,9 @@ pub async fn refine_plan(
                 }
             }
             Some(Err(e)) => {
-                change.details = vec![format!("(could not look at the real object: {e})")];
+                change
+                    .details
+                    .push(format!("(could not look at the real object: {e})"));
             }
             None => {}
         }

@@ -285,6 +285,14 @@ pub trait Provider: Send + Sync {
     /// Delete the object and wait until it is gone. Deleting what is already gone succeeds.
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError>;
 
+    /// Lines shown under a step with a change pending in every plan: what
+    /// it will make, read offline from its inputs and the files they name
+    /// (a cluster configuration's queues and counts). Inputs not known yet
+    /// are absent from `inputs`. The default shows nothing.
+    fn plan_lines(&self, _inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether [`Provider::plan_detail`] has anything to say; when false the
     /// planner does not even ask (large plans stay instant).
     fn has_plan_detail(&self) -> bool {

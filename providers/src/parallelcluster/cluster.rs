@@ -187,28 +187,41 @@ impl Provider for ParallelCluster {
             .unwrap_or_default()
     }
 
+    /// The head node, each queue's compute resources with their counts,
+    /// and the shared storage, read from the configuration; placeholders
+    /// whose values are not known yet read "(known after apply)".
+    fn plan_lines(&self, inputs: &Values, ctx: &ValidateContext) -> Vec<String> {
+        let Ok((_, _, parsed)) = load(&ctx.workdir, inputs) else {
+            return Vec::new();
+        };
+        config::summary(&parsed)
+            .plan_lines()
+            .into_iter()
+            .map(|l| config::mask_placeholders(&l))
+            .collect()
+    }
+
     fn has_plan_detail(&self) -> bool {
         true
     }
 
-    /// The queues, instance types, counts and storage the configuration
-    /// asks for; for an update, whether the queues change (which pcluster
-    /// allows only with the compute fleet stopped).
+    /// For an update whose queues change: that pcluster allows it only with
+    /// the compute fleet stopped, and who stops it.
     async fn plan_detail(
         &self,
         ctx: &OpContext,
         prior: Option<Prior<'_>>,
         desired: &Values,
     ) -> Result<PlanDetail, ProviderError> {
-        let (_, _, parsed) = load(&ctx.workdir, desired)?;
-        let summary = config::summary(&parsed);
-        let mut lines = summary.plan_lines();
+        let mut lines = Vec::new();
         if let Some(prior) = prior
-            && let Ok((_, _, before)) = load(&ctx.workdir, prior.inputs)
-            && config::summary(&before).queues != summary.queues
+            && let (Ok((_, _, before)), Ok((_, _, after))) = (
+                load(&ctx.workdir, prior.inputs),
+                load(&ctx.workdir, desired),
+            )
+            && config::summary(&before).queues != config::summary(&after).queues
         {
-            let stop = inputs::bool_or(desired, "stop_compute_fleet", false)?;
-            lines.push(if stop {
+            lines.push(if inputs::bool_or(desired, "stop_compute_fleet", false)? {
                 "queues change: flow stops the compute fleet, updates, and starts it again".into()
             } else {
                 "queues change: pcluster needs the compute fleet stopped first (set `stop_compute_fleet = true` to let flow do it)".into()

@@ -109,6 +109,16 @@ pub(crate) fn leftover_placeholders(text: &str) -> Vec<String> {
     found
 }
 
+/// `line` with each `PLACEHOLDER_…` word shown as "(known after apply)":
+/// for plans made before the values that fill them are known.
+pub(crate) fn mask_placeholders(line: &str) -> String {
+    let mut out = line.to_string();
+    for p in leftover_placeholders(line) {
+        out = out.replace(&p, "(known after apply)");
+    }
+    out
+}
+
 /// A string at `pointer`, if there is one.
 fn text_at(v: &Value, pointer: &str) -> Option<String> {
     v.pointer(pointer).and_then(|x| match x {
