@@ -17,6 +17,7 @@ pub(crate) mod config;
 mod ecr;
 pub(crate) mod error;
 mod fsx;
+mod hyperpod;
 pub(crate) use crate::inputs;
 pub(crate) mod poll;
 mod s3;
@@ -31,6 +32,7 @@ pub use batch::BatchJob;
 pub use cloudformation::{CloudFormationStack, template_digest};
 pub use ecr::EcrRepository;
 pub use fsx::FsxLustre;
+pub use hyperpod::HyperPodCluster;
 pub use s3::{S3Bucket, S3Sync, folder_digest};
 pub use secrets::SecretsManagerSecret;
 
@@ -44,5 +46,6 @@ pub fn providers() -> Vec<Arc<dyn Provider>> {
         Arc::new(S3Bucket::new()),
         Arc::new(S3Sync::new()),
         Arc::new(EcrRepository::new()),
+        Arc::new(HyperPodCluster::new()),
     ]
 }

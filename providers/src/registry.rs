@@ -148,6 +148,7 @@ mod tests {
                 "parallelcluster.cluster",
                 "s3.bucket",
                 "s3.sync",
+                "sagemaker.hyperpod",
                 "secretsmanager.secret",
                 "slurm.job",
             ]

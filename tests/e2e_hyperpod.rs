@@ -1,0 +1,181 @@
+//! End-to-end: `sagemaker.hyperpod` against moto, which implements
+//! CreateCluster, DescribeCluster, ListClusterNodes, DeleteCluster and
+//! ListTags for HyperPod clusters (it makes a cluster `InService` at once,
+//! with one node per instance). It has no UpdateCluster: a change of
+//! instance counts is checked only up to the request (the test names it).
+
+mod support;
+
+use support::aws::Aws;
+use support::moto::Moto;
+
+const ROLE: &str = "arn:aws:iam::123456789012:role/hyperpod";
+
+/// A Slurm HyperPod cluster: a controller and `workers` worker nodes.
+fn workflow(workers: u32) -> String {
+    format!(
+        r#"
+[workflow]
+name = "hyperpod"
+region = "us-east-1"
+
+[steps.hp]
+provider = "sagemaker.hyperpod"
+[steps.hp.inputs]
+cluster_name = "ml-cluster"
+node_recovery = "Automatic"
+instance_groups = [
+  {{ name = "controller-machine", instance_type = "ml.m5.2xlarge", count = 1, lifecycle_s3_uri = "s3://sagemaker-lifecycle-flow/src/", execution_role = "{ROLE}" }},
+  {{ name = "worker-group-1", instance_type = "ml.p5.48xlarge", count = {workers}, threads_per_core = 2, lifecycle_s3_uri = "s3://sagemaker-lifecycle-flow/src/", execution_role = "{ROLE}" }},
+]
+"#
+    )
+}
+
+fn record(a: &Aws) -> serde_json::Value {
+    let show = a.run(&["state", "show", "wf.toml", "hp"]).expect(0);
+    serde_json::from_str(&show.stdout).expect("JSON")
+}
+
+/// DescribeCluster straight from moto.
+fn describe(moto: &Moto, name: &str) -> (u16, String) {
+    moto.try_json_call(
+        "sagemaker",
+        "SageMaker.DescribeCluster",
+        &format!(r#"{{"ClusterName": "{name}"}}"#),
+    )
+}
+
+#[test]
+fn a_cluster_is_planned_created_listed_and_destroyed() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", &workflow(2));
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    for line in [
+        "instance group controller-machine: ml.m5.2xlarge × 1 (lifecycle s3://sagemaker-lifecycle-flow/src/on_create.sh, 1 thread per core)",
+        "instance group worker-group-1: ml.p5.48xlarge × 2 (lifecycle s3://sagemaker-lifecycle-flow/src/on_create.sh, 2 threads per core)",
+        "orchestrator: Slurm",
+        "(1 × ml.m5.2xlarge, 2 × ml.p5.48xlarge)",
+    ] {
+        assert!(
+            plan.stdout.contains(line),
+            "plan lacks {line:?}:\n{}",
+            plan.stdout
+        );
+    }
+    let run = a.apply();
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert!(
+        run.stdout
+            .contains("HyperPod cluster `ml-cluster`: 3 node(s)"),
+        "{}",
+        run.stdout
+    );
+    let rec = record(&a);
+    assert_eq!(rec["outputs"]["status"], "InService");
+    assert_eq!(rec["outputs"]["node_count"], 3);
+    assert_eq!(rec["outputs"]["instance_counts"]["worker-group-1"], 2);
+    assert!(
+        rec["resource_id"]
+            .as_str()
+            .unwrap()
+            .ends_with("cluster/ml-cluster")
+    );
+    // The cluster carries the operation token.
+    let arn = rec["resource_id"].as_str().unwrap().to_string();
+    let tags = moto.json_call(
+        "sagemaker",
+        "SageMaker.ListTags",
+        &format!(r#"{{"ResourceArn": "{arn}"}}"#),
+    );
+    assert!(tags.to_string().contains("flow:token"), "{tags}");
+    // Nothing changed: the plan reads the cluster and has nothing to do.
+    let again = a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "{}", again.all());
+    a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    let (status, body) = describe(&moto, "ml-cluster");
+    assert_eq!(status, 400, "the cluster is gone: {body}");
+}
+
+#[test]
+fn a_cluster_of_that_name_made_elsewhere_is_refused_then_imported() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", &workflow(1));
+    let groups = r#"[{"InstanceGroupName": "controller-machine", "InstanceType": "ml.m5.2xlarge", "InstanceCount": 1, "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle-flow/src/", "OnCreate": "on_create.sh"}, "ExecutionRole": "arn:aws:iam::123456789012:role/hyperpod", "ThreadsPerCore": 1}]"#;
+    moto.json_call(
+        "sagemaker",
+        "SageMaker.CreateCluster",
+        &format!(r#"{{"ClusterName": "ml-cluster", "InstanceGroups": {groups}}}"#),
+    );
+    let run = a.apply().expect(1);
+    assert!(
+        run.all().contains(
+            "HyperPod cluster `ml-cluster` already exists and was not created by this step"
+        ),
+        "{}",
+        run.all()
+    );
+    // Another project adopts it instead, and then has nothing to do.
+    let b = Aws::new(&moto, None);
+    b.p.write("wf.toml", &workflow(1));
+    b.run(&["import", "wf.toml", "hp", "ml-cluster"]).expect(0);
+    let rec = record(&b);
+    assert_eq!(rec["status"], "applied");
+    assert_eq!(rec["outputs"]["node_count"], 1);
+    let plan = b.run(&["plan", "wf.toml", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "{}", plan.all());
+}
+
+#[test]
+fn a_count_change_is_an_update_which_moto_cannot_answer() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", &workflow(1));
+    a.apply().expect(0);
+    a.p.write("wf.toml", &workflow(4));
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("~ hp"),
+        "an in-place update: {}",
+        plan.stdout
+    );
+    assert!(
+        plan.stdout.contains("ml.p5.48xlarge × 4"),
+        "{}",
+        plan.stdout
+    );
+    // moto 5.2.5 has no UpdateCluster: the request reaches it and it
+    // answers HTTP 500, which the step reports (as a transient answer).
+    let run = a.apply().expect(1);
+    assert!(
+        run.all()
+            .contains("update HyperPod cluster `ml-cluster`: the service answered HTTP 500"),
+        "{}",
+        run.all()
+    );
+    let log = std::fs::read_to_string(&moto.log).unwrap_or_default();
+    assert!(
+        log.contains("POST / HTTP/1.1\u{1b}[0m\" 500"),
+        "the request reached moto:\n{log}"
+    );
+}
+
+#[test]
+fn instance_groups_are_checked_before_anything_runs() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write(
+        "wf.toml",
+        &workflow(2).replace("\"ml.p5.48xlarge\"", "\"p5.48xlarge\""),
+    );
+    let run = a.run(&["plan", "wf.toml"]).expect(1);
+    assert!(
+        run.all()
+            .contains("HyperPod instance types start with `ml.`: did you mean `ml.p5.48xlarge`?"),
+        "{}",
+        run.all()
+    );
+    assert!(a.p.state_files().is_empty());
+}
