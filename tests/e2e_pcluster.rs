@@ -81,6 +81,24 @@ fn the_plan_shows_queues_counts_and_the_cost_at_most() {
     // Priced at most: the head node and both p5 nodes.
     assert!(out.contains("2 × p5.48xlarge"), "{out}");
     assert!(out.contains("1 × m5.8xlarge"), "{out}");
+    // A sensitive value filled into the configuration is masked in the
+    // lines the provider reads from it, as everywhere else.
+    let secret_wf = workflow(&PLAN_VALUES.replace(
+        r#"PLACEHOLDER_CAPACITY_RESERVATION_ID = "cr-0123456789abcdef0""#,
+        r#"PLACEHOLDER_CAPACITY_RESERVATION_ID = "${vars.reservation}""#,
+    ))
+    .replace(
+        "[steps.cluster]",
+        "[vars.reservation]\nsensitive = true\ndefault = \"cr-0fedcba9876543210\"\n\n[steps.cluster]",
+    );
+    p.write("wf.toml", &secret_wf);
+    let plan = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        !plan.all().contains("cr-0fedcba9876543210"),
+        "{}",
+        plan.all()
+    );
+    assert!(plan.stdout.contains("reservation (sensitive))"), "{}", plan.stdout);
 }
 
 #[test]

@@ -33,6 +33,9 @@ pub async fn refine_plan(
         workdir: loaded.workflow.dir.clone(),
     };
     let mut offline: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // What a provider reads of the inputs may hold a secret's value: every
+    // line is masked like the rest of the plan's output.
+    let redactor = loaded.redactor();
     let mut pending = Vec::new();
     for change in &plan.changes {
         if !matches!(
@@ -96,11 +99,15 @@ pub async fn refine_plan(
     }
     for change in &mut plan.changes {
         if let Some(lines) = offline.remove(&change.step) {
-            change.details.extend(lines);
+            change
+                .details
+                .extend(lines.iter().map(|l| redactor.redact(l)));
         }
         match results.remove(&change.step) {
             Some(Ok(detail)) => {
-                change.details.extend(detail.lines);
+                change
+                    .details
+                    .extend(detail.lines.iter().map(|l| redactor.redact(l)));
                 if let Some(why) = detail.replace_because {
                     if change.action == Action::Update || change.action == Action::Replace {
                         change.action = Action::Replace;
@@ -113,7 +120,7 @@ pub async fn refine_plan(
             Some(Err(e)) => {
                 change
                     .details
-                    .push(format!("(could not look at the real object: {e})"));
+                    .push(redactor.redact(&format!("(could not look at the real object: {e})")));
             }
             None => {}
         }
