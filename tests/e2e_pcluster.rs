@@ -98,7 +98,11 @@ fn the_plan_shows_queues_counts_and_the_cost_at_most() {
         "{}",
         plan.all()
     );
-    assert!(plan.stdout.contains("reservation (sensitive))"), "{}", plan.stdout);
+    assert!(
+        plan.stdout.contains("reservation (sensitive))"),
+        "{}",
+        plan.stdout
+    );
 }
 
 #[test]
