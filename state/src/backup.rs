@@ -119,32 +119,10 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
     let mark = crate::watermark::read(&layout)?.unwrap_or(0);
     let serial = old_serial.max(snap.serial).max(mark) + 1;
 
-    let mut steps = sled::Batch::default();
-    for key in trees.steps.iter().keys() {
-        steps.remove(key.map_err(|e| StateError::from_sled(root, e))?);
-    }
     let count = records.len();
-    for (name, value) in records {
-        steps.insert(name.into_bytes(), value);
-    }
-    let mut meta_batch = sled::Batch::default();
-    for key in trees.meta.iter().keys() {
-        meta_batch.remove(key.map_err(|e| StateError::from_sled(root, e))?);
-    }
-    meta_batch.insert(
-        meta::SCHEMA_VERSION,
-        meta::encode_number(snap.schema_version.into()),
-    );
-    meta_batch.insert(meta::SERIAL, meta::encode_number(serial));
-    meta_batch.insert(meta::SALT, &salt[..]);
-    meta::apply_atomically(root, &trees, &steps, &meta_batch)?;
-    trees
-        .db
-        .flush()
-        .map_err(|e| StateError::from_sled(root, e))?;
+    replace_contents(&layout, &trees, snap.schema_version, salt, records, serial)?;
     drop(trees);
     db::make_private(&layout.db())?;
-    crate::watermark::Watermark::open(&layout)?.record(serial)?;
 
     Ok(Restored {
         steps: count,
@@ -211,17 +189,37 @@ fn validate(
     file: &Path,
     snap: &Snapshot,
 ) -> Result<([u8; 32], Vec<(String, Vec<u8>)>), StateError> {
-    let invalid = |detail: String| StateError::InvalidBackup {
-        path: file.to_path_buf(),
-        detail,
-    };
+    check_snapshot(snap).map_err(|e| match e {
+        Invalid::Schema(err) => err,
+        Invalid::Detail(detail) => StateError::InvalidBackup {
+            path: file.to_path_buf(),
+            detail,
+        },
+    })
+}
+
+/// Why a snapshot cannot be used.
+pub(crate) enum Invalid {
+    /// Its schema is one this flow cannot read or migrate.
+    Schema(StateError),
+    /// Anything else, worded for the person at the terminal.
+    Detail(String),
+}
+
+/// Checks a whole snapshot (a backup, or the S3 state object); returns its
+/// salt and the records to write.
+#[allow(clippy::type_complexity)]
+pub(crate) fn check_snapshot(
+    snap: &Snapshot,
+) -> Result<([u8; 32], Vec<(String, Vec<u8>)>), Invalid> {
+    let invalid = |detail: String| Invalid::Detail(detail);
     if snap.format != FORMAT {
         return Err(invalid(format!(
-            "it is not a flow state backup (format `{}`)",
+            "it is not a flow state (format `{}`)",
             snap.format
         )));
     }
-    migrate::check(snap.schema_version, SCHEMA_VERSION, MIGRATIONS)?;
+    migrate::check(snap.schema_version, SCHEMA_VERSION, MIGRATIONS).map_err(Invalid::Schema)?;
     let salt = from_hex(&snap.salt)
         .and_then(|b| <[u8; 32]>::try_from(b).ok())
         .ok_or_else(|| invalid("its salt is not 32 bytes of hex".to_string()))?;
@@ -250,6 +248,43 @@ fn validate(
         records.push((name.to_string(), bytes));
     }
     Ok((salt, records))
+}
+
+/// Replaces everything in `trees` with `records`, `salt` and `serial` (and
+/// `schema_version`), in one transaction, then flushes and records the
+/// watermark. Meta entries other than those three are dropped.
+pub(crate) fn replace_contents(
+    layout: &StateLayout,
+    trees: &db::Trees,
+    schema_version: u32,
+    salt: [u8; 32],
+    records: Vec<(String, Vec<u8>)>,
+    serial: u64,
+) -> Result<(), StateError> {
+    let root = &layout.root;
+    let mut steps = sled::Batch::default();
+    for key in trees.steps.iter().keys() {
+        steps.remove(key.map_err(|e| StateError::from_sled(root, e))?);
+    }
+    for (name, value) in records {
+        steps.insert(name.into_bytes(), value);
+    }
+    let mut meta_batch = sled::Batch::default();
+    for key in trees.meta.iter().keys() {
+        meta_batch.remove(key.map_err(|e| StateError::from_sled(root, e))?);
+    }
+    meta_batch.insert(
+        meta::SCHEMA_VERSION,
+        meta::encode_number(schema_version.into()),
+    );
+    meta_batch.insert(meta::SERIAL, meta::encode_number(serial));
+    meta_batch.insert(meta::SALT, &salt[..]);
+    meta::apply_atomically(root, trees, &steps, &meta_batch)?;
+    trees
+        .db
+        .flush()
+        .map_err(|e| StateError::from_sled(root, e))?;
+    crate::watermark::Watermark::open(layout)?.record(serial)
 }
 
 /// `state-<serial>-<secs>.json` → (serial, secs).

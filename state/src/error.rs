@@ -78,6 +78,15 @@ pub enum StateError {
     /// The store was closed, so the change was not recorded.
     #[error("the state store is closed, so the change was not recorded")]
     Closed,
+
+    /// The S3 state could not be read, written or locked.
+    #[error("{message}")]
+    Remote {
+        /// What happened, naming the bucket and key.
+        message: String,
+        /// What to do about it.
+        help: Option<String>,
+    },
 }
 
 impl StateError {
@@ -126,14 +135,18 @@ impl StateError {
             },
             StateError::Sled(text) => StateError::Sled(text.clone()),
             StateError::Closed => StateError::Closed,
+            StateError::Remote { message, help } => StateError::Remote {
+                message: message.clone(),
+                help: help.clone(),
+            },
         }
     }
 
     /// What the user can do about it, when the message does not say it
     /// already ([`StateError::Corrupt`] names the backups and the restore
     /// command itself).
-    pub fn help(&self) -> Option<&'static str> {
-        match self {
+    pub fn help(&self) -> Option<String> {
+        let fixed = match self {
             StateError::Locked { .. } => Some(
                 "wait for that command to finish, or stop it; one state is changed by one flow process at a time, and the lock goes when its holder exits",
             ),
@@ -149,7 +162,9 @@ impl StateError {
             }
             StateError::Sled(_) | StateError::Closed => None,
             StateError::Corrupt { .. } => None,
-        }
+            StateError::Remote { help, .. } => return help.clone(),
+        };
+        fixed.map(str::to_string)
     }
 
     /// Maps an error from sled while the state at `root` is in use.

@@ -1,6 +1,7 @@
 //! The flow state store.
 //!
-//! One workflow's state lives in a directory (`.flow/` by default): a sled
+//! A state is kept locally (the default) or in S3 ([`S3Backend`]); the
+//! engine sees either through [`StateBackend`]. Locally, it lives in a directory (`.flow/` by default): a sled
 //! database of [`StepRecord`]s, a process lock, step logs and JSON backups.
 //! [`Store::open`] takes the lock and checks the schema; reads go straight to
 //! the database, writes go through a [`Committer`], which groups concurrent
@@ -8,18 +9,24 @@
 //!
 //! Modules, lowest first; each uses only those above it in this list:
 //! - `timefmt`, `records`, `holder` (who holds a lock), `error`;
-//! - `layout` (where the files are), `lock`, `db`, `meta`, `watermark`;
+//! - `layout` (where the files are), `lock`, `db`, `meta`, `mark` (what a
+//!   local copy of an S3 state remembers of it), `watermark`;
 //! - `snapshot` (a consistent copy of a whole state), `migrate`;
 //! - `commit` (the handle that queues changes), `writer` (the thread that
 //!   applies them, one flush per group), `backup` (write, list, restore);
-//! - `store`: the one way in, which opens, locks, migrates, reads, and hands
-//!   out [`Committer`]s and backups.
+//! - `store`: the one way in to a local state, which opens, locks,
+//!   migrates, reads, and hands out [`Committer`]s and backups;
+//! - `remote` (the S3 backend: the local store as cache and journal, each
+//!   batch written to S3 by the writer before it counts as durable, a leased
+//!   lock object), then `backend`: the [`StateBackend`] trait, the one way
+//!   the engine talks to either.
 //!
 //! `scripts/check-module-cycles` fails the build's checks if an arrow goes
 //! the other way.
 
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod backup;
 mod commit;
 mod db;
@@ -27,19 +34,23 @@ pub mod error;
 mod holder;
 pub mod layout;
 pub mod lock;
+mod mark;
 mod meta;
 mod migrate;
 pub mod records;
+pub mod remote;
 mod snapshot;
 mod store;
 pub mod timefmt;
 mod watermark;
 mod writer;
 
+pub use backend::StateBackend;
 pub use backup::{BackupInfo, KEEP_BACKUPS, Restored, list_backups, restore};
 pub use commit::{Committer, Mutation, Pending};
 pub use error::StateError;
 pub use layout::StateLayout;
 pub use lock::{LockInfo, StateLock};
 pub use records::*;
+pub use remote::{S3Backend, S3Location, S3Options};
 pub use store::Store;

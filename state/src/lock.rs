@@ -94,7 +94,7 @@ fn read_info(file: &mut File) -> Option<LockInfo> {
 }
 
 /// This machine's host name, or `unknown`.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the pointer and length describe `buf`, which outlives the call.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

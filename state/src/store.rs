@@ -18,6 +18,7 @@ use crate::migrate::{self, MIGRATIONS};
 use crate::records::{SCHEMA_VERSION, StepRecord};
 use crate::snapshot::{self, Snapshot};
 use crate::watermark::{self, Watermark};
+use crate::writer::Publish;
 
 /// An open state: holds the process lock, reads records directly and
 /// writes them through [`Committer`]s. Dropping it flushes, stops the
@@ -46,7 +47,33 @@ impl Store {
     /// Opens the state at `root` for `command` (shown to anyone who finds it
     /// locked), creating it if needed: takes the lock first, then opens the
     /// database and checks (or migrates) its schema.
+    /// A local state that is the copy of an S3 state is refused: the S3
+    /// state is the truth, and writing the copy alone would fork it.
     pub fn open(root: &Path, command: &str) -> Result<Store, StateError> {
+        Store::open_with(root, command, |layout, trees| {
+            match crate::mark::read(&layout.root, trees)?.map(|m| m.url) {
+                Some(url) => Err(StateError::Remote {
+                    message: format!(
+                        "the local state at {} is the copy of {url}, but the workflow now keeps its state locally",
+                        layout.root.display()
+                    ),
+                    help: Some(format!(
+                        "to make the local copy the state, bring it up to date with `flow state pull FILE --state {url}`; or set the backend back under [workflow.state]"
+                    )),
+                }),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Like [`Store::open`], with `prepare` run on the checked database
+    /// before anything reads it: the S3 backend brings the local copy up to
+    /// date there and returns where each batch is published next.
+    pub(crate) fn open_with(
+        root: &Path,
+        command: &str,
+        prepare: impl FnOnce(&StateLayout, &Trees) -> Result<Option<Box<dyn Publish>>, StateError>,
+    ) -> Result<Store, StateError> {
         let layout = StateLayout::new(root);
         layout.ensure()?;
         let lock = StateLock::acquire(&layout, command)?;
@@ -59,13 +86,19 @@ impl Store {
             None
         };
         check_schema(&layout, &trees, mark, MIGRATIONS)?;
+        let publish = prepare(&layout, &trees)?;
         let serial = meta::read_serial(root, &trees.meta)?;
         let salt = meta::read_salt(root, &trees.meta)?;
         let watermark = Watermark::open(&layout)?;
         watermark.record(serial)?;
         let serial = Arc::new(AtomicU64::new(serial));
-        let (tx, writer) =
-            crate::writer::spawn(root.to_path_buf(), trees.clone(), serial.clone(), watermark)?;
+        let (tx, writer) = crate::writer::spawn(
+            root.to_path_buf(),
+            trees.clone(),
+            serial.clone(),
+            watermark,
+            publish,
+        )?;
         Ok(Store {
             layout,
             trees,
@@ -121,6 +154,11 @@ impl Store {
     /// Where this state's files are.
     pub fn layout(&self) -> &StateLayout {
         &self.layout
+    }
+
+    /// The open database (for the S3 backend's push and pull).
+    pub(crate) fn trees(&self) -> &Trees {
+        &self.trees
     }
 
     /// A handle to record changes with.

@@ -19,6 +19,15 @@ use crate::meta;
 use crate::snapshot;
 use crate::watermark::Watermark;
 
+/// Where a committed batch goes next, before anyone hears it is durable:
+/// the S3 backend's copy of the state. The writer calls it after the local
+/// flush; if it fails, the batch stays in the local journal and everyone
+/// waiting on it gets the error.
+pub(crate) trait Publish: Send {
+    /// Makes the batch with serial `serial` and these changes durable there.
+    fn publish(&mut self, serial: u64, changes: &[Change]) -> Result<(), StateError>;
+}
+
 /// Starts the writer for `trees`; it stops on [`Request::Shutdown`] or when
 /// every sender is gone.
 pub(crate) fn spawn(
@@ -26,6 +35,7 @@ pub(crate) fn spawn(
     trees: Trees,
     serial: Arc<AtomicU64>,
     watermark: Watermark,
+    publish: Option<Box<dyn Publish>>,
 ) -> Result<(mpsc::Sender<Request>, JoinHandle<()>), StateError> {
     // sled's flush() writes the log with sync_file_range on Linux, which
     // neither flushes the drive's cache nor the file's size; an fdatasync on
@@ -40,6 +50,7 @@ pub(crate) fn spawn(
         log,
         watermark,
         rx,
+        publish,
     };
     let handle = std::thread::Builder::new()
         .name("flow-state-writer".to_string())
@@ -55,10 +66,11 @@ struct Writer {
     log: File,
     watermark: Watermark,
     rx: mpsc::Receiver<Request>,
+    publish: Option<Box<dyn Publish>>,
 }
 
 impl Writer {
-    fn run(self) {
+    fn run(mut self) {
         while let Ok(first) = self.rx.recv() {
             let mut group = vec![first];
             group.extend(self.rx.try_iter());
@@ -70,7 +82,7 @@ impl Writer {
     }
 
     /// Serves one group; true when asked to stop.
-    fn serve(&self, group: Vec<Request>) -> bool {
+    fn serve(&mut self, group: Vec<Request>) -> bool {
         let mut changes = Vec::new();
         let mut waiters = Vec::new();
         let mut snapshots = Vec::new();
@@ -89,7 +101,11 @@ impl Writer {
             let outcome = if changes.is_empty() {
                 Ok(self.serial.load(Ordering::SeqCst))
             } else {
-                self.commit(changes)
+                self.commit(&changes)
+                    .and_then(|serial| match &mut self.publish {
+                        Some(publish) => publish.publish(serial, &changes).map(|()| serial),
+                        None => Ok(serial),
+                    })
             };
             answer(waiters, outcome);
         }
@@ -101,12 +117,12 @@ impl Writer {
 
     /// Applies `changes` with the next serial in one transaction, then
     /// makes them durable.
-    fn commit(&self, changes: Vec<Change>) -> Result<u64, StateError> {
+    fn commit(&self, changes: &[Change]) -> Result<u64, StateError> {
         let mut batch = sled::Batch::default();
         for change in changes {
-            match change.value {
-                Some(value) => batch.insert(change.key.into_bytes(), value),
-                None => batch.remove(change.key.into_bytes()),
+            match &change.value {
+                Some(value) => batch.insert(change.key.as_bytes(), value.as_slice()),
+                None => batch.remove(change.key.as_bytes()),
             }
         }
         let next = self.serial.load(Ordering::SeqCst) + 1;
