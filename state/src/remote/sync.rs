@@ -1,0 +1,314 @@
+//! Bringing the local copy and the S3 state together when a state is opened,
+//! and moving a state between the two (`flow state push` / `pull`).
+//!
+//! The local copy is a cache and a journal: S3 is the truth, except for
+//! changes the local journal holds that S3 never acknowledged (S3 was
+//! unreachable, or the process died between the local flush and the write).
+//! Those are written to S3 first, but only if S3 still holds the version
+//! they were made on; otherwise flow names the steps that differ and stops.
+
+use std::collections::BTreeMap;
+
+use super::client::Remote;
+use crate::backup::{Invalid, check_snapshot, replace_contents};
+use crate::db::Trees;
+use crate::error::{StateError, describe_json_error};
+use crate::layout::StateLayout;
+use crate::mark::{self, Mark};
+use crate::meta;
+use crate::records::SCHEMA_VERSION;
+use crate::snapshot::{Snapshot, to_hex};
+
+/// The S3 state as read: the document, its records and its ETag.
+pub(crate) struct RemoteState {
+    pub snap: Snapshot,
+    pub salt: [u8; 32],
+    pub records: Vec<(String, Vec<u8>)>,
+    pub etag: String,
+}
+
+/// Reads and checks the state object's bytes. A document this flow cannot
+/// read is refused with its version and never overwritten.
+pub(crate) fn decode(
+    remote: &Remote,
+    body: &[u8],
+    etag: String,
+) -> Result<RemoteState, StateError> {
+    let url = remote.location.to_string();
+    let snap: Snapshot = serde_json::from_slice(body).map_err(|e| StateError::Remote {
+        message: format!(
+            "state object {url} cannot be read: {}; flow leaves it as it is",
+            describe_json_error(&e)
+        ),
+        help: Some(
+            "restore a good version (`flow state backups` lists them), or move the object aside; flow never overwrites a state it cannot read"
+                .to_string(),
+        ),
+    })?;
+    if snap.schema_version != SCHEMA_VERSION {
+        let who = if snap.schema_version > SCHEMA_VERSION {
+            "a newer flow"
+        } else {
+            "an older flow"
+        };
+        return Err(StateError::Remote {
+            message: format!(
+                "state object {url} was written by {who} (schema {}); this flow reads schema {SCHEMA_VERSION}, so it leaves the object as it is",
+                snap.schema_version
+            ),
+            help: Some("use the flow version that wrote it".to_string()),
+        });
+    }
+    let (salt, records) = check_snapshot(&snap).map_err(|e| match e {
+        Invalid::Schema(err) => err,
+        Invalid::Detail(detail) => StateError::Remote {
+            message: format!(
+                "state object {url} cannot be used: {detail}; flow leaves it as it is"
+            ),
+            help: Some("restore a good version (`flow state backups` lists them)".to_string()),
+        },
+    })?;
+    Ok(RemoteState {
+        snap,
+        salt,
+        records,
+        etag,
+    })
+}
+
+/// What opening found: the records the publisher starts from, its ETag,
+/// and whether the local journal must be written to S3 before anything
+/// else.
+pub(crate) struct Reconciled {
+    pub records: BTreeMap<String, Vec<u8>>,
+    pub etag: Option<String>,
+    pub push_first: bool,
+}
+
+/// Brings the local copy in `trees` and the S3 state `remote_state` together.
+pub(crate) fn reconcile(
+    layout: &StateLayout,
+    trees: &Trees,
+    remote: &Remote,
+    remote_state: Option<RemoteState>,
+    workflow: &str,
+) -> Result<Reconciled, StateError> {
+    let root = &layout.root;
+    let url = remote.location.to_string();
+    let local_mark = mark::read(root, trees)?;
+    let local_serial = meta::read_serial(root, &trees.meta)?;
+    let local = local_records(layout, trees)?;
+    let refuse = |message: String, help: String| StateError::Remote {
+        message,
+        help: Some(help),
+    };
+    let ours = local_mark.as_ref().filter(|m| m.url == url);
+    if let Some(other) = local_mark.as_ref().filter(|m| m.url != url)
+        && !local.is_empty()
+    {
+        return Err(refuse(
+            format!(
+                "the local state at {} is the copy of {}, but the workflow keeps its state in {url}",
+                root.display(),
+                other.url
+            ),
+            format!(
+                "to move it: `flow state pull {workflow} --state {}`, then `flow state push {workflow}`",
+                other.url
+            ),
+        ));
+    }
+    match remote_state {
+        None => match ours {
+            Some(m) if m.etag.is_some() => Err(refuse(
+                format!(
+                    "state object {url} is gone, but the local copy at {} holds {} steps last written there",
+                    root.display(),
+                    local.len()
+                ),
+                format!(
+                    "if it was deleted by mistake, put the local copy back with `flow state push {workflow}`"
+                ),
+            )),
+            Some(_) => Ok(Reconciled {
+                push_first: !local.is_empty(),
+                records: local,
+                etag: None,
+            }),
+            None if local.is_empty() => {
+                mark::write(
+                    root,
+                    trees,
+                    &Mark {
+                        url,
+                        etag: None,
+                        pushed_serial: local_serial,
+                    },
+                )?;
+                Ok(Reconciled {
+                    records: local,
+                    etag: None,
+                    push_first: false,
+                })
+            }
+            None => Err(refuse(
+                format!(
+                    "the workflow keeps its state in {url}, which holds no state yet, but the local state at {} holds {} steps",
+                    root.display(),
+                    local.len()
+                ),
+                format!(
+                    "move it there with `flow state push {workflow}` (flow never starts from an empty state when one exists)"
+                ),
+            )),
+        },
+        Some(rs) => {
+            let unpushed = ours.is_some_and(|m| local_serial > m.pushed_serial);
+            if ours.is_none() && !local.is_empty() {
+                return Err(refuse(
+                    format!(
+                        "both {url} and the local state at {} hold a state ({} and {} steps)",
+                        root.display(),
+                        rs.records.len(),
+                        local.len()
+                    ),
+                    format!(
+                        "keep the S3 one with `flow state pull {workflow} --force`, or replace it with the local one with `flow state push {workflow} --force`"
+                    ),
+                ));
+            }
+            if unpushed {
+                let same_version = ours.and_then(|m| m.etag.as_deref()) == Some(rs.etag.as_str());
+                let remote_records: BTreeMap<String, Vec<u8>> = rs.records.into_iter().collect();
+                if same_version {
+                    return Ok(Reconciled {
+                        records: local,
+                        etag: Some(rs.etag),
+                        push_first: true,
+                    });
+                }
+                let differ = differing_steps(&local, &remote_records);
+                if differ.is_empty() {
+                    adopt_mark(
+                        root,
+                        trees,
+                        &url,
+                        &rs.etag,
+                        rs.snap.serial.max(local_serial),
+                    )?;
+                    return Ok(Reconciled {
+                        records: local,
+                        etag: Some(rs.etag),
+                        push_first: false,
+                    });
+                }
+                return Err(refuse(
+                    format!(
+                        "the local journal at {} holds changes that {url} does not have, and {url} was changed by another writer meanwhile; the steps that differ: {}",
+                        root.display(),
+                        differ.join(", ")
+                    ),
+                    format!(
+                        "look at both (`flow state show`), then keep the local changes with `flow state push {workflow} --force` or the S3 state with `flow state pull {workflow} --force`"
+                    ),
+                ));
+            }
+            // S3 is the truth: make the local copy equal to it.
+            let already = ours.is_some_and(|m| m.etag.as_deref() == Some(rs.etag.as_str()))
+                && local_serial == rs.snap.serial;
+            if !already {
+                replace_contents(
+                    layout,
+                    trees,
+                    rs.snap.schema_version,
+                    rs.salt,
+                    rs.records.clone(),
+                    rs.snap.serial,
+                )?;
+            }
+            adopt_mark(root, trees, &url, &rs.etag, rs.snap.serial)?;
+            Ok(Reconciled {
+                records: rs.records.into_iter().collect(),
+                etag: Some(rs.etag),
+                push_first: false,
+            })
+        }
+    }
+}
+
+fn adopt_mark(
+    root: &std::path::Path,
+    trees: &Trees,
+    url: &str,
+    etag: &str,
+    serial: u64,
+) -> Result<(), StateError> {
+    mark::write(
+        root,
+        trees,
+        &Mark {
+            url: url.to_string(),
+            etag: Some(etag.to_string()),
+            pushed_serial: serial,
+        },
+    )?;
+    trees
+        .db
+        .flush()
+        .map_err(|e| StateError::from_sled(root, e))?;
+    Ok(())
+}
+
+/// Every local record as stored, by name.
+pub(crate) fn local_records(
+    layout: &StateLayout,
+    trees: &Trees,
+) -> Result<BTreeMap<String, Vec<u8>>, StateError> {
+    trees
+        .steps
+        .iter()
+        .map(|item| {
+            let (k, v) = item.map_err(|e| StateError::from_sled(&layout.root, e))?;
+            Ok((String::from_utf8_lossy(&k).into_owned(), v.to_vec()))
+        })
+        .collect()
+}
+
+/// The names of the steps whose records differ (or exist on one side only).
+fn differing_steps(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
+    let parsed = |v: &Vec<u8>| serde_json::from_slice::<serde_json::Value>(v).ok();
+    let mut names: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|n| a.get(*n).map(parsed) != b.get(*n).map(parsed))
+        .cloned()
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The salt in hex, as the document holds it.
+pub(crate) fn salt_hex(root: &std::path::Path, trees: &Trees) -> Result<String, StateError> {
+    Ok(to_hex(&meta::read_salt(root, &trees.meta)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differing_steps_compare_content_not_bytes() {
+        let a: BTreeMap<String, Vec<u8>> = [
+            ("vpc".to_string(), br#"{"a":1,"b":2}"#.to_vec()),
+            ("fsx".to_string(), br#"{"a":1}"#.to_vec()),
+        ]
+        .into();
+        let b: BTreeMap<String, Vec<u8>> = [
+            ("vpc".to_string(), br#"{"b":2, "a":1}"#.to_vec()),
+            ("eks".to_string(), br#"{}"#.to_vec()),
+        ]
+        .into();
+        assert_eq!(differing_steps(&a, &b), vec!["eks", "fsx"]);
+    }
+}
