@@ -30,6 +30,7 @@ use crate::contract::Provider;
 
 pub use batch::BatchJob;
 pub use cloudformation::{CloudFormationStack, template_digest};
+pub use config::state_s3_client;
 pub use ecr::EcrRepository;
 pub use fsx::FsxLustre;
 pub use hyperpod::HyperPodCluster;

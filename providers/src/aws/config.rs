@@ -65,7 +65,29 @@ fn cache() -> &'static Mutex<HashMap<Key, SdkConfig>> {
 /// The SDK configuration for `ctx`'s region and profile, loaded once per
 /// process. Fails when no region is set anywhere.
 pub(crate) async fn sdk_config(ctx: &OpContext) -> Result<SdkConfig, ProviderError> {
-    let key: Key = (ctx.region.clone(), ctx.profile.clone());
+    sdk_config_for(ctx.region.clone(), ctx.profile.clone())
+        .await
+        .map_err(ProviderError::fatal)
+}
+
+/// An S3 client configured exactly as the providers' (region, profile,
+/// credentials, `AWS_ENDPOINT_URL`, timeouts, one HTTP client): what the S3
+/// state backend writes with. Fails when no region is set anywhere.
+pub async fn state_s3_client(
+    region: Option<String>,
+    profile: Option<String>,
+) -> Result<aws_sdk_s3::Client, String> {
+    sdk_config_for(region, profile)
+        .await
+        .map(|config| s3_client(&config))
+}
+
+/// The SDK configuration for `region` and `profile`, loaded once per process.
+async fn sdk_config_for(
+    region: Option<String>,
+    profile: Option<String>,
+) -> Result<SdkConfig, String> {
+    let key: Key = (region, profile);
     let cached = cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -92,9 +114,10 @@ pub(crate) async fn sdk_config(ctx: &OpContext) -> Result<SdkConfig, ProviderErr
         }
     };
     if config.region().is_none() {
-        return Err(ProviderError::fatal(
-            "no AWS region: set `region` under [workflow] or on the step, or AWS_REGION, or a region in the AWS profile",
-        ));
+        return Err(
+            "no AWS region: set `region` under [workflow] or on the step, or AWS_REGION, or a region in the AWS profile"
+                .to_string(),
+        );
     }
     Ok(config)
 }
