@@ -298,6 +298,8 @@ pub struct Workflow {
     pub region_node: Option<Node>,
     /// `[workflow] profile`.
     pub profile: Option<String>,
+    /// `[workflow.state]`: where the state is kept (local when absent).
+    pub state: Option<StateSettings>,
     /// Variables, in source order.
     pub vars: Vec<VarDecl>,
     /// Steps, in source order.
@@ -326,4 +328,24 @@ impl Workflow {
     pub fn var(&self, name: &str) -> Option<&VarDecl> {
         self.vars.iter().find(|v| v.name == name)
     }
+}
+
+/// Where the state is kept, as the workflow says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateSettings {
+    /// `.flow/NAME` beside the workflow (the default).
+    Local,
+    /// One S3 object, its local copy in `.flow/NAME`.
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// The object's key.
+        key: String,
+        /// The bucket's region.
+        region: Option<String>,
+        /// The AWS profile.
+        profile: Option<String>,
+        /// How long the lock lasts without renewal.
+        lease: Option<std::time::Duration>,
+    },
 }

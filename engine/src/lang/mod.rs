@@ -4,7 +4,8 @@
 //! The modules run in this order (`load` drives them, and returns a
 //! [`load::Loaded`] workflow or every problem at once):
 //! 1. `toml_nodes` reads the TOML with spans, `template` splits `${…}`
-//!    strings, `parse` builds the `ast`;
+//!    strings, `parse` builds the `ast` (`state_table` reads
+//!    `[workflow.state]`, also on its own for commands that need no more);
 //! 2. `providers` resolves each step's provider once (one diagnostic for an
 //!    unknown one);
 //! 3. `check` checks references, input names and types, and cycles;
@@ -21,6 +22,7 @@ pub mod load;
 pub mod parse;
 pub mod providers;
 pub mod resolve;
+pub mod state_table;
 pub mod template;
 pub mod toml_nodes;
 pub mod vars;

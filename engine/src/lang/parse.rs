@@ -34,6 +34,7 @@ pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnos
         region: None,
         region_node: None,
         profile: None,
+        state: None,
         vars: Vec::new(),
         steps: Vec::new(),
         step_index: Default::default(),
@@ -206,10 +207,14 @@ impl Parser<'_> {
                 "description" => wf.description = self.string(&e.value, &what),
                 "region" => (wf.region, wf.region_node) = self.region(&e.value, &what),
                 "profile" => wf.profile = self.string(&e.value, &what),
+                "state" => {
+                    wf.state =
+                        super::state_table::parse_state_table(self.source, self.diags, &e.value)
+                }
                 other => self.unknown_key(
                     e,
                     other,
-                    &["name", "description", "region", "profile"],
+                    &["name", "description", "region", "profile", "state"],
                     "[workflow]",
                 ),
             }
