@@ -363,7 +363,7 @@ impl Drop for Moto {
 
 /// An `Authorization` header that routes an unsigned request to `service`
 /// (moto does not check signatures).
-fn authorization(service: &str) -> String {
+pub fn authorization(service: &str) -> String {
     format!(
         "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
     )

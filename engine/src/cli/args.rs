@@ -68,9 +68,29 @@ pub struct WorkflowArgs {
     /// Read variables from a TOML file of NAME = VALUE lines.
     #[arg(long = "var-file", value_name = "FILE")]
     pub var_files: Vec<PathBuf>,
-    /// The state folder (default: .flow beside the workflow file).
+    /// Where the state is.
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+/// Where the state is and how it is locked (every command that reads it).
+#[derive(Debug, Clone, Default, Args)]
+pub struct StateArgs {
+    /// The local state folder (default: .flow/NAME beside the workflow
+    /// file); for an S3 state, where its local copy and the step logs are.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Keep the state in S3 at s3://BUCKET/KEY (instead of what
+    /// [workflow.state] says).
+    #[arg(long = "state", value_name = "s3://BUCKET/KEY")]
+    pub state_url: Option<String>,
+    /// Take the S3 state's lock; `--lock=false` reads without it (for a
+    /// plan while someone else applies; nothing can be written).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub lock: bool,
+    /// Wait this long for the S3 state's lock before giving up.
+    #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub lock_timeout: std::time::Duration,
 }
 
 /// `flow import`.
@@ -107,9 +127,9 @@ pub struct LogsArgs {
     /// Keep printing what is appended while a flow process holds the state.
     #[arg(short, long)]
     pub follow: bool,
-    /// The state folder (default: .flow beside the workflow file).
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    /// Where the state is.
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 /// `flow plan`.
@@ -161,9 +181,9 @@ pub struct ApplyArgs {
     /// Read variables from a TOML file.
     #[arg(long = "var-file", value_name = "FILE")]
     pub var_files: Vec<PathBuf>,
-    /// The state folder (default: .flow beside the workflow file).
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    /// Where the state is.
+    #[command(flatten)]
+    pub state: StateArgs,
     /// Do not ask for confirmation.
     #[arg(long)]
     pub auto_approve: bool,
@@ -199,9 +219,9 @@ pub struct DestroyArgs {
     /// The workflow file (only its folder and state are used: destroy works
     /// from the dependencies recorded in state, even if the file changed).
     pub file: PathBuf,
-    /// The state folder (default: .flow beside the workflow file).
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    /// Where the state is.
+    #[command(flatten)]
+    pub state: StateArgs,
     /// Do not ask for confirmation.
     #[arg(long)]
     pub auto_approve: bool,
@@ -236,9 +256,9 @@ pub struct OutputArgs {
     pub file: PathBuf,
     /// A step, or STEP.KEY for one value.
     pub selector: Option<String>,
-    /// The state folder (default: .flow beside the workflow file).
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    /// Where the state is.
+    #[command(flatten)]
+    pub state: StateArgs,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -251,9 +271,9 @@ pub enum StateCommand {
     List {
         /// The workflow file.
         file: PathBuf,
-        /// The state folder.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        /// Where the state is.
+        #[command(flatten)]
+        state: StateArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -262,9 +282,9 @@ pub enum StateCommand {
     Backups {
         /// The workflow file.
         file: PathBuf,
-        /// The state folder.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        /// Where the state is.
+        #[command(flatten)]
+        state: StateArgs,
     },
     /// Replace the state with a backup (the current state is backed up first).
     Restore {
@@ -272,9 +292,45 @@ pub enum StateCommand {
         file: PathBuf,
         /// The backup file, as listed by `flow state backups`.
         backup: PathBuf,
-        /// The state folder.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        /// Where the state is.
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Move the local state to the S3 state the workflow (or --state)
+    /// names; the local state becomes its copy.
+    Push {
+        /// The workflow file.
+        file: PathBuf,
+        /// Replace a state S3 already holds (it is backed up first).
+        #[arg(long)]
+        force: bool,
+        /// Where the state is.
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Copy the S3 state into the local state and make that the state (the
+    /// object in S3 is left as it is).
+    Pull {
+        /// The workflow file.
+        file: PathBuf,
+        /// Replace local steps that are not a copy of the S3 state (they
+        /// are backed up first).
+        #[arg(long)]
+        force: bool,
+        /// Where the state is.
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Break the lock of an S3 state whose holder is gone (the id is in
+    /// the message that refused you).
+    Unlock {
+        /// The workflow file.
+        file: PathBuf,
+        /// The lock's id.
+        lock_id: String,
+        /// Where the state is.
+        #[command(flatten)]
+        state: StateArgs,
     },
     /// Show everything state records about one step.
     Show {
@@ -282,8 +338,8 @@ pub enum StateCommand {
         file: PathBuf,
         /// The step.
         step: String,
-        /// The state folder.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        /// Where the state is.
+        #[command(flatten)]
+        state: StateArgs,
     },
 }

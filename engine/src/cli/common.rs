@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use flow_providers::Registry;
-use flow_state::{StepRecord, Store};
+use flow_state::{StateBackend, StepRecord};
 
 use crate::diag::Diagnostics;
 use crate::lang::load::{Loaded, load};
@@ -47,7 +47,7 @@ impl CliError {
 
 impl From<flow_state::StateError> for CliError {
     fn from(e: flow_state::StateError) -> Self {
-        CliError::Message(e.to_string(), e.help().map(str::to_string))
+        CliError::Message(e.to_string(), e.help())
     }
 }
 
@@ -100,7 +100,7 @@ pub fn load_workflow(file: &Path, vars: &VarInputs, registry: &Registry) -> CliR
 }
 
 /// Every record in `store`, by name.
-pub fn records_of(store: Option<&Store>) -> CliResult<BTreeMap<String, StepRecord>> {
+pub fn records_of(store: Option<&dyn StateBackend>) -> CliResult<BTreeMap<String, StepRecord>> {
     Ok(match store {
         Some(s) => s
             .steps()?

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use flow_state::{Status, StepRecord, Store};
+use flow_state::{Status, StepRecord};
 
 use crate::lang::load::Loaded;
 
@@ -67,17 +67,8 @@ impl Shade {
     }
 }
 
-/// Each step's shade from state, when state can be read (an apply holding the
-/// lock leaves every step uncoloured rather than failing).
-pub fn shades(loaded: &Loaded, state_dir: &std::path::Path) -> BTreeMap<String, Shade> {
-    let records: BTreeMap<String, StepRecord> = Store::open_if_exists(state_dir, "flow graph")
-        .ok()
-        .flatten()
-        .and_then(|s| s.steps().ok())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| (r.name.clone(), r))
-        .collect();
+/// Each step's shade from its record in state (a step with none is new).
+pub fn shades(loaded: &Loaded, records: &BTreeMap<String, StepRecord>) -> BTreeMap<String, Shade> {
     loaded
         .workflow
         .steps

@@ -1,29 +1,47 @@
 //! `flow graph`, `flow output` and `flow state list/show`: read-only views.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::Path;
 
 use flow_providers::Registry;
-use flow_state::{StepRecord, Store, timefmt::format_rfc3339};
+use flow_state::{StepRecord, timefmt::format_rfc3339};
 use serde_json::Value;
 
-use super::args::{GraphArgs, OutputArgs};
-use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
+use super::args::{GraphArgs, OutputArgs, StateArgs};
+use super::common::{CliError, CliResult, Ui, load_workflow, records_of};
 use super::run_plan::var_inputs;
+use super::state_open::{Access, open_if_exists, target, target_with};
 use crate::secrets::is_sensitive_marker;
 
 /// `flow graph FILE`: the graph in the chosen format on stdout.
 pub fn graph(args: &GraphArgs, registry: &Registry) -> CliResult<i32> {
     let wf = &args.workflow;
     let loaded = load_workflow(&wf.file, &var_inputs(wf), registry)?;
-    let shades = super::graph::shades(&loaded, &state_dir(&wf.file, wf.state_dir.as_ref()));
+    let target = target_with(&wf.file, &wf.state, loaded.workflow.state.as_ref())?;
+    // State that cannot be read (an apply holds the lock) leaves every step
+    // uncoloured rather than failing the graph.
+    let records: BTreeMap<String, StepRecord> = super::block_on(async {
+        open_if_exists(&target, &wf.state, "flow graph", Access::Read)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|s| s.steps().ok())
+    })
+    .unwrap_or_default()
+    .into_iter()
+    .map(|r| (r.name.clone(), r))
+    .collect();
+    let shades = super::graph::shades(&loaded, &records);
     print!("{}", super::graph::render(&loaded, &shades, args.format));
     Ok(0)
 }
 
-fn open_records(file: &Path, dir: Option<&PathBuf>, command: &str) -> CliResult<Vec<StepRecord>> {
-    let dir = state_dir(file, dir);
-    let store = Store::open_if_exists(&dir, command)?;
-    Ok(records_of(store.as_ref())?.into_values().collect())
+fn open_records(file: &Path, args: &StateArgs, command: &str) -> CliResult<Vec<StepRecord>> {
+    let target = target(file, args)?;
+    super::block_on(async {
+        let store = open_if_exists(&target, args, command, Access::Read).await?;
+        Ok(records_of(store.as_deref())?.into_values().collect())
+    })
 }
 
 /// A stored value for display: sensitive placeholders and sealed inputs masked.
@@ -40,7 +58,7 @@ fn visible(v: &Value) -> Value {
 
 /// `flow output FILE [STEP[.KEY]]`.
 pub fn output(args: &OutputArgs) -> CliResult<i32> {
-    let records = open_records(&args.file, args.state_dir.as_ref(), "flow output")?;
+    let records = open_records(&args.file, &args.state, "flow output")?;
     let find = |name: &str| {
         records.iter().find(|r| r.name == name).ok_or_else(|| {
             CliError::help(
@@ -101,8 +119,8 @@ fn print_table(map: &serde_json::Map<String, Value>, indent: usize) {
 }
 
 /// `flow state list FILE`.
-pub fn state_list(file: &Path, dir: Option<&PathBuf>, json: bool, ui: Ui) -> CliResult<i32> {
-    let records = open_records(file, dir, "flow state list")?;
+pub fn state_list(file: &Path, state: &StateArgs, json: bool, ui: Ui) -> CliResult<i32> {
+    let records = open_records(file, state, "flow state list")?;
     if json {
         let rows: Vec<Value> = records
             .iter()
@@ -163,8 +181,8 @@ pub fn state_list(file: &Path, dir: Option<&PathBuf>, json: bool, ui: Ui) -> Cli
 }
 
 /// `flow state show FILE STEP`.
-pub fn state_show(file: &Path, step: &str, dir: Option<&PathBuf>) -> CliResult<i32> {
-    let records = open_records(file, dir, "flow state show")?;
+pub fn state_show(file: &Path, step: &str, state: &StateArgs) -> CliResult<i32> {
+    let records = open_records(file, state, "flow state show")?;
     let rec = records.iter().find(|r| r.name == step).ok_or_else(|| {
         CliError::help(
             format!("there is no step `{step}` in state"),
@@ -193,45 +211,5 @@ pub fn state_show(file: &Path, step: &str, dir: Option<&PathBuf>) -> CliResult<i
         "updated_at": format_rfc3339(rec.updated_at),
     });
     println!("{}", serde_json::to_string_pretty(&shown).expect("json"));
-    Ok(0)
-}
-
-/// `flow state backups FILE`: newest first.
-pub fn state_backups(file: &Path, dir: Option<&PathBuf>) -> CliResult<i32> {
-    let root = state_dir(file, dir);
-    let backups = flow_state::list_backups(&root)?;
-    if backups.is_empty() {
-        println!("No backups in {}.", root.join("backups").display());
-        return Ok(0);
-    }
-    println!("{:<20}  {:>8}  FILE", "TAKEN", "SERIAL");
-    for b in backups {
-        println!(
-            "{:<20}  {:>8}  {}",
-            format_rfc3339(b.created_at),
-            b.serial,
-            b.path.display()
-        );
-    }
-    Ok(0)
-}
-
-/// `flow state restore FILE BACKUP`.
-pub fn state_restore(file: &Path, backup: &Path, dir: Option<&PathBuf>) -> CliResult<i32> {
-    let root = state_dir(file, dir);
-    let restored = flow_state::restore(&root, backup)?;
-    println!(
-        "Restored {} step{} from {} (state serial is now {}).",
-        restored.steps,
-        if restored.steps == 1 { "" } else { "s" },
-        backup.display(),
-        restored.serial
-    );
-    if let Some(prev) = &restored.previous {
-        println!("The state it replaced was backed up to {}.", prev.display());
-    }
-    if let Some(damaged) = &restored.damaged {
-        println!("The damaged database was moved to {}.", damaged.display());
-    }
     Ok(0)
 }

@@ -12,6 +12,8 @@ pub mod run_apply;
 pub mod run_destroy;
 pub mod run_import;
 pub mod run_plan;
+pub mod state_admin;
+pub mod state_open;
 
 use std::io::IsTerminal;
 
@@ -35,7 +37,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Validate(a) => run_plan::validate(a, ui, &registry),
         Command::Plan(a) => run_plan::plan(a, ui, &registry),
         Command::Graph(a) => inspect::graph(a, &registry),
-        Command::Logs(a) => logs::logs(&a.file, &a.step, a.state_dir.as_ref(), a.follow),
+        Command::Logs(a) => logs::logs(&a.file, &a.step, a.state.state_dir.as_ref(), a.follow),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(*shell, &mut Cli::command(), "flow", &mut std::io::stdout());
@@ -55,24 +57,31 @@ pub fn run(cli: Cli) -> i32 {
         }
         Command::Output(a) => inspect::output(a),
         Command::Import(a) => block_on(run_import::import(a, ui, &registry)),
-        Command::State(StateCommand::List {
-            file,
-            state_dir,
-            json,
-        }) => inspect::state_list(file, state_dir.as_ref(), *json, ui),
-        Command::State(StateCommand::Show {
-            file,
-            step,
-            state_dir,
-        }) => inspect::state_show(file, step, state_dir.as_ref()),
-        Command::State(StateCommand::Backups { file, state_dir }) => {
-            inspect::state_backups(file, state_dir.as_ref())
+        Command::State(StateCommand::List { file, state, json }) => {
+            inspect::state_list(file, state, *json, ui)
+        }
+        Command::State(StateCommand::Show { file, step, state }) => {
+            inspect::state_show(file, step, state)
+        }
+        Command::State(StateCommand::Backups { file, state }) => {
+            state_admin::state_backups(file, state)
         }
         Command::State(StateCommand::Restore {
             file,
             backup,
-            state_dir,
-        }) => inspect::state_restore(file, backup, state_dir.as_ref()),
+            state,
+        }) => state_admin::state_restore(file, backup, state),
+        Command::State(StateCommand::Push { file, force, state }) => {
+            state_admin::state_push(file, state, *force)
+        }
+        Command::State(StateCommand::Pull { file, force, state }) => {
+            state_admin::state_pull(file, state, *force)
+        }
+        Command::State(StateCommand::Unlock {
+            file,
+            lock_id,
+            state,
+        }) => state_admin::state_unlock(file, state, lock_id),
         Command::Apply(a) => block_on(run_apply::apply(a, Ui { json: a.json, ..ui }, &registry)),
         Command::Destroy(a) => block_on(run_destroy::destroy(
             a,

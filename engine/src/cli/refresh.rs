@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flow_providers::Registry;
-use flow_state::{Mutation, StepRecord, Store};
+use flow_state::{Mutation, StateBackend, StepRecord};
 
 use super::common::{CliError, CliResult};
 use crate::lang::load::Loaded;
@@ -58,7 +58,7 @@ pub async fn refreshed(
 }
 
 /// Store the records refresh rewrote, durably, before apply acts on them.
-pub async fn record(store: &Store, refresh: &Refresh) -> CliResult {
+pub async fn record(store: &dyn StateBackend, refresh: &Refresh) -> CliResult {
     if refresh.rewritten.is_empty() {
         return Ok(());
     }

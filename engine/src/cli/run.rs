@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flow_providers::Registry;
-use flow_state::{StepRecord, Store};
+use flow_state::{StateBackend, StepRecord};
 
 use super::common::{CliError, CliResult, Ui, workdir};
 use super::progress::{print_json_summary, print_summary, sink_for};
@@ -45,7 +45,7 @@ pub fn json_needs_approval(ui: Ui, auto_approve: bool) -> CliResult {
 }
 #[allow(clippy::too_many_arguments)]
 pub fn run_context(
-    store: &Store,
+    store: &dyn StateBackend,
     registry: &Registry,
     file: &Path,
     redactor: Redactor,

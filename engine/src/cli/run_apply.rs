@@ -6,13 +6,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use flow_providers::Registry;
-use flow_state::{StepRecord, Store};
+use flow_state::{StateBackend, StepRecord};
 
 use super::args::ApplyArgs;
-use super::common::{CliError, CliResult, Ui, confirm, load_workflow, records_of, state_dir};
+use super::args::StateArgs;
+use super::common::{CliError, CliResult, Ui, confirm, load_workflow, records_of};
 use super::progress::print_json_summary;
 use super::refresh::{RefreshRequest, record, refreshed};
 use super::run::{finish, json_needs_approval, run_context, run_jobs, show_plan};
+use super::state_open::{Access, open, target_with};
 use crate::apply::job::StepJob;
 use crate::apply::schedule::Report;
 use crate::lang::load::Loaded;
@@ -42,17 +44,18 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     };
     json_needs_approval(ui, args.auto_approve)?;
     let loaded = load_workflow(&args.file, &vars, registry)?;
-    let dir = state_dir(&args.file, args.state_dir.as_ref());
-    let store = Store::open(&dir, "flow apply")?;
+    let target = target_with(&args.file, &args.state, loaded.workflow.state.as_ref())?;
+    let store = open(&target, &args.state, "flow apply", Access::Write).await?;
+    let store = store.as_ref();
     let request = RefreshRequest {
         enabled: args.refresh || args.refresh_only,
         parallelism: args.parallelism,
         targets: &args.target,
         timeout: args.refresh_timeout,
     };
-    let refresh = refreshed(&loaded, registry, records_of(Some(&store))?, request).await?;
+    let refresh = refreshed(&loaded, registry, records_of(Some(store))?, request).await?;
     if args.refresh_only {
-        return refresh_only(&store, &refresh, ui, args.auto_approve).await;
+        return refresh_only(store, &refresh, ui, args.auto_approve).await;
     }
     let prices = crate::cost::PriceTable::choose(None).ok();
     let plan = make_plan(
@@ -72,7 +75,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     .map_err(CliError::Diagnostics)?;
     show_plan(&plan, ui, plan.has_changes() && !args.auto_approve);
     if !plan.has_changes() && !deps_changed(&plan, &refresh.records) {
-        record(&store, &refresh).await?;
+        record(store, &refresh).await?;
         if ui.json {
             print_json_summary(&Report::default());
         }
@@ -84,9 +87,9 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
             println!();
         }
     }
-    record(&store, &refresh).await?;
+    record(store, &refresh).await?;
     execute(
-        &store,
+        store,
         &loaded,
         plan,
         refresh.records,
@@ -100,7 +103,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
 /// `flow apply --refresh-only`: show what changed outside flow and record it
 /// in state, changing nothing in the cloud.
 async fn refresh_only(
-    store: &Store,
+    store: &dyn StateBackend,
     refresh: &Refresh,
     ui: Ui,
     auto_approve: bool,
@@ -191,7 +194,14 @@ async fn apply_saved(
             }
         }
     }
-    let store = Store::open(&saved.state_dir, "flow apply")?;
+    let state = StateArgs {
+        state_dir: Some(saved.state_dir.clone()),
+        state_url: saved.state_url.clone(),
+        ..args.state.clone()
+    };
+    let target = target_with(&saved.workflow_path, &state, loaded.workflow.state.as_ref())?;
+    let store = open(&target, &state, "flow apply", Access::Write).await?;
+    let store = store.as_ref();
     if store.serial() != saved.plan.state_serial {
         return Err(stale(format!(
             "the state changed since the plan was made (serial {} then, {} now)",
@@ -205,7 +215,7 @@ async fn apply_saved(
         targets: &saved.targets,
         timeout: args.refresh_timeout,
     };
-    let refresh = refreshed(&loaded, registry, records_of(Some(&store))?, request).await?;
+    let refresh = refreshed(&loaded, registry, records_of(Some(store))?, request).await?;
     let prices = crate::cost::PriceTable::choose(None).ok();
     let plan = make_plan(
         &PlanRequest {
@@ -235,9 +245,9 @@ async fn apply_saved(
     if !ui.quiet && !ui.json {
         println!();
     }
-    record(&store, &refresh).await?;
+    record(store, &refresh).await?;
     execute(
-        &store,
+        store,
         &loaded,
         plan,
         refresh.records,
@@ -250,7 +260,7 @@ async fn apply_saved(
 }
 #[allow(clippy::too_many_arguments)]
 async fn execute(
-    store: &Store,
+    store: &dyn StateBackend,
     loaded: &Loaded,
     plan: Plan,
     records: BTreeMap<String, StepRecord>,

@@ -4,12 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use flow_providers::Registry;
-use flow_state::{StepRecord, Store};
+use flow_state::StepRecord;
 
 use super::args::DestroyArgs;
-use super::common::{CliError, CliResult, Ui, confirm, records_of, state_dir};
+use super::common::{CliError, CliResult, Ui, confirm, records_of};
 use super::progress::print_json_summary;
 use super::run::{finish, json_needs_approval, run_context, run_jobs};
+use super::state_open::{Access, open_if_exists, target};
 use crate::apply::job::StepJob;
 use crate::apply::schedule::Report;
 use crate::dag::Dag;
@@ -21,19 +22,20 @@ use crate::plan::{Action, Plan, StepChange};
 /// `flow destroy FILE`: delete what state records, dependents first.
 pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     json_needs_approval(ui, args.auto_approve)?;
-    let dir = state_dir(&args.file, args.state_dir.as_ref());
-    let Some(store) = Store::open_if_exists(&dir, "flow destroy")? else {
+    let target = target(&args.file, &args.state)?;
+    let Some(store) = open_if_exists(&target, &args.state, "flow destroy", Access::Write).await?
+    else {
         if ui.json {
             print_json_summary(&Report::default());
             return Ok(0);
         }
         println!(
             "Nothing to destroy: there is no state at {}.",
-            dir.display()
+            target.describe()
         );
         return Ok(0);
     };
-    let records = records_of(Some(&store))?;
+    let records = records_of(Some(store.as_ref()))?;
     let graph = Dag::new(
         records.keys().map(String::as_str),
         records.values().flat_map(|r| {
@@ -110,7 +112,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         })
         .collect();
     let ctx = run_context(
-        &store,
+        store.as_ref(),
         registry,
         &args.file,
         redactor,

@@ -3,11 +3,12 @@
 //! plan shows only how it differs from the workflow.
 
 use flow_providers::Registry;
-use flow_state::{Mutation, Status, StepRecord, Store, now_secs};
+use flow_state::{Mutation, Status, StepRecord, now_secs};
 
 use super::args::ImportArgs;
-use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
+use super::common::{CliError, CliResult, Ui, load_workflow, records_of};
 use super::run_plan::var_inputs;
+use super::state_open::{Access, open, open_if_exists, target_with};
 use crate::apply::sealing::kept_outputs;
 use crate::plan::outputs::PlannedOutputs;
 
@@ -32,11 +33,15 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
             "import adopts a long-lived object (a stack, a cluster, a bucket, a secret…)",
         ));
     };
-    let dir = state_dir(&wf_args.file, wf_args.state_dir.as_ref());
+    let target = target_with(
+        &wf_args.file,
+        &wf_args.state,
+        loaded.workflow.state.as_ref(),
+    )?;
     // State is made only once there is something to record: a refused
     // import leaves no trace.
-    let existing = Store::open_if_exists(&dir, "flow import")?;
-    let records = records_of(existing.as_ref())?;
+    let existing = open_if_exists(&target, &wf_args.state, "flow import", Access::Write).await?;
+    let records = records_of(existing.as_deref())?;
     if let Some(rec) = records.get(&args.step) {
         if rec.in_flight.is_some() {
             return Err(CliError::help(
@@ -83,7 +88,7 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
         Some(store) => store,
         None => {
             // A state made just now has its own salt: seal the inputs with it.
-            let store = Store::open(&dir, "flow import")?;
+            let store = open(&target, &wf_args.state, "flow import", Access::Write).await?;
             desired = loaded
                 .resolve_inputs(step, &store.salt(), &|s, k| outputs.lookup(s, k))
                 .map_err(diagnostics)?;

@@ -1,11 +1,11 @@
 //! `flow validate` and `flow plan`.
 
 use flow_providers::Registry;
-use flow_state::Store;
 
 use super::args::{PlanArgs, WorkflowArgs};
-use super::common::{CliError, CliResult, Ui, load_workflow, records_of, state_dir};
+use super::common::{CliError, CliResult, Ui, load_workflow, records_of};
 use super::refresh::{RefreshRequest, refreshed};
+use super::state_open::{Access, StateTarget, open_if_exists, target_with};
 use crate::lang::vars::VarInputs;
 use crate::pipeline::make_plan;
 use crate::plan::render::{render_json, render_text};
@@ -50,15 +50,20 @@ pub fn validate(args: &WorkflowArgs, ui: Ui, registry: &Registry) -> CliResult<i
 pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     let wf_args = &args.workflow;
     let loaded = load_workflow(&wf_args.file, &var_inputs(wf_args), registry)?;
-    let dir = state_dir(&wf_args.file, wf_args.state_dir.as_ref());
-    let store = Store::open_if_exists(&dir, "flow plan")?;
-    let records = records_of(store.as_ref())?;
-    let salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
-    let serial = store.as_ref().map_or(0, |s| s.serial());
-    drop(store);
+    let target = target_with(
+        &wf_args.file,
+        &wf_args.state,
+        loaded.workflow.state.as_ref(),
+    )?;
     let prices = crate::cost::PriceTable::choose(args.prices.as_deref())
         .map_err(|e| CliError::help(e.to_string(), e.help()))?;
     let plan = crate::cli::block_on(async {
+        // The lock is held while state is read, not while real objects are.
+        let store = open_if_exists(&target, &wf_args.state, "flow plan", Access::Plan).await?;
+        let records = records_of(store.as_deref())?;
+        let salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
+        let serial = store.as_ref().map_or(0, |s| s.serial());
+        drop(store);
         // Refresh never writes state during plan: what it finds is shown only.
         let request = RefreshRequest {
             enabled: args.refresh,
@@ -84,7 +89,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
         .map_err(CliError::Diagnostics)
     })?;
     if let Some(out) = &args.out {
-        save(&plan, &loaded, &dir, args, out)?;
+        save(&plan, &loaded, &target, args, out)?;
     }
     if args.json {
         println!("{}", render_json(&plan));
@@ -110,7 +115,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
 fn save(
     plan: &Plan,
     loaded: &crate::lang::load::Loaded,
-    dir: &std::path::Path,
+    target: &StateTarget,
     args: &PlanArgs,
     out: &std::path::Path,
 ) -> CliResult {
@@ -121,7 +126,8 @@ fn save(
         version: 1,
         workflow_path: abs(&args.workflow.file),
         workflow_digest: text_digest(&loaded.workflow.source.text),
-        state_dir: abs(dir),
+        state_dir: abs(&target.dir),
+        state_url: target.s3.as_ref().map(|l| l.to_string()),
         vars: SavedPlan::vars_for_saving(&loaded.vars, &salt),
         salt,
         targets: args.target.clone(),

@@ -37,6 +37,9 @@ pub struct SavedPlan {
     pub workflow_digest: String,
     /// The state folder (absolute).
     pub state_dir: PathBuf,
+    /// The S3 state the plan was made against (`s3://bucket/key`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_url: Option<String>,
     /// Salt for the digests of sensitive variables.
     pub salt: String,
     /// Every variable's value.

@@ -1,0 +1,244 @@
+//! Which state a command works on (local, or S3 from `[workflow.state]` or
+//! `--state`) and opening it through the [`StateBackend`] boundary: nothing
+//! else in the engine knows where a state is kept.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use flow_state::remote::LockOptions;
+use flow_state::{S3Backend, S3Location, S3Options, StateBackend, Store};
+
+use super::args::StateArgs;
+use super::common::{CliError, CliResult, state_dir};
+use crate::lang::ast::StateSettings;
+use crate::lang::state_table::read_state_settings;
+
+/// An open state, wherever it is kept.
+pub type Backend = Box<dyn StateBackend>;
+
+/// How long a lock lasts without renewal, unless `lease` says otherwise.
+const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+
+/// Where a command's state is.
+#[derive(Debug, Clone)]
+pub struct StateTarget {
+    /// The local folder: the state, or the S3 state's copy; logs either way.
+    pub dir: PathBuf,
+    /// The S3 state, when it is kept there.
+    pub s3: Option<S3Location>,
+    /// How long the S3 lock lasts without renewal.
+    pub lease: Duration,
+    /// The workflow file, for commands in messages.
+    pub file: PathBuf,
+}
+
+impl StateTarget {
+    /// `s3://…` or the local folder.
+    pub fn describe(&self) -> String {
+        match &self.s3 {
+            Some(loc) => loc.to_string(),
+            None => self.dir.display().to_string(),
+        }
+    }
+}
+
+/// The state of workflow `file`: `--state` first, then the workflow's
+/// `[workflow.state]` (`settings`, already read with the workflow).
+pub fn target_with(
+    file: &Path,
+    args: &StateArgs,
+    settings: Option<&StateSettings>,
+) -> CliResult<StateTarget> {
+    let dir = state_dir(file, args.state_dir.as_ref());
+    let mut target = StateTarget {
+        dir,
+        s3: None,
+        lease: DEFAULT_LEASE,
+        file: file.to_path_buf(),
+    };
+    if let Some(url) = &args.state_url {
+        target.s3 = Some(
+            S3Location::parse(url)
+                .map_err(|e| CliError::help(e, "--state takes s3://BUCKET/KEY"))?,
+        );
+        if let Some(StateSettings::S3 {
+            region,
+            profile,
+            lease,
+            ..
+        }) = settings
+        {
+            let loc = target.s3.as_mut().expect("just set");
+            loc.region = region.clone();
+            loc.profile = profile.clone();
+            target.lease = lease.unwrap_or(DEFAULT_LEASE);
+        }
+        return Ok(target);
+    }
+    if let Some(StateSettings::S3 {
+        bucket,
+        key,
+        region,
+        profile,
+        lease,
+    }) = settings
+    {
+        target.s3 = Some(S3Location {
+            bucket: bucket.clone(),
+            key: key.clone(),
+            region: region.clone(),
+            profile: profile.clone(),
+        });
+        target.lease = lease.unwrap_or(DEFAULT_LEASE);
+    }
+    Ok(target)
+}
+
+/// Like [`target_with`], reading `[workflow.state]` from `file` on its own
+/// (for commands that need nothing else of the workflow).
+pub fn target(file: &Path, args: &StateArgs) -> CliResult<StateTarget> {
+    let settings = read_state_settings(file).map_err(CliError::Diagnostics)?;
+    target_with(file, args, settings.as_ref())
+}
+
+/// Whether a command may write the state it opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// It writes: it takes the S3 lock (waiting `--lock-timeout`).
+    Write,
+    /// It may only read; it takes the lock unless `--lock=false`.
+    Plan,
+    /// It only reads and never takes the S3 lock (output, state list).
+    Read,
+}
+
+/// How long S3 may stay unreachable mid-run before the run stops:
+/// `FLOW_STATE_RETRY_FOR` (a duration), else five minutes.
+fn retry_for() -> Duration {
+    std::env::var("FLOW_STATE_RETRY_FOR")
+        .ok()
+        .and_then(|t| humantime::parse_duration(&t).ok())
+        .unwrap_or(Duration::from_secs(300))
+}
+
+/// The S3 options for `command` on `target`.
+pub fn s3_options(
+    target: &StateTarget,
+    args: &StateArgs,
+    command: &str,
+    access: Access,
+) -> S3Options {
+    let lock = match access {
+        Access::Write => true,
+        Access::Plan => args.lock,
+        Access::Read => false,
+    };
+    S3Options {
+        command: command.to_string(),
+        lock: lock.then(|| LockOptions {
+            operation: command.to_string(),
+            lease: target.lease,
+            wait: args.lock_timeout,
+            unlock_command: format!("flow state unlock {}", target.file.display()),
+        }),
+        retry_for: retry_for(),
+        workflow: target.file.display().to_string(),
+    }
+}
+
+/// An S3 client configured as the providers' are, for `loc`.
+pub async fn s3_client(loc: &S3Location) -> CliResult<flow_state::remote::S3Client> {
+    flow_providers::aws::state_s3_client(loc.region.clone(), loc.profile.clone())
+        .await
+        .map_err(|e| {
+            CliError::help(
+                format!("cannot reach the S3 state {loc}: {e}"),
+                "set `region` under [workflow.state]",
+            )
+        })
+}
+
+/// Opens (creating if needed) the state of `target` for `command`.
+pub async fn open(
+    target: &StateTarget,
+    args: &StateArgs,
+    command: &str,
+    access: Access,
+) -> CliResult<Backend> {
+    let backend: Backend = match &target.s3 {
+        None => Box::new(Store::open(&target.dir, command)?),
+        Some(loc) => {
+            let client = s3_client(loc).await?;
+            let opts = s3_options(target, args, command, access);
+            Box::new(S3Backend::open(&target.dir, client, loc.clone(), &opts).await?)
+        }
+    };
+    show_notes(backend.as_ref());
+    Ok(backend)
+}
+
+/// Like [`open`], but `None`, creating nothing, when there is no state yet.
+pub async fn open_if_exists(
+    target: &StateTarget,
+    args: &StateArgs,
+    command: &str,
+    access: Access,
+) -> CliResult<Option<Backend>> {
+    let backend: Option<Backend> = match &target.s3 {
+        None => Store::open_if_exists(&target.dir, command)?.map(|s| Box::new(s) as Backend),
+        Some(loc) => {
+            let client = s3_client(loc).await?;
+            let opts = s3_options(target, args, command, access);
+            S3Backend::open_if_exists(&target.dir, client, loc.clone(), &opts)
+                .await?
+                .map(|s| Box::new(s) as Backend)
+        }
+    };
+    if let Some(b) = &backend {
+        show_notes(b.as_ref());
+    }
+    Ok(backend)
+}
+
+fn show_notes(backend: &dyn StateBackend) {
+    for note in backend.notes() {
+        eprintln!("warning: {note}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(url: Option<&str>) -> StateArgs {
+        StateArgs {
+            state_url: url.map(str::to_string),
+            ..StateArgs::default()
+        }
+    }
+
+    #[test]
+    fn the_flag_wins_over_the_workflow() {
+        let settings = StateSettings::S3 {
+            bucket: "team".into(),
+            key: "a.json".into(),
+            region: Some("eu-west-1".into()),
+            profile: None,
+            lease: Some(Duration::from_secs(20)),
+        };
+        let t = target_with(Path::new("wf.toml"), &args(None), Some(&settings)).unwrap();
+        assert_eq!(t.describe(), "s3://team/a.json");
+        assert_eq!(t.lease, Duration::from_secs(20));
+        let t = target_with(
+            Path::new("wf.toml"),
+            &args(Some("s3://other/b.json")),
+            Some(&settings),
+        )
+        .unwrap();
+        assert_eq!(t.describe(), "s3://other/b.json");
+        assert_eq!(t.s3.unwrap().region.as_deref(), Some("eu-west-1"));
+        let t = target_with(Path::new("wf.toml"), &args(None), None).unwrap();
+        assert!(t.s3.is_none() && t.describe().ends_with(".flow/wf"));
+        assert!(target_with(Path::new("wf.toml"), &args(Some("bucket/key")), None).is_err());
+    }
+}
