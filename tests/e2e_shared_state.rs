@@ -1,0 +1,442 @@
+//! End-to-end: a state kept in S3 (moto's, which honours `If-Match` and
+//! `If-None-Match: *` on PutObject), shared by two checkouts of the same
+//! workflow in two folders, each with its own local copy, run as users
+//! would run `flow`.
+
+mod support;
+
+use std::time::Duration;
+
+use support::aws::Aws;
+use support::moto::Moto;
+use support::{finish, wait_until};
+
+const BUCKET: &str = "team-flow-state";
+const KEY: &str = "training/shared.json";
+
+/// The workflow: `one` → `two` → `slow` (a `null` step that takes
+/// `slow_ms`), its state in S3 with a `lease`.
+fn workflow(slow_ms: u64, lease: &str) -> String {
+    format!(
+        r#"
+[workflow]
+name = "shared"
+
+[workflow.state]
+backend = "s3"
+bucket = "{BUCKET}"
+key = "{KEY}"
+region = "us-east-1"
+lease = "{lease}"
+
+[steps.one]
+provider = "null"
+
+[steps.two]
+provider = "null"
+depends_on = ["one"]
+
+[steps.slow]
+provider = "null"
+depends_on = ["two"]
+[steps.slow.inputs]
+delay_ms = {slow_ms}
+"#
+    )
+}
+
+fn make_bucket(moto: &Moto, name: &str) {
+    let (status, body) = moto.rest_call("s3", "PUT", &format!("/{name}"), "");
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Two checkouts of the same workflow against one moto.
+fn checkouts(moto: &Moto, text: &str) -> (Aws, Aws) {
+    make_bucket(moto, BUCKET);
+    let a = Aws::new(moto, None);
+    let b = Aws::new(moto, None);
+    a.p.write("wf.toml", text);
+    b.p.write("wf.toml", text);
+    (a, b)
+}
+
+/// The state object as JSON, straight from moto.
+fn state_object(moto: &Moto) -> serde_json::Value {
+    serde_json::from_str(&moto.object(BUCKET, KEY)).expect("state object is JSON")
+}
+
+/// The record of `step` in the S3 state object (none before it exists).
+fn remote_record(moto: &Moto, step: &str) -> Option<serde_json::Value> {
+    let (status, body) = moto.rest_call("s3", "GET", &format!("/{BUCKET}/{KEY}"), "");
+    if status == 404 {
+        return None;
+    }
+    let doc: serde_json::Value = serde_json::from_str(&body).expect("state object is JSON");
+    doc["steps"]
+        .as_array()
+        .and_then(|steps| steps.iter().find(|s| s["name"] == step).cloned())
+}
+
+fn lock_exists(moto: &Moto) -> bool {
+    moto.objects(BUCKET, &format!("{KEY}.lock"))
+        .iter()
+        .any(|k| k == &format!("{KEY}.lock"))
+}
+
+#[test]
+fn a_second_checkout_is_refused_while_the_first_applies_then_plans_no_changes() {
+    let moto = Moto::start();
+    let (a, b) = checkouts(&moto, &workflow(3000, "60s"));
+    let first = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(30), "the first apply's lock", || {
+        lock_exists(&moto)
+    });
+
+    let refused = b.run(&["apply", "wf.toml", "--auto-approve"]);
+    assert_eq!(refused.code, 1, "{}", refused.all());
+    assert!(
+        refused.stderr.contains(&format!(
+            "state s3://{BUCKET}/{KEY} is locked by `flow apply` ("
+        )) && refused.stderr.contains(&format!("pid {}", first.id())),
+        "the refusal names the holder:\n{}",
+        refused.stderr
+    );
+    assert!(
+        refused.stderr.contains("lease renewed"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused.stderr.contains("flow state unlock wf.toml "),
+        "{}",
+        refused.stderr
+    );
+    // A read-only plan needs no lock.
+    let peek = b.run(&["plan", "wf.toml", "--lock=false"]);
+    assert_eq!(peek.code, 0, "{}", peek.all());
+
+    let first = finish(first);
+    assert_eq!(first.code, 0, "{}", first.all());
+    assert!(
+        !lock_exists(&moto),
+        "the lock is deleted when the apply ends"
+    );
+    let plan = b.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("No changes. 3 steps are up to date."),
+        "{}",
+        plan.stdout
+    );
+    assert_eq!(remote_record(&moto, "slow").unwrap()["status"], "applied");
+
+    // Destroy from the second checkout; the first then sees an empty state.
+    let destroyed = b.run(&["destroy", "wf.toml", "--auto-approve"]);
+    assert_eq!(destroyed.code, 0, "{}", destroyed.all());
+    assert_eq!(state_object(&moto)["steps"], serde_json::json!([]));
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("3 to create"), "{}", plan.stdout);
+}
+
+#[test]
+fn kill_during_an_apply_then_resume_from_the_other_checkout() {
+    let moto = Moto::start();
+    let (a, b) = checkouts(&moto, &workflow(30_000, "60s"));
+    let mut first = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    // The kill lands inside `slow`'s provider call: its intent is in S3.
+    wait_until(Duration::from_secs(30), "slow's intent in S3", || {
+        remote_record(&moto, "slow").is_some_and(|r| r["in_flight"]["operation"] == "create")
+    });
+    let intent = remote_record(&moto, "slow").unwrap();
+    let token = intent["in_flight"]["token"].as_str().unwrap().to_string();
+    assert_eq!(remote_record(&moto, "two").unwrap()["status"], "applied");
+    first.kill().unwrap();
+    let _ = first.wait();
+
+    // Its lock outlives it; the refusal gives the id to break it with.
+    let refused = b.run(&["apply", "wf.toml", "--auto-approve"]);
+    assert_eq!(refused.code, 1, "{}", refused.all());
+    let id = refused
+        .stderr
+        .split("flow state unlock wf.toml ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the unlock command")
+        .to_string();
+    let wrong = b.run(&["state", "unlock", "wf.toml", "0000000000000000"]);
+    assert_eq!(wrong.code, 1, "{}", wrong.all());
+    assert!(lock_exists(&moto), "a wrong id breaks nothing");
+    let unlocked = b.run(&["state", "unlock", "wf.toml", &id]).expect(0);
+    assert!(
+        unlocked.stdout.contains("Broke the lock"),
+        "{}",
+        unlocked.stdout
+    );
+
+    let plan = b.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains(&token[..8]),
+        "the plan shows the resumed token:\n{}",
+        plan.stdout
+    );
+    b.p.write("wf.toml", &workflow(100, "60s"));
+    let resumed = b.run(&["apply", "wf.toml", "--auto-approve"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.all());
+    let rec = remote_record(&moto, "slow").unwrap();
+    assert_eq!(rec["status"], "applied");
+    assert!(rec["in_flight"].is_null(), "{rec}");
+    // The first checkout's copy follows S3 on its next run.
+    a.p.write("wf.toml", &workflow(100, "60s"));
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("No changes."), "{}", plan.stdout);
+}
+
+#[test]
+fn an_expired_lease_is_taken_over_with_a_warning() {
+    let moto = Moto::start();
+    let (a, b) = checkouts(&moto, &workflow(30_000, "3s"));
+    let mut first = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(30), "slow's intent in S3", || {
+        remote_record(&moto, "slow").is_some_and(|r| !r["in_flight"].is_null())
+    });
+    first.kill().unwrap();
+    let _ = first.wait();
+    // Renewed at most a second ago: still held.
+    let refused = b.run(&["plan", "wf.toml"]);
+    assert_eq!(refused.code, 1, "{}", refused.all());
+    std::thread::sleep(Duration::from_millis(4500));
+    b.p.write("wf.toml", &workflow(100, "3s"));
+    let taken = b.run(&["apply", "wf.toml", "--auto-approve"]);
+    assert_eq!(taken.code, 0, "{}", taken.all());
+    assert!(
+        taken
+            .stderr
+            .contains("warning: took over the lock of `flow apply`")
+            && taken.stderr.contains("its lease ran out"),
+        "{}",
+        taken.stderr
+    );
+    assert_eq!(remote_record(&moto, "slow").unwrap()["status"], "applied");
+}
+
+#[test]
+fn a_state_changed_underneath_stops_the_run_and_keeps_its_intents() {
+    let moto = Moto::start();
+    let (a, _b) = checkouts(&moto, &workflow(2500, "60s"));
+    let run = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(30), "slow's intent in S3", || {
+        remote_record(&moto, "slow").is_some_and(|r| !r["in_flight"].is_null())
+    });
+    // Another writer (one that ignored the lock) rewrites the object.
+    let mut doc = state_object(&moto);
+    doc["steps"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|s| s["name"] != "one");
+    let (status, body) = moto.http(
+        "PUT",
+        &format!("/{BUCKET}/{KEY}"),
+        &[("Authorization", &support::moto::authorization("s3"))],
+        doc.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    let run = finish(run);
+    assert_eq!(run.code, 1, "{}", run.all());
+    assert!(
+        run.all().contains(&format!(
+            "state s3://{BUCKET}/{KEY} was changed by another writer"
+        )),
+        "{}",
+        run.all()
+    );
+    // S3 keeps what the other writer wrote: the intent is still there, the
+    // result only in the local journal, which the next run names.
+    assert!(!remote_record(&moto, "slow").unwrap()["in_flight"].is_null());
+    let next = a.run(&["plan", "wf.toml"]);
+    assert_eq!(next.code, 1, "{}", next.all());
+    assert!(
+        next.stderr.contains("the steps that differ: one, slow"),
+        "{}",
+        next.stderr
+    );
+    let pushed = a.run(&["state", "push", "wf.toml", "--force"]).expect(0);
+    assert!(
+        pushed.stdout.contains("Pushed 3 steps"),
+        "{}",
+        pushed.stdout
+    );
+    assert_eq!(remote_record(&moto, "slow").unwrap()["status"], "applied");
+    let replaced = moto.objects(BUCKET, &format!("{KEY}.backups/state-replaced-"));
+    assert_eq!(
+        replaced.len(),
+        1,
+        "the replaced object is kept: {replaced:?}"
+    );
+}
+
+#[test]
+fn moving_a_local_state_to_s3_and_back() {
+    let moto = Moto::start();
+    make_bucket(&moto, BUCKET);
+    let a = Aws::new(&moto, None);
+    let local = workflow(0, "60s").replace(
+        &format!("[workflow.state]\nbackend = \"s3\"\nbucket = \"{BUCKET}\"\nkey = \"{KEY}\"\nregion = \"us-east-1\"\nlease = \"60s\"\n"),
+        "",
+    );
+    a.p.write("wf.toml", &local);
+    a.apply().expect(0);
+
+    a.p.write("wf.toml", &workflow(0, "60s"));
+    let plan = a.run(&["plan", "wf.toml"]);
+    assert_eq!(plan.code, 1, "{}", plan.all());
+    assert!(
+        plan.stderr
+            .contains("which holds no state yet, but the local state at"),
+        "{}",
+        plan.stderr
+    );
+    assert!(
+        plan.stderr.contains("flow state push wf.toml"),
+        "{}",
+        plan.stderr
+    );
+    a.run(&["state", "push", "wf.toml"]).expect(0);
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("No changes. 3 steps are up to date."),
+        "{}",
+        plan.stdout
+    );
+
+    // Back: the workflow says local again, the copy is refused until pulled.
+    a.p.write("wf.toml", &local);
+    let plan = a.run(&["plan", "wf.toml"]);
+    assert_eq!(plan.code, 1, "{}", plan.all());
+    assert!(
+        plan.stderr
+            .contains(&format!("is the copy of s3://{BUCKET}/{KEY}")),
+        "{}",
+        plan.stderr
+    );
+    let url = format!("s3://{BUCKET}/{KEY}");
+    a.run(&["state", "pull", "wf.toml", "--state", &url])
+        .expect(0);
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("No changes. 3 steps are up to date."),
+        "{}",
+        plan.stdout
+    );
+}
+
+#[test]
+fn bad_buckets_and_objects_get_one_clear_line_and_change_nothing() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("wf.toml", &workflow(0, "60s"));
+    let run = a.run(&["apply", "wf.toml", "--auto-approve"]);
+    assert_eq!(run.code, 1, "{}", run.all());
+    assert!(
+        run.stderr
+            .contains(&format!("error: bucket `{BUCKET}` does not exist")),
+        "{}",
+        run.stderr
+    );
+    assert!(a.p.state_files().is_empty(), "{:?}", a.p.state_files());
+
+    // A bucket in another region than the one configured.
+    let (status, body) = moto.http(
+        "PUT",
+        &format!("/{BUCKET}"),
+        &[("Authorization", &support::moto::authorization("s3"))],
+        b"<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>",
+    );
+    assert_eq!(status, 200, "{body}");
+    let run = a.run(&["plan", "wf.toml"]);
+    assert_eq!(run.code, 1, "{}", run.all());
+    assert!(
+        run.stderr.contains(&format!(
+            "bucket `{BUCKET}` is in region eu-west-1, not us-east-1"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("set region = \"eu-west-1\" under [workflow.state]"),
+        "{}",
+        run.stderr
+    );
+
+    // A state object written by a newer flow, and one that is not JSON:
+    // refused, never overwritten.
+    a.p.write(
+        "wf.toml",
+        &workflow(0, "60s").replace("us-east-1", "eu-west-1"),
+    );
+    for (body, says) in [
+        (
+            r#"{"format":"flow-state-backup","schema_version":9,"serial":4,"salt":"00","created_at":0,"steps":[]}"#,
+            "was written by a newer flow (schema 9)",
+        ),
+        ("{not json", "cannot be read: it is not valid JSON"),
+    ] {
+        let (status, text) = moto.http(
+            "PUT",
+            &format!("/{BUCKET}/{KEY}"),
+            &[("Authorization", &support::moto::authorization("s3"))],
+            body.as_bytes(),
+        );
+        assert_eq!(status, 200, "{text}");
+        let run = a.run(&["apply", "wf.toml", "--auto-approve"]);
+        assert_eq!(run.code, 1, "{}", run.all());
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+        assert_eq!(
+            moto.object(BUCKET, KEY),
+            body,
+            "the object is left as it was"
+        );
+    }
+
+    // A lock object that is not a flow lock: shown raw, with the unlock command.
+    let (status, text) = moto.http(
+        "PUT",
+        &format!("/{BUCKET}/{KEY}.lock"),
+        &[("Authorization", &support::moto::authorization("s3"))],
+        b"held by a shell script",
+    );
+    assert_eq!(status, 200, "{text}");
+    let run = a.run(&["plan", "wf.toml"]);
+    assert_eq!(run.code, 1, "{}", run.all());
+    assert!(
+        run.stderr
+            .contains("is not a flow lock; it holds:\nheld by a shell script"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("flow state unlock wf.toml "),
+        "{}",
+        run.stderr
+    );
+
+    // No permission: a bucket policy that denies everything.
+    let policy = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":["arn:aws:s3:::{BUCKET}","arn:aws:s3:::{BUCKET}/*"]}}]}}"#
+    );
+    let (status, text) = moto.http(
+        "PUT",
+        &format!("/{BUCKET}?policy"),
+        &[("Authorization", &support::moto::authorization("s3"))],
+        policy.as_bytes(),
+    );
+    assert!(status == 200 || status == 204, "{status} {text}");
+    let run = a.run(&["plan", "wf.toml"]);
+    assert_eq!(run.code, 1, "{}", run.all());
+    assert!(
+        run.stderr.contains("error: no permission to"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("s3:PutObject"), "{}", run.stderr);
+}
