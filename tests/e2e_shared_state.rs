@@ -249,6 +249,13 @@ fn a_state_changed_underneath_stops_the_run_and_keeps_its_intents() {
         "{}",
         run.all()
     );
+    // The advice is about the other writer, not about a local disk.
+    assert!(
+        run.all().contains("make sure no one else runs flow on this state")
+            && !run.all().contains("disk is writable"),
+        "{}",
+        run.all()
+    );
     // S3 keeps what the other writer wrote: the intent is still there, the
     // result only in the local journal, which the next run names.
     assert!(!remote_record(&moto, "slow").unwrap()["in_flight"].is_null());

@@ -100,9 +100,8 @@ impl StepError {
                 ),
                 None => "the interrupted operation stays recorded; fix the cause and run `flow apply` again, which checks it before anything new".into(),
             }),
-            StepError::State(_) | StepError::DependencyState { .. } | StepError::Unrecorded { .. } => Some(
-                "check that the state folder's disk is writable and not full; `flow state backups` lists the backups taken before this run".into(),
-            ),
+            StepError::State(e) | StepError::Unrecorded { state: e, .. } => Some(state_help(e)),
+            StepError::DependencyState { cause, .. } => Some(state_help(cause)),
             StepError::DependencyNeverWritten(_) => None,
             StepError::Inputs(diags) => diags.iter().find_map(|d| d.help.clone()),
             StepError::InputsUnknown(_) => Some(
@@ -120,6 +119,16 @@ impl StepError {
                 "raise the step's `timeout` if the operation needs longer; the next `flow apply` waits for it instead of starting another".into(),
             ),
         }
+    }
+}
+
+/// What to do when a record could not be written: the state error's own
+/// advice (a conflicting writer of a shared state, an unreachable bucket), or
+/// for the local state a look at its disk.
+fn state_help(e: &StateError) -> String {
+    match e {
+        StateError::Remote { help: Some(h), .. } => h.clone(),
+        _ => "check that the state folder's disk is writable and not full; `flow state backups` lists the backups taken before this run".into(),
     }
 }
 
