@@ -8,6 +8,7 @@ mod support;
 use std::time::Duration;
 
 use support::aws::Aws;
+use support::fault_proxy::{Fault, FaultProxy};
 use support::moto::Moto;
 use support::{finish, wait_until};
 
@@ -251,7 +252,8 @@ fn a_state_changed_underneath_stops_the_run_and_keeps_its_intents() {
     );
     // The advice is about the other writer, not about a local disk.
     assert!(
-        run.all().contains("make sure no one else runs flow on this state")
+        run.all()
+            .contains("make sure no one else runs flow on this state")
             && !run.all().contains("disk is writable"),
         "{}",
         run.all()
@@ -446,4 +448,96 @@ fn bad_buckets_and_objects_get_one_clear_line_and_change_nothing() {
         run.stderr
     );
     assert!(run.stderr.contains("s3:PutObject"), "{}", run.stderr);
+}
+
+/// The state object's PutObject as the proxy names it (the lock object's
+/// key has `.lock` before the query, so it does not match).
+const STATE_PUT: &str = "shared.json?x-id=PutObject";
+
+#[test]
+fn a_state_write_whose_answer_is_lost_is_recognised_not_taken_for_a_conflict() {
+    let moto = Moto::start();
+    make_bucket(&moto, BUCKET);
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("wf.toml", &workflow(0, "60s"));
+    // The first write of the state passes; the second reaches moto, which
+    // stores it, and its answer is lost. The retry's If-Match names an ETag
+    // that is no longer current: flow must see that the object is its own.
+    proxy.schedule(STATE_PUT, &[None, Some(Fault::Lost)]);
+    let run = a.run(&["apply", "wf.toml", "--auto-approve"]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    let counts = proxy.counts();
+    let lost: Vec<_> = counts
+        .faulted
+        .iter()
+        .filter(|(op, f)| op.contains(STATE_PUT) && *f == Fault::Lost)
+        .collect();
+    assert_eq!(lost.len(), 1, "{:?}", counts.faulted);
+    // The lost request was forwarded: moto acted on it.
+    let state_puts: Vec<_> = counts
+        .forwarded
+        .iter()
+        .filter(|op| op.contains(STATE_PUT))
+        .collect();
+    assert!(state_puts.len() >= 3, "{:?}", counts.forwarded);
+    assert!(
+        !run.all().contains("changed by another writer"),
+        "{}",
+        run.all()
+    );
+    for step in ["one", "two", "slow"] {
+        assert_eq!(remote_record(&moto, step).unwrap()["status"], "applied");
+    }
+    let other = Aws::new(&moto, None);
+    other.p.write("wf.toml", &workflow(0, "60s"));
+    let plan = other.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("No changes."), "{}", plan.stdout);
+}
+
+#[test]
+fn an_unreachable_bucket_stops_new_steps_and_the_journal_reaches_s3_later() {
+    let moto = Moto::start();
+    make_bucket(&moto, BUCKET);
+    let proxy = FaultProxy::start(moto.addr);
+    let mut a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.env.push(("FLOW_STATE_RETRY_FOR".into(), "3s".into()));
+    let text = format!(
+        "{}\n[steps.after]\nprovider = \"null\"\ndepends_on = [\"slow\"]\n",
+        workflow(2500, "60s")
+    );
+    a.p.write("wf.toml", &text);
+    let run = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(30), "slow's intent in S3", || {
+        remote_record(&moto, "slow").is_some_and(|r| !r["in_flight"].is_null())
+    });
+    // S3 goes away while `slow` runs: every write of the state object has
+    // its connection reset before it reaches moto.
+    proxy.faults(1.0, &[Fault::Reset], Some(STATE_PUT));
+    let run = finish(run);
+    assert_eq!(run.code, 1, "{}", run.all());
+    assert!(
+        run.all().contains("this run stops starting steps")
+            && run.all().contains("kept in the local journal"),
+        "{}",
+        run.all()
+    );
+    assert!(proxy.injected(Fault::Reset) >= 1);
+    // S3 still has the intent; `after` never started.
+    assert!(!remote_record(&moto, "slow").unwrap()["in_flight"].is_null());
+    assert!(remote_record(&moto, "after").is_none());
+
+    // Back again: the journal goes to S3 first, so `slow` is not redone and
+    // only `after` is left.
+    proxy.calm();
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("1 to create") && !plan.stdout.contains("slow (resume"),
+        "{}",
+        plan.stdout
+    );
+    assert_eq!(remote_record(&moto, "slow").unwrap()["status"], "applied");
+    assert!(remote_record(&moto, "slow").unwrap()["in_flight"].is_null());
+    a.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    assert_eq!(remote_record(&moto, "after").unwrap()["status"], "applied");
 }

@@ -154,6 +154,11 @@ impl Lease {
                     });
                 }
             };
+            if holder.id == info.id {
+                // Ours: an earlier attempt (the SDK retries on its own) took
+                // the lock and its answer was lost.
+                return Ok(Lease::start(remote.clone(), info, held.etag, opts.lease));
+            }
             if holder.expired() {
                 if let Ok(etag) = remote
                     .put(&key, body, Some(&Expect::Etag(held.etag.clone())))
@@ -242,11 +247,14 @@ fn renew(
         }
         info.renewed_at = now_secs();
         let body = serde_json::to_vec_pretty(&info).expect("lock info encodes");
-        match remote.block_on(remote.put(&key, body, Some(&Expect::Etag(etag.clone())))) {
+        match remote.block_on(remote.put(&key, body.clone(), Some(&Expect::Etag(etag.clone())))) {
             Ok(next) => etag = next,
-            Err(Failure::Precondition) | Err(Failure::NotFound) => {
-                lost.store(true, Ordering::SeqCst)
-            }
+            Err(Failure::Precondition) => match remote.block_on(remote.get(&key, None)) {
+                // A retry of a renewal that landed with its answer lost.
+                Ok(now) if now.body == body => etag = now.etag,
+                _ => lost.store(true, Ordering::SeqCst),
+            },
+            Err(Failure::NotFound) => lost.store(true, Ordering::SeqCst),
             // Unreachable for now: the next renewal tries again; the lease
             // covers three missed renewals.
             Err(_) => {}

@@ -88,7 +88,6 @@ impl S3Publisher {
         let key = self.remote.location.key.clone();
         let started = Instant::now();
         let mut attempt = 0;
-        let mut maybe_written = false;
         loop {
             let expect = match &self.etag {
                 Some(etag) => Expect::Etag(etag.clone()),
@@ -103,9 +102,10 @@ impl S3Publisher {
                 Err(f) => f,
             };
             match failure {
-                Failure::Precondition if maybe_written => {
-                    // An earlier attempt may have landed with its answer
-                    // lost: then the object is exactly this body.
+                Failure::Precondition => {
+                    // An earlier attempt (ours, or the SDK's own retry) may
+                    // have landed with its answer lost: then the object is
+                    // exactly this body, serial included.
                     if let Ok(now) = self.remote.block_on(self.remote.get(&key, None))
                         && now.body == body
                     {
@@ -113,9 +113,7 @@ impl S3Publisher {
                     }
                     return Err(self.conflict());
                 }
-                Failure::Precondition => return Err(self.conflict()),
                 Failure::Transient(why) => {
-                    maybe_written = true;
                     if started.elapsed() >= self.retry_for {
                         return Err(StateError::Remote {
                             message: format!(
