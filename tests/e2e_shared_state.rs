@@ -541,3 +541,60 @@ fn an_unreachable_bucket_stops_new_steps_and_the_journal_reaches_s3_later() {
     a.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
     assert_eq!(remote_record(&moto, "after").unwrap()["status"], "applied");
 }
+
+#[test]
+fn backups_of_an_s3_state_are_copies_beside_it_or_the_buckets_versions() {
+    let moto = Moto::start();
+    let (a, _b) = checkouts(&moto, &workflow(0, "60s"));
+    let none = a.run(&["state", "backups", "wf.toml"]).expect(0);
+    assert!(none.stdout.contains("No backups of"), "{}", none.stdout);
+    a.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    // Unversioned bucket: a copy under KEY.backups/ before each run.
+    let copies = moto.objects(BUCKET, &format!("{KEY}.backups/state-"));
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    let listed = a.run(&["state", "backups", "wf.toml"]).expect(0);
+    for key in &copies {
+        assert!(
+            listed.stdout.contains(&format!("s3://{BUCKET}/{key}")),
+            "{key} is listed:\n{}",
+            listed.stdout
+        );
+    }
+    // The copy taken before the destroy holds the applied steps.
+    let before_destroy = copies.iter().max().unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&moto.object(BUCKET, before_destroy)).unwrap();
+    assert_eq!(doc["steps"].as_array().unwrap().len(), 3, "{doc}");
+
+    // Versioned bucket: no copies; the versions are the backups.
+    let versioned = "team-flow-state-versioned";
+    make_bucket(&moto, versioned);
+    let (status, body) = moto.http(
+        "PUT",
+        &format!("/{versioned}?versioning"),
+        &[
+            ("Authorization", &support::moto::authorization("s3")),
+            ("Content-Type", "application/xml"),
+        ],
+        br#"<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let c = Aws::new(&moto, None);
+    c.p.write("wf.toml", &workflow(0, "60s").replace(BUCKET, versioned));
+    c.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let listed = c.run(&["state", "backups", "wf.toml"]).expect(0);
+    assert!(
+        moto.objects(versioned, &format!("{KEY}.backups/"))
+            .is_empty(),
+        "{}",
+        listed.stdout
+    );
+    assert!(
+        listed.stdout.contains("is versioned: every write is kept"),
+        "{}",
+        listed.stdout
+    );
+    let rows = listed.stdout.lines().skip(2).count();
+    assert!(rows >= 2, "one version per write:\n{}", listed.stdout);
+}

@@ -138,11 +138,21 @@ impl Remote {
             .get_bucket_versioning()
             .bucket(&self.location.bucket)
             .send()
-            .await
-            .map_err(|e| self.classify(e, "read the versioning of"))?;
-        Ok(out
-            .status()
-            .is_some_and(|s| *s == aws_sdk_s3::types::BucketVersioningStatus::Enabled))
+            .await;
+        match out {
+            Ok(out) => Ok(out
+                .status()
+                .is_some_and(|s| *s == aws_sdk_s3::types::BucketVersioningStatus::Enabled)),
+            // A 200 whose body the SDK cannot read: moto 5 names its root
+            // element `GetBucketVersioningResponse`, not AWS's
+            // `VersioningConfiguration`. The status inside is the same.
+            Err(SdkError::ServiceError(ctx)) if ctx.raw().status().as_u16() == 200 => {
+                Ok(ctx.raw().body().bytes().is_some_and(|b| {
+                    String::from_utf8_lossy(b).contains("<Status>Enabled</Status>")
+                }))
+            }
+            Err(e) => Err(self.classify(e, "read the versioning of")),
+        }
     }
 
     /// Reads `key` (a version of it when `version` is given).
@@ -318,7 +328,7 @@ fn sort_service_error(
         (403, _) | (_, "AccessDenied") => Failure::Fatal {
             message: format!("no permission to {what} {location} ({code})"),
             help: format!(
-                "the AWS credentials in use need s3:GetObject, s3:PutObject, s3:DeleteObject and s3:ListBucket on bucket `{bucket}` (and s3:GetBucketVersioning, s3:ListBucketVersions for backups)"
+                "the AWS credentials in use need s3:GetObject, s3:PutObject, s3:DeleteObject, s3:ListBucket and s3:GetBucketLocation on bucket `{bucket}` (and s3:GetBucketVersioning, s3:ListBucketVersions for backups)"
             ),
         },
         (301, _) | (_, "PermanentRedirect") | (_, "AuthorizationHeaderMalformed") => {
