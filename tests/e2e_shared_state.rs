@@ -595,6 +595,73 @@ fn backups_of_an_s3_state_are_copies_beside_it_or_the_buckets_versions() {
         "{}",
         listed.stdout
     );
-    let rows = listed.stdout.lines().skip(2).count();
-    assert!(rows >= 2, "one version per write:\n{}", listed.stdout);
+    let rows: Vec<&str> = listed.stdout.lines().skip(2).collect();
+    assert!(rows.len() >= 2, "one version per write:\n{}", listed.stdout);
+    // The newest version holds the applied steps: destroy, then restore it.
+    let version = rows[0].split_whitespace().last().unwrap().to_string();
+    c.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    let restored = c.run(&["state", "restore", "wf.toml", &version]).expect(0);
+    assert!(
+        restored.stdout.contains("Restored 3 steps")
+            && restored.stdout.contains("the bucket keeps every version"),
+        "{}",
+        restored.stdout
+    );
+    let plan = c.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("No changes."), "{}", plan.stdout);
+    assert!(
+        moto.objects(versioned, &format!("{KEY}.backups/"))
+            .is_empty()
+    );
+}
+
+#[test]
+fn an_s3_state_is_restored_from_a_backup_copy_or_a_version() {
+    let moto = Moto::start();
+    let (a, b) = checkouts(&moto, &workflow(0, "60s"));
+    a.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert_eq!(state_object(&moto)["steps"], serde_json::json!([]));
+    let serial_before = state_object(&moto)["serial"].as_u64().unwrap();
+    // The copy taken before the destroy holds the three applied steps.
+    let copy = moto
+        .objects(BUCKET, &format!("{KEY}.backups/state-"))
+        .into_iter()
+        .max()
+        .unwrap();
+    let url = format!("s3://{BUCKET}/{copy}");
+    let restored = b.run(&["state", "restore", "wf.toml", &url]).expect(0);
+    assert!(
+        restored.stdout.contains("Restored 3 steps into"),
+        "{}",
+        restored.stdout
+    );
+    let doc = state_object(&moto);
+    assert_eq!(doc["steps"].as_array().unwrap().len(), 3, "{doc}");
+    assert!(doc["serial"].as_u64().unwrap() > serial_before, "{doc}");
+    // The state it replaced is kept beside it.
+    let replaced = moto.objects(BUCKET, &format!("{KEY}.backups/state-replaced-"));
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    // Both checkouts now plan from the restored state.
+    for checkout in [&a, &b] {
+        let plan = checkout.run(&["plan", "wf.toml"]).expect(0);
+        assert!(plan.stdout.contains("No changes."), "{}", plan.stdout);
+    }
+    // A backup that is not there, or in another bucket, changes nothing.
+    let etag_before = state_object(&moto);
+    let missing = b.run(&[
+        "state",
+        "restore",
+        "wf.toml",
+        &format!("s3://{BUCKET}/{KEY}.backups/state-9-9.json"),
+    ]);
+    assert_eq!(missing.code, 1, "{}", missing.all());
+    assert!(
+        missing.stderr.contains("does not exist"),
+        "{}",
+        missing.stderr
+    );
+    let elsewhere = b.run(&["state", "restore", "wf.toml", "s3://other/x.json"]);
+    assert_eq!(elsewhere.code, 1, "{}", elsewhere.all());
+    assert_eq!(state_object(&moto), etag_before);
 }

@@ -290,7 +290,8 @@ pub enum StateCommand {
     Restore {
         /// The workflow file.
         file: PathBuf,
-        /// The backup file, as listed by `flow state backups`.
+        /// The backup, as listed by `flow state backups`: a file, or for an
+        /// S3 state a version id or an s3:// backup object.
         backup: PathBuf,
         /// Where the state is.
         #[command(flatten)]

@@ -65,18 +65,30 @@ fn local_backups(target: &StateTarget) -> CliResult<i32> {
     Ok(0)
 }
 
-/// `flow state restore FILE BACKUP` (a local state; an S3 state is restored
-/// by pulling, restoring, then pushing).
+/// `flow state restore FILE BACKUP`: a local backup file, or for an S3
+/// state a version id, an `s3://` backup object or a local backup file.
 pub fn state_restore(file: &Path, backup: &Path, state: &StateArgs) -> CliResult<i32> {
     let target = target(file, state)?;
-    if let Some(loc) = &target.s3 {
-        return Err(CliError::help(
-            format!("the state of {} is kept in {loc}", file.display()),
-            format!(
-                "to restore an S3 state: `flow state pull {f}` (with --state {loc} if the workflow no longer names it), `flow state restore {f} BACKUP` with the backend set to local, then `flow state push {f} --force`",
-                f = file.display()
-            ),
-        ));
+    if let Some(loc) = target.s3.clone() {
+        let source = remote::BackupSource::parse(&backup.to_string_lossy(), &loc)?;
+        let opts = s3_options(&target, state, "flow state restore", Access::Write);
+        let restored = super::block_on(async {
+            let client = s3_client(&loc).await?;
+            Ok::<_, CliError>(
+                remote::restore(&target.dir, client, loc.clone(), &opts, &source).await?,
+            )
+        })?;
+        println!(
+            "Restored {} step{} into {loc} from {} (state serial is now {}).",
+            restored.steps,
+            if restored.steps == 1 { "" } else { "s" },
+            backup.display(),
+            restored.serial
+        );
+        if let Some(prev) = &restored.replaced {
+            println!("The state it replaced is kept: {prev}.");
+        }
+        return Ok(0);
     }
     let restored = flow_state::restore(&target.dir, backup)?;
     println!(

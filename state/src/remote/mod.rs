@@ -6,12 +6,13 @@
 //!
 //! Modules, lowest first: `location`, `client` (the S3 calls and how their
 //! failures are sorted), `lease` (the lock), `publish` (the writer's S3 side), `sync` (opening,
-//! push, pull); this file puts them together.
+//! push, pull), `restore`; this file puts them together.
 
 mod client;
 mod lease;
 mod location;
 mod publish;
+mod restore;
 mod sync;
 
 use std::path::Path;
@@ -28,6 +29,7 @@ pub use lease::{LockOptions, RemoteLockInfo};
 pub use location::S3Location;
 pub use publish::PublishStats;
 use publish::S3Publisher;
+pub use restore::{BackupSource, RestoredRemote, restore};
 use sync::{RemoteState, decode, local_records, reconcile, salt_hex};
 
 use crate::backend::StateBackend;

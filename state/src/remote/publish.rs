@@ -27,6 +27,32 @@ pub struct PublishStats {
     pub batches: AtomicU64,
 }
 
+/// The state object's content: the backup format, `records` as stored.
+pub(crate) fn document(
+    schema_version: u32,
+    salt_hex: &str,
+    serial: u64,
+    records: &BTreeMap<String, Vec<u8>>,
+) -> Vec<u8> {
+    let size: usize = records.values().map(|v| v.len() + 1).sum();
+    let mut body = Vec::with_capacity(size + 256);
+    body.extend_from_slice(
+        format!(
+            "{{\"format\":\"{FORMAT}\",\"schema_version\":{schema_version},\"serial\":{serial},\"salt\":\"{salt_hex}\",\"created_at\":{},\"steps\":[",
+            now_secs()
+        )
+        .as_bytes(),
+    );
+    for (i, value) in records.values().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(value);
+    }
+    body.extend_from_slice(b"]}");
+    body
+}
+
 /// Writes each committed batch to S3.
 pub(crate) struct S3Publisher {
     pub remote: Remote,
@@ -48,25 +74,7 @@ pub(crate) struct S3Publisher {
 impl S3Publisher {
     /// The state object's content at `serial`.
     pub(crate) fn document(&self, serial: u64) -> Vec<u8> {
-        let size: usize = self.records.values().map(|v| v.len() + 1).sum();
-        let mut body = Vec::with_capacity(size + 256);
-        body.extend_from_slice(
-            format!(
-                "{{\"format\":\"{FORMAT}\",\"schema_version\":{},\"serial\":{serial},\"salt\":\"{}\",\"created_at\":{},\"steps\":[",
-                self.schema_version,
-                self.salt_hex,
-                now_secs()
-            )
-            .as_bytes(),
-        );
-        for (i, value) in self.records.values().enumerate() {
-            if i > 0 {
-                body.push(b',');
-            }
-            body.extend_from_slice(value);
-        }
-        body.extend_from_slice(b"]}");
-        body
+        document(self.schema_version, &self.salt_hex, serial, &self.records)
     }
 
     /// Writes the whole state at `serial` and remembers the new ETag.
