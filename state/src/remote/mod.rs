@@ -5,13 +5,16 @@
 //! told it is durable (see `docs/state.md`, "Shared state in S3").
 //!
 //! Modules, lowest first: `location`, `client` (the S3 calls and how their
-//! failures are sorted), `lease` (the lock), `publish` (the writer's S3 side), `sync` (opening,
-//! push, pull), `restore`; this file puts them together.
+//! failures are sorted), `lease` (the lock), `publish` (the writer's S3
+//! side), `sync` (the local copy and S3 on opening), `replace` (what push
+//! and restore share when they replace the object whole), `restore`; this
+//! file puts them together with `push` and `pull`.
 
 mod client;
 mod lease;
 mod location;
 mod publish;
+mod replace;
 mod restore;
 mod sync;
 
@@ -23,12 +26,12 @@ use tokio::runtime::Handle;
 
 pub use aws_sdk_s3::Client as S3Client;
 pub use client::RemoteBackup;
-use client::{Expect, Failure, Remote};
+use client::{Failure, Remote};
 use lease::Lease;
 pub use lease::{LockOptions, RemoteLockInfo};
 pub use location::S3Location;
 pub use publish::PublishStats;
-use publish::S3Publisher;
+use publish::{S3Publisher, document};
 pub use restore::{BackupSource, RestoredRemote, restore};
 use sync::{RemoteState, decode, local_records, reconcile, salt_hex};
 
@@ -332,19 +335,12 @@ pub async fn push(
     force: bool,
 ) -> Result<Moved, StateError> {
     let remote = Remote::new(client, location, Handle::current());
-    let fail = |f| remote_error(&remote.location, f);
-    remote.check_bucket().await.map_err(fail)?;
-    let mut notes = Vec::new();
-    let lock = opts.lock.as_ref().ok_or_else(|| StateError::Remote {
-        message: "pushing a state needs its lock".to_string(),
-        help: Some("run it without --lock=false".to_string()),
-    })?;
-    let _lease = Lease::acquire(&remote, lock, &mut notes).await?;
-    let existing = match remote.get(&remote.location.key, None).await {
-        Ok(got) => Some(got),
-        Err(Failure::NotFound) => None,
-        Err(other) => return Err(fail(other)),
-    };
+    remote
+        .check_bucket()
+        .await
+        .map_err(|f| remote_error(&remote.location, f))?;
+    let _lease = replace::take_lock(&remote, opts, "pushing a state").await?;
+    let existing = replace::current(&remote).await?;
     let store = Store::open_with(root, &opts.command, |_, _| Ok(None))?;
     let layout = store.layout().clone();
     let trees = store.trees();
@@ -358,8 +354,8 @@ pub async fn push(
             help: None,
         });
     }
-    let expect = match &existing {
-        Some(got) if !force => {
+    if let Some(got) = &existing {
+        if !force {
             let steps = decode(&remote, &got.body, got.etag.clone())
                 .map(|s| s.records.len().to_string())
                 .unwrap_or_else(|_| "an unreadable".to_string());
@@ -371,59 +367,26 @@ pub async fn push(
                 )),
             });
         }
-        Some(got) => {
-            let prefix = remote.location.backups_prefix();
-            let key = format!("{prefix}state-replaced-{}.json", now_secs());
-            remote
-                .put(&key, got.body.clone(), None)
-                .await
-                .map_err(fail)?;
-            Expect::Etag(got.etag.clone())
-        }
-        None => Expect::Absent,
-    };
+        let versioned = remote.versioned().await.unwrap_or(false);
+        replace::keep_replaced(&remote, got, versioned).await?;
+    }
     let serial = store.serial();
-    let publisher = S3Publisher {
-        remote: remote.clone(),
-        root: layout.root.clone(),
-        trees: trees.clone(),
-        records,
-        schema_version: SCHEMA_VERSION,
-        salt_hex: salt_hex(&layout.root, trees)?,
-        etag: None,
-        lost: None,
-        retry_for: opts.retry_for,
-        stats: Arc::new(PublishStats::default()),
-    };
-    let body = publisher.document(serial);
-    let etag = remote
-        .put(&remote.location.key, body, Some(&expect))
-        .await
-        .map_err(|f| match f {
-            Failure::Precondition => StateError::Remote {
-                message: format!(
-                    "{} changed while the state was being pushed; nothing was replaced",
-                    remote.location
-                ),
-                help: Some("run the command again".to_string()),
-            },
-            other => fail(other),
-        })?;
-    mark::write(
-        &layout.root,
-        trees,
-        &crate::mark::Mark {
-            url: remote.location.to_string(),
-            etag: Some(etag),
-            pushed_serial: serial,
-        },
-    )?;
-    trees
-        .db
-        .flush()
-        .map_err(|e| StateError::from_sled(&layout.root, e))?;
+    let body = document(
+        SCHEMA_VERSION,
+        &salt_hex(&layout.root, trees)?,
+        serial,
+        &records,
+    );
+    let etag = replace::replace_object(
+        &remote,
+        body,
+        existing.as_ref(),
+        "the state was being pushed",
+    )
+    .await?;
+    replace::mark_copy(&layout, trees, &remote, etag, serial)?;
     Ok(Moved {
-        steps: publisher.records.len(),
+        steps: records.len(),
         serial,
     })
 }

@@ -9,15 +9,13 @@ use std::path::{Path, PathBuf};
 
 use tokio::runtime::Handle;
 
-use super::client::{Expect, Failure, Remote};
-use super::lease::Lease;
+use super::client::{Failure, Fetched, Remote};
 use super::publish::document;
+use super::replace;
 use super::sync::decode;
 use super::{S3Location, S3Options, remote_error};
 use crate::backup::replace_contents;
 use crate::error::StateError;
-use crate::mark::{self, Mark};
-use crate::records::now_secs;
 use crate::snapshot::to_hex;
 use crate::store::Store;
 
@@ -86,18 +84,13 @@ pub async fn restore(
     let remote = Remote::new(client, location, Handle::current());
     let fail = |f| remote_error(&remote.location, f);
     remote.check_bucket().await.map_err(fail)?;
-    let lock = opts.lock.as_ref().ok_or_else(|| StateError::Remote {
-        message: "restoring a state needs its lock".to_string(),
-        help: Some("run it without --lock=false".to_string()),
-    })?;
-    let mut notes = Vec::new();
-    let _lease = Lease::acquire(&remote, lock, &mut notes).await?;
+    let _lease = replace::take_lock(&remote, opts, "restoring a state").await?;
 
     let body = match source {
         BackupSource::Version(id) => remote.get(&remote.location.key, Some(id)).await,
         BackupSource::Object(key) => remote.get(key, None).await,
         BackupSource::File(path) => std::fs::read(path)
-            .map(|body| super::client::Fetched {
+            .map(|body| Fetched {
                 body,
                 etag: String::new(),
             })
@@ -118,37 +111,20 @@ pub async fn restore(
     };
     // The object it replaces may be unreadable (that may be why it is
     // restored): it is kept as it is, whatever it holds.
-    let current = match remote.get(&remote.location.key, None).await {
-        Ok(got) => Some(got),
-        Err(Failure::NotFound) => None,
-        Err(other) => return Err(fail(other)),
-    };
+    let current = replace::current(&remote).await?;
     let current_serial = current
         .as_ref()
         .and_then(|c| decode(&remote, &c.body, c.etag.clone()).ok())
         .map_or(0, |c| c.snap.serial);
-    let versioned = remote.versioned().await.unwrap_or(false);
 
     let store = Store::open_with(root, &opts.command, |_, _| Ok(None))?;
     let layout = store.layout().clone();
     let trees = store.trees();
     let serial = backup.snap.serial.max(store.serial()).max(current_serial) + 1;
     let replaced = match &current {
-        Some(_) if versioned => Some(format!(
-            "{} (the bucket keeps every version)",
-            remote.location
-        )),
-        Some(cur) => {
-            let key = format!(
-                "{}state-replaced-{}.json",
-                remote.location.backups_prefix(),
-                now_secs()
-            );
-            remote
-                .put(&key, cur.body.clone(), None)
-                .await
-                .map_err(fail)?;
-            Some(format!("s3://{}/{key}", remote.location.bucket))
+        Some(old) => {
+            let versioned = remote.versioned().await.unwrap_or(false);
+            Some(replace::keep_replaced(&remote, old, versioned).await?)
         }
         None => None,
     };
@@ -159,23 +135,13 @@ pub async fn restore(
         serial,
         &records,
     );
-    let expect = match &current {
-        Some(cur) => Expect::Etag(cur.etag.clone()),
-        None => Expect::Absent,
-    };
-    let etag = remote
-        .put(&remote.location.key, body, Some(&expect))
-        .await
-        .map_err(|f| match f {
-            Failure::Precondition => StateError::Remote {
-                message: format!(
-                    "{} changed while the backup was being restored; nothing was replaced",
-                    remote.location
-                ),
-                help: Some("run the command again".to_string()),
-            },
-            other => fail(other),
-        })?;
+    let etag = replace::replace_object(
+        &remote,
+        body,
+        current.as_ref(),
+        "the backup was being restored",
+    )
+    .await?;
     if !store.steps()?.is_empty() {
         store.backup()?;
     }
@@ -188,19 +154,7 @@ pub async fn restore(
         backup.records,
         serial,
     )?;
-    mark::write(
-        &layout.root,
-        trees,
-        &Mark {
-            url: remote.location.to_string(),
-            etag: Some(etag),
-            pushed_serial: serial,
-        },
-    )?;
-    trees
-        .db
-        .flush()
-        .map_err(|e| StateError::from_sled(&layout.root, e))?;
+    replace::mark_copy(&layout, trees, &remote, etag, serial)?;
     Ok(RestoredRemote {
         steps,
         serial,
