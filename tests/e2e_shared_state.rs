@@ -665,3 +665,34 @@ fn an_s3_state_is_restored_from_a_backup_copy_or_a_version() {
     assert_eq!(elsewhere.code, 1, "{}", elsewhere.all());
     assert_eq!(state_object(&moto), etag_before);
 }
+
+#[test]
+fn lock_timeout_waits_for_the_holder_and_a_lost_local_copy_is_rebuilt_from_s3() {
+    let moto = Moto::start();
+    let (a, b) = checkouts(&moto, &workflow(2000, "60s"));
+    let first = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(30), "the first apply's lock", || {
+        lock_exists(&moto)
+    });
+    // The second waits for the lock instead of failing, then has nothing to do.
+    let waited = b.run(&[
+        "apply",
+        "wf.toml",
+        "--auto-approve",
+        "--lock-timeout",
+        "60s",
+    ]);
+    let first = finish(first);
+    assert_eq!(first.code, 0, "{}", first.all());
+    assert_eq!(waited.code, 0, "{}", waited.all());
+    assert!(
+        waited.stdout.contains("No changes."),
+        "it planned after the first ended:\n{}",
+        waited.stdout
+    );
+    // A checkout whose local copy is gone rebuilds it from S3.
+    std::fs::remove_dir_all(a.p.path().join(".flow")).unwrap();
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("No changes."), "{}", plan.stdout);
+    assert!(a.p.path().join(".flow/wf/db").is_dir());
+}
