@@ -60,10 +60,9 @@ impl Redactor {
     }
 
     fn add_text(&mut self, s: &str) {
-        if s.chars().count() >= 3 && !self.secrets.iter().any(|x| x == s) {
-            self.secrets.push(s.to_string());
-            // Longest first, so a secret containing another is masked whole.
-            self.secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
+        self.add_form(s);
+        for form in encoded_forms(s) {
+            self.add_form(&form);
         }
         // A multi-line secret (a private key) is also masked line by line,
         // since logs are read a line at a time.
@@ -74,6 +73,14 @@ impl Redactor {
                     self.add_text(line);
                 }
             }
+        }
+    }
+
+    fn add_form(&mut self, s: &str) {
+        if s.chars().count() >= 3 && !self.secrets.iter().any(|x| x == s) {
+            self.secrets.push(s.to_string());
+            // Longest first, so a secret containing another is masked whole.
+            self.secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
         }
     }
 
@@ -103,6 +110,45 @@ impl Redactor {
             Value::Bool(_) | Value::Null => false,
         }
     }
+}
+
+/// Shortest encoded fragment worth masking: shorter ones match too much.
+const MIN_ENCODED: usize = 8;
+
+/// The forms a secret takes once encoded by a function or a file format,
+/// so that `base64encode(vars.token)` or a token inside `jsonencode(…)`
+/// is masked too: its JSON-escaped text, and its base64 at each of the
+/// three byte alignments it can have inside longer encoded text (the
+/// characters that depend on the neighbouring bytes left out).
+fn encoded_forms(secret: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let mut out = Vec::new();
+    let json = Value::String(secret.to_string()).to_string();
+    let json = &json[1..json.len() - 1];
+    if json != secret {
+        out.push(json.to_string());
+    }
+    if secret.len() < 6 {
+        return out;
+    }
+    for shift in 0..3usize {
+        let mut bytes = vec![0u8; shift];
+        bytes.extend_from_slice(secret.as_bytes());
+        let encoded = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&bytes);
+        // The first characters also carry the zero bytes put in front; the
+        // last one, unless the bytes end on a 3-byte group, the bytes after.
+        let skip = (shift * 4).div_ceil(3);
+        let keep_last = bytes.len() % 3 == 0;
+        let end = if keep_last {
+            encoded.len()
+        } else {
+            encoded.len() - 1
+        };
+        if end > skip && end - skip >= MIN_ENCODED {
+            out.push(encoded[skip..end].to_string());
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -139,6 +185,26 @@ mod tests {
         assert_eq!(r.redact("line AAAABBBBCCCC"), "line (sensitive)");
         assert!(r.touches(&json!({"x": "a hunter22"})));
         assert!(!r.touches(&json!({"x": "nothing"})));
+    }
+
+    #[test]
+    fn encoded_secrets_are_masked_at_every_alignment() {
+        use base64::Engine as _;
+        let token = "hf_AbCdEfGhIjKlMnOp";
+        let mut r = Redactor::default();
+        r.add(&json!(token));
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        for prefix in ["", "a", "ab", "abc", "token=", "HF_TOKEN: "] {
+            let encoded = b64(&format!("{prefix}{token} and more"));
+            let masked = r.redact(&encoded);
+            assert!(masked.contains(MASK), "{prefix:?}: {encoded} -> {masked}");
+        }
+        assert_eq!(r.redact(&b64(token)).matches(MASK).count(), 1);
+        let mut r = Redactor::default();
+        r.add(&json!("line1\"quoted\"\nline2"));
+        let in_json = json!({"t": "line1\"quoted\"\nline2"}).to_string();
+        assert!(r.redact(&in_json).contains(MASK), "{in_json}");
+        assert!(!r.redact("nothing secret here").contains(MASK));
     }
 
     #[test]

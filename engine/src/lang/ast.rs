@@ -55,42 +55,11 @@ pub struct Template {
 pub enum Part {
     /// Literal text (`$${` already turned into `${`).
     Lit(String),
-    /// A `${...}` reference.
-    Ref(Reference),
+    /// A `${...}` expression.
+    Expr(Expr),
 }
 
-/// A `${vars.X}` or `${steps.S.outputs.K}` reference.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reference {
-    /// What it names.
-    pub target: RefTarget,
-    /// Where it is written (the whole `${...}` when the string has no escapes,
-    /// else the whole string).
-    pub span: Span,
-}
-
-/// What a reference names.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RefTarget {
-    /// A variable.
-    Var(String),
-    /// An output of a step.
-    Output {
-        /// The step.
-        step: String,
-        /// The output key.
-        key: String,
-    },
-}
-
-impl std::fmt::Display for RefTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RefTarget::Var(v) => write!(f, "vars.{v}"),
-            RefTarget::Output { step, key } => write!(f, "steps.{step}.outputs.{key}"),
-        }
-    }
-}
+pub use super::expr::ast::{Expr, RefTarget, Reference};
 
 impl Template {
     /// A template of plain text.
@@ -100,18 +69,36 @@ impl Template {
         }
     }
 
-    /// The single reference, when the template is exactly one `${...}`.
-    pub fn single_ref(&self) -> Option<&Reference> {
+    /// The single expression, when the template is exactly one `${...}`:
+    /// its value keeps its type (a list stays a list).
+    pub fn single_expr(&self) -> Option<&Expr> {
         match self.parts.as_slice() {
-            [Part::Ref(r)] => Some(r),
+            [Part::Expr(e)] => Some(e),
             _ => None,
         }
     }
 
-    /// The references it contains.
+    /// The single reference, when the template is exactly one `${...}` that
+    /// is a plain reference.
+    pub fn single_ref(&self) -> Option<&Reference> {
+        self.single_expr().and_then(Expr::as_ref)
+    }
+
+    /// The references it contains, inside expressions too.
     pub fn refs(&self) -> impl Iterator<Item = &Reference> {
+        let mut out = Vec::new();
+        for p in &self.parts {
+            if let Part::Expr(e) = p {
+                e.refs(&mut out);
+            }
+        }
+        out.into_iter()
+    }
+
+    /// The expressions it contains.
+    pub fn exprs(&self) -> impl Iterator<Item = &Expr> {
         self.parts.iter().filter_map(|p| match p {
-            Part::Ref(r) => Some(r),
+            Part::Expr(e) => Some(e),
             Part::Lit(_) => None,
         })
     }
@@ -122,7 +109,7 @@ impl Template {
         for p in &self.parts {
             match p {
                 Part::Lit(s) => out.push_str(s),
-                Part::Ref(_) => return None,
+                Part::Expr(_) => return None,
             }
         }
         Some(out)
@@ -142,6 +129,22 @@ impl Node {
             NodeKind::Str(t) => out.extend(t.refs()),
             NodeKind::Array(items) => items.iter().for_each(|n| n.collect_refs(out)),
             NodeKind::Table(entries) => entries.iter().for_each(|e| e.value.collect_refs(out)),
+            _ => {}
+        }
+    }
+
+    /// Every `${…}` expression inside this value, depth first.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        let mut out = Vec::new();
+        self.collect_exprs(&mut out);
+        out
+    }
+
+    fn collect_exprs<'a>(&'a self, out: &mut Vec<&'a Expr>) {
+        match &self.kind {
+            NodeKind::Str(t) => out.extend(t.exprs()),
+            NodeKind::Array(items) => items.iter().for_each(|n| n.collect_exprs(out)),
+            NodeKind::Table(entries) => entries.iter().for_each(|e| e.value.collect_exprs(out)),
             _ => {}
         }
     }

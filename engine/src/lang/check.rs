@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flow_providers::InputType;
 
-use super::ast::{Node, NodeKind, ProviderKind, RefTarget, StepDecl, Workflow};
+use super::ast::{Node, NodeKind, ProviderKind, RefTarget, StepDecl, VarType, Workflow};
+use super::expr::types::{self, Ty};
 use super::parse::var_type_phrase;
 use super::toml_nodes::type_name;
 use crate::diag::{Diag, Diagnostics, Span};
@@ -31,6 +32,13 @@ pub fn check_workflow(wf: &Workflow) -> (Vec<Edge>, Diagnostics) {
     for step in &wf.steps {
         check_step_refs(wf, step, &step_names, &var_names, &mut edges, &mut diags);
         check_inputs(wf, step, &mut diags);
+        let written = step.inputs.iter().map(|i| &i.value);
+        for node in written.chain(&step.region_node).chain(&step.import_node) {
+            check_expressions(wf, node, &mut diags);
+        }
+    }
+    if let Some(node) = &wf.region_node {
+        check_expressions(wf, node, &mut diags);
     }
     edges.sort_by(|a, b| (&a.to, &a.from).cmp(&(&b.to, &b.from)));
     edges.dedup_by(|a, b| a.from == b.from && a.to == b.to);
@@ -94,6 +102,8 @@ fn check_step_refs(
         for r in input.value.refs() {
             match &r.target {
                 RefTarget::Output { step: s, .. } => depend(s, &r.span, diags, "an output"),
+                // Only template files have bare names.
+                RefTarget::Local(_) => {}
                 RefTarget::Var(v) => {
                     if !var_names.contains(&v.as_str()) {
                         let mut d = diag(
@@ -113,6 +123,53 @@ fn check_step_refs(
             }
         }
     }
+}
+
+/// The type of a declared variable, for the checks of expressions.
+fn var_ty(wf: &Workflow, name: &str) -> Option<Ty> {
+    let var = wf.var(name).filter(|v| !v.broken)?;
+    Some(match var.ty {
+        VarType::String => Ty::String,
+        VarType::Integer | VarType::Number => Ty::Number,
+        VarType::Bool => Ty::Bool,
+        VarType::List => Ty::List,
+        VarType::Table => Ty::Table,
+        VarType::Any => Ty::Any,
+    })
+}
+
+/// Every expression in `node` against the functions' signatures and the
+/// operators' operand types.
+fn check_expressions(wf: &Workflow, node: &Node, diags: &mut Diagnostics) {
+    let var_type = |name: &str| var_ty(wf, name);
+    for expr in node.exprs() {
+        let mut problems = Vec::new();
+        types::check(expr, &var_type, &mut problems);
+        for p in problems {
+            diags.push(diag(wf, "flow::bad-expression", p.message, p.span, "here").help(p.help));
+        }
+    }
+}
+
+/// Whether a value of type `t` can be given where `ty` is wanted (after
+/// the coercions inputs make: numbers and booleans become text).
+fn ty_fits(t: Ty, ty: &InputType) -> bool {
+    matches!(
+        (t, ty),
+        (Ty::Any, _)
+            | (_, InputType::Any)
+            | (
+                Ty::String,
+                InputType::String | InputType::LocalFile | InputType::Duration
+            )
+            | (
+                Ty::Number,
+                InputType::Integer | InputType::Number | InputType::String
+            )
+            | (Ty::Bool, InputType::Bool | InputType::String)
+            | (Ty::List, InputType::List(_))
+            | (Ty::Table, InputType::Map(_))
+    )
 }
 
 /// Each input against the step's provider schema: known names, types.
@@ -211,6 +268,15 @@ fn check_type(wf: &Workflow, node: &Node, ty: &InputType, what: &str, diags: &mu
                             ),
                         ),
                     );
+                }
+                return;
+            }
+            if let Some(e) = t.single_expr() {
+                let found = types::check(e, &|name| var_ty(wf, name), &mut Vec::new());
+                if !ty_fits(found, ty) {
+                    diags.push(mismatch(found.phrase()).help(
+                        "the expression's value has the wrong type for this input".to_string(),
+                    ));
                 }
                 return;
             }

@@ -11,7 +11,7 @@ use flow_providers::{InputValue, Provider, Values};
 use serde_json::Value;
 
 use super::ast::{Node, NodeKind, StepDecl, Workflow};
-use super::resolve::{Lookup, evaluate};
+use super::resolve::{Lookup, Scope, evaluate};
 use super::vars::VarValues;
 use crate::diag::Diag;
 use crate::secrets;
@@ -75,19 +75,23 @@ impl Desired {
 /// `value` (the evaluation of `node`) with only the parts that carry a secret
 /// replaced by seals: table entries are sealed one by one, so that
 /// `env = { REGION = "x", TOKEN = "${vars.token}" }` keeps `REGION` readable.
-fn seal(node: &Node, value: &Value, vars: &VarValues, salt: &[u8]) -> Value {
+fn seal(node: &Node, value: &Value, scope: &Scope, salt: &[u8]) -> Value {
     match (&node.kind, value) {
         (NodeKind::Table(entries), Value::Object(map)) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
                     let entry = entries.iter().find(|e| &e.key == k);
                     let secret = entry.is_none_or(|e| {
-                        evaluate(&e.value, vars, &|_, _| Lookup::Unknown)
-                            .map_or(true, |ev| ev.sensitive)
+                        let no_outputs = |_: &str, _: &str| Lookup::Unknown;
+                        let scope = Scope {
+                            outputs: &no_outputs,
+                            ..*scope
+                        };
+                        evaluate(&e.value, &scope).map_or(true, |ev| ev.sensitive)
                     });
                     let kept = match (secret, entry) {
                         (false, _) => v.clone(),
-                        (true, Some(e)) => seal(&e.value, v, vars, salt),
+                        (true, Some(e)) => seal(&e.value, v, scope, salt),
                         (true, None) => Value::String(secrets::seal(salt, v)),
                     };
                     (k.clone(), kept)
@@ -145,14 +149,16 @@ pub fn resolve_each(
     let schema = provider.schema();
     let mut desired = Desired::default();
     let mut errors = Vec::new();
+    let scope = Scope {
+        vars,
+        outputs,
+        dir: &wf.dir,
+        locals: None,
+    };
     for input in &step.inputs {
-        match evaluate(&input.value, vars, outputs) {
+        match evaluate(&input.value, &scope) {
             Err(e) => {
-                errors.push(
-                    Diag::new("flow::bad-reference", e.message)
-                        .in_source(&wf.source)
-                        .label(e.span, "here"),
-                );
+                errors.push(e.to_diag(&wf.source));
                 desired.unknown.push(input.key.clone());
             }
             Ok(ev) => {
@@ -178,7 +184,7 @@ pub fn resolve_each(
                         let kept = match (secret, whole) {
                             (false, _) => v.clone(),
                             (true, true) => Value::String(secrets::seal(salt, &v)),
-                            (true, false) => seal(&input.value, &v, vars, salt),
+                            (true, false) => seal(&input.value, &v, &scope, salt),
                         };
                         desired.stored.insert(input.key.clone(), kept);
                         desired.actual.insert(input.key.clone(), v);

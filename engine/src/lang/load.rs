@@ -11,7 +11,7 @@ use super::check::{Edge, check_workflow};
 use super::inputs::{Desired, resolve_each, resolve_inputs};
 use super::parse::parse_workflow;
 use super::providers::resolve_providers;
-use super::resolve::{Lookup, evaluate};
+use super::resolve::{Lookup, Scope, evaluate};
 use super::vars::{VarInputs, VarValues, resolve_vars};
 use crate::dag::Dag;
 use crate::diag::{Diag, Diagnostics, Source, Span};
@@ -162,19 +162,28 @@ pub fn load(
 fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics) {
     let no_outputs = |_: &str, _: &str| Lookup::Unknown;
     let source = wf.source.clone();
+    let dir = wf.dir.clone();
+    let scope = Scope {
+        vars,
+        outputs: &no_outputs,
+        dir: &dir,
+        locals: None,
+    };
     let mut resolve = |node: &Node| -> Option<String> {
-        let problem = match evaluate(node, vars, &no_outputs) {
+        match evaluate(node, &scope) {
             Ok(e) => match e.value {
                 Some(serde_json::Value::String(s)) => return (!s.is_empty()).then_some(s),
-                _ => "a region or an ID to import must be text".to_string(),
+                _ => diags.push(
+                    Diag::new(
+                        "flow::bad-reference",
+                        "a region or an ID to import must be text",
+                    )
+                    .in_source(&source)
+                    .label(node.span.clone(), "here"),
+                ),
             },
-            Err(e) => e.message,
-        };
-        diags.push(
-            Diag::new("flow::bad-reference", problem)
-                .in_source(&source)
-                .label(node.span.clone(), "here"),
-        );
+            Err(e) => diags.push(e.to_diag(&source)),
+        }
         None
     };
     if let Some(node) = wf.region_node.clone() {

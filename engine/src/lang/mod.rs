@@ -17,6 +17,7 @@
 
 pub mod ast;
 pub mod check;
+pub mod expr;
 pub mod inputs;
 pub mod load;
 pub mod parse;
@@ -25,4 +26,5 @@ pub mod resolve;
 pub mod state_table;
 pub mod template;
 pub mod toml_nodes;
+pub mod var_values;
 pub mod vars;

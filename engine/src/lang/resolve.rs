@@ -1,21 +1,12 @@
-//! Evaluate written values against variable values and step outputs.
+//! Evaluate written values against variable values and step outputs: a
+//! TOML value with `${…}` expressions in its strings becomes JSON.
 
 use serde_json::Value;
 
-use super::ast::{Node, NodeKind, Part, RefTarget, Reference};
-use super::vars::VarValues;
-use crate::diag::Span;
-
-/// What a step output is when a reference asks for it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Lookup {
-    /// Known now.
-    Known(Value),
-    /// Not known until the step is applied.
-    Unknown,
-    /// The step is applied but has no such output; the keys it has.
-    Missing(Vec<String>),
-}
+use super::ast::{Node, NodeKind, Part};
+use super::expr::eval::eval;
+pub use super::expr::eval::{EvalError as ResolveError, Lookup, Scope};
+use crate::diag::Diag;
 
 /// A value after interpolation.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,44 +17,43 @@ pub struct Evaluated {
     pub sensitive: bool,
 }
 
-/// A reference that cannot be resolved.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResolveError {
-    /// What is wrong.
-    pub message: String,
-    /// The reference's span.
-    pub span: Span,
+impl ResolveError {
+    /// The problem as a diagnostic in `source`.
+    pub fn to_diag(&self, source: &crate::diag::Source) -> Diag {
+        let d = Diag::new(self.code, self.message.clone())
+            .in_source(source)
+            .label(self.span.clone(), "here");
+        match &self.help {
+            Some(h) => d.help(h.clone()),
+            None => d,
+        }
+    }
 }
 
-/// Evaluate `node`. A string that is exactly one reference keeps the referenced
-/// value's type; references inside longer strings are rendered as text.
-pub fn evaluate(
-    node: &Node,
-    vars: &VarValues,
-    outputs: &dyn Fn(&str, &str) -> Lookup,
-) -> Result<Evaluated, ResolveError> {
+/// Evaluate `node`. A string that is exactly one `${…}` keeps the value's
+/// type; expressions inside longer strings are rendered as text.
+pub fn evaluate(node: &Node, scope: &Scope) -> Result<Evaluated, ResolveError> {
     let mut sensitive = false;
-    let value = eval_inner(node, vars, outputs, &mut sensitive)?;
+    let value = eval_inner(node, scope, &mut sensitive)?;
     Ok(Evaluated { value, sensitive })
 }
 
 fn eval_inner(
     node: &Node,
-    vars: &VarValues,
-    outputs: &dyn Fn(&str, &str) -> Lookup,
+    scope: &Scope,
     sensitive: &mut bool,
 ) -> Result<Option<Value>, ResolveError> {
     Ok(match &node.kind {
         NodeKind::Str(t) => {
-            if let Some(r) = t.single_ref() {
-                return lookup(r, vars, outputs, sensitive);
+            if let Some(e) = t.single_expr() {
+                return eval(e, scope, sensitive);
             }
             let mut out = String::new();
             let mut known = true;
             for part in &t.parts {
                 match part {
                     Part::Lit(s) => out.push_str(s),
-                    Part::Ref(r) => match lookup(r, vars, outputs, sensitive)? {
+                    Part::Expr(e) => match eval(e, scope, sensitive)? {
                         Some(Value::String(s)) => out.push_str(&s),
                         Some(other) => out.push_str(&other.to_string()),
                         None => known = false,
@@ -84,7 +74,7 @@ fn eval_inner(
             let mut out = Vec::with_capacity(items.len());
             let mut known = true;
             for item in items {
-                match eval_inner(item, vars, outputs, sensitive)? {
+                match eval_inner(item, scope, sensitive)? {
                     Some(v) => out.push(v),
                     None => known = false,
                 }
@@ -95,7 +85,7 @@ fn eval_inner(
             let mut out = serde_json::Map::new();
             let mut known = true;
             for e in entries {
-                match eval_inner(&e.value, vars, outputs, sensitive)? {
+                match eval_inner(&e.value, scope, sensitive)? {
                     Some(v) => {
                         out.insert(e.key.clone(), v);
                     }
@@ -107,57 +97,12 @@ fn eval_inner(
     })
 }
 
-fn lookup(
-    r: &Reference,
-    vars: &VarValues,
-    outputs: &dyn Fn(&str, &str) -> Lookup,
-    sensitive: &mut bool,
-) -> Result<Option<Value>, ResolveError> {
-    match &r.target {
-        RefTarget::Var(name) => match vars.get(name) {
-            Some(v) => {
-                *sensitive |= v.sensitive;
-                Ok(Some(v.value.clone()))
-            }
-            None => Err(ResolveError {
-                message: format!("variable `{name}` has no value"),
-                span: r.span.clone(),
-            }),
-        },
-        RefTarget::Output { step, key } => match outputs(step, key) {
-            Lookup::Known(v) => {
-                if crate::secrets::is_sensitive_marker(&v) {
-                    return Err(ResolveError {
-                        message: format!(
-                            "output `{key}` of step `{step}` is sensitive and was not kept in state"
-                        ),
-                        span: r.span.clone(),
-                    });
-                }
-                Ok(Some(v))
-            }
-            Lookup::Unknown => Ok(None),
-            Lookup::Missing(keys) => Err(ResolveError {
-                message: if keys.is_empty() {
-                    format!("step `{step}` has no output `{key}` (it has no outputs)")
-                } else {
-                    format!(
-                        "step `{step}` has no output `{key}`; its outputs are: {}",
-                        keys.join(", ")
-                    )
-                },
-                span: r.span.clone(),
-            }),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::diag::Source;
     use crate::lang::toml_nodes::parse_document;
-    use crate::lang::vars::{Origin, VarValue};
+    use crate::lang::vars::{Origin, VarValue, VarValues};
     use serde_json::json;
 
     fn node(text: &str) -> Node {
@@ -183,6 +128,20 @@ mod tests {
         v
     }
 
+    fn ev(n: &Node) -> Result<Evaluated, ResolveError> {
+        let vars = vars();
+        let dir = std::path::PathBuf::from(".");
+        evaluate(
+            n,
+            &Scope {
+                vars: &vars,
+                outputs: &outs,
+                dir: &dir,
+                locals: None,
+            },
+        )
+    }
+
     fn outs(step: &str, key: &str) -> Lookup {
         match (step, key) {
             ("vpc", "Id") => Lookup::Known(json!("vpc-1")),
@@ -193,36 +152,31 @@ mod tests {
 
     #[test]
     fn single_reference_keeps_its_type() {
-        let e = evaluate(&node("\"${vars.azs}\""), &vars(), &outs).unwrap();
+        let e = ev(&node("\"${vars.azs}\"")).unwrap();
         assert_eq!(e.value, Some(json!(["a", "b"])));
-        let e = evaluate(&node("\"${vars.n}\""), &vars(), &outs).unwrap();
+        let e = ev(&node("\"${vars.n}\"")).unwrap();
         assert_eq!(e.value, Some(json!(2)));
     }
 
     #[test]
     fn longer_strings_render_text() {
-        let e = evaluate(
-            &node("\"${steps.vpc.outputs.Id}/${vars.n}\""),
-            &vars(),
-            &outs,
-        )
-        .unwrap();
+        let e = ev(&node("\"${steps.vpc.outputs.Id}/${vars.n}\"")).unwrap();
         assert_eq!(e.value, Some(json!("vpc-1/2")));
         assert!(!e.sensitive);
     }
 
     #[test]
     fn unknown_and_sensitive_propagate() {
-        let e = evaluate(&node("[\"${steps.new.outputs.X}\", 1]"), &vars(), &outs).unwrap();
+        let e = ev(&node("[\"${steps.new.outputs.X}\", 1]")).unwrap();
         assert_eq!(e.value, None);
-        let e = evaluate(&node("{ t = \"Bearer ${vars.token}\" }"), &vars(), &outs).unwrap();
+        let e = ev(&node("{ t = \"Bearer ${vars.token}\" }")).unwrap();
         assert!(e.sensitive);
         assert_eq!(e.value, Some(json!({"t": "Bearer hunter22"})));
     }
 
     #[test]
     fn missing_output_names_the_keys() {
-        let err = evaluate(&node("\"${steps.vpc.outputs.Nope}\""), &vars(), &outs).unwrap_err();
+        let err = ev(&node("\"${steps.vpc.outputs.Nope}\"")).unwrap_err();
         assert!(
             err.message.contains("its outputs are: Id"),
             "{}",

@@ -1,12 +1,18 @@
 //! `${...}` interpolation inside strings: split a string into literal text
-//! and references.
+//! and expressions (`expr`), with spans in the workflow file.
 
-use super::ast::{Part, RefTarget, Reference, Template};
+use super::ast::{Part, Template};
+use super::expr::ast::{Expr, ExprKind};
+use super::expr::interp::{Mode, Piece, split};
+use super::expr::parse::{Names, ParseErrorKind, parse as parse_expr};
 use crate::diag::Span;
 
 /// A malformed `${...}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TemplateError {
+    /// The diagnostic code: `flow::bad-reference` for something that is not
+    /// a reference or is not closed, `flow::bad-expression` for the rest.
+    pub code: &'static str,
     /// What is wrong.
     pub message: String,
     /// Where.
@@ -26,7 +32,8 @@ pub struct Placement {
 }
 
 impl Placement {
-    fn span(&self, range: std::ops::Range<usize>) -> Span {
+    /// The file span of `range` of the text.
+    pub fn span(&self, range: std::ops::Range<usize>) -> Span {
         match self.exact {
             Some(base) => base + range.start..base + range.end,
             None => self.whole.clone(),
@@ -37,55 +44,61 @@ impl Placement {
 const HELP: &str =
     "a reference is `${vars.NAME}` or `${steps.STEP.outputs.KEY}`; write `$${` for a literal `${`";
 
-/// Split `text` into parts. `$${` is a literal `${`; any other `$` is kept.
-/// A `${...}` whose body does not start with a name and a dot (`${HOME}`,
-/// `${#ARGS}`, `${VAR:-x}`) is shell syntax and kept as written; one that does
-/// (`${vars.x}`, `${steps.a.outputs.b}`, and typos such as `${var.x}`) is a
-/// reference.
+/// Split `text` into literal parts and expressions. `$${` is a literal `${`;
+/// any other `$` is kept. A `${...}` whose body does not start with a name
+/// and a dot or a parenthesis (`${HOME}`, `${#ARGS}`, `${VAR:-x}`) is shell
+/// syntax and kept as written; one that does (`${vars.x}`,
+/// `${join(",", vars.azs)}`, and typos such as `${var.x}`) is an expression.
 pub fn parse(text: &str, at: &Placement) -> Result<Template, TemplateError> {
-    let mut parts = Vec::new();
-    let mut lit = String::new();
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if text[i..].starts_with("$${") {
-            lit.push_str("${");
-            i += 3;
-        } else if text[i..].starts_with("${") {
-            let Some(close) = text[i + 2..].find('}') else {
-                return Err(TemplateError {
-                    message: "unterminated `${` in string".into(),
-                    span: at.span(i..text.len()),
-                    help: "close the reference with `}`, or write `$${` for a literal `${`".into(),
-                });
-            };
-            let body_range = i + 2..i + 2 + close;
-            if !looks_like_reference(&text[body_range.clone()]) {
-                lit.push_str(&text[i..body_range.end + 1]);
-                i = body_range.end + 1;
-                continue;
+    let pieces = split(text, Mode::Workflow).map_err(|u| TemplateError {
+        code: "flow::bad-reference",
+        message: "unterminated `${` in string".into(),
+        span: at.span(u.range),
+        help: "close the reference with `}`, or write `$${` for a literal `${`".into(),
+    })?;
+    let mut parts = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        match piece {
+            Piece::Lit(s) => parts.push(Part::Lit(s)),
+            Piece::Expr { body, whole } => {
+                let base = body.start;
+                let map = |r: std::ops::Range<usize>| at.span(base + r.start..base + r.end);
+                let expr =
+                    parse_expr(&text[body], &map, Names::Workflow).map_err(|e| match e.kind {
+                        ParseErrorKind::NotAReference => TemplateError {
+                            code: "flow::bad-reference",
+                            message: format!("`{}` is not a reference", &text[whole.clone()]),
+                            span: at.span(whole.clone()),
+                            help: if e.help.contains("did you mean")
+                                || e.help.contains("write `outputs`")
+                            {
+                                format!("{}; write `$${{` for a literal `${{`", e.help)
+                            } else {
+                                HELP.into()
+                            },
+                        },
+                        ParseErrorKind::Syntax => TemplateError {
+                            code: "flow::bad-expression",
+                            message: e.message,
+                            span: e.span,
+                            help: e.help,
+                        },
+                    })?;
+                parts.push(Part::Expr(widen_plain_reference(expr, at.span(whole))));
             }
-            let span = at.span(i..body_range.end + 1);
-            let target = parse_target(text[body_range].trim()).ok_or_else(|| TemplateError {
-                message: format!("`{}` is not a reference", &text[i..i + 3 + close]),
-                span: span.clone(),
-                help: HELP.into(),
-            })?;
-            if !lit.is_empty() {
-                parts.push(Part::Lit(std::mem::take(&mut lit)));
-            }
-            parts.push(Part::Ref(Reference { target, span }));
-            i += 3 + close;
-        } else {
-            let ch = text[i..].chars().next().unwrap_or('\0');
-            lit.push(ch);
-            i += ch.len_utf8().max(1);
         }
     }
-    if !lit.is_empty() || parts.is_empty() {
-        parts.push(Part::Lit(lit));
-    }
     Ok(Template { parts })
+}
+
+/// A `${…}` that is one plain reference points at the whole `${…}`, as
+/// references always have; an expression's parts keep their own spans.
+fn widen_plain_reference(mut expr: Expr, whole: Span) -> Expr {
+    if let ExprKind::Ref(r) = &mut expr.kind {
+        r.span = whole.clone();
+        expr.span = whole;
+    }
+    expr
 }
 
 /// Whether `s` is a valid step or variable name.
@@ -95,33 +108,10 @@ pub fn is_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Whether a `${...}` body is meant as a reference: a name followed by a dot.
-fn looks_like_reference(body: &str) -> bool {
-    let body = body.trim_start();
-    let name_len = body
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-        .unwrap_or(body.len());
-    name_len > 0 && body[name_len..].starts_with('.')
-}
-
-fn parse_target(body: &str) -> Option<RefTarget> {
-    if let Some(name) = body.strip_prefix("vars.") {
-        return is_name(name).then(|| RefTarget::Var(name.to_string()));
-    }
-    let rest = body.strip_prefix("steps.")?;
-    let (step, rest) = rest.split_once('.')?;
-    let key = rest.strip_prefix("outputs.")?;
-    (is_name(step) && !key.is_empty() && !key.contains(char::is_whitespace)).then(|| {
-        RefTarget::Output {
-            step: step.to_string(),
-            key: key.to_string(),
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lang::ast::RefTarget;
 
     fn exact(text: &str) -> Result<Template, TemplateError> {
         parse(

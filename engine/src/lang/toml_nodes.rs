@@ -186,7 +186,7 @@ fn convert_value(
                 Ok(t) => NodeKind::Str(t),
                 Err(e) => {
                     diags.push(
-                        Diag::new("flow::bad-reference", e.message)
+                        Diag::new(e.code, e.message)
                             .in_source(source)
                             .label(e.span, "here")
                             .help(e.help),

@@ -1,7 +1,6 @@
 //! Variable values: defaults, then environment variables, then `--var-file`
 //! files, then `--var NAME=VALUE`, each later one winning.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -12,32 +11,7 @@ use super::toml_nodes::{parse_document, type_name};
 use crate::diag::{Diag, Diagnostics, Source};
 use flow_providers::suggest::closest;
 
-/// Where a variable's value came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
-    /// The declaration's default.
-    Default,
-    /// An environment variable.
-    Env(String),
-    /// A `--var-file`.
-    File(String),
-    /// A `--var` flag.
-    Flag,
-}
-
-/// A variable's value for this run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VarValue {
-    /// The value.
-    pub value: Value,
-    /// Whether it is secret.
-    pub sensitive: bool,
-    /// Where it came from.
-    pub origin: Origin,
-}
-
-/// Every variable's value, by name.
-pub type VarValues = BTreeMap<String, VarValue>;
+pub use super::var_values::{Origin, VarValue, VarValues};
 
 /// What the command line says about variables.
 #[derive(Debug, Clone, Default)]

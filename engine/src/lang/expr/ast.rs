@@ -1,0 +1,212 @@
+//! The syntax tree of an expression inside `${…}`: every node keeps the span
+//! it was written at, so that each problem points at its own place.
+
+use crate::diag::Span;
+
+/// A reference to a value outside the expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// What it names.
+    pub target: RefTarget,
+    /// Where it is written (the whole string when the string has escapes).
+    pub span: Span,
+}
+
+/// What a reference names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RefTarget {
+    /// A variable: `vars.NAME`.
+    Var(String),
+    /// An output of a step: `steps.STEP.outputs.KEY` (`KEY` may itself
+    /// contain dots, `Subnet.Id`, as providers name nested outputs).
+    Output {
+        /// The step.
+        step: String,
+        /// The output key.
+        key: String,
+    },
+    /// A name given to a template file by `templatefile(path, { NAME = … })`.
+    Local(String),
+}
+
+impl std::fmt::Display for RefTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RefTarget::Var(v) => write!(f, "vars.{v}"),
+            RefTarget::Output { step, key } => write!(f, "steps.{step}.outputs.{key}"),
+            RefTarget::Local(name) => f.write_str(name),
+        }
+    }
+}
+
+/// One expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    /// Where it is written.
+    pub span: Span,
+    /// What it is.
+    pub kind: ExprKind,
+}
+
+/// The kinds of expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExprKind {
+    /// A literal number, string, boolean or `null`.
+    Literal(serde_json::Value),
+    /// A reference to a variable, a step output or a template name.
+    Ref(Reference),
+    /// `[a, b]`.
+    List(Vec<Expr>),
+    /// `{ key = value }`.
+    Table(Vec<(String, Expr)>),
+    /// `value.name`.
+    Attr(Box<Expr>, String),
+    /// `value[index]`.
+    Index(Box<Expr>, Box<Expr>),
+    /// `name(args…)`.
+    Call(Call),
+    /// `!a` or `-a`.
+    Unary(UnaryOp, Box<Expr>),
+    /// `a OP b`.
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// `cond ? then : otherwise`.
+    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+/// A function call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// The function's name.
+    pub name: String,
+    /// Where the name is written.
+    pub name_span: Span,
+    /// The arguments.
+    pub args: Vec<Expr>,
+}
+
+/// A prefix operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnaryOp {
+    /// `!`
+    Not,
+    /// `-`
+    Neg,
+}
+
+/// An infix operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `||`
+    Or,
+    /// `&&`
+    And,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Rem,
+}
+
+impl BinaryOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Or => "||",
+            BinaryOp::And => "&&",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Rem => "%",
+        }
+    }
+
+    /// How tightly it binds: higher binds tighter.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinaryOp::Or => 1,
+            BinaryOp::And => 2,
+            BinaryOp::Eq | BinaryOp::Ne => 3,
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => 4,
+            BinaryOp::Add | BinaryOp::Sub => 5,
+            BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => 6,
+        }
+    }
+}
+
+impl Expr {
+    /// Every reference inside, depth first.
+    pub fn refs<'a>(&'a self, out: &mut Vec<&'a Reference>) {
+        match &self.kind {
+            ExprKind::Literal(_) => {}
+            ExprKind::Ref(r) => out.push(r),
+            ExprKind::List(items) => items.iter().for_each(|e| e.refs(out)),
+            ExprKind::Table(entries) => entries.iter().for_each(|(_, e)| e.refs(out)),
+            ExprKind::Attr(e, _) | ExprKind::Unary(_, e) => e.refs(out),
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => {
+                a.refs(out);
+                b.refs(out);
+            }
+            ExprKind::Call(c) => c.args.iter().for_each(|e| e.refs(out)),
+            ExprKind::Cond(c, a, b) => {
+                c.refs(out);
+                a.refs(out);
+                b.refs(out);
+            }
+        }
+    }
+
+    /// Every function call inside, depth first.
+    pub fn calls<'a>(&'a self, out: &mut Vec<&'a Call>) {
+        match &self.kind {
+            ExprKind::Literal(_) | ExprKind::Ref(_) => {}
+            ExprKind::List(items) => items.iter().for_each(|e| e.calls(out)),
+            ExprKind::Table(entries) => entries.iter().for_each(|(_, e)| e.calls(out)),
+            ExprKind::Attr(e, _) | ExprKind::Unary(_, e) => e.calls(out),
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => {
+                a.calls(out);
+                b.calls(out);
+            }
+            ExprKind::Call(c) => {
+                out.push(c);
+                c.args.iter().for_each(|e| e.calls(out));
+            }
+            ExprKind::Cond(c, a, b) => {
+                c.calls(out);
+                a.calls(out);
+                b.calls(out);
+            }
+        }
+    }
+
+    /// The reference, when the expression is exactly one.
+    pub fn as_ref(&self) -> Option<&Reference> {
+        match &self.kind {
+            ExprKind::Ref(r) => Some(r),
+            _ => None,
+        }
+    }
+}

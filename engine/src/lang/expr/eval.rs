@@ -1,0 +1,665 @@
+//! Compute an expression's value from variables, step outputs and the
+//! functions. A value that waits on an output not yet known is `None`
+//! ("known after apply"); whether it carries a secret is tracked beside it.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::ast::{BinaryOp, Expr, ExprKind, RefTarget, Reference, UnaryOp};
+use super::functions::{self, CallContext, same};
+use super::interp::{Mode, Piece, split};
+use super::parse::{Names, parse};
+use crate::diag::Span;
+use crate::lang::var_values::VarValues;
+use flow_providers::suggest::closest;
+
+/// What a step output is when a reference asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// Known now.
+    Known(Value),
+    /// Not known until the step is applied.
+    Unknown,
+    /// The step is applied but has no such output; the keys it has.
+    Missing(Vec<String>),
+}
+
+/// Where an expression's names get their values.
+pub struct Scope<'a> {
+    /// The variables.
+    pub vars: &'a VarValues,
+    /// Earlier steps' outputs.
+    pub outputs: &'a dyn Fn(&str, &str) -> Lookup,
+    /// The folder `file` and `templatefile` paths resolve against.
+    pub dir: &'a Path,
+    /// The names a template file was given (`templatefile`), if inside one.
+    pub locals: Option<&'a Map<String, Value>>,
+}
+
+/// A problem found while computing a value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalError {
+    /// The diagnostic code: `flow::bad-reference` for a reference that has
+    /// no value, `flow::bad-expression` for anything else.
+    pub code: &'static str,
+    /// What is wrong.
+    pub message: String,
+    /// Where.
+    pub span: Span,
+    /// How to fix it, when there is more to say.
+    pub help: Option<String>,
+}
+
+fn bad_reference(message: String, span: &Span) -> EvalError {
+    EvalError {
+        code: "flow::bad-reference",
+        message,
+        span: span.clone(),
+        help: None,
+    }
+}
+
+fn bad(message: String, span: &Span, help: &str) -> EvalError {
+    EvalError {
+        code: "flow::bad-expression",
+        message,
+        span: span.clone(),
+        help: Some(help.to_string()),
+    }
+}
+
+/// The value of `expr`, `None` when it waits on something not yet known.
+/// Sets `sensitive` when a secret went into it.
+pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<Value>, EvalError> {
+    let ev = |e: &Expr, sensitive: &mut bool| eval(e, scope, sensitive);
+    Ok(match &expr.kind {
+        ExprKind::Literal(v) => Some(v.clone()),
+        ExprKind::Ref(r) => return lookup(r, scope, sensitive),
+        ExprKind::List(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            let mut known = true;
+            for item in items {
+                match ev(item, sensitive)? {
+                    Some(v) => out.push(v),
+                    None => known = false,
+                }
+            }
+            known.then_some(Value::Array(out))
+        }
+        ExprKind::Table(entries) => {
+            let mut out = Map::new();
+            let mut known = true;
+            for (k, e) in entries {
+                match ev(e, sensitive)? {
+                    Some(v) => {
+                        out.insert(k.clone(), v);
+                    }
+                    None => known = false,
+                }
+            }
+            known.then_some(Value::Object(out))
+        }
+        ExprKind::Attr(base, key) => match ev(base, sensitive)? {
+            None => None,
+            Some(Value::Object(m)) => match m.get(key) {
+                Some(v) => Some(v.clone()),
+                None => {
+                    let mut keys: Vec<&str> = m.keys().map(String::as_str).collect();
+                    keys.sort();
+                    let help = match closest(key, keys.iter().copied()) {
+                        Some(k) => format!("did you mean `{k}`?"),
+                        None => format!("its keys are: {}", keys.join(", ")),
+                    };
+                    return Err(bad(
+                        format!("the table has no key `{key}`"),
+                        &expr.span,
+                        &help,
+                    ));
+                }
+            },
+            Some(other) => {
+                return Err(bad(
+                    format!(
+                        "`.{key}` reads a key of a table, but the value is {}",
+                        kind(&other)
+                    ),
+                    &expr.span,
+                    "use `.KEY` on tables only; a list takes `[INDEX]`",
+                ));
+            }
+        },
+        ExprKind::Index(base, index) => {
+            let (b, i) = (ev(base, sensitive)?, ev(index, sensitive)?);
+            match (b, i) {
+                (Some(b), Some(i)) => Some(index_into(&b, &i, expr, index)?),
+                _ => None,
+            }
+        }
+        ExprKind::Call(call) => {
+            let Some(f) = functions::find(&call.name) else {
+                return Err(bad(
+                    format!("unknown function `{}`", call.name),
+                    &call.name_span,
+                    "see \"Functions\" in docs/workflow-language.md",
+                ));
+            };
+            if let Some(p) = super::types::arity_problem(f, call.args.len(), &expr.span) {
+                return Err(bad(p.message, &p.span, &p.help));
+            }
+            let mut args = Vec::with_capacity(call.args.len());
+            let mut known = true;
+            for a in &call.args {
+                match ev(a, sensitive)? {
+                    Some(v) => args.push(v),
+                    None => known = false,
+                }
+            }
+            if !known {
+                return Ok(None);
+            }
+            for (i, (v, e)) in args.iter().zip(&call.args).enumerate() {
+                let accepted = f.accepts(i);
+                if !super::ty::Ty::of(v).fits(accepted) {
+                    return Err(bad(
+                        format!(
+                            "argument {} of `{}` must be {}, found {}",
+                            i + 1,
+                            f.name,
+                            accepted
+                                .iter()
+                                .map(|a| a.phrase())
+                                .collect::<Vec<_>>()
+                                .join(" or "),
+                            kind(v)
+                        ),
+                        &e.span,
+                        &format!("`{}`", f.signature),
+                    ));
+                }
+            }
+            let render = |path: &Path, body: &str, names: &Map<String, Value>| {
+                render_template(path, body, names, scope.vars)
+            };
+            let cx = CallContext {
+                dir: scope.dir,
+                render: &render,
+            };
+            match (f.run)(&args, &cx) {
+                Ok(v) => Some(v),
+                Err(message) => {
+                    return Err(bad(
+                        format!("`{}`: {message}", f.name),
+                        &expr.span,
+                        &format!("`{}`", f.signature),
+                    ));
+                }
+            }
+        }
+        ExprKind::Unary(op, operand) => match ev(operand, sensitive)? {
+            None => None,
+            Some(v) => Some(match (op, &v) {
+                (UnaryOp::Not, Value::Bool(b)) => Value::Bool(!b),
+                (UnaryOp::Neg, Value::Number(_)) => {
+                    arith(BinaryOp::Sub, &Value::from(0), &v, expr)?
+                }
+                (UnaryOp::Not, _) => {
+                    return Err(bad(
+                        format!("`!` negates a boolean, but the value is {}", kind(&v)),
+                        &operand.span,
+                        "compare it first",
+                    ));
+                }
+                (UnaryOp::Neg, _) => {
+                    return Err(bad(
+                        format!("`-` negates a number, but the value is {}", kind(&v)),
+                        &operand.span,
+                        "use a number",
+                    ));
+                }
+            }),
+        },
+        ExprKind::Binary(op, a, b) => {
+            let left = ev(a, sensitive)?;
+            if let (BinaryOp::And | BinaryOp::Or, Some(l)) = (op, &left) {
+                let l = boolean(l, *op, a)?;
+                if (*op == BinaryOp::And && !l) || (*op == BinaryOp::Or && l) {
+                    return Ok(Some(Value::Bool(l)));
+                }
+            }
+            let right = ev(b, sensitive)?;
+            let (l, r) = match (left, right) {
+                (Some(l), Some(r)) => (l, r),
+                (None, Some(r)) if matches!(op, BinaryOp::And | BinaryOp::Or) => {
+                    let r = boolean(&r, *op, b)?;
+                    let decided = (*op == BinaryOp::And && !r) || (*op == BinaryOp::Or && r);
+                    return Ok(decided.then_some(Value::Bool(r)));
+                }
+                _ => return Ok(None),
+            };
+            Some(match op {
+                BinaryOp::And | BinaryOp::Or => Value::Bool(boolean(&r, *op, b)?),
+                BinaryOp::Eq => Value::Bool(same(&l, &r)),
+                BinaryOp::Ne => Value::Bool(!same(&l, &r)),
+                BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
+                    let (x, y) = (number(&l, *op, a)?, number(&r, *op, b)?);
+                    Value::Bool(match op {
+                        BinaryOp::Lt => x < y,
+                        BinaryOp::Le => x <= y,
+                        BinaryOp::Gt => x > y,
+                        _ => x >= y,
+                    })
+                }
+                _ => {
+                    number(&l, *op, a)?;
+                    number(&r, *op, b)?;
+                    arith(*op, &l, &r, expr)?
+                }
+            })
+        }
+        ExprKind::Cond(c, then, otherwise) => match ev(c, sensitive)? {
+            Some(Value::Bool(true)) => ev(then, sensitive)?,
+            Some(Value::Bool(false)) => ev(otherwise, sensitive)?,
+            Some(other) => {
+                return Err(bad(
+                    format!(
+                        "the condition of `? :` must be a boolean, but the value is {}",
+                        kind(&other)
+                    ),
+                    &c.span,
+                    "compare it: `vars.n > 0 ? … : …`",
+                ));
+            }
+            None => {
+                ev(then, sensitive)?;
+                ev(otherwise, sensitive)?;
+                None
+            }
+        },
+    })
+}
+
+/// How a value's kind reads in a message.
+fn kind(v: &Value) -> &'static str {
+    super::ty::Ty::of(v).phrase()
+}
+
+fn boolean(v: &Value, op: BinaryOp, e: &Expr) -> Result<bool, EvalError> {
+    v.as_bool().ok_or_else(|| {
+        bad(
+            format!(
+                "`{}` takes booleans, but the value is {}",
+                op.symbol(),
+                kind(v)
+            ),
+            &e.span,
+            "compare it first: `vars.n > 0 && …`",
+        )
+    })
+}
+
+fn number(v: &Value, op: BinaryOp, e: &Expr) -> Result<f64, EvalError> {
+    v.as_f64().ok_or_else(|| {
+        bad(
+            format!(
+                "`{}` takes numbers, but the value is {}",
+                op.symbol(),
+                kind(v)
+            ),
+            &e.span,
+            "use numbers; to join text write both in one string or use format()",
+        )
+    })
+}
+
+/// `a OP b` on numbers: whole numbers stay whole while the result is exact.
+fn arith(op: BinaryOp, a: &Value, b: &Value, e: &Expr) -> Result<Value, EvalError> {
+    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+        let exact = match op {
+            BinaryOp::Add => x.checked_add(y),
+            BinaryOp::Sub => x.checked_sub(y),
+            BinaryOp::Mul => x.checked_mul(y),
+            BinaryOp::Div if y != 0 && x % y == 0 => x.checked_div(y),
+            BinaryOp::Rem if y != 0 => x.checked_rem(y),
+            _ => None,
+        };
+        if let Some(v) = exact {
+            return Ok(Value::from(v));
+        }
+    }
+    let (x, y) = (
+        a.as_f64().unwrap_or(f64::NAN),
+        b.as_f64().unwrap_or(f64::NAN),
+    );
+    if matches!(op, BinaryOp::Div | BinaryOp::Rem) && y == 0.0 {
+        return Err(bad("division by zero".into(), &e.span, "check the divisor"));
+    }
+    let r = match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div => x / y,
+        _ => x % y,
+    };
+    serde_json::Number::from_f64(r)
+        .map(Value::Number)
+        .ok_or_else(|| {
+            bad(
+                format!("`{}` gives no finite number here", op.symbol()),
+                &e.span,
+                "check the operands",
+            )
+        })
+}
+
+fn index_into(base: &Value, i: &Value, expr: &Expr, index: &Expr) -> Result<Value, EvalError> {
+    match base {
+        Value::Array(items) => {
+            let n = i
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                .ok_or_else(|| {
+                    bad(
+                        format!("a list's index must be a whole number from 0, not {i}"),
+                        &index.span,
+                        "lists are indexed from 0: `[0]`",
+                    )
+                })? as usize;
+            items.get(n).cloned().ok_or_else(|| {
+                bad(
+                    format!(
+                        "index {n} is past the end of the list, which has {} item{}",
+                        items.len(),
+                        if items.len() == 1 { "" } else { "s" }
+                    ),
+                    &index.span,
+                    "element(list, i) wraps around instead",
+                )
+            })
+        }
+        Value::Object(m) => {
+            let key = functions::text(i);
+            m.get(&key).cloned().ok_or_else(|| {
+                bad(
+                    format!("the table has no key `{key}`"),
+                    &index.span,
+                    "lookup(table, key, default) gives a default instead",
+                )
+            })
+        }
+        other => Err(bad(
+            format!(
+                "`[…]` reads a list or a table, but the value is {}",
+                kind(other)
+            ),
+            &expr.span,
+            "index lists and tables only",
+        )),
+    }
+}
+
+fn lookup(r: &Reference, scope: &Scope, sensitive: &mut bool) -> Result<Option<Value>, EvalError> {
+    match &r.target {
+        RefTarget::Var(name) => match scope.vars.get(name) {
+            Some(v) => {
+                *sensitive |= v.sensitive;
+                Ok(Some(v.value.clone()))
+            }
+            None => Err(bad_reference(
+                format!("variable `{name}` has no value"),
+                &r.span,
+            )),
+        },
+        RefTarget::Local(name) => {
+            let names = scope.locals.into_iter().flatten().map(|(k, _)| k.as_str());
+            match scope.locals.and_then(|m| m.get(name)) {
+                Some(v) => Ok(Some(v.clone())),
+                None => {
+                    let given: Vec<&str> = names.collect();
+                    let mut e =
+                        bad_reference(format!("the template was given no name `{name}`"), &r.span);
+                    e.help = Some(match closest(name, given.iter().copied()) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None if given.is_empty() => {
+                            "pass it in templatefile's table; write `$${` for a literal `${`".into()
+                        }
+                        None => format!(
+                            "it was given: {}; write `$${{` for a literal `${{`",
+                            given.join(", ")
+                        ),
+                    });
+                    Err(e)
+                }
+            }
+        }
+        RefTarget::Output { step, key } => match (scope.outputs)(step, key) {
+            Lookup::Known(v) => {
+                if crate::secrets::is_sensitive_marker(&v) {
+                    return Err(bad_reference(
+                        format!(
+                            "output `{key}` of step `{step}` is sensitive and was not kept in state"
+                        ),
+                        &r.span,
+                    ));
+                }
+                Ok(Some(v))
+            }
+            Lookup::Unknown => Ok(None),
+            Lookup::Missing(keys) => Err(bad_reference(
+                if keys.is_empty() {
+                    format!("step `{step}` has no output `{key}` (it has no outputs)")
+                } else {
+                    format!(
+                        "step `{step}` has no output `{key}`; its outputs are: {}",
+                        keys.join(", ")
+                    )
+                },
+                &r.span,
+            )),
+        },
+    }
+}
+
+/// Render a template file's `body` (read from `path`) with `names`: every
+/// `${…}` is an expression over those names and the functions. A problem
+/// names the file, line and column.
+pub fn render_template(
+    path: &Path,
+    body: &str,
+    names: &Map<String, Value>,
+    vars: &VarValues,
+) -> Result<String, String> {
+    let place = |offset: usize| {
+        let before = &body[..offset.min(body.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        format!("{}:{line}:{col}", path.display())
+    };
+    let pieces = split(body, Mode::Template).map_err(|u| {
+        format!(
+            "{}: unterminated `${{`; write `$${{` for a literal `${{`",
+            place(u.range.start)
+        )
+    })?;
+    let no_outputs = |_: &str, _: &str| Lookup::Unknown;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let scope = Scope {
+        vars,
+        outputs: &no_outputs,
+        dir,
+        locals: Some(names),
+    };
+    let mut out = String::new();
+    for piece in pieces {
+        match piece {
+            Piece::Lit(s) => out.push_str(&s),
+            Piece::Expr { body: range, .. } => {
+                let base = range.start;
+                let at = |r: std::ops::Range<usize>| base + r.start..base + r.end;
+                let expr = parse(&body[range], &at, Names::Template)
+                    .map_err(|e| format!("{}: {} ({})", place(e.span.start), e.message, e.help))?;
+                let value = eval(&expr, &scope, &mut false).map_err(|e| {
+                    let help = e.help.map(|h| format!(" ({h})")).unwrap_or_default();
+                    format!("{}: {}{help}", place(e.span.start), e.message)
+                })?;
+                match value {
+                    Some(Value::String(s)) => out.push_str(&s),
+                    Some(other) => out.push_str(&other.to_string()),
+                    None => return Err(format!("{}: a value is not known yet", place(base))),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lang::var_values::{Origin, VarValue};
+    use serde_json::json;
+
+    fn vars() -> VarValues {
+        let mut v = VarValues::new();
+        for (k, val, s) in [
+            ("azs", json!(["a", "b"]), false),
+            ("n", json!(3), false),
+            ("token", json!("hf_secret_token"), true),
+            ("cfg", json!({"name": "x"}), false),
+            ("on", json!(true), false),
+        ] {
+            v.insert(
+                k.into(),
+                VarValue {
+                    value: val,
+                    sensitive: s,
+                    origin: Origin::Default,
+                },
+            );
+        }
+        v
+    }
+
+    fn outs(step: &str, key: &str) -> Lookup {
+        match (step, key) {
+            ("vpc", "PrivateSubnets") => Lookup::Known(json!("subnet-1,subnet-2")),
+            ("new", _) => Lookup::Unknown,
+            _ => Lookup::Missing(vec!["PrivateSubnets".into()]),
+        }
+    }
+
+    fn run(text: &str) -> Result<(Option<Value>, bool), EvalError> {
+        let e = parse(text, &|r| r, Names::Workflow).unwrap();
+        let vars = vars();
+        let dir = std::env::temp_dir();
+        let scope = Scope {
+            vars: &vars,
+            outputs: &outs,
+            dir: &dir,
+            locals: None,
+        };
+        let mut sensitive = false;
+        eval(&e, &scope, &mut sensitive).map(|v| (v, sensitive))
+    }
+
+    fn value(text: &str) -> Value {
+        run(text).unwrap().0.unwrap()
+    }
+
+    #[test]
+    fn the_upstream_subnet_list_becomes_a_list() {
+        assert_eq!(
+            value(r#"split(",", steps.vpc.outputs.PrivateSubnets)"#),
+            json!(["subnet-1", "subnet-2"])
+        );
+        assert_eq!(
+            value(r#"split(",", steps.vpc.outputs.PrivateSubnets)[1]"#),
+            json!("subnet-2")
+        );
+    }
+
+    #[test]
+    fn arithmetic_comparison_and_conditions() {
+        assert_eq!(value("vars.n * 8 + 1"), json!(25));
+        assert_eq!(value("vars.n / 2"), json!(1.5));
+        assert_eq!(value("vars.n % 2"), json!(1));
+        assert_eq!(value("-vars.n"), json!(-3));
+        assert_eq!(value("vars.n >= 3 && vars.on"), json!(true));
+        assert_eq!(
+            value(r#"vars.n == 3.0 ? "three" : "other""#),
+            json!("three")
+        );
+        assert_eq!(value(r#"vars.cfg.name != "x" || !vars.on"#), json!(false));
+        assert!(
+            run("vars.n / 0")
+                .unwrap_err()
+                .message
+                .contains("division by zero")
+        );
+    }
+
+    #[test]
+    fn unknown_stays_unknown_unless_it_cannot_matter() {
+        assert_eq!(
+            run("length(split(\",\", steps.new.outputs.X))").unwrap().0,
+            None
+        );
+        assert_eq!(run("steps.new.outputs.X == 1").unwrap().0, None);
+        assert_eq!(value("false && steps.new.outputs.X"), json!(false));
+        assert_eq!(value("steps.new.outputs.X || true"), json!(true));
+        assert_eq!(value("vars.on ? 1 : steps.new.outputs.X"), json!(1));
+        assert_eq!(run("steps.new.outputs.X ? 1 : 2").unwrap().0, None);
+    }
+
+    #[test]
+    fn secrets_stay_sensitive_through_functions() {
+        let (v, sensitive) = run("base64encode(vars.token)").unwrap();
+        assert_eq!(v, Some(json!("aGZfc2VjcmV0X3Rva2Vu")));
+        assert!(sensitive);
+        assert!(run("length(vars.token) > 3").unwrap().1);
+        assert!(!run("length(vars.azs)").unwrap().1);
+    }
+
+    #[test]
+    fn errors_point_at_their_part() {
+        let e = run("vars.azs[5]").unwrap_err();
+        assert!(
+            e.message
+                .contains("index 5 is past the end of the list, which has 2 items"),
+            "{e:?}"
+        );
+        assert_eq!(e.span, 9..10);
+        let e = run("vars.cfg.nmae").unwrap_err();
+        assert_eq!(e.help.as_deref(), Some("did you mean `name`?"));
+        let e = run("steps.vpc.outputs.Nope").unwrap_err();
+        assert_eq!(e.code, "flow::bad-reference");
+        assert!(e.message.contains("its outputs are: PrivateSubnets"));
+        let e = run("join(\",\", vars.n)").unwrap_err();
+        assert!(
+            e.message
+                .contains("argument 2 of `join` must be a list, found a number"),
+            "{e:?}"
+        );
+        let e = run("element(vars.azs, -1)").unwrap_err();
+        assert!(e.message.starts_with("`element`: "), "{e:?}");
+        assert_eq!(e.span, 0..21);
+    }
+
+    #[test]
+    fn template_files_render_with_their_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.sh.tpl");
+        let body = "#!/bin/sh\nnodes=${nodes}\nname=${upper(name)}\nhome=$${HOME}\n";
+        let names: Map<String, Value> =
+            serde_json::from_value(json!({"nodes": 4, "name": "p5"})).unwrap();
+        let out = render_template(&path, body, &names, &vars()).unwrap();
+        assert_eq!(out, "#!/bin/sh\nnodes=4\nname=P5\nhome=${HOME}\n");
+        let e = render_template(&path, "a\n  ${nodez}", &names, &vars()).unwrap_err();
+        assert!(
+            e.contains(
+                "job.sh.tpl:2:5: the template was given no name `nodez` (did you mean `nodes`?)"
+            ),
+            "{e}"
+        );
+    }
+}

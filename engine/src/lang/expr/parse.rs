@@ -1,0 +1,557 @@
+//! Parse the tokens of an expression into an [`Expr`]: a Pratt parser
+//! (precedence climbing), grammar in `docs/workflow-language.md`.
+
+use std::ops::Range;
+
+use super::ast::{BinaryOp, Call, Expr, ExprKind, RefTarget, Reference, UnaryOp};
+use super::lex::{Token, tokens};
+use crate::diag::Span;
+use flow_providers::suggest::closest;
+
+/// What kind of problem a [`ParseError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    /// A name that is not `vars`, `steps`, a function or a template name,
+    /// or a reference of the wrong shape (`steps.a.out.b`).
+    NotAReference,
+    /// Anything else: a missing `)`, a stray operator.
+    Syntax,
+}
+
+/// A malformed expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParseError {
+    /// What kind of problem.
+    pub kind: ParseErrorKind,
+    /// What is wrong.
+    pub message: String,
+    /// Where.
+    pub span: Span,
+    /// How to fix it.
+    pub help: String,
+}
+
+/// How an expression's names are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    /// In a workflow: only `vars.…`, `steps.….outputs.…` and functions.
+    Workflow,
+    /// In a template file: a bare name is one of the names given to
+    /// `templatefile`.
+    Template,
+}
+
+/// The roots a workflow expression can start with.
+const ROOTS: &[&str] = &["vars", "steps"];
+
+const REF_HELP: &str = "a reference is `${vars.NAME}` or `${steps.STEP.outputs.KEY}`";
+
+/// Parse `text`, mapping ranges of `text` to file spans with `at`.
+pub fn parse(
+    text: &str,
+    at: &dyn Fn(Range<usize>) -> Span,
+    names: Names,
+) -> Result<Expr, ParseError> {
+    let toks = tokens(text).map_err(|e| ParseError {
+        kind: ParseErrorKind::Syntax,
+        message: e.message,
+        span: at(e.range),
+        help: "see \"Expressions\" in docs/workflow-language.md".into(),
+    })?;
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        end: text.len(),
+        at,
+        names,
+    };
+    if p.toks.is_empty() {
+        return Err(p.error(
+            0..text.len(),
+            "an empty expression",
+            "write a value inside `${…}`",
+        ));
+    }
+    let e = p.expr()?;
+    if let Some((t, r)) = p.toks.get(p.pos) {
+        return Err(p.error(
+            r.clone(),
+            &format!("unexpected {} after the expression", t.describe()),
+            "an expression ends here; join values with an operator or a function",
+        ));
+    }
+    Ok(e)
+}
+
+struct Parser<'a> {
+    toks: Vec<(Token, Range<usize>)>,
+    pos: usize,
+    end: usize,
+    at: &'a dyn Fn(Range<usize>) -> Span,
+    names: Names,
+}
+
+impl Parser<'_> {
+    fn error(&self, range: Range<usize>, message: &str, help: &str) -> ParseError {
+        ParseError {
+            kind: ParseErrorKind::Syntax,
+            message: message.to_string(),
+            span: (self.at)(range),
+            help: help.to_string(),
+        }
+    }
+
+    fn not_a_reference(&self, range: Range<usize>, help: String) -> ParseError {
+        ParseError {
+            kind: ParseErrorKind::NotAReference,
+            message: "not a reference".into(),
+            span: (self.at)(range),
+            help,
+        }
+    }
+
+    fn peek(&self) -> Option<&Token> {
+        self.toks.get(self.pos).map(|(t, _)| t)
+    }
+
+    fn peek_punct(&self, p: &str) -> bool {
+        matches!(self.peek(), Some(Token::Punct(q)) if *q == p)
+    }
+
+    /// The range of the next token, or an empty one at the end.
+    fn here(&self) -> Range<usize> {
+        self.toks
+            .get(self.pos)
+            .map(|(_, r)| r.clone())
+            .unwrap_or(self.end..self.end)
+    }
+
+    fn start(&self) -> usize {
+        self.here().start
+    }
+
+    fn last_end(&self) -> usize {
+        self.toks[self.pos - 1].1.end
+    }
+
+    fn node(&self, start: usize, kind: ExprKind) -> Expr {
+        Expr {
+            span: (self.at)(start..self.last_end()),
+            kind,
+        }
+    }
+
+    fn expect(&mut self, p: &str, what: &str) -> Result<(), ParseError> {
+        if self.peek_punct(p) {
+            self.pos += 1;
+            return Ok(());
+        }
+        let found = match self.peek() {
+            Some(t) => t.describe(),
+            None => "the end of the expression".into(),
+        };
+        Err(self.error(
+            self.here(),
+            &format!("expected `{p}` {what}, found {found}"),
+            &format!("add `{p}`"),
+        ))
+    }
+
+    fn ident(&mut self, what: &str) -> Result<(String, Range<usize>), ParseError> {
+        match self.toks.get(self.pos) {
+            Some((Token::Ident(s), r)) => {
+                let out = (s.clone(), r.clone());
+                self.pos += 1;
+                Ok(out)
+            }
+            _ => Err(self.not_a_reference(self.here(), format!("expected {what}; {REF_HELP}"))),
+        }
+    }
+
+    /// `binary ('?' expr ':' expr)?`
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        let start = self.start();
+        let cond = self.binary(1)?;
+        if !self.peek_punct("?") {
+            return Ok(cond);
+        }
+        self.pos += 1;
+        let then = self.expr()?;
+        self.expect(":", "between the two results of `? :`")?;
+        let otherwise = self.expr()?;
+        Ok(self.node(
+            start,
+            ExprKind::Cond(Box::new(cond), Box::new(then), Box::new(otherwise)),
+        ))
+    }
+
+    fn binary_op(&self) -> Option<BinaryOp> {
+        let Some(Token::Punct(p)) = self.peek() else {
+            return None;
+        };
+        Some(match *p {
+            "||" => BinaryOp::Or,
+            "&&" => BinaryOp::And,
+            "==" => BinaryOp::Eq,
+            "!=" => BinaryOp::Ne,
+            "<" => BinaryOp::Lt,
+            "<=" => BinaryOp::Le,
+            ">" => BinaryOp::Gt,
+            ">=" => BinaryOp::Ge,
+            "+" => BinaryOp::Add,
+            "-" => BinaryOp::Sub,
+            "*" => BinaryOp::Mul,
+            "/" => BinaryOp::Div,
+            "%" => BinaryOp::Rem,
+            _ => return None,
+        })
+    }
+
+    /// Operators of precedence `min` and above, left-associative.
+    fn binary(&mut self, min: u8) -> Result<Expr, ParseError> {
+        let start = self.start();
+        let mut lhs = self.unary()?;
+        while let Some(op) = self.binary_op().filter(|op| op.precedence() >= min) {
+            self.pos += 1;
+            let rhs = self.binary(op.precedence() + 1)?;
+            lhs = self.node(start, ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)));
+        }
+        Ok(lhs)
+    }
+
+    fn unary(&mut self) -> Result<Expr, ParseError> {
+        let start = self.start();
+        let op = match self.peek() {
+            Some(Token::Punct("!")) => UnaryOp::Not,
+            Some(Token::Punct("-")) => UnaryOp::Neg,
+            _ => return self.postfix(),
+        };
+        self.pos += 1;
+        let operand = self.unary()?;
+        Ok(self.node(start, ExprKind::Unary(op, Box::new(operand))))
+    }
+
+    fn postfix(&mut self) -> Result<Expr, ParseError> {
+        let start = self.start();
+        let mut e = self.primary()?;
+        loop {
+            if self.peek_punct(".") {
+                self.pos += 1;
+                let (name, _) = self.ident("a key after `.`")?;
+                e = self.node(start, ExprKind::Attr(Box::new(e), name));
+            } else if self.peek_punct("[") {
+                self.pos += 1;
+                let index = self.expr()?;
+                self.expect("]", "to close the index")?;
+                e = self.node(start, ExprKind::Index(Box::new(e), Box::new(index)));
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+
+    fn primary(&mut self) -> Result<Expr, ParseError> {
+        let start = self.start();
+        let Some((token, range)) = self.toks.get(self.pos).cloned() else {
+            return Err(self.error(
+                self.here(),
+                "the expression ends where a value was expected",
+                "complete the expression",
+            ));
+        };
+        self.pos += 1;
+        let literal = |v: serde_json::Value| ExprKind::Literal(v);
+        let kind = match token {
+            Token::Int(i) => literal(i.into()),
+            Token::Float(f) => literal(
+                serde_json::Number::from_f64(f)
+                    .map(serde_json::Value::Number)
+                    .unwrap_or(serde_json::Value::Null),
+            ),
+            Token::Str(s) => literal(s.into()),
+            Token::Punct("(") => {
+                let inner = self.expr()?;
+                self.expect(")", "to close `(`")?;
+                return Ok(Expr {
+                    span: (self.at)(start..self.last_end()),
+                    kind: inner.kind,
+                });
+            }
+            Token::Punct("[") => ExprKind::List(self.list()?),
+            Token::Punct("{") => ExprKind::Table(self.table()?),
+            Token::Punct(p) => {
+                return Err(self.error(
+                    range,
+                    &format!("`{p}` cannot start a value"),
+                    "a value is a reference, a function call, a number, a \"string\", a [list] or a { table }",
+                ));
+            }
+            Token::Ident(name) => match name.as_str() {
+                "true" => literal(true.into()),
+                "false" => literal(false.into()),
+                "null" => literal(serde_json::Value::Null),
+                _ if self.peek_punct("(") => {
+                    self.pos += 1;
+                    let args = self.args()?;
+                    ExprKind::Call(Call {
+                        name,
+                        name_span: (self.at)(range),
+                        args,
+                    })
+                }
+                "vars" if self.names == Names::Workflow => {
+                    self.expect_dot("`vars` is followed by `.NAME`")?;
+                    let (var, _) = self.ident("a variable's name after `vars.`")?;
+                    self.reference(start, RefTarget::Var(var))
+                }
+                "steps" if self.names == Names::Workflow => self.output(start)?,
+                _ if self.names == Names::Template => self.reference(start, RefTarget::Local(name)),
+                _ => {
+                    let help = match closest(&name, ROOTS.iter().copied()) {
+                        Some(root) => format!("did you mean `{root}`? {REF_HELP}"),
+                        None => format!("`{name}` is not a name flow knows; {REF_HELP}"),
+                    };
+                    return Err(self.not_a_reference(range, help));
+                }
+            },
+        };
+        Ok(self.node(start, kind))
+    }
+
+    fn expect_dot(&mut self, help: &str) -> Result<(), ParseError> {
+        if self.peek_punct(".") {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.not_a_reference(self.here(), format!("{help}; {REF_HELP}")))
+        }
+    }
+
+    fn reference(&self, start: usize, target: RefTarget) -> ExprKind {
+        ExprKind::Ref(Reference {
+            target,
+            span: (self.at)(start..self.last_end()),
+        })
+    }
+
+    /// `steps.STEP.outputs.KEY(.MORE)*`, after `steps`.
+    fn output(&mut self, start: usize) -> Result<ExprKind, ParseError> {
+        self.expect_dot("`steps` is followed by `.STEP.outputs.KEY`")?;
+        let (step, _) = self.ident("a step's name after `steps.`")?;
+        self.expect_dot("a step is followed by `.outputs.KEY`")?;
+        let (word, word_range) = self.ident("`outputs` after the step's name")?;
+        if word != "outputs" {
+            let help = match closest(&word, ["outputs"]) {
+                Some(_) => format!("write `outputs`, not `{word}`; {REF_HELP}"),
+                None => format!("a step's values are under `outputs`; {REF_HELP}"),
+            };
+            return Err(self.not_a_reference(word_range, help));
+        }
+        self.expect_dot("`outputs` is followed by `.KEY`")?;
+        let (mut key, _) = self.ident("an output's name after `outputs.`")?;
+        while self.peek_punct(".")
+            && matches!(self.toks.get(self.pos + 1), Some((Token::Ident(_), _)))
+        {
+            self.pos += 1;
+            let (more, _) = self.ident("a key")?;
+            key.push('.');
+            key.push_str(&more);
+        }
+        Ok(self.reference(start, RefTarget::Output { step, key }))
+    }
+
+    /// Arguments after `(`, through `)`.
+    fn args(&mut self) -> Result<Vec<super::ast::Expr>, ParseError> {
+        let mut out = Vec::new();
+        while !self.peek_punct(")") {
+            out.push(self.expr()?);
+            if !self.peek_punct(",") {
+                break;
+            }
+            self.pos += 1;
+        }
+        self.expect(")", "to close the argument list")?;
+        Ok(out)
+    }
+
+    /// Items after `[`, through `]`.
+    fn list(&mut self) -> Result<Vec<Expr>, ParseError> {
+        let mut out = Vec::new();
+        while !self.peek_punct("]") {
+            out.push(self.expr()?);
+            if !self.peek_punct(",") {
+                break;
+            }
+            self.pos += 1;
+        }
+        self.expect("]", "to close the list")?;
+        Ok(out)
+    }
+
+    /// `key = value` pairs after `{`, through `}`.
+    fn table(&mut self) -> Result<Vec<(String, Expr)>, ParseError> {
+        let mut out: Vec<(String, Expr)> = Vec::new();
+        while !self.peek_punct("}") {
+            let key = match self.toks.get(self.pos) {
+                Some((Token::Ident(s) | Token::Str(s), _)) => s.clone(),
+                _ => {
+                    return Err(self.error(
+                        self.here(),
+                        "expected a key in the table",
+                        "write `{ key = value, \"other key\" = value }`",
+                    ));
+                }
+            };
+            let key_range = self.here();
+            self.pos += 1;
+            if self.peek_punct(":") {
+                self.pos += 1;
+            } else {
+                self.expect("=", "after a table key")?;
+            }
+            if out.iter().any(|(k, _)| *k == key) {
+                return Err(self.error(
+                    key_range,
+                    &format!("the key `{key}` is given twice"),
+                    "give each key once",
+                ));
+            }
+            out.push((key, self.expr()?));
+            if !self.peek_punct(",") {
+                break;
+            }
+            self.pos += 1;
+        }
+        self.expect("}", "to close the table")?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Expr, ParseError> {
+        parse(text, &|r| r, Names::Workflow)
+    }
+
+    fn show(e: &Expr) -> String {
+        match &e.kind {
+            ExprKind::Literal(v) => v.to_string(),
+            ExprKind::Ref(r) => r.target.to_string(),
+            ExprKind::List(items) => {
+                format!(
+                    "[{}]",
+                    items.iter().map(show).collect::<Vec<_>>().join(", ")
+                )
+            }
+            ExprKind::Table(entries) => format!(
+                "{{{}}}",
+                entries
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", show(v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            ExprKind::Attr(e, k) => format!("{}.{k}", show(e)),
+            ExprKind::Index(e, i) => format!("{}[{}]", show(e), show(i)),
+            ExprKind::Call(c) => format!(
+                "{}({})",
+                c.name,
+                c.args.iter().map(show).collect::<Vec<_>>().join(", ")
+            ),
+            ExprKind::Unary(UnaryOp::Not, e) => format!("(!{})", show(e)),
+            ExprKind::Unary(UnaryOp::Neg, e) => format!("(-{})", show(e)),
+            ExprKind::Binary(op, a, b) => format!("({} {} {})", show(a), op.symbol(), show(b)),
+            ExprKind::Cond(c, a, b) => format!("({} ? {} : {})", show(c), show(a), show(b)),
+        }
+    }
+
+    #[test]
+    fn precedence_and_associativity() {
+        assert_eq!(show(&p("1 + 2 * 3 - 4").unwrap()), "((1 + (2 * 3)) - 4)");
+        assert_eq!(
+            show(&p("vars.a || vars.b && !vars.c == 1").unwrap()),
+            "(vars.a || (vars.b && ((!vars.c) == 1)))"
+        );
+        assert_eq!(
+            show(&p("vars.n > 2 ? vars.a : vars.b ? 1 : 2").unwrap()),
+            "((vars.n > 2) ? vars.a : (vars.b ? 1 : 2))"
+        );
+        assert_eq!(show(&p("-(1 + 2) % 2").unwrap()), "((-(1 + 2)) % 2)");
+    }
+
+    #[test]
+    fn references_calls_and_postfix() {
+        assert_eq!(
+            show(&p(r#"split(",", steps.vpc.outputs.PrivateSubnets)[0]"#).unwrap()),
+            r#"split(",", steps.vpc.outputs.PrivateSubnets)[0]"#
+        );
+        assert_eq!(
+            show(&p("steps.vpc.outputs.Subnet.Id").unwrap()),
+            "steps.vpc.outputs.Subnet.Id"
+        );
+        assert_eq!(show(&p("vars.cfg.name").unwrap()), "vars.cfg.name");
+        assert_eq!(
+            show(&p(r#"merge(vars.t, { a = 1, "b c": [1, 2,], })"#).unwrap()),
+            r#"merge(vars.t, {a=1, b c=[1, 2]})"#
+        );
+        assert_eq!(show(&p("length()").unwrap()), "length()");
+    }
+
+    #[test]
+    fn spans_cover_what_they_name() {
+        let e = p(r#"join("-", vars.azs)"#).unwrap();
+        assert_eq!(e.span, 0..19);
+        let ExprKind::Call(c) = &e.kind else { panic!() };
+        assert_eq!(c.name_span, 0..4);
+        assert_eq!(c.args[1].span, 10..18);
+        assert_eq!(c.args[1].as_ref().unwrap().span, 10..18);
+    }
+
+    #[test]
+    fn bad_references_name_the_fix() {
+        let e = p("var.x").unwrap_err();
+        assert_eq!(e.kind, ParseErrorKind::NotAReference);
+        assert!(e.help.contains("did you mean `vars`?"), "{e:?}");
+        let e = p("steps.a.out.b").unwrap_err();
+        assert!(e.help.contains("write `outputs`"), "{e:?}");
+        assert_eq!(e.span, 8..11);
+        assert_eq!(p("vars.").unwrap_err().kind, ParseErrorKind::NotAReference);
+        assert_eq!(
+            p("env.HOME").unwrap_err().kind,
+            ParseErrorKind::NotAReference
+        );
+    }
+
+    #[test]
+    fn syntax_errors_point_at_the_token() {
+        let e = p("length(vars.x").unwrap_err();
+        assert!(e.message.contains("expected `)`"), "{e:?}");
+        assert_eq!(e.span, 13..13);
+        let e = p("vars.a vars.b").unwrap_err();
+        assert!(e.message.contains("unexpected `vars`"), "{e:?}");
+        assert!(
+            p("vars.a ? 1")
+                .unwrap_err()
+                .message
+                .contains("expected `:`")
+        );
+        assert!(p("1 +").unwrap_err().message.contains("ends where a value"));
+        assert!(p("{ a = 1, a = 2 }").unwrap_err().message.contains("twice"));
+        assert!(p("").is_err());
+    }
+
+    #[test]
+    fn template_names_are_bare() {
+        let e = parse("name", &|r| r, Names::Template).unwrap();
+        assert_eq!(show(&e), "name");
+        assert!(matches!(
+            e.kind,
+            ExprKind::Ref(Reference {
+                target: RefTarget::Local(_),
+                ..
+            })
+        ));
+    }
+}
