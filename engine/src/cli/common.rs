@@ -111,6 +111,33 @@ pub fn records_of(store: Option<&dyn StateBackend>) -> CliResult<BTreeMap<String
     })
 }
 
+/// What state recorded with the workflow's `[[moved]]` entries carried out
+/// (in memory; apply writes them with [`write_moves`]), and the moves made.
+pub fn moved_records(
+    loaded: &crate::lang::load::Loaded,
+    store: Option<&dyn StateBackend>,
+) -> CliResult<(
+    BTreeMap<String, StepRecord>,
+    Vec<crate::plan::moves::MovedAddress>,
+)> {
+    crate::plan::moves::apply_moves(&loaded.workflow.moved, records_of(store)?)
+        .map_err(CliError::Diagnostics)
+}
+
+/// Write `moves` to state in one batch, before anything else of the apply.
+pub async fn write_moves(
+    store: &dyn StateBackend,
+    moves: &[crate::plan::moves::MovedAddress],
+    records: &BTreeMap<String, StepRecord>,
+) -> CliResult<()> {
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let mutations = crate::plan::moves::move_mutations(moves, records);
+    store.committer().commit(mutations).await?;
+    Ok(())
+}
+
 /// Ask "yes" on a terminal; refuse without one.
 pub fn confirm(question: &str, auto_approve: bool) -> CliResult<()> {
     if auto_approve {

@@ -10,7 +10,7 @@ use flow_state::{StateBackend, StepRecord};
 
 use super::args::ApplyArgs;
 use super::args::StateArgs;
-use super::common::{CliError, CliResult, Ui, confirm, load_workflow, records_of};
+use super::common::{CliError, CliResult, Ui, confirm, load_workflow, moved_records, write_moves};
 use super::progress::print_json_summary;
 use super::refresh::{RefreshRequest, record, refreshed};
 use super::run::{finish, json_needs_approval, run_context, run_jobs, show_plan};
@@ -53,7 +53,8 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         targets: &args.target,
         timeout: args.refresh_timeout,
     };
-    let refresh = refreshed(&loaded, registry, records_of(Some(store))?, request).await?;
+    let (records, moves) = moved_records(&loaded, Some(store))?;
+    let refresh = refreshed(&loaded, registry, records, request).await?;
     if args.refresh_only {
         return refresh_only(store, &refresh, ui, args.auto_approve).await;
     }
@@ -72,6 +73,10 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         refresh.drift.clone(),
     )
     .await
+    .map(|plan| Plan {
+        moved: moves,
+        ..plan
+    })
     .map_err(CliError::Diagnostics)?;
     show_plan(&plan, ui, plan.has_changes() && !args.auto_approve);
     if !plan.has_changes() && !deps_changed(&plan, &refresh.records) {
@@ -87,6 +92,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
             println!();
         }
     }
+    write_moves(store, &plan.moved, &refresh.records).await?;
     record(store, &refresh).await?;
     execute(
         store,
@@ -215,7 +221,8 @@ async fn apply_saved(
         targets: &saved.targets,
         timeout: args.refresh_timeout,
     };
-    let refresh = refreshed(&loaded, registry, records_of(Some(store))?, request).await?;
+    let (records, moves) = moved_records(&loaded, Some(store))?;
+    let refresh = refreshed(&loaded, registry, records, request).await?;
     let prices = crate::cost::PriceTable::choose(None).ok();
     let plan = make_plan(
         &PlanRequest {
@@ -231,7 +238,14 @@ async fn apply_saved(
         refresh.drift.clone(),
     )
     .await
+    .map(|plan| Plan {
+        moved: moves,
+        ..plan
+    })
     .map_err(CliError::Diagnostics)?;
+    if plan.moved != saved.plan.moved {
+        return Err(stale("its [[moved]] entries no longer match state".into()));
+    }
     let essence = |p: &Plan| {
         p.changes
             .iter()
@@ -245,6 +259,7 @@ async fn apply_saved(
     if !ui.quiet && !ui.json {
         println!();
     }
+    write_moves(store, &plan.moved, &refresh.records).await?;
     record(store, &refresh).await?;
     execute(
         store,

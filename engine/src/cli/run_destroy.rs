@@ -14,6 +14,7 @@ use super::state_open::{Access, open_if_exists, target};
 use crate::apply::job::StepJob;
 use crate::apply::schedule::Report;
 use crate::dag::Dag;
+use crate::lang::ast::select_addresses;
 use crate::lang::load::{Loaded, load};
 use crate::lang::vars::VarInputs;
 use crate::plan::render::render_text;
@@ -76,6 +77,8 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         state_serial: store.serial(),
         cost: None,
         drift: Vec::new(),
+        moved: Vec::new(),
+        warnings: Vec::new(),
     };
     print!("{}", render_text(&plan, &ui.style));
     confirm(
@@ -131,10 +134,11 @@ fn select_for_destroy(
     records: &BTreeMap<String, StepRecord>,
     graph: &Dag,
 ) -> CliResult<BTreeSet<String>> {
-    let mut selected: BTreeSet<String> = if args.target.is_empty() {
+    let targets = select_addresses(&args.target, records.keys().map(String::as_str));
+    let mut selected: BTreeSet<String> = if targets.is_empty() {
         records.keys().cloned().collect()
     } else {
-        for t in &args.target {
+        for t in &targets {
             if !records.contains_key(t) {
                 return Err(CliError::help(
                     format!("there is no step `{t}` in state"),
@@ -142,7 +146,7 @@ fn select_for_destroy(
                 ));
             }
         }
-        args.target.iter().cloned().collect()
+        targets.iter().cloned().collect()
     };
     if args.with_dependents {
         selected = graph.with_descendants(&selected.iter().cloned().collect::<Vec<_>>());

@@ -3,7 +3,7 @@
 use flow_providers::Registry;
 
 use super::args::{PlanArgs, WorkflowArgs};
-use super::common::{CliError, CliResult, Ui, load_workflow, records_of};
+use super::common::{CliError, CliResult, Ui, load_workflow, moved_records};
 use super::refresh::{RefreshRequest, refreshed};
 use super::state_open::{Access, StateTarget, open_if_exists, target_with};
 use crate::lang::vars::VarInputs;
@@ -60,7 +60,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     let plan = crate::cli::block_on(async {
         // The lock is held while state is read, not while real objects are.
         let store = open_if_exists(&target, &wf_args.state, "flow plan", Access::Plan).await?;
-        let records = records_of(store.as_deref())?;
+        let (records, moves) = moved_records(&loaded, store.as_deref())?;
         let salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
         let serial = store.as_ref().map_or(0, |s| s.serial());
         drop(store);
@@ -86,6 +86,10 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
             refresh.drift,
         )
         .await
+        .map(|plan| Plan {
+            moved: moves,
+            ..plan
+        })
         .map_err(CliError::Diagnostics)
     })?;
     if let Some(out) = &args.out {

@@ -59,7 +59,7 @@ pub enum Part {
     Expr(Expr),
 }
 
-pub use super::expr::ast::{Expr, RefTarget, Reference};
+pub use super::expr::ast::{EachField, Expr, RefTarget, Reference, base_name, instance_name};
 
 impl Template {
     /// A template of plain text.
@@ -266,10 +266,67 @@ pub struct StepDecl {
     /// Whether its declaration had problems (already reported): later checks
     /// skip what they would only report as knock-on errors.
     pub broken: bool,
+    /// `for_each = …`: one instance of the step per item or key (expanded by
+    /// `lang::expand` once the variables are known).
+    pub for_each: Option<Node>,
+    /// For an instance made by `for_each`: the step it was written as, its
+    /// key and value (`each.key`, `each.value`).
+    pub instance: Option<Instance>,
     /// The provider kind `provider` names, once resolved
     /// (`lang::providers::resolve_providers`); `None` before that, or when
     /// the name is unknown (reported there).
     pub kind: Option<ProviderKind>,
+}
+
+/// One instance of a step with `for_each`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// The step's name as written (`nccl` for `nccl["8"]`).
+    pub base: String,
+    /// `each.key`.
+    pub key: String,
+    /// `each.value`.
+    pub value: serde_json::Value,
+}
+
+/// `--target` and `--replace` names as addresses: a name that is not an
+/// address in `known` but is the step of some (`nccl` for `nccl["2"]` and
+/// `nccl["8"]`) stands for all of them; anything else stays as given.
+pub fn select_addresses<'k>(
+    names: &[String],
+    known: impl Iterator<Item = &'k str> + Clone,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in names {
+        if known.clone().any(|k| k == name) {
+            out.push(name.clone());
+            continue;
+        }
+        let instances: Vec<String> = known
+            .clone()
+            .filter(|k| *k != name && base_name(k) == name)
+            .map(str::to_string)
+            .collect();
+        if instances.is_empty() {
+            out.push(name.clone());
+        } else {
+            out.extend(instances);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A `[[moved]]` entry: state recorded under `from` now belongs to `to`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    /// The old address.
+    pub from: String,
+    /// The new address.
+    pub to: String,
+    /// Where the entry is written.
+    pub span: Span,
 }
 
 /// A step's provider kind, resolved from its name.
@@ -305,8 +362,11 @@ pub struct Workflow {
     pub state: Option<StateSettings>,
     /// Variables, in source order.
     pub vars: Vec<VarDecl>,
-    /// Steps, in source order.
+    /// Steps, in source order (instances in place of a step with
+    /// `for_each`, once expanded).
     pub steps: Vec<StepDecl>,
+    /// `[[moved]]` entries, in source order.
+    pub moved: Vec<Moved>,
     /// Position of each step in `steps`, by name (see [`Workflow::index_steps`]).
     pub step_index: std::collections::HashMap<String, usize>,
 }

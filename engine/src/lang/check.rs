@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flow_providers::InputType;
 
-use super::ast::{Node, NodeKind, ProviderKind, RefTarget, StepDecl, VarType, Workflow};
+use super::ast::{Node, NodeKind, ProviderKind, RefTarget, StepDecl, VarType, Workflow, base_name};
 use super::expr::types::{self, Ty};
 use super::parse::var_type_phrase;
 use super::toml_nodes::type_name;
@@ -35,10 +35,17 @@ pub fn check_workflow(wf: &Workflow) -> (Vec<Edge>, Diagnostics) {
         let written = step.inputs.iter().map(|i| &i.value);
         for node in written.chain(&step.region_node).chain(&step.import_node) {
             check_expressions(wf, node, &mut diags);
+            check_each(wf, step.for_each.is_some(), node, &mut diags);
+        }
+        if let Some(node) = &step.for_each {
+            check_expressions(wf, node, &mut diags);
+            check_each(wf, false, node, &mut diags);
+            check_for_each_type(wf, node, &mut diags);
         }
     }
     if let Some(node) = &wf.region_node {
         check_expressions(wf, node, &mut diags);
+        check_each(wf, false, node, &mut diags);
     }
     edges.sort_by(|a, b| (&a.to, &a.from).cmp(&(&b.to, &b.from)));
     edges.dedup_by(|a, b| a.from == b.from && a.to == b.to);
@@ -62,8 +69,11 @@ fn check_step_refs(
     edges: &mut Vec<Edge>,
     diags: &mut Diagnostics,
 ) {
+    let for_each = |name: &str| wf.step(name).is_some_and(|s| s.for_each.is_some());
     let mut depend = |target: &str, span: &Span, diags: &mut Diagnostics, via: &str| {
-        if target == step.name {
+        let base = base_name(target);
+        let indexed = base != target;
+        if base == step.name {
             diags.push(
                 diag(
                     wf,
@@ -74,25 +84,49 @@ fn check_step_refs(
                 )
                 .help("a step cannot use its own outputs or wait for itself; remove this"),
             );
-        } else if step_names.contains(target) {
-            edges.push(Edge {
-                from: target.to_string(),
-                to: step.name.clone(),
-                span: span.clone(),
-            });
-        } else {
+        } else if !step_names.contains(base) {
             let mut d = diag(
                 wf,
                 "flow::unknown-step",
-                format!("unknown step `{target}`"),
+                format!("unknown step `{base}`"),
                 span.clone(),
                 "no step of that name",
             );
-            d = match closest(target, step_names.iter().copied()) {
+            d = match closest(base, step_names.iter().copied()) {
                 Some(s) => d.help(format!("did you mean `{s}`?")),
                 None => d.help("declare it as [steps.NAME] or fix the name"),
             };
             diags.push(d);
+        } else if indexed && !for_each(base) {
+            diags.push(
+                diag(
+                    wf,
+                    "flow::not-for-each",
+                    format!("step `{base}` has no `for_each`, so it has no instance `{target}`"),
+                    span.clone(),
+                    "no instances",
+                )
+                .help(format!("write steps.{base}.outputs.KEY")),
+            );
+        } else if !indexed && via == "an output" && for_each(base) {
+            diags.push(
+                diag(
+                    wf,
+                    "flow::instance-needed",
+                    format!("step `{base}` has one instance per key of its `for_each`; name one"),
+                    span.clone(),
+                    "which instance?",
+                )
+                .help(format!(
+                    "write steps.{base}[\"KEY\"].outputs.NAME; `depends_on = [\"{base}\"]` waits for all of them"
+                )),
+            );
+        } else {
+            edges.push(Edge {
+                from: base.to_string(),
+                to: step.name.clone(),
+                span: span.clone(),
+            });
         }
     };
     for (dep, span) in &step.depends_on {
@@ -102,8 +136,9 @@ fn check_step_refs(
         for r in input.value.refs() {
             match &r.target {
                 RefTarget::Output { step: s, .. } => depend(s, &r.span, diags, "an output"),
-                // Only template files have bare names.
-                RefTarget::Local(_) => {}
+                // Only template files have bare names; `each` is checked by
+                // `check_each`.
+                RefTarget::Local(_) | RefTarget::Each(_) => {}
                 RefTarget::Var(v) => {
                     if !var_names.contains(&v.as_str()) {
                         let mut d = diag(
@@ -148,6 +183,57 @@ fn check_expressions(wf: &Workflow, node: &Node, diags: &mut Diagnostics) {
         for p in problems {
             diags.push(diag(wf, "flow::bad-expression", p.message, p.span, "here").help(p.help));
         }
+    }
+}
+
+/// `each.key` and `each.value` where there is no `each`: outside a step
+/// with `for_each`, or inside the `for_each` itself.
+fn check_each(wf: &Workflow, allowed: bool, node: &Node, diags: &mut Diagnostics) {
+    if allowed {
+        return;
+    }
+    for r in node.refs() {
+        if let RefTarget::Each(_) = r.target {
+            diags.push(
+                diag(
+                    wf,
+                    "flow::each-outside-for-each",
+                    format!("`{}` is only known inside a step with `for_each`", r.target),
+                    r.span.clone(),
+                    "no `each` here",
+                )
+                .help("add `for_each = …` to the step, or use a variable"),
+            );
+        }
+    }
+}
+
+/// A `for_each` that is certainly not a list or a table.
+fn check_for_each_type(wf: &Workflow, node: &Node, diags: &mut Diagnostics) {
+    let found = match &node.kind {
+        NodeKind::Array(_) | NodeKind::Table(_) => return,
+        NodeKind::Str(t) => match t.single_expr() {
+            Some(e) => types::check(e, &|name| var_ty(wf, name), &mut Vec::new()),
+            None => Ty::String,
+        },
+        NodeKind::Int(_) | NodeKind::Float(_) => Ty::Number,
+        NodeKind::Bool(_) => Ty::Bool,
+        NodeKind::Datetime(_) => Ty::String,
+    };
+    if !found.fits(&[Ty::List, Ty::Table]) {
+        diags.push(
+            diag(
+                wf,
+                "flow::bad-for-each",
+                format!(
+                    "`for_each` must be a list or a table, found {}",
+                    found.phrase()
+                ),
+                node.span.clone(),
+                "not a collection",
+            )
+            .help("write a list (for_each = [2, 4, 8]), a table, or a variable that holds one"),
+        );
     }
 }
 
@@ -343,7 +429,7 @@ fn var_type_phrase_for(ty: &InputType) -> &'static str {
 }
 
 /// The first dependency cycle, naming every step on it in order.
-fn find_cycle(wf: &Workflow, edges: &[Edge]) -> Option<Diag> {
+pub fn find_cycle(wf: &Workflow, edges: &[Edge]) -> Option<Diag> {
     let mut succ: BTreeMap<&str, Vec<&Edge>> = BTreeMap::new();
     for e in edges {
         succ.entry(e.from.as_str()).or_default().push(e);

@@ -154,6 +154,7 @@ pub fn resolve_each(
         outputs,
         dir: &wf.dir,
         locals: None,
+        each: step.instance.as_ref().map(|i| (i.key.as_str(), &i.value)),
     };
     for input in &step.inputs {
         match evaluate(&input.value, &scope) {

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use flow_providers::{InputType, Provider, Registry, ValidateContext};
 
-use super::ast::{Entry, Node, NodeKind, ProviderKind, StepDecl, Workflow};
+use super::ast::{Entry, Instance, Node, NodeKind, ProviderKind, StepDecl, Workflow};
 use super::check::{Edge, check_workflow};
+use super::expand::{expand, instance_edges};
 use super::inputs::{Desired, resolve_each, resolve_inputs};
 use super::parse::parse_workflow;
 use super::providers::resolve_providers;
@@ -134,6 +135,17 @@ pub fn load(
     diags.extend(check_diags);
     let (vars, var_diags) = resolve_vars(&wf, var_inputs, env);
     diags.extend(var_diags);
+    let mut edges = edges;
+    if diags.is_empty() {
+        let (instances, expand_diags) = expand(&mut wf, &vars);
+        diags.extend(expand_diags);
+        diags.extend(super::moved::check_moved(&wf));
+        if !instances.is_empty() && diags.is_empty() {
+            let (instance_edges, edge_diags) = instance_edges(&wf, &instances);
+            edges = instance_edges;
+            diags.extend(edge_diags);
+        }
+    }
     if diags.is_empty() {
         resolve_regions(&mut wf, &vars, &mut diags);
         for step in &wf.steps {
@@ -163,13 +175,14 @@ fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics)
     let no_outputs = |_: &str, _: &str| Lookup::Unknown;
     let source = wf.source.clone();
     let dir = wf.dir.clone();
-    let scope = Scope {
-        vars,
-        outputs: &no_outputs,
-        dir: &dir,
-        locals: None,
-    };
-    let mut resolve = |node: &Node| -> Option<String> {
+    let mut resolve = |node: &Node, instance: Option<&Instance>| -> Option<String> {
+        let scope = Scope {
+            vars,
+            outputs: &no_outputs,
+            dir: &dir,
+            locals: None,
+            each: instance.map(|i| (i.key.as_str(), &i.value)),
+        };
         match evaluate(node, &scope) {
             Ok(e) => match e.value {
                 Some(serde_json::Value::String(s)) => return (!s.is_empty()).then_some(s),
@@ -187,14 +200,15 @@ fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics)
         None
     };
     if let Some(node) = wf.region_node.clone() {
-        wf.region = resolve(&node);
+        wf.region = resolve(&node, None);
     }
     for step in &mut wf.steps {
+        let instance = step.instance.clone();
         if let Some(node) = step.region_node.clone() {
-            step.region = resolve(&node);
+            step.region = resolve(&node, instance.as_ref());
         }
         if let Some(node) = step.import_node.clone() {
-            step.import = resolve(&node);
+            step.import = resolve(&node, instance.as_ref());
         }
     }
 }

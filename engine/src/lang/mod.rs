@@ -17,9 +17,11 @@
 
 pub mod ast;
 pub mod check;
+pub mod expand;
 pub mod expr;
 pub mod inputs;
 pub mod load;
+pub mod moved;
 pub mod parse;
 pub mod providers;
 pub mod resolve;

@@ -37,6 +37,7 @@ pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnos
         state: None,
         vars: Vec::new(),
         steps: Vec::new(),
+        moved: Vec::new(),
         step_index: Default::default(),
     };
     let mut p = Parser {
@@ -48,10 +49,11 @@ pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnos
             "workflow" => p.workflow_table(entry, &mut wf),
             "vars" => wf.vars = p.each_table(entry, "vars", Parser::var),
             "steps" => wf.steps = p.each_table(entry, "steps", Parser::step),
+            "moved" => wf.moved = super::moved::parse_moved(source, p.diags, &entry.value),
             other => p.unknown_key(
                 entry,
                 other,
-                &["workflow", "vars", "steps"],
+                &["workflow", "vars", "steps", "moved"],
                 "the top level",
             ),
         }
@@ -307,11 +309,11 @@ impl Parser<'_> {
             var.ty = infer_type(d);
         }
         if let Some(d) = &var.default {
-            if !d.refs().is_empty() {
+            if let Some(e) = d.exprs().first() {
                 self.err(
                     "flow::reference-not-allowed",
                     format!("the default of `{}` cannot contain references", var.name),
-                    d.refs()[0].span.clone(),
+                    e.span.clone(),
                     "reference in a default",
                     Some(
                         "defaults are plain values; use the reference where the variable is used"
@@ -354,6 +356,8 @@ impl Parser<'_> {
             inputs: Vec::new(),
             inputs_span: entry.key_span.clone(),
             broken: false,
+            for_each: None,
+            instance: None,
             kind: None,
         };
         let mut has_provider = false;
@@ -457,6 +461,20 @@ impl Parser<'_> {
                         }
                     }
                 }
+                "for_each" => {
+                    for r in f.value.refs() {
+                        if matches!(r.target, RefTarget::Output { .. }) {
+                            self.err(
+                                "flow::reference-not-allowed",
+                                format!("{what} cannot use step outputs"),
+                                r.span.clone(),
+                                "a step output",
+                                Some("the instances are needed to plan, before any step runs: use variables or a literal list or table".into()),
+                            );
+                        }
+                    }
+                    step.for_each = Some(f.value.clone());
+                }
                 "inputs" => match self.table(&f.value, &what) {
                     Some(items) => {
                         step.inputs = items.to_vec();
@@ -475,6 +493,7 @@ impl Parser<'_> {
                         "region",
                         "import",
                         "lifecycle",
+                        "for_each",
                         "inputs",
                     ],
                     &format!("[steps.{}]", entry.key),

@@ -138,6 +138,7 @@ mod tests {
                 outputs: &outs,
                 dir: &dir,
                 locals: None,
+                each: None,
             },
         )
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::model::{Action, InputDiff, Plan, Shown, StepChange};
 use super::outputs::PlannedOutputs;
 use crate::diag::{Diag, Diagnostics};
-use crate::lang::ast::StepDecl;
+use crate::lang::ast::{StepDecl, base_name, select_addresses};
 use crate::lang::inputs::{Desired, UNKNOWN, mask_sealed};
 use crate::lang::load::Loaded;
 
@@ -38,7 +38,14 @@ pub struct PlanRequest<'a> {
 pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
     let mut diags = Diagnostics::default();
     let wf = &req.loaded.workflow;
-    for name in req.targets.iter().chain(req.replace) {
+    let known = wf
+        .steps
+        .iter()
+        .map(|s| s.name.as_str())
+        .chain(req.records.keys().map(String::as_str));
+    let targets = &select_addresses(req.targets, known.clone())[..];
+    let replace = &select_addresses(req.replace, known)[..];
+    for name in targets.iter().chain(replace) {
         if wf.step(name).is_none() && !req.records.contains_key(name) {
             diags.push(
                 Diag::new("flow::unknown-step", format!("there is no step `{name}`"))
@@ -50,7 +57,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
         return Err(diags);
     }
     let selected: Option<BTreeSet<String>> =
-        (!req.targets.is_empty()).then(|| req.loaded.dag.with_ancestors(req.targets));
+        (!targets.is_empty()).then(|| req.loaded.dag.with_ancestors(targets));
     let order = req.loaded.dag.topo_order().unwrap_or_default();
     let mut outputs = PlannedOutputs::new(req.records);
     let mut changes = Vec::new();
@@ -83,7 +90,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
         .records
         .values()
         .filter(|r| wf.step(&r.name).is_none())
-        .filter(|r| req.targets.is_empty() || req.targets.contains(&r.name))
+        .filter(|r| targets.is_empty() || targets.contains(&r.name))
         .collect();
     gone.sort_by(|a, b| a.name.cmp(&b.name));
     for rec in gone {
@@ -119,13 +126,57 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
     if !diags.is_empty() {
         return Err(diags);
     }
+    let warnings = unmoved_warnings(&changes);
     Ok(Plan {
         workflow: wf.name.clone(),
         changes,
         state_serial: req.serial,
         cost: None,
         drift: Vec::new(),
+        moved: Vec::new(),
+        warnings,
     })
+}
+
+/// A step removed from the workflow while another address of the same
+/// step is created (`nccl` → `nccl["2"]`, or `nccl["a"]` → `nccl["b"]`),
+/// or a step of the same provider and key under a new name: without a
+/// `[[moved]]` entry that is a destroy and a create.
+fn unmoved_warnings(changes: &[StepChange]) -> Vec<String> {
+    let mut out = Vec::new();
+    for gone in changes
+        .iter()
+        .filter(|c| c.action == Action::Delete && c.reason == "removed from the workflow")
+    {
+        let base = base_name(&gone.step);
+        let key = &gone.step[base.len()..];
+        // The same step with other keys, or a step of the same provider
+        // with the same key (a renamed step).
+        let created: Vec<&str> = changes
+            .iter()
+            .filter(|c| c.action == Action::Create)
+            .filter(|c| {
+                base_name(&c.step) == base
+                    || (c.provider == gone.provider && &c.step[base_name(&c.step).len()..] == key)
+            })
+            .map(|c| c.step.as_str())
+            .collect();
+        if let Some(first) = created.first() {
+            out.push(format!(
+                "`{}` will be destroyed and {} created. If it is the same object under a new address, add\n    [[moved]]\n    from = {}\n    to = {}\n  to keep it.",
+                gone.step,
+                created.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", "),
+                toml_string(&gone.step),
+                toml_string(first),
+            ));
+        }
+    }
+    out
+}
+
+/// `s` as a TOML string.
+fn toml_string(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
 }
 
 fn plan_step(
@@ -138,7 +189,10 @@ fn plan_step(
     let prevent_destroy = step.prevent_destroy;
     let schema = provider.schema();
     let record = req.records.get(name);
-    let forced = req.replace.iter().any(|r| r == name);
+    let forced = req
+        .replace
+        .iter()
+        .any(|r| r == name || (base_name(name) == r && base_name(r) == r.as_str()));
     let mut change = StepChange {
         step: name.to_string(),
         action: Action::NoOp,

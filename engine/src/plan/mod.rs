@@ -3,6 +3,7 @@
 pub mod compute;
 pub mod costs;
 pub mod model;
+pub mod moves;
 pub mod outputs;
 pub mod refine;
 pub mod refresh;

@@ -183,6 +183,13 @@ pub struct Plan {
     /// What refresh found changed or deleted outside flow, or could not read.
     #[serde(default)]
     pub drift: Vec<StepDrift>,
+    /// Records that `[[moved]]` entries carry to a new address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<super::moves::MovedAddress>,
+    /// What the user should know before applying: a step deleted and one
+    /// created that look like the same object under a new address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Counts of each action.
@@ -222,7 +229,7 @@ impl Plan {
 
     /// Whether anything would change.
     pub fn has_changes(&self) -> bool {
-        self.changes.iter().any(|c| c.action != Action::NoOp)
+        !self.moved.is_empty() || self.changes.iter().any(|c| c.action != Action::NoOp)
     }
 
     /// Whether refresh found something changed or deleted outside flow.

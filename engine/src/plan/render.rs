@@ -9,11 +9,26 @@ use crate::style::Style;
 /// then a summary line.
 pub fn render_text(plan: &Plan, style: &Style) -> String {
     let mut out = render_drift(&plan.drift, style);
+    for m in &plan.moved {
+        let _ = writeln!(
+            out,
+            "{:>3} {}  {}",
+            style.warn("→"),
+            style.bold(&format!("{} → {}", m.from, m.to)),
+            style.dim("moved in state ([[moved]]); the object stays as it is"),
+        );
+    }
+    if !plan.moved.is_empty() {
+        out.push('\n');
+    }
     let changed: Vec<_> = plan
         .changes
         .iter()
         .filter(|c| c.action != Action::NoOp)
         .collect();
+    for w in &plan.warnings {
+        let _ = writeln!(out, "{} {w}\n", style.warn("warning:"));
+    }
     if changed.is_empty() {
         let _ = writeln!(
             out,

@@ -27,6 +27,17 @@ pub enum RefTarget {
     },
     /// A name given to a template file by `templatefile(path, { NAME = … })`.
     Local(String),
+    /// `each.key` or `each.value` inside a step with `for_each`.
+    Each(EachField),
+}
+
+/// What `each.…` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EachField {
+    /// `each.key`: the instance's key.
+    Key,
+    /// `each.value`: the item or table value the instance was made for.
+    Value,
 }
 
 impl std::fmt::Display for RefTarget {
@@ -35,8 +46,20 @@ impl std::fmt::Display for RefTarget {
             RefTarget::Var(v) => write!(f, "vars.{v}"),
             RefTarget::Output { step, key } => write!(f, "steps.{step}.outputs.{key}"),
             RefTarget::Local(name) => f.write_str(name),
+            RefTarget::Each(EachField::Key) => f.write_str("each.key"),
+            RefTarget::Each(EachField::Value) => f.write_str("each.value"),
         }
     }
+}
+
+/// The address of the instance of step `base` for `key`: `nccl["8"]`.
+pub fn instance_name(base: &str, key: &str) -> String {
+    format!("{base}[{}]", serde_json::Value::from(key))
+}
+
+/// The step an address belongs to: `nccl` for `nccl["8"]` and for `nccl`.
+pub fn base_name(address: &str) -> &str {
+    address.split_once('[').map_or(address, |(base, _)| base)
 }
 
 /// One expression.

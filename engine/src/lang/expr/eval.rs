@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::ast::{BinaryOp, Expr, ExprKind, RefTarget, Reference, UnaryOp};
+use super::ast::{BinaryOp, EachField, Expr, ExprKind, RefTarget, Reference, UnaryOp};
 use super::functions::{self, CallContext, same};
 use super::interp::{Mode, Piece, split};
 use super::parse::{Names, parse};
@@ -35,6 +35,9 @@ pub struct Scope<'a> {
     pub dir: &'a Path,
     /// The names a template file was given (`templatefile`), if inside one.
     pub locals: Option<&'a Map<String, Value>>,
+    /// `each.key` and `each.value`, inside an instance of a step with
+    /// `for_each`.
+    pub each: Option<(&'a str, &'a Value)>,
 }
 
 /// A problem found while computing a value.
@@ -410,6 +413,14 @@ fn lookup(r: &Reference, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
                 &r.span,
             )),
         },
+        RefTarget::Each(field) => match (scope.each, field) {
+            (Some((key, _)), EachField::Key) => Ok(Some(Value::from(key))),
+            (Some((_, value)), EachField::Value) => Ok(Some(value.clone())),
+            (None, _) => Err(bad_reference(
+                format!("`{}` is only known inside a step with `for_each`", r.target),
+                &r.span,
+            )),
+        },
         RefTarget::Local(name) => {
             let names = scope.locals.into_iter().flatten().map(|(k, _)| k.as_str());
             match scope.locals.and_then(|m| m.get(name)) {
@@ -488,6 +499,7 @@ pub fn render_template(
         outputs: &no_outputs,
         dir,
         locals: Some(names),
+        each: None,
     };
     let mut out = String::new();
     for piece in pieces {
@@ -557,6 +569,7 @@ mod tests {
             outputs: &outs,
             dir: &dir,
             locals: None,
+            each: None,
         };
         let mut sensitive = false;
         eval(&e, &scope, &mut sensitive).map(|v| (v, sensitive))

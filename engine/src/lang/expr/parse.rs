@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::ast::{BinaryOp, Call, Expr, ExprKind, RefTarget, Reference, UnaryOp};
+use super::ast::{BinaryOp, Call, EachField, Expr, ExprKind, RefTarget, Reference, UnaryOp};
 use super::lex::{Token, tokens};
 use crate::diag::Span;
 use flow_providers::suggest::closest;
@@ -42,7 +42,7 @@ pub enum Names {
 }
 
 /// The roots a workflow expression can start with.
-const ROOTS: &[&str] = &["vars", "steps"];
+const ROOTS: &[&str] = &["vars", "steps", "each"];
 
 const REF_HELP: &str = "a reference is `${vars.NAME}` or `${steps.STEP.outputs.KEY}`";
 
@@ -305,6 +305,24 @@ impl Parser<'_> {
                     self.reference(start, RefTarget::Var(var))
                 }
                 "steps" if self.names == Names::Workflow => self.output(start)?,
+                "each" if self.names == Names::Workflow => {
+                    self.expect_dot("`each` is followed by `.key` or `.value`")?;
+                    let (field, field_range) = self.ident("`key` or `value` after `each.`")?;
+                    let field = match field.as_str() {
+                        "key" => EachField::Key,
+                        "value" => EachField::Value,
+                        other => {
+                            let help = match closest(other, ["key", "value"]) {
+                                Some(s) => format!(
+                                    "did you mean `each.{s}`? `each` has `.key` and `.value`"
+                                ),
+                                None => "`each` has `.key` and `.value`".into(),
+                            };
+                            return Err(self.not_a_reference(field_range, help));
+                        }
+                    };
+                    self.reference(start, RefTarget::Each(field))
+                }
                 _ if self.names == Names::Template => self.reference(start, RefTarget::Local(name)),
                 _ => {
                     let help = match closest(&name, ROOTS.iter().copied()) {
@@ -337,7 +355,10 @@ impl Parser<'_> {
     /// `steps.STEP.outputs.KEY(.MORE)*`, after `steps`.
     fn output(&mut self, start: usize) -> Result<ExprKind, ParseError> {
         self.expect_dot("`steps` is followed by `.STEP.outputs.KEY`")?;
-        let (step, _) = self.ident("a step's name after `steps.`")?;
+        let (mut step, _) = self.ident("a step's name after `steps.`")?;
+        if self.peek_punct("[") {
+            step = self.instance_key(&step)?;
+        }
         self.expect_dot("a step is followed by `.outputs.KEY`")?;
         let (word, word_range) = self.ident("`outputs` after the step's name")?;
         if word != "outputs" {
@@ -358,6 +379,27 @@ impl Parser<'_> {
             key.push_str(&more);
         }
         Ok(self.reference(start, RefTarget::Output { step, key }))
+    }
+
+    /// `["KEY"]` (or `[8]`) after a step's name: the address of one of its
+    /// `for_each` instances.
+    fn instance_key(&mut self, step: &str) -> Result<String, ParseError> {
+        let open = self.here();
+        self.pos += 1;
+        let key = match self.toks.get(self.pos) {
+            Some((Token::Str(s), _)) => s.clone(),
+            Some((Token::Int(i), _)) => i.to_string(),
+            _ => {
+                return Err(self.error(
+                    open.start..self.here().end,
+                    "an instance's key must be written as a literal",
+                    &format!("write steps.{step}[\"KEY\"].outputs.NAME"),
+                ));
+            }
+        };
+        self.pos += 1;
+        self.expect("]", "to close the instance's key")?;
+        Ok(super::ast::instance_name(step, &key))
     }
 
     /// Arguments after `(`, through `)`.
@@ -540,6 +582,30 @@ mod tests {
         assert!(p("1 +").unwrap_err().message.contains("ends where a value"));
         assert!(p("{ a = 1, a = 2 }").unwrap_err().message.contains("twice"));
         assert!(p("").is_err());
+    }
+
+    #[test]
+    fn instances_and_each() {
+        assert_eq!(
+            show(&p(r#"steps.nccl["8"].outputs.busbw"#).unwrap()),
+            r#"steps.nccl["8"].outputs.busbw"#
+        );
+        assert_eq!(
+            show(&p("steps.nccl[16].outputs.busbw").unwrap()),
+            r#"steps.nccl["16"].outputs.busbw"#
+        );
+        assert_eq!(
+            show(&p("each.value.size * 2").unwrap()),
+            "(each.value.size * 2)"
+        );
+        let e = p("each.kye").unwrap_err();
+        assert!(e.help.contains("did you mean `each.key`?"), "{e:?}");
+        assert!(
+            p("steps.nccl[vars.n].outputs.x")
+                .unwrap_err()
+                .message
+                .contains("literal")
+        );
     }
 
     #[test]

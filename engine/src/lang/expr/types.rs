@@ -34,7 +34,8 @@ pub fn check(
         ExprKind::Literal(v) => Ty::of(v),
         ExprKind::Ref(r) => match &r.target {
             RefTarget::Var(name) => var_type(name).unwrap_or(Ty::Any),
-            RefTarget::Output { .. } | RefTarget::Local(_) => Ty::Any,
+            RefTarget::Each(super::ast::EachField::Key) => Ty::String,
+            RefTarget::Output { .. } | RefTarget::Local(_) | RefTarget::Each(_) => Ty::Any,
         },
         ExprKind::List(items) => {
             items.iter().for_each(|e| {

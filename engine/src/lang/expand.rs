@@ -1,0 +1,226 @@
+//! Expand each step with `for_each` into one instance per key, once the
+//! variables are known: `nccl` with `for_each = [2, 8]` becomes `nccl["2"]`
+//! and `nccl["8"]`, each with its own `each.key` and `each.value`. Then the
+//! dependency edges between the instances.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::ast::{Instance, StepDecl, Workflow, base_name, instance_name};
+use super::check::{Edge, find_cycle};
+use super::expr::functions::text;
+use super::resolve::{Lookup, Scope, evaluate};
+use super::var_values::VarValues;
+use crate::diag::{Diag, Diagnostics, Span};
+use flow_providers::suggest::closest;
+
+/// The instances of each step that had `for_each`, by the step's name.
+pub type Instances = BTreeMap<String, Vec<String>>;
+
+/// Replace every step with `for_each` by its instances, in place and in
+/// order. Returns the instances made, and every problem: a `for_each` that
+/// is not a list or a table, a duplicate key, a list item that cannot be a
+/// key, a secret.
+pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
+    let mut diags = Diagnostics::default();
+    let mut instances = Instances::new();
+    if wf.steps.iter().all(|s| s.for_each.is_none()) {
+        return (instances, diags);
+    }
+    let no_outputs = |_: &str, _: &str| Lookup::Unknown;
+    let scope = Scope {
+        vars,
+        outputs: &no_outputs,
+        dir: &wf.dir,
+        locals: None,
+        each: None,
+    };
+    let mut steps = Vec::with_capacity(wf.steps.len());
+    for step in &wf.steps {
+        let Some(node) = &step.for_each else {
+            steps.push(step.clone());
+            continue;
+        };
+        let problem = |msg: String, help: &str| {
+            Diag::new("flow::bad-for-each", msg)
+                .in_source(&wf.source)
+                .label(node.span.clone(), "for_each")
+                .help(help.to_string())
+        };
+        let evaluated = match evaluate(node, &scope) {
+            Ok(e) => e,
+            Err(e) => {
+                diags.push(e.to_diag(&wf.source));
+                continue;
+            }
+        };
+        if evaluated.sensitive {
+            diags.push(problem(
+                format!("the `for_each` of step `{}` uses a secret", step.name),
+                "its keys become instance addresses, shown in plans, state and logs: use a value that is not sensitive",
+            ));
+            continue;
+        }
+        let pairs = match keyed(evaluated.value) {
+            Ok(pairs) => pairs,
+            Err((msg, help)) => {
+                diags.push(problem(format!("step `{}`: {msg}", step.name), help));
+                continue;
+            }
+        };
+        let names = instances.entry(step.name.clone()).or_default();
+        for (key, value) in pairs {
+            let mut instance = step.clone();
+            instance.name = instance_name(&step.name, &key);
+            instance.for_each = None;
+            instance.instance = Some(Instance {
+                base: step.name.clone(),
+                key,
+                value,
+            });
+            names.push(instance.name.clone());
+            steps.push(instance);
+        }
+    }
+    wf.steps = steps;
+    wf.index_steps();
+    (instances, diags)
+}
+
+/// The keys and values of a `for_each` value: a list's items are their own
+/// keys (text or numbers, each once), a table's keys are its keys.
+fn keyed(value: Option<Value>) -> Result<Vec<(String, Value)>, (String, &'static str)> {
+    let value = value.ok_or((
+        "`for_each` is not known before apply".to_string(),
+        "the instances are needed to plan: use variables or literals",
+    ))?;
+    match value {
+        Value::Object(m) => Ok(m.into_iter().collect()),
+        Value::Array(items) => {
+            let mut seen = BTreeSet::new();
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                if !matches!(item, Value::String(_) | Value::Number(_)) {
+                    return Err((
+                        format!(
+                            "item {i} of `for_each` is {}, and a list's items are its keys",
+                            kind(&item)
+                        ),
+                        "list text or numbers, or use a table to give each key a value: { a = {…}, b = {…} }",
+                    ));
+                }
+                let key = text(&item);
+                if key.is_empty() {
+                    return Err((
+                        format!("item {i} of `for_each` is empty text"),
+                        "a key needs at least one character",
+                    ));
+                }
+                if !seen.insert(key.clone()) {
+                    return Err((
+                        format!("`for_each` has the key `{key}` twice"),
+                        "each key names one instance: list each once",
+                    ));
+                }
+                out.push((key, item));
+            }
+            Ok(out)
+        }
+        other => Err((
+            format!(
+                "`for_each` must be a list or a table, found {}",
+                kind(&other)
+            ),
+            "write a list (for_each = [2, 4, 8]), a table, or a variable that holds one",
+        )),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    super::expr::ty::Ty::of(v).phrase()
+}
+
+/// The dependency edges of an expanded workflow: a reference to an
+/// instance depends on that instance, `depends_on` naming a step with
+/// `for_each` on every instance of it. A reference to an instance that the
+/// `for_each` did not make is a problem that lists the keys it did make.
+pub fn instance_edges(wf: &Workflow, instances: &Instances) -> (Vec<Edge>, Diagnostics) {
+    let mut diags = Diagnostics::default();
+    let mut edges = Vec::new();
+    for step in &wf.steps {
+        let mut targets: Vec<(&str, &Span)> = step
+            .depends_on
+            .iter()
+            .map(|(d, s)| (d.as_str(), s))
+            .collect();
+        let refs: Vec<_> = step.inputs.iter().flat_map(|i| i.value.refs()).collect();
+        for r in &refs {
+            if let super::ast::RefTarget::Output { step: s, .. } = &r.target {
+                targets.push((s.as_str(), &r.span));
+            }
+        }
+        for (target, span) in targets {
+            let from: Vec<&str> = if wf.step(target).is_some() {
+                vec![target]
+            } else if let Some(names) = instances.get(target) {
+                names.iter().map(String::as_str).collect()
+            } else if let Some(names) = instances.get(base_name(target)) {
+                let keys: Vec<&str> = names
+                    .iter()
+                    .filter_map(|n| {
+                        wf.step(n)
+                            .and_then(|s| s.instance.as_ref())
+                            .map(|i| i.key.as_str())
+                    })
+                    .collect();
+                let wanted = target[base_name(target).len()..].trim_matches(['[', ']', '"']);
+                let help = match closest(wanted, keys.iter().copied()) {
+                    Some(k) => format!("did you mean `{}`?", instance_name(base_name(target), k)),
+                    None if keys.is_empty() => {
+                        "its `for_each` is empty, so it has no instances".into()
+                    }
+                    None => format!("its keys are: {}", keys.join(", ")),
+                };
+                diags.push(
+                    Diag::new(
+                        "flow::unknown-instance",
+                        format!("step `{}` has no instance `{target}`", base_name(target)),
+                    )
+                    .in_source(&wf.source)
+                    .label(span.clone(), "no such key")
+                    .help(help),
+                );
+                continue;
+            } else {
+                // Reported by `check` already.
+                continue;
+            };
+            for f in from {
+                if f != step.name {
+                    edges.push(Edge {
+                        from: f.to_string(),
+                        to: step.name.clone(),
+                        span: span.clone(),
+                    });
+                }
+            }
+        }
+    }
+    edges.sort_by(|a, b| (&a.to, &a.from).cmp(&(&b.to, &b.from)));
+    edges.dedup_by(|a, b| a.from == b.from && a.to == b.to);
+    if diags.is_empty()
+        && let Some(cycle) = find_cycle(wf, &edges)
+    {
+        diags.push(cycle);
+    }
+    (edges, diags)
+}
+
+/// Every step of `wf` that is an instance of `base`, or `base` itself.
+pub fn addresses_of<'w>(wf: &'w Workflow, base: &str) -> Vec<&'w StepDecl> {
+    wf.steps
+        .iter()
+        .filter(|s| s.name == base || s.instance.as_ref().is_some_and(|i| i.base == base))
+        .collect()
+}
