@@ -201,7 +201,7 @@ corpus! {
         file: "14-default-with-reference.toml",
         codes: &["flow::reference-not-allowed"],
         at: &["5:17"],
-        says: &["the default of `bucket` cannot contain references"],
+        says: &["the default of `bucket` cannot contain `${…}`"],
         ..BASE
     },
     missing_var_value: Case {
@@ -233,8 +233,9 @@ corpus! {
     unknown_var_in_string_with_escape: Case {
         file: "63-unknown-var-after-escape.toml",
         codes: &["flow::unknown-var"],
-        // The string has an escape, so the whole string is pointed at.
-        at: &["5:7"],
+        // The string has an escape (`\t`); the span still lands on the
+        // reference itself.
+        at: &["5:22"],
         says: &["unknown variable `missing`"],
         ..BASE
     },
@@ -640,6 +641,267 @@ corpus! {
         ],
         ..BASE
     },
+
+    // ---- expressions, for_each and moved (issue 14) -------------------
+    expr_unknown_function: Case {
+        file: "72-expr-unknown-function.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["unknown function `splti`", "did you mean `split`?"],
+        ..BASE
+    },
+    expr_too_few_arguments: Case {
+        file: "73-expr-too-few-args.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["`split` takes 2 arguments, given 1", "split(separator, text)"],
+        ..BASE
+    },
+    expr_too_many_arguments: Case {
+        file: "74-expr-too-many-args.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["`upper` takes 1 argument, given 2"],
+        ..BASE
+    },
+    expr_argument_of_wrong_type: Case {
+        file: "75-expr-argument-type.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:27"],
+        says: &["argument 2 of `join` must be a list, found a string"],
+        ..BASE
+    },
+    expr_operand_of_wrong_type: Case {
+        file: "76-expr-operand-type.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["`+` takes numbers, found a string", "format()"],
+        ..BASE
+    },
+    expr_condition_not_boolean: Case {
+        file: "77-expr-condition-not-bool.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["the condition of `? :` must be a boolean"],
+        ..BASE
+    },
+    expr_missing_parenthesis: Case {
+        file: "78-expr-missing-paren.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:31"],
+        says: &["expected `)` to close the argument list"],
+        ..BASE
+    },
+    expr_missing_colon: Case {
+        file: "79-expr-missing-colon.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:30"],
+        says: &["expected `:` between the two results"],
+        ..BASE
+    },
+    expr_stray_token: Case {
+        file: "80-expr-stray-token.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:25"],
+        says: &["unexpected `vars` after the expression"],
+        ..BASE
+    },
+    expr_bad_character: Case {
+        file: "81-expr-bad-character.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:22"],
+        says: &["`@` cannot appear in an expression"],
+        ..BASE
+    },
+    expr_index_past_the_end: Case {
+        file: "82-expr-index-past-end.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:25"],
+        says: &["index 5 is past the end of the list, which has 2 items"],
+        ..BASE
+    },
+    expr_missing_table_key: Case {
+        file: "83-expr-missing-table-key.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["the table has no key `nmae`", "did you mean `name`?"],
+        ..BASE
+    },
+    expr_division_by_zero: Case {
+        file: "84-expr-division-by-zero.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["division by zero"],
+        ..BASE
+    },
+    expr_file_missing: Case {
+        file: "85-expr-file-missing.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:10"],
+        says: &["cannot read `scripts/nope.sh`"],
+        ..BASE
+    },
+    expr_templatefile_unknown_name: Case {
+        file: "86-expr-templatefile-unknown-name.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:10"],
+        says: &["templates/nccl.sbatch.tpl:3:16: the template was given no name `nodez`", "did you mean `nodes`?"],
+        ..BASE
+    },
+    expr_base64decode_invalid: Case {
+        file: "87-expr-base64decode-invalid.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["not valid base64"],
+        ..BASE
+    },
+    expr_format_missing_value: Case {
+        file: "88-expr-format-missing-value.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["`%s` has no value"],
+        ..BASE
+    },
+    expr_wrong_type_for_input: Case {
+        file: "89-expr-wrong-type-for-input.toml",
+        codes: &["flow::wrong-type"],
+        at: &["22:7"],
+        says: &["`run` must be a string, found a list"],
+        ..BASE
+    },
+    each_outside_for_each: Case {
+        file: "90-expr-each-outside-for-each.toml",
+        codes: &["flow::each-outside-for-each"],
+        at: &["22:13"],
+        says: &["`each.key` is only known inside a step with `for_each`"],
+        ..BASE
+    },
+    for_each_over_a_string: Case {
+        file: "91-for-each-string.toml",
+        codes: &["flow::bad-for-each"],
+        at: &["20:12"],
+        says: &["`for_each` must be a list or a table, found a string"],
+        ..BASE
+    },
+    for_each_over_a_number: Case {
+        file: "92-for-each-number.toml",
+        codes: &["flow::bad-for-each"],
+        at: &["20:12"],
+        says: &["`for_each` must be a list or a table, found a number"],
+        ..BASE
+    },
+    for_each_duplicate_keys: Case {
+        file: "93-for-each-duplicate-keys.toml",
+        codes: &["flow::bad-for-each"],
+        at: &["20:12"],
+        says: &["`for_each` has the key `2` twice"],
+        ..BASE
+    },
+    for_each_list_of_tables: Case {
+        file: "94-for-each-table-items.toml",
+        codes: &["flow::bad-for-each"],
+        at: &["20:12"],
+        says: &["item 0 of `for_each` is a table"],
+        ..BASE
+    },
+    for_each_over_a_step_output: Case {
+        file: "95-for-each-step-output.toml",
+        codes: &["flow::reference-not-allowed"],
+        at: &["26:13"],
+        says: &["steps.build.for_each cannot use step outputs"],
+        ..BASE
+    },
+    for_each_uses_each: Case {
+        file: "96-for-each-uses-each.toml",
+        codes: &["flow::each-outside-for-each"],
+        at: &["20:13"],
+        says: &["`each.value` is only known inside a step with `for_each`"],
+        ..BASE
+    },
+    instance_with_unknown_key: Case {
+        file: "97-instance-unknown-key.toml",
+        codes: &["flow::unknown-instance"],
+        at: &["29:13"],
+        says: &["step `nccl` has no instance `nccl[\"3\"]`"],
+        ..BASE
+    },
+    instance_of_a_step_without_for_each: Case {
+        file: "98-instance-of-plain-step.toml",
+        codes: &["flow::not-for-each"],
+        at: &["28:13"],
+        says: &["step `a` has no `for_each`"],
+        ..BASE
+    },
+    for_each_step_referenced_without_key: Case {
+        file: "99-instance-not-named.toml",
+        codes: &["flow::instance-needed"],
+        at: &["29:13"],
+        says: &["step `nccl` has one instance per key"],
+        ..BASE
+    },
+    moved_points_at_nothing: Case {
+        file: "100-moved-to-nothing.toml",
+        codes: &["flow::bad-moved"],
+        at: &["24:1"],
+        says: &["[[moved]] points at nothing", "did you mean `build`?"],
+        ..BASE
+    },
+    moved_from_a_step_that_still_exists: Case {
+        file: "101-moved-from-existing-step.toml",
+        codes: &["flow::bad-moved"],
+        at: &["30:1"],
+        says: &["which is still a step of the workflow"],
+        ..BASE
+    },
+    moved_bad_address: Case {
+        file: "102-moved-bad-address.toml",
+        codes: &["flow::bad-moved"],
+        at: &["25:8"],
+        says: &["`build[8]` is not a step address"],
+        ..BASE
+    },
+    for_each_over_a_secret: Case {
+        file: "103-for-each-secret.toml",
+        codes: &["flow::bad-for-each"],
+        at: &["8:12"],
+        says: &["uses a secret"],
+        ..BASE
+    },
+    each_misspelt_field: Case {
+        file: "104-each-misspelt-field.toml",
+        codes: &["flow::bad-reference"],
+        at: &["22:13"],
+        says: &["did you mean `each.key`?"],
+        ..BASE
+    },
+    expression_in_a_default: Case {
+        file: "105-var-default-expression.toml",
+        codes: &["flow::reference-not-allowed"],
+        at: &["2:14"],
+        says: &["the default of `name` cannot contain `${…}`"],
+        ..BASE
+    },
+    expr_index_of_a_string: Case {
+        file: "106-expr-index-of-string.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["`[…]` reads a list or a table, but this is a string"],
+        ..BASE
+    },
+    expr_negate_a_string: Case {
+        file: "107-expr-negate-string.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:16"],
+        says: &["`-` negates a number, but this is a string"],
+        ..BASE
+    },
+    expr_lookup_missing_key: Case {
+        file: "108-expr-missing-argument-value.toml",
+        codes: &["flow::bad-expression"],
+        at: &["22:15"],
+        says: &["the table has no key `missing` (it has: name)"],
+        ..BASE
+    },
 }
 
 /// The fixtures folder.
@@ -815,12 +1077,16 @@ fn every_fixture_is_in_the_corpus() {
     assert_eq!(unique, in_corpus, "a fixture is used by two cases");
     assert_eq!(on_disk, in_corpus, "fixtures and cases differ");
     for name in &on_disk {
-        let (number, rest) = name.split_at(2);
+        let digits = name.chars().take_while(char::is_ascii_digit).count();
         assert!(
-            number.chars().all(|c| c.is_ascii_digit()) && rest.starts_with('-'),
+            (2..=3).contains(&digits) && name[digits..].starts_with('-'),
             "fixture {name} should be named NN-short-name.toml"
         );
         assert!(name.ends_with(".toml"), "fixture {name} should be TOML");
+    }
+    // Files that cases name from inside their workflows.
+    for used in ["templates/nccl.sbatch.tpl"] {
+        assert!(fixtures().join(used).is_file(), "{used} is missing");
     }
     for entry in std::fs::read_dir(fixtures().join("vars")).expect("var files") {
         let name = format!(
@@ -832,7 +1098,7 @@ fn every_fixture_is_in_the_corpus() {
             "{name} is used by no case"
         );
     }
-    assert!(CORPUS.len() >= 45, "only {} cases", CORPUS.len());
+    assert!(CORPUS.len() >= 100, "only {} cases", CORPUS.len());
 }
 
 /// A missing workflow file is reported like any other problem.

@@ -45,6 +45,7 @@ pub fn parse_moved(source: &Source, diags: &mut Diagnostics, node: &Node) -> Vec
         };
         let mut from = None;
         let mut to = None;
+        let written = |key: &str| entries.iter().any(|e| e.key == key);
         for e in entries {
             let slot = match e.key.as_str() {
                 "from" => &mut from,
@@ -98,8 +99,14 @@ pub fn parse_moved(source: &Source, diags: &mut Diagnostics, node: &Node) -> Vec
                     span: item.span.clone(),
                 })
             }
-            (None, _) => err(diags, "a [[moved]] entry has no `from`".into(), item, shape),
-            (_, None) => err(diags, "a [[moved]] entry has no `to`".into(), item, shape),
+            (None, _) if !written("from") => {
+                err(diags, "a [[moved]] entry has no `from`".into(), item, shape)
+            }
+            (_, None) if !written("to") => {
+                err(diags, "a [[moved]] entry has no `to`".into(), item, shape)
+            }
+            // A `from` or `to` that is written but wrong was reported above.
+            _ => {}
         }
     }
     out

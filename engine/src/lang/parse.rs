@@ -312,9 +312,9 @@ impl Parser<'_> {
             if let Some(e) = d.exprs().first() {
                 self.err(
                     "flow::reference-not-allowed",
-                    format!("the default of `{}` cannot contain references", var.name),
+                    format!("the default of `{}` cannot contain `${{…}}`", var.name),
                     e.span.clone(),
-                    "reference in a default",
+                    "an expression in a default",
                     Some(
                         "defaults are plain values; use the reference where the variable is used"
                             .into(),

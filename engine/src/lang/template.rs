@@ -29,14 +29,18 @@ pub struct Placement {
     pub whole: Span,
     /// The file offset of the text's first byte, when offsets map one to one.
     pub exact: Option<usize>,
+    /// Otherwise, when the string has escapes (`\"`, `\n`): the file offset
+    /// of each byte of the text, and one past its end.
+    pub offsets: Option<std::sync::Arc<Vec<usize>>>,
 }
 
 impl Placement {
     /// The file span of `range` of the text.
     pub fn span(&self, range: std::ops::Range<usize>) -> Span {
-        match self.exact {
-            Some(base) => base + range.start..base + range.end,
-            None => self.whole.clone(),
+        match (self.exact, &self.offsets) {
+            (Some(base), _) => base + range.start..base + range.end,
+            (None, Some(map)) if range.end < map.len() => map[range.start]..map[range.end],
+            _ => self.whole.clone(),
         }
     }
 }
@@ -119,6 +123,7 @@ mod tests {
             &Placement {
                 whole: 0..text.len() + 2,
                 exact: Some(1),
+                offsets: None,
             },
         )
     }
@@ -189,6 +194,7 @@ mod tests {
             &Placement {
                 whole: 10..22,
                 exact: None,
+                offsets: None,
             },
         )
         .unwrap_err();

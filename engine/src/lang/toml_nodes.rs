@@ -243,10 +243,61 @@ fn placement(text: &str, span: std::ops::Range<usize>, decoded: &str) -> Placeme
             start += 1;
         }
     }
+    let exact = (inner == decoded).then_some(start);
+    let offsets = match exact {
+        None if open == 1 && raw.starts_with('"') => escaped_offsets(inner, start, decoded),
+        _ => None,
+    };
     Placement {
         whole: span,
-        exact: (inner == decoded).then_some(start),
+        exact,
+        offsets: offsets.map(std::sync::Arc::new),
     }
+}
+
+/// For a one-line basic string whose raw text `inner` (at file offset
+/// `start`) has escapes: the file offset of each byte of `decoded`, and one
+/// past the end. `None` when decoding here does not give `decoded`.
+fn escaped_offsets(inner: &str, start: usize, decoded: &str) -> Option<Vec<usize>> {
+    let mut text = String::with_capacity(decoded.len());
+    let mut offsets = Vec::with_capacity(decoded.len() + 1);
+    let mut chars = inner.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let ch = if c == '\\' {
+            let (_, e) = chars.next()?;
+            match e {
+                'b' => '\u{8}',
+                't' => '\t',
+                'n' => '\n',
+                'f' => '\u{c}',
+                'r' => '\r',
+                'e' => '\u{1b}',
+                '"' => '"',
+                '\\' => '\\',
+                'x' | 'u' | 'U' => {
+                    let digits = match e {
+                        'x' => 2,
+                        'u' => 4,
+                        _ => 8,
+                    };
+                    let mut hex = String::new();
+                    for _ in 0..digits {
+                        hex.push(chars.next()?.1);
+                    }
+                    char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?
+                }
+                _ => return None,
+            }
+        } else {
+            c
+        };
+        for _ in 0..ch.len_utf8() {
+            offsets.push(start + at);
+        }
+        text.push(ch);
+    }
+    offsets.push(start + inner.len());
+    (text == decoded).then_some(offsets)
 }
 
 /// A short description of a node's type, for "expected X, found Y".

@@ -83,15 +83,23 @@ pub fn check(
         }
         ExprKind::Unary(op, e) => {
             let t = ty(e, problems);
-            let (want, what) = match op {
-                UnaryOp::Not => (Ty::Bool, "`!` negates a boolean"),
-                UnaryOp::Neg => (Ty::Number, "`-` negates a number"),
+            let (want, what, help) = match op {
+                UnaryOp::Not => (
+                    Ty::Bool,
+                    "`!` negates a boolean",
+                    "compare it first: `!(vars.n > 0)`",
+                ),
+                UnaryOp::Neg => (
+                    Ty::Number,
+                    "`-` negates a number",
+                    "use a number, or a variable of type number",
+                ),
             };
             if t != Ty::Any && t != want {
                 problems.push(TypeProblem {
                     message: format!("{what}, but this is {}", t.phrase()),
                     span: e.span.clone(),
-                    help: "compare it first, or convert it".into(),
+                    help: help.into(),
                 });
             }
             want
