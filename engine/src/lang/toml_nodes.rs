@@ -337,13 +337,19 @@ mod tests {
     }
 
     #[test]
-    fn escapes_fall_back_to_the_whole_string() {
-        let src = Source::new("w.toml", "a = \"\\t${vars.y}\"\n");
+    fn escapes_still_give_exact_spans() {
+        let text = "a = \"\\t\\u00e9\\\"${vars.y}\"\nb = \"\"\"\n\\t${vars.z}\"\"\"\n";
+        let src = Source::new("w.toml", text);
         let (entries, _) = parse_document(&src);
         let NodeKind::Str(t) = &entries[0].value.kind else {
             panic!()
         };
-        assert_eq!(t.refs().next().unwrap().span, entries[0].value.span);
+        assert_eq!(&text[t.refs().next().unwrap().span.clone()], "${vars.y}");
+        // Multi-line strings with escapes still point at the whole string.
+        let NodeKind::Str(t) = &entries[1].value.kind else {
+            panic!()
+        };
+        assert_eq!(t.refs().next().unwrap().span, entries[1].value.span);
     }
 
     #[test]
