@@ -120,7 +120,8 @@ pub fn moved_records(
     BTreeMap<String, StepRecord>,
     Vec<crate::plan::moves::MovedAddress>,
 )> {
-    crate::plan::moves::apply_moves(&loaded.workflow.moved, records_of(store)?)
+    let is_address = |a: &str| loaded.workflow.step(a).is_some();
+    crate::plan::moves::apply_moves(&loaded.workflow.moved, records_of(store)?, &is_address)
         .map_err(CliError::Diagnostics)
 }
 

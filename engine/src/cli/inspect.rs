@@ -11,6 +11,7 @@ use super::args::{GraphArgs, OutputArgs, StateArgs};
 use super::common::{CliError, CliResult, Ui, load_workflow, records_of};
 use super::run_plan::var_inputs;
 use super::state_open::{Access, open_if_exists, target, target_with};
+use crate::lang::ast::base_name;
 use crate::secrets::is_sensitive_marker;
 
 /// `flow graph FILE`: the graph in the chosen format on stdout.
@@ -77,8 +78,27 @@ pub fn output(args: &OutputArgs) -> CliResult<i32> {
         ),
         Some(sel) => match find(sel) {
             Ok(rec) => visible(&Value::Object(rec.outputs.clone())),
+            Err(_)
+                if records
+                    .iter()
+                    .any(|r| base_name(&r.name) == sel && r.name != sel) =>
+            {
+                // A step with `for_each`: every instance's outputs.
+                Value::Object(
+                    records
+                        .iter()
+                        .filter(|r| r.applied && base_name(&r.name) == sel)
+                        .map(|r| (r.name.clone(), visible(&Value::Object(r.outputs.clone()))))
+                        .collect(),
+                )
+            }
             Err(e) => {
-                let Some((step, key)) = sel.split_once('.') else {
+                // `STEP.KEY`, or `STEP["INSTANCE"].KEY`.
+                let split = match sel.find("\"].") {
+                    Some(i) => Some((&sel[..i + 2], &sel[i + 3..])),
+                    None => sel.split_once('.'),
+                };
+                let Some((step, key)) = split else {
                     return Err(e);
                 };
                 let rec = find(step)?;

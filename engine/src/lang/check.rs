@@ -135,6 +135,10 @@ fn check_step_refs(
     for input in &step.inputs {
         for r in input.value.refs() {
             match &r.target {
+                RefTarget::Output { step: s, .. } if r.index.is_some() => {
+                    depend(&format!("{s}[…]"), &r.span, diags, "an output");
+                    check_index(wf, r, diags);
+                }
                 RefTarget::Output { step: s, .. } => depend(s, &r.span, diags, "an output"),
                 // Only template files have bare names; `each` is checked by
                 // `check_each`.
@@ -182,6 +186,28 @@ fn check_expressions(wf: &Workflow, node: &Node, diags: &mut Diagnostics) {
         types::check(expr, &var_type, &mut problems);
         for p in problems {
             diags.push(diag(wf, "flow::bad-expression", p.message, p.span, "here").help(p.help));
+        }
+    }
+}
+
+/// An instance key written as an expression is worked out before any step
+/// runs: it may use variables and `each`, not step outputs.
+fn check_index(wf: &Workflow, r: &super::ast::Reference, diags: &mut Diagnostics) {
+    let Some(index) = &r.index else { return };
+    let mut inner = Vec::new();
+    index.refs(&mut inner);
+    for used in inner {
+        if let RefTarget::Output { .. } = used.target {
+            diags.push(
+                diag(
+                    wf,
+                    "flow::reference-not-allowed",
+                    "an instance's key cannot use step outputs".into(),
+                    used.span.clone(),
+                    "a step output",
+                )
+                .help("the key is needed to plan, before any step runs: use a variable, `each.key` or a literal"),
+            );
         }
     }
 }

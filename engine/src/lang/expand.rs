@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::ast::{Instance, StepDecl, Workflow, base_name, instance_name};
 use super::check::{Edge, find_cycle};
+use super::expr::eval::eval;
 use super::expr::functions::text;
 use super::resolve::{Lookup, Scope, evaluate};
 use super::var_values::VarValues;
@@ -25,7 +26,12 @@ pub type Instances = BTreeMap<String, Vec<String>>;
 pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
     let mut diags = Diagnostics::default();
     let mut instances = Instances::new();
-    if wf.steps.iter().all(|s| s.for_each.is_none()) {
+    let indexed = |s: &StepDecl| {
+        s.inputs
+            .iter()
+            .any(|i| i.value.refs().iter().any(|r| r.index.is_some()))
+    };
+    if wf.steps.iter().all(|s| s.for_each.is_none() && !indexed(s)) {
         return (instances, diags);
     }
     let no_outputs = |_: &str, _: &str| Lookup::Unknown;
@@ -83,9 +89,94 @@ pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
             steps.push(instance);
         }
     }
+    for step in &mut steps {
+        resolve_instance_keys(step, &scope, &wf.source, &mut diags);
+    }
     wf.steps = steps;
     wf.index_steps();
     (instances, diags)
+}
+
+/// Put the instance's address into every reference of `step` whose key is
+/// an expression (`steps.nccl[vars.n]`, `steps.nodes[each.key]`).
+fn resolve_instance_keys(
+    step: &mut StepDecl,
+    scope: &Scope,
+    source: &crate::diag::Source,
+    diags: &mut Diagnostics,
+) {
+    let each = step.instance.clone();
+    let scope = Scope {
+        each: each.as_ref().map(|i| (i.key.as_str(), &i.value)),
+        ..*scope
+    };
+    for input in &mut step.inputs {
+        let mut refs = Vec::new();
+        collect_indexed(&mut input.value, &mut refs);
+        for r in refs {
+            let index = r.index.take().expect("collected for its index");
+            let mut sensitive = false;
+            let key = match eval(&index, &scope, &mut sensitive) {
+                Ok(Some(v @ (Value::String(_) | Value::Number(_)))) if !sensitive => text(&v),
+                Ok(Some(v)) if !sensitive => {
+                    diags.push(
+                        Diag::new(
+                            "flow::bad-expression",
+                            format!(
+                                "an instance's key must be text or a number, found {}",
+                                kind(&v)
+                            ),
+                        )
+                        .in_source(source)
+                        .label(index.span.clone(), "this key")
+                        .help("keys are the items or table keys of the step's for_each"),
+                    );
+                    continue;
+                }
+                Ok(_) => {
+                    diags.push(
+                        Diag::new(
+                            "flow::bad-expression",
+                            "an instance's key must be known before any step runs, and not secret",
+                        )
+                        .in_source(source)
+                        .label(index.span.clone(), "this key")
+                        .help("use a variable that is not sensitive, `each.key` or a literal"),
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    diags.push(e.to_diag(source));
+                    continue;
+                }
+            };
+            if let super::ast::RefTarget::Output { step: base, .. } = &mut r.target {
+                *base = instance_name(base, &key);
+            }
+        }
+    }
+}
+
+/// The references under `node` whose instance key is an expression.
+fn collect_indexed<'a>(
+    node: &'a mut super::ast::Node,
+    out: &mut Vec<&'a mut super::ast::Reference>,
+) {
+    use super::ast::{NodeKind, Part};
+    match &mut node.kind {
+        NodeKind::Str(t) => {
+            for part in &mut t.parts {
+                if let Part::Expr(e) = part {
+                    e.indexed_refs_mut(out);
+                }
+            }
+        }
+        NodeKind::Array(items) => items.iter_mut().for_each(|n| collect_indexed(n, out)),
+        NodeKind::Table(entries) => entries
+            .iter_mut()
+            .for_each(|e| collect_indexed(&mut e.value, out)),
+        _ => {}
+    }
 }
 
 /// The keys and values of a `for_each` value: a list's items are their own

@@ -113,7 +113,8 @@ pub fn parse_moved(source: &Source, diags: &mut Diagnostics, node: &Node) -> Vec
 }
 
 /// The `[[moved]]` entries of an expanded workflow against its steps: `to`
-/// must be one of them and `from` must not be.
+/// must be one of them (or an instance of a step with `for_each` that the
+/// variables do not make this time) and `from` must not be.
 pub fn check_moved(wf: &super::ast::Workflow) -> Diagnostics {
     let mut diags = Diagnostics::default();
     for m in &wf.moved {
@@ -123,7 +124,14 @@ pub fn check_moved(wf: &super::ast::Workflow) -> Diagnostics {
                 .label(m.span.clone(), "this [[moved]]")
                 .help(help)
         };
-        if wf.step(&m.to).is_none() {
+        let to_base = super::ast::base_name(&m.to);
+        let step_of_to = wf
+            .steps
+            .iter()
+            .any(|s| s.name == to_base || s.instance.as_ref().is_some_and(|i| i.base == to_base));
+        // An instance whose key the variables do not make this time is not
+        // an error: the move waits until they do.
+        if wf.step(&m.to).is_none() && !(step_of_to && to_base != m.to) {
             let names = wf.steps.iter().map(|s| s.name.as_str());
             let help = match flow_providers::suggest::closest(&m.to, names) {
                 Some(s) => format!("did you mean `{s}`? `to` names a step of the workflow"),

@@ -23,16 +23,19 @@ pub struct MovedAddress {
 /// `records` with every `moved` entry whose `from` is recorded carried out:
 /// the record renamed, and every other record's `depends_on` following.
 /// An entry whose `from` is not recorded was carried out before, or never
-/// applied, and is left alone. Moving onto an address that state already
-/// holds is refused.
+/// applied, and is left alone; so is one whose `to` is not an address of
+/// the workflow this time (`is_address`: an instance whose key the
+/// variables do not make). Moving onto an address that state already holds
+/// is refused.
 pub fn apply_moves(
     moved: &[Moved],
     mut records: BTreeMap<String, StepRecord>,
+    is_address: &dyn Fn(&str) -> bool,
 ) -> Result<(BTreeMap<String, StepRecord>, Vec<MovedAddress>), Diagnostics> {
     let mut diags = Diagnostics::default();
     let mut done = Vec::new();
     for m in moved {
-        if !records.contains_key(&m.from) {
+        if !records.contains_key(&m.from) || !is_address(&m.to) {
             continue;
         }
         if records.contains_key(&m.to) {
@@ -117,7 +120,8 @@ mod tests {
             .into_iter()
             .map(|r| (r.name.clone(), r))
             .collect();
-        let (after, done) = apply_moves(&[moved("nccl", r#"nccl["2"]"#)], records).unwrap();
+        let (after, done) =
+            apply_moves(&[moved("nccl", r#"nccl["2"]"#)], records, &|_| true).unwrap();
         assert_eq!(done.len(), 1);
         assert!(after.contains_key(r#"nccl["2"]"#) && !after.contains_key("nccl"));
         assert_eq!(after["report"].depends_on, vec![r#"nccl["2"]"#.to_string()]);
@@ -132,14 +136,23 @@ mod tests {
             .into_iter()
             .map(|r| (r.name.clone(), r))
             .collect();
-        let (after, done) = apply_moves(&[moved("a", "b")], records.clone()).unwrap();
+        let (after, done) = apply_moves(&[moved("a", "b")], records.clone(), &|_| true).unwrap();
         assert!(done.is_empty());
         assert_eq!(after.len(), 1);
+        let only_a: BTreeMap<_, _> = [record("a", &[])]
+            .into_iter()
+            .map(|r| (r.name.clone(), r))
+            .collect();
+        let (after, done) = apply_moves(&[moved("a", "c")], only_a, &|to| to != "c").unwrap();
+        assert!(
+            done.is_empty() && after.contains_key("a"),
+            "a move to an address the workflow lacks waits"
+        );
         let both: BTreeMap<_, _> = [record("a", &[]), record("b", &[])]
             .into_iter()
             .map(|r| (r.name.clone(), r))
             .collect();
-        let e = apply_moves(&[moved("a", "b")], both).unwrap_err();
+        let e = apply_moves(&[moved("a", "b")], both, &|_| true).unwrap_err();
         assert!(e.items[0].message.contains("state already has `b`"));
     }
 }

@@ -8,8 +8,13 @@ use crate::diag::Span;
 pub struct Reference {
     /// What it names.
     pub target: RefTarget,
-    /// Where it is written (the whole string when the string has escapes).
+    /// Where it is written.
     pub span: Span,
+    /// An instance's key written as an expression (`steps.nccl[vars.n]`):
+    /// the step in `target` is then the step's name, and the key is worked
+    /// out once the variables are known (`lang::expand`), which puts the
+    /// instance's address in `target` and clears this.
+    pub index: Option<Box<Expr>>,
 }
 
 /// What a reference names.
@@ -185,7 +190,12 @@ impl Expr {
     pub fn refs<'a>(&'a self, out: &mut Vec<&'a Reference>) {
         match &self.kind {
             ExprKind::Literal(_) => {}
-            ExprKind::Ref(r) => out.push(r),
+            ExprKind::Ref(r) => {
+                out.push(r);
+                if let Some(index) = &r.index {
+                    index.refs(out);
+                }
+            }
             ExprKind::List(items) => items.iter().for_each(|e| e.refs(out)),
             ExprKind::Table(entries) => entries.iter().for_each(|(_, e)| e.refs(out)),
             ExprKind::Attr(e, _) | ExprKind::Unary(_, e) => e.refs(out),
@@ -198,6 +208,34 @@ impl Expr {
                 c.refs(out);
                 a.refs(out);
                 b.refs(out);
+            }
+        }
+    }
+
+    /// Every reference inside whose instance key is an expression, to be
+    /// resolved in place.
+    pub fn indexed_refs_mut<'a>(&'a mut self, out: &mut Vec<&'a mut Reference>) {
+        match &mut self.kind {
+            ExprKind::Literal(_) => {}
+            ExprKind::Ref(r) => {
+                if r.index.is_some() {
+                    out.push(r);
+                }
+            }
+            ExprKind::List(items) => items.iter_mut().for_each(|e| e.indexed_refs_mut(out)),
+            ExprKind::Table(entries) => entries
+                .iter_mut()
+                .for_each(|(_, e)| e.indexed_refs_mut(out)),
+            ExprKind::Attr(e, _) | ExprKind::Unary(_, e) => e.indexed_refs_mut(out),
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => {
+                a.indexed_refs_mut(out);
+                b.indexed_refs_mut(out);
+            }
+            ExprKind::Call(c) => c.args.iter_mut().for_each(|e| e.indexed_refs_mut(out)),
+            ExprKind::Cond(c, a, b) => {
+                c.indexed_refs_mut(out);
+                a.indexed_refs_mut(out);
+                b.indexed_refs_mut(out);
             }
         }
     }

@@ -402,6 +402,18 @@ fn index_into(base: &Value, i: &Value, expr: &Expr, index: &Expr) -> Result<Valu
 }
 
 fn lookup(r: &Reference, scope: &Scope, sensitive: &mut bool) -> Result<Option<Value>, EvalError> {
+    if r.index.is_some() {
+        // `lang::expand` works the key out for every step input; anywhere
+        // else an instance is named by a literal key.
+        return Err(bad(
+            format!(
+                "the instance key of `{}` cannot be worked out here",
+                r.target
+            ),
+            &r.span,
+            "write the key as a literal: steps.STEP[\"KEY\"].outputs.NAME",
+        ));
+    }
     match &r.target {
         RefTarget::Var(name) => match scope.vars.get(name) {
             Some(v) => {

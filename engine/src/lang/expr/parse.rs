@@ -83,6 +83,14 @@ pub fn parse(
     Ok(e)
 }
 
+/// How an instance's key is written.
+enum InstanceKey {
+    /// `["8"]` or `[8]`: the instance's address.
+    Literal(String),
+    /// `[vars.n]`: an expression.
+    Expr(Expr),
+}
+
 struct Parser<'a> {
     toks: Vec<(Token, Range<usize>)>,
     pos: usize,
@@ -349,6 +357,7 @@ impl Parser<'_> {
         ExprKind::Ref(Reference {
             target,
             span: (self.at)(start..self.last_end()),
+            index: None,
         })
     }
 
@@ -356,8 +365,12 @@ impl Parser<'_> {
     fn output(&mut self, start: usize) -> Result<ExprKind, ParseError> {
         self.expect_dot("`steps` is followed by `.STEP.outputs.KEY`")?;
         let (mut step, _) = self.ident("a step's name after `steps.`")?;
+        let mut index = None;
         if self.peek_punct("[") {
-            step = self.instance_key(&step)?;
+            match self.instance_key(&step)? {
+                InstanceKey::Literal(address) => step = address,
+                InstanceKey::Expr(e) => index = Some(Box::new(e)),
+            }
         }
         self.expect_dot("a step is followed by `.outputs.KEY`")?;
         let (word, word_range) = self.ident("`outputs` after the step's name")?;
@@ -378,28 +391,30 @@ impl Parser<'_> {
             key.push('.');
             key.push_str(&more);
         }
-        Ok(self.reference(start, RefTarget::Output { step, key }))
+        let ExprKind::Ref(mut r) = self.reference(start, RefTarget::Output { step, key }) else {
+            unreachable!("reference() makes a reference")
+        };
+        r.index = index;
+        Ok(ExprKind::Ref(r))
     }
 
     /// `["KEY"]` (or `[8]`) after a step's name: the address of one of its
-    /// `for_each` instances.
-    fn instance_key(&mut self, step: &str) -> Result<String, ParseError> {
-        let open = self.here();
+    /// `for_each` instances; or `[EXPR]`, a key worked out once the
+    /// variables are known.
+    fn instance_key(&mut self, step: &str) -> Result<InstanceKey, ParseError> {
         self.pos += 1;
-        let key = match self.toks.get(self.pos) {
-            Some((Token::Str(s), _)) => s.clone(),
-            Some((Token::Int(i), _)) => i.to_string(),
-            _ => {
-                return Err(self.error(
-                    open.start..self.here().end,
-                    "an instance's key must be written as a literal",
-                    &format!("write steps.{step}[\"KEY\"].outputs.NAME"),
-                ));
-            }
+        let literal = match (self.toks.get(self.pos), self.toks.get(self.pos + 1)) {
+            (Some((Token::Str(s), _)), Some((Token::Punct("]"), _))) => Some(s.clone()),
+            (Some((Token::Int(i), _)), Some((Token::Punct("]"), _))) => Some(i.to_string()),
+            _ => None,
         };
-        self.pos += 1;
+        if let Some(key) = literal {
+            self.pos += 2;
+            return Ok(InstanceKey::Literal(super::ast::instance_name(step, &key)));
+        }
+        let e = self.expr()?;
         self.expect("]", "to close the instance's key")?;
-        Ok(super::ast::instance_name(step, &key))
+        Ok(InstanceKey::Expr(e))
     }
 
     /// Arguments after `(`, through `)`.
@@ -600,12 +615,10 @@ mod tests {
         );
         let e = p("each.kye").unwrap_err();
         assert!(e.help.contains("did you mean `each.key`?"), "{e:?}");
-        assert!(
-            p("steps.nccl[vars.n].outputs.x")
-                .unwrap_err()
-                .message
-                .contains("literal")
-        );
+        let e = p("steps.nccl[vars.n].outputs.x").unwrap();
+        let r = e.as_ref().unwrap();
+        assert_eq!(r.target.to_string(), "steps.nccl.outputs.x");
+        assert_eq!(show(r.index.as_deref().unwrap()), "vars.n");
     }
 
     #[test]
