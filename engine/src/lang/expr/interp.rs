@@ -23,7 +23,7 @@ pub enum Piece {
 pub enum Mode {
     /// In a workflow's strings, which often hold shell scripts: only a body
     /// that starts with a name and a dot or a parenthesis (`${vars.x}`,
-    /// `${join(…)}`, after any `!`, `-` or `(`) is an expression. Shell
+    /// `${join(…)}`, after any `!`, `-`, `(` or `[`) is an expression. Shell
     /// syntax such as `${HOME}`, `${#ARGS}` or `${VAR:-x}` stays as written.
     Workflow,
     /// In a template file: every `${…}` is an expression.
@@ -87,7 +87,8 @@ pub fn split(text: &str, mode: Mode) -> Result<Vec<Piece>, Unterminated> {
 
 /// Whether a `${` body is an expression rather than shell syntax.
 fn looks_like_expression(body: &str) -> bool {
-    let body = body.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '!' | '(' | '-'));
+    let body =
+        body.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '!' | '(' | '-' | '['));
     let name_len = body
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
         .unwrap_or(body.len());
@@ -168,6 +169,10 @@ mod tests {
             vec!["!vars.on ? 1 : 2"]
         );
         assert_eq!(bodies("${var.x}", Mode::Workflow), vec!["var.x"]);
+        assert_eq!(
+            bodies("${[vars.a, vars.b]}", Mode::Workflow),
+            vec!["[vars.a, vars.b]"]
+        );
         assert_eq!(
             bodies("${name} and ${HOME}", Mode::Template),
             vec!["name", "HOME"]
