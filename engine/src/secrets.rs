@@ -36,30 +36,49 @@ pub fn is_sensitive_marker(value: &Value) -> bool {
         && m.get("sensitive").and_then(Value::as_str).is_some_and(|s| s.starts_with("sha256:")))
 }
 
-/// Replaces every known secret in text with `(sensitive)`.
-#[derive(Debug, Clone, Default)]
+/// Replaces every known secret in text with `(sensitive)`. Shared by the
+/// steps of an apply, which add the text functions make from secrets as
+/// they resolve their inputs.
+#[derive(Debug, Default)]
 pub struct Redactor {
-    secrets: Vec<String>,
+    secrets: std::sync::RwLock<Vec<String>>,
+}
+
+impl Clone for Redactor {
+    fn clone(&self) -> Self {
+        Redactor {
+            secrets: std::sync::RwLock::new(self.read().clone()),
+        }
+    }
 }
 
 /// What redacted text shows in place of a secret.
 pub const MASK: &str = "(sensitive)";
 
 impl Redactor {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<String>> {
+        self.secrets.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Remember every string inside `value` as a secret (numbers and booleans
-    /// by their text). Strings shorter than three characters are too common to
-    /// mask without destroying the output and are not secrets worth the name.
-    pub fn add(&mut self, value: &Value) {
+    /// by their text), with its encoded forms. Strings shorter than three
+    /// characters are too common to mask without destroying the output and
+    /// are not secrets worth the name.
+    pub fn add(&self, value: &Value) {
+        self.add_value(value);
+    }
+
+    fn add_value(&self, value: &Value) {
         match value {
             Value::String(s) => self.add_text(s),
             Value::Number(n) => self.add_text(&n.to_string()),
-            Value::Array(items) => items.iter().for_each(|v| self.add(v)),
-            Value::Object(map) => map.values().for_each(|v| self.add(v)),
+            Value::Array(items) => items.iter().for_each(|v| self.add_value(v)),
+            Value::Object(map) => map.values().for_each(|v| self.add_value(v)),
             Value::Bool(_) | Value::Null => {}
         }
     }
 
-    fn add_text(&mut self, s: &str) {
+    fn add_text(&self, s: &str) {
         self.add_form(s);
         for form in encoded_forms(s) {
             self.add_form(&form);
@@ -76,23 +95,27 @@ impl Redactor {
         }
     }
 
-    fn add_form(&mut self, s: &str) {
-        if s.chars().count() >= 3 && !self.secrets.iter().any(|x| x == s) {
-            self.secrets.push(s.to_string());
+    fn add_form(&self, s: &str) {
+        if s.chars().count() < 3 || self.read().iter().any(|x| x == s) {
+            return;
+        }
+        let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+        if !secrets.iter().any(|x| x == s) {
+            secrets.push(s.to_string());
             // Longest first, so a secret containing another is masked whole.
-            self.secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
+            secrets.sort_by_key(|x| std::cmp::Reverse(x.len()));
         }
     }
 
     /// Whether nothing is secret.
     pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
+        self.read().is_empty()
     }
 
     /// `text` with every secret masked.
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
-        for s in &self.secrets {
+        for s in self.read().iter() {
             if out.contains(s.as_str()) {
                 out = out.replace(s.as_str(), MASK);
             }
@@ -103,8 +126,8 @@ impl Redactor {
     /// Whether `value` contains a secret anywhere.
     pub fn touches(&self, value: &Value) -> bool {
         match value {
-            Value::String(s) => self.secrets.iter().any(|x| s.contains(x.as_str())),
-            Value::Number(n) => self.secrets.iter().any(|x| *x == n.to_string()),
+            Value::String(s) => self.read().iter().any(|x| s.contains(x.as_str())),
+            Value::Number(n) => self.read().iter().any(|x| *x == n.to_string()),
             Value::Array(items) => items.iter().any(|v| self.touches(v)),
             Value::Object(map) => map.values().any(|v| self.touches(v)),
             Value::Bool(_) | Value::Null => false,
@@ -176,7 +199,7 @@ mod tests {
 
     #[test]
     fn redacts_nested_and_multiline_secrets() {
-        let mut r = Redactor::default();
+        let r = Redactor::default();
         r.add(&json!({"k": ["hunter22"]}));
         r.add(&json!(
             "-----BEGIN KEY-----\nAAAABBBBCCCC\n-----END KEY-----"
@@ -191,7 +214,7 @@ mod tests {
     fn encoded_secrets_are_masked_at_every_alignment() {
         use base64::Engine as _;
         let token = "hf_AbCdEfGhIjKlMnOp";
-        let mut r = Redactor::default();
+        let r = Redactor::default();
         r.add(&json!(token));
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         for prefix in ["", "a", "ab", "abc", "token=", "HF_TOKEN: "] {
@@ -200,7 +223,7 @@ mod tests {
             assert!(masked.contains(MASK), "{prefix:?}: {encoded} -> {masked}");
         }
         assert_eq!(r.redact(&b64(token)).matches(MASK).count(), 1);
-        let mut r = Redactor::default();
+        let r = Redactor::default();
         r.add(&json!("line1\"quoted\"\nline2"));
         let in_json = json!({"t": "line1\"quoted\"\nline2"}).to_string();
         assert!(r.redact(&in_json).contains(MASK), "{in_json}");

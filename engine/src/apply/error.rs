@@ -138,7 +138,7 @@ mod tests {
 
     #[test]
     fn secrets_are_masked_in_the_message_and_the_help() {
-        let mut redactor = Redactor::default();
+        let redactor = Redactor::default();
         redactor.add(&serde_json::json!("hunter22hunter22"));
         let e = StepError::Provider(
             ProviderError::auth("token hunter22hunter22 was refused")

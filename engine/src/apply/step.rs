@@ -67,6 +67,13 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, StepE
                 .resolve_inputs(decl, &settings.salt, &|s, k| ctx.lookup(s, k))
                 .map(|mut desired| {
                     desired.add_content_digest(provider.as_ref(), &loaded.workflow.dir);
+                    // Text functions made from secrets is masked from now on,
+                    // in this step's lines and every later one.
+                    for derived in &desired.derived_secrets {
+                        settings
+                            .redactor
+                            .add(&serde_json::Value::String(derived.clone()));
+                    }
                     desired
                 })
                 .map_err(StepError::Inputs),

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::ast::{Instance, StepDecl, Workflow, base_name, instance_name};
 use super::check::{Edge, find_cycle};
-use super::expr::eval::eval;
+use super::expr::eval::{Taint, eval};
 use super::expr::functions::text;
 use super::resolve::{Lookup, Scope, evaluate};
 use super::var_values::VarValues;
@@ -115,10 +115,10 @@ fn resolve_instance_keys(
         collect_indexed(&mut input.value, &mut refs);
         for r in refs {
             let index = r.index.take().expect("collected for its index");
-            let mut sensitive = false;
-            let key = match eval(&index, &scope, &mut sensitive) {
-                Ok(Some(v @ (Value::String(_) | Value::Number(_)))) if !sensitive => text(&v),
-                Ok(Some(v)) if !sensitive => {
+            let mut taint = Taint::default();
+            let key = match eval(&index, &scope, &mut taint) {
+                Ok(Some(v @ (Value::String(_) | Value::Number(_)))) if !taint.sensitive => text(&v),
+                Ok(Some(v)) if !taint.sensitive => {
                     diags.push(
                         Diag::new(
                             "flow::bad-expression",

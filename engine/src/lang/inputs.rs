@@ -30,6 +30,9 @@ pub struct Desired {
     pub unknown: Vec<String>,
     /// Inputs that are secret.
     pub sensitive: Vec<String>,
+    /// Text that functions made from secrets (`upper(vars.token)`): mask it
+    /// like the secrets themselves.
+    pub derived_secrets: Vec<String>,
 }
 
 impl Desired {
@@ -163,6 +166,7 @@ pub fn resolve_each(
                 desired.unknown.push(input.key.clone());
             }
             Ok(ev) => {
+                desired.derived_secrets.extend(ev.derived.iter().cloned());
                 let spec = schema.input(&input.key);
                 let secret_input = spec.is_some_and(|s| s.sensitive);
                 let secret = ev.sensitive || secret_input;

@@ -35,7 +35,7 @@ pub struct Loaded {
 impl Loaded {
     /// A redactor that masks every sensitive variable's value.
     pub fn redactor(&self) -> crate::secrets::Redactor {
-        let mut redactor = crate::secrets::Redactor::default();
+        let redactor = crate::secrets::Redactor::default();
         for v in self.vars.values().filter(|v| v.sensitive) {
             redactor.add(&v.value);
         }

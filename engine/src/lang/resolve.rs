@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::ast::{Node, NodeKind, Part};
-use super::expr::eval::eval;
 pub use super::expr::eval::{EvalError as ResolveError, Lookup, Scope};
+use super::expr::eval::{Taint, eval};
 use crate::diag::Diag;
 
 /// A value after interpolation.
@@ -15,6 +15,8 @@ pub struct Evaluated {
     pub value: Option<Value>,
     /// Whether it contains a secret.
     pub sensitive: bool,
+    /// Text that functions made from secrets, to mask like them.
+    pub derived: Vec<String>,
 }
 
 impl ResolveError {
@@ -33,27 +35,31 @@ impl ResolveError {
 /// Evaluate `node`. A string that is exactly one `${…}` keeps the value's
 /// type; expressions inside longer strings are rendered as text.
 pub fn evaluate(node: &Node, scope: &Scope) -> Result<Evaluated, ResolveError> {
-    let mut sensitive = false;
-    let value = eval_inner(node, scope, &mut sensitive)?;
-    Ok(Evaluated { value, sensitive })
+    let mut taint = Taint::default();
+    let value = eval_inner(node, scope, &mut taint)?;
+    Ok(Evaluated {
+        value,
+        sensitive: taint.sensitive,
+        derived: taint.derived,
+    })
 }
 
 fn eval_inner(
     node: &Node,
     scope: &Scope,
-    sensitive: &mut bool,
+    taint: &mut Taint,
 ) -> Result<Option<Value>, ResolveError> {
     Ok(match &node.kind {
         NodeKind::Str(t) => {
             if let Some(e) = t.single_expr() {
-                return eval(e, scope, sensitive);
+                return eval(e, scope, taint);
             }
             let mut out = String::new();
             let mut known = true;
             for part in &t.parts {
                 match part {
                     Part::Lit(s) => out.push_str(s),
-                    Part::Expr(e) => match eval(e, scope, sensitive)? {
+                    Part::Expr(e) => match eval(e, scope, taint)? {
                         Some(Value::String(s)) => out.push_str(&s),
                         Some(other) => out.push_str(&other.to_string()),
                         None => known = false,
@@ -74,7 +80,7 @@ fn eval_inner(
             let mut out = Vec::with_capacity(items.len());
             let mut known = true;
             for item in items {
-                match eval_inner(item, scope, sensitive)? {
+                match eval_inner(item, scope, taint)? {
                     Some(v) => out.push(v),
                     None => known = false,
                 }
@@ -85,7 +91,7 @@ fn eval_inner(
             let mut out = serde_json::Map::new();
             let mut known = true;
             for e in entries {
-                match eval_inner(&e.value, scope, sensitive)? {
+                match eval_inner(&e.value, scope, taint)? {
                     Some(v) => {
                         out.insert(e.key.clone(), v);
                     }

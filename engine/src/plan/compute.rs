@@ -151,13 +151,15 @@ fn unmoved_warnings(changes: &[StepChange]) -> Vec<String> {
         let base = base_name(&gone.step);
         let key = &gone.step[base.len()..];
         // The same step with other keys, or a step of the same provider
-        // with the same key (a renamed step).
+        // under another name with the same key, or with a key where it had
+        // none (a renamed step, perhaps one that gained `for_each`).
         let created: Vec<&str> = changes
             .iter()
             .filter(|c| c.action == Action::Create)
             .filter(|c| {
+                let other_key = &c.step[base_name(&c.step).len()..];
                 base_name(&c.step) == base
-                    || (c.provider == gone.provider && &c.step[base_name(&c.step).len()..] == key)
+                    || (c.provider == gone.provider && (other_key == key || key.is_empty()))
             })
             .map(|c| c.step.as_str())
             .collect();

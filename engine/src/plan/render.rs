@@ -29,7 +29,7 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
     for w in &plan.warnings {
         let _ = writeln!(out, "{} {w}\n", style.warn("warning:"));
     }
-    if changed.is_empty() {
+    if changed.is_empty() && plan.moved.is_empty() {
         let _ = writeln!(
             out,
             "No changes. {} step{} up to date.",
@@ -106,11 +106,14 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         }
     }
     let s = plan.summary();
-    let imports = if s.import > 0 {
+    let mut imports = if s.import > 0 {
         format!("{} to import, ", s.import)
     } else {
         String::new()
     };
+    if !plan.moved.is_empty() {
+        imports.insert_str(0, &format!("{} to move, ", plan.moved.len()));
+    }
     let _ = writeln!(
         out,
         "\nPlan: {imports}{} to create, {} to update, {} to replace, {} to delete, {} unchanged.",

@@ -72,18 +72,29 @@ fn bad(message: String, span: &Span, help: &str) -> EvalError {
     }
 }
 
+/// Whether secrets went into a value, and the text that functions made
+/// from them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Taint {
+    /// A secret went into the value.
+    pub sensitive: bool,
+    /// Text a function made from a secret (`upper(vars.token)`), to be
+    /// masked like the secret itself: nothing else knows it is one.
+    pub derived: Vec<String>,
+}
+
 /// The value of `expr`, `None` when it waits on something not yet known.
-/// Sets `sensitive` when a secret went into it.
-pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<Value>, EvalError> {
-    let ev = |e: &Expr, sensitive: &mut bool| eval(e, scope, sensitive);
+/// Marks `taint` when a secret went into it.
+pub fn eval(expr: &Expr, scope: &Scope, taint: &mut Taint) -> Result<Option<Value>, EvalError> {
+    let ev = |e: &Expr, taint: &mut Taint| eval(e, scope, taint);
     Ok(match &expr.kind {
         ExprKind::Literal(v) => Some(v.clone()),
-        ExprKind::Ref(r) => return lookup(r, scope, sensitive),
+        ExprKind::Ref(r) => return lookup(r, scope, taint),
         ExprKind::List(items) => {
             let mut out = Vec::with_capacity(items.len());
             let mut known = true;
             for item in items {
-                match ev(item, sensitive)? {
+                match ev(item, taint)? {
                     Some(v) => out.push(v),
                     None => known = false,
                 }
@@ -94,7 +105,7 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
             let mut out = Map::new();
             let mut known = true;
             for (k, e) in entries {
-                match ev(e, sensitive)? {
+                match ev(e, taint)? {
                     Some(v) => {
                         out.insert(k.clone(), v);
                     }
@@ -103,7 +114,7 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
             }
             known.then_some(Value::Object(out))
         }
-        ExprKind::Attr(base, key) => match ev(base, sensitive)? {
+        ExprKind::Attr(base, key) => match ev(base, taint)? {
             None => None,
             Some(Value::Object(m)) => match m.get(key) {
                 Some(v) => Some(v.clone()),
@@ -133,7 +144,7 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
             }
         },
         ExprKind::Index(base, index) => {
-            let (b, i) = (ev(base, sensitive)?, ev(index, sensitive)?);
+            let (b, i) = (ev(base, taint)?, ev(index, taint)?);
             match (b, i) {
                 (Some(b), Some(i)) => Some(index_into(&b, &i, expr, index)?),
                 _ => None,
@@ -152,12 +163,15 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
             }
             let mut args = Vec::with_capacity(call.args.len());
             let mut known = true;
+            let outer = std::mem::take(&mut taint.sensitive);
             for a in &call.args {
-                match ev(a, sensitive)? {
+                match ev(a, taint)? {
                     Some(v) => args.push(v),
                     None => known = false,
                 }
             }
+            let secret_args = taint.sensitive;
+            taint.sensitive |= outer;
             if !known {
                 return Ok(None);
             }
@@ -189,7 +203,12 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
                 render: &render,
             };
             match (f.run)(&args, &cx) {
-                Ok(v) => Some(v),
+                Ok(v) => {
+                    if secret_args {
+                        strings_in(&v, &mut taint.derived);
+                    }
+                    Some(v)
+                }
                 Err(message) => {
                     return Err(bad(
                         format!("`{}`: {message}", f.name),
@@ -199,7 +218,7 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
                 }
             }
         }
-        ExprKind::Unary(op, operand) => match ev(operand, sensitive)? {
+        ExprKind::Unary(op, operand) => match ev(operand, taint)? {
             None => None,
             Some(v) => Some(match (op, &v) {
                 (UnaryOp::Not, Value::Bool(b)) => Value::Bool(!b),
@@ -223,14 +242,14 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
             }),
         },
         ExprKind::Binary(op, a, b) => {
-            let left = ev(a, sensitive)?;
+            let left = ev(a, taint)?;
             if let (BinaryOp::And | BinaryOp::Or, Some(l)) = (op, &left) {
                 let l = boolean(l, *op, a)?;
                 if (*op == BinaryOp::And && !l) || (*op == BinaryOp::Or && l) {
                     return Ok(Some(Value::Bool(l)));
                 }
             }
-            let right = ev(b, sensitive)?;
+            let right = ev(b, taint)?;
             let (l, r) = match (left, right) {
                 (Some(l), Some(r)) => (l, r),
                 (None, Some(r)) if matches!(op, BinaryOp::And | BinaryOp::Or) => {
@@ -260,9 +279,9 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
                 }
             })
         }
-        ExprKind::Cond(c, then, otherwise) => match ev(c, sensitive)? {
-            Some(Value::Bool(true)) => ev(then, sensitive)?,
-            Some(Value::Bool(false)) => ev(otherwise, sensitive)?,
+        ExprKind::Cond(c, then, otherwise) => match ev(c, taint)? {
+            Some(Value::Bool(true)) => ev(then, taint)?,
+            Some(Value::Bool(false)) => ev(otherwise, taint)?,
             Some(other) => {
                 return Err(bad(
                     format!(
@@ -274,12 +293,23 @@ pub fn eval(expr: &Expr, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
                 ));
             }
             None => {
-                ev(then, sensitive)?;
-                ev(otherwise, sensitive)?;
+                ev(then, taint)?;
+                ev(otherwise, taint)?;
                 None
             }
         },
     })
+}
+
+/// Every string inside `v` (numbers too, as text), for masking.
+fn strings_in(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|i| strings_in(i, out)),
+        Value::Object(m) => m.values().for_each(|i| strings_in(i, out)),
+        Value::Bool(_) | Value::Null => {}
+    }
 }
 
 /// How a value's kind reads in a message.
@@ -401,7 +431,7 @@ fn index_into(base: &Value, i: &Value, expr: &Expr, index: &Expr) -> Result<Valu
     }
 }
 
-fn lookup(r: &Reference, scope: &Scope, sensitive: &mut bool) -> Result<Option<Value>, EvalError> {
+fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Value>, EvalError> {
     if r.index.is_some() {
         // `lang::expand` works the key out for every step input; anywhere
         // else an instance is named by a literal key.
@@ -417,7 +447,7 @@ fn lookup(r: &Reference, scope: &Scope, sensitive: &mut bool) -> Result<Option<V
     match &r.target {
         RefTarget::Var(name) => match scope.vars.get(name) {
             Some(v) => {
-                *sensitive |= v.sensitive;
+                taint.sensitive |= v.sensitive;
                 Ok(Some(v.value.clone()))
             }
             None => Err(bad_reference(
@@ -522,7 +552,7 @@ pub fn render_template(
                 let at = |r: std::ops::Range<usize>| base + r.start..base + r.end;
                 let expr = parse(&body[range], &at, Names::Template)
                     .map_err(|e| format!("{}: {} ({})", place(e.span.start), e.message, e.help))?;
-                let value = eval(&expr, &scope, &mut false).map_err(|e| {
+                let value = eval(&expr, &scope, &mut Taint::default()).map_err(|e| {
                     let help = e.help.map(|h| format!(" ({h})")).unwrap_or_default();
                     format!("{}: {}{help}", place(e.span.start), e.message)
                 })?;
@@ -583,8 +613,8 @@ mod tests {
             locals: None,
             each: None,
         };
-        let mut sensitive = false;
-        eval(&e, &scope, &mut sensitive).map(|v| (v, sensitive))
+        let mut taint = Taint::default();
+        eval(&e, &scope, &mut taint).map(|v| (v, taint.sensitive))
     }
 
     fn value(text: &str) -> Value {
@@ -643,6 +673,33 @@ mod tests {
         assert!(sensitive);
         assert!(run("length(vars.token) > 3").unwrap().1);
         assert!(!run("length(vars.azs)").unwrap().1);
+    }
+
+    #[test]
+    fn text_made_from_a_secret_is_remembered_for_masking() {
+        let e = parse(
+            r#"format("Bearer %s", upper(vars.token))"#,
+            &|r| r,
+            Names::Workflow,
+        )
+        .unwrap();
+        let vars = vars();
+        let dir = std::env::temp_dir();
+        let scope = Scope {
+            vars: &vars,
+            outputs: &outs,
+            dir: &dir,
+            locals: None,
+            each: None,
+        };
+        let mut taint = Taint::default();
+        eval(&e, &scope, &mut taint).unwrap();
+        assert!(taint.sensitive);
+        assert_eq!(taint.derived, ["HF_SECRET_TOKEN", "Bearer HF_SECRET_TOKEN"]);
+        let mut taint = Taint::default();
+        let plain = parse(r#"upper(vars.cfg.name)"#, &|r| r, Names::Workflow).unwrap();
+        eval(&plain, &scope, &mut taint).unwrap();
+        assert!(!taint.sensitive && taint.derived.is_empty());
     }
 
     #[test]
