@@ -7,8 +7,11 @@
    (target <= 1.10, with durable state: every transition is flushed).
 2. plan: `flow plan` of 10,000 applied, unchanged steps (target < 1 s and
    < 200 MB resident).
+3. for_each: `flow plan` (offline, empty state) of one step with
+   `for_each = "${range(10000)}"`, each instance's inputs computed with
+   expressions (target < 1 s and < 200 MB resident).
 
-Usage: bench/core.py [--flow PATH] [--runs N]
+Usage: bench/core.py [--flow PATH] [--runs N] [--only apply,plan,for_each]
 Builds the release binary first unless --flow is given.
 """
 
@@ -120,19 +123,70 @@ def bench_plan(flow, runs):
         shutil.rmtree(d, ignore_errors=True)
 
 
+FOR_EACH = """[workflow]
+name = "bench-for-each"
+
+[vars.count]
+type = "integer"
+default = 10000
+
+[vars.sizes]
+type = "list"
+default = [2, 4, 8, 16]
+
+[steps.nccl]
+provider = "null"
+for_each = "${range(vars.count)}"
+[steps.nccl.inputs]
+delay_ms = 0
+index = "${each.value}"
+nodes = "${element(vars.sizes, each.value)}"
+label = '${format("nccl-%05d-%s", each.value, upper(each.key))}'
+
+[steps.report]
+provider = "null"
+depends_on = ["nccl"]
+[steps.report.inputs]
+first = '${steps.nccl["0"].outputs.index}'
+"""
+
+
+def bench_for_each(flow, runs):
+    d = tempfile.mkdtemp(prefix="flow-bench-for-each-")
+    try:
+        with open(os.path.join(d, "wf.toml"), "w") as f:
+            f.write(FOR_EACH)
+        results = [rss_of(flow, ["plan", "wf.toml", "-q"], d) for _ in range(runs)]
+        results.sort()
+        wall, _ = results[len(results) // 2]
+        peak = max(r for _, r in results)
+        print("plan (offline, empty state) of a for_each over 10,000 keys (range(10000), 3 computed inputs each)")
+        print(f"  wall                     median {wall:.3f} s  (runs: {', '.join(f'{w:.3f}' for w, _ in results)})")
+        print(f"  peak resident memory     {peak:.0f} MB")
+        print(f"  target                   < 1 s and < 200 MB -> {'PASS' if wall < 1 and peak < 200 else 'FAIL'}")
+        return wall, peak
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flow", help="path to a flow binary (default: build target/release/flow)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", default="apply,plan,for_each",
+                    help="comma-separated cases to run (apply, plan, for_each)")
     args = ap.parse_args()
+    cases = set(args.only.split(","))
     flow = os.path.abspath(args.flow) if args.flow else None
     if not flow:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "flow"], cwd=ROOT, check=True)
         flow = os.path.join(ROOT, "target", "release", "flow")
     print(f"machine: {os.cpu_count()} cores; flow: {flow}\n")
-    bench_apply(flow, args.runs)
-    print()
-    bench_plan(flow, args.runs)
+    benches = [("apply", bench_apply), ("plan", bench_plan), ("for_each", bench_for_each)]
+    for i, (name, bench) in enumerate(b for b in benches if b[0] in cases):
+        if i:
+            print()
+        bench(flow, args.runs)
 
 
 if __name__ == "__main__":

@@ -301,3 +301,46 @@ run = "echo ${base64encode(vars.hf_token)}; echo ${jsonencode({ token = vars.hf_
         }
     }
 }
+
+/// A state folder written by the release before expressions, `for_each` and
+/// `[[moved]]` (tests/fixtures/compat: the workflow, and the state the old
+/// `flow apply` left): the current flow plans it with no changes, and reads
+/// its outputs.
+#[test]
+fn state_written_before_expressions_still_plans_no_changes() {
+    let p = Project::new();
+    let fixture = support::workspace_root().join("tests/fixtures/compat");
+    for file in support::files_under(&fixture) {
+        let relative = file.strip_prefix(&fixture).expect("under the fixture");
+        let to = p.path().join(relative);
+        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
+        std::fs::copy(&file, &to).expect("copy");
+    }
+    let plan = p
+        .run_env(
+            &[
+                "plan",
+                "workflow.toml",
+                "--state-dir",
+                "state",
+                "--detailed-exitcode",
+            ],
+            &[("HOME", "/nonexistent")],
+        )
+        .expect(0);
+    assert!(
+        plan.stdout.contains("No changes. 3 steps are up to date."),
+        "{}",
+        plan.all()
+    );
+    let job = p
+        .run(&[
+            "output",
+            "workflow.toml",
+            "train.job",
+            "--state-dir",
+            "state",
+        ])
+        .expect(0);
+    assert_eq!(job.stdout.trim(), "subnet-4-demo");
+}
