@@ -9,7 +9,7 @@ use miette::{
 };
 
 /// A source file a diagnostic can point into.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Source {
     /// The name shown to users (the path as given on the command line).
     pub name: String,

@@ -272,6 +272,12 @@ pub struct StepDecl {
     /// For an instance made by `for_each`: the step it was written as, its
     /// key and value (`each.key`, `each.value`).
     pub instance: Option<Instance>,
+    /// For a step of a module: the module call it belongs to (its inputs,
+    /// its folder). `None` for the workflow's own steps.
+    pub module: Option<std::sync::Arc<ModuleFrame>>,
+    /// For a step of a module: the module file it is written in (problems
+    /// point there). `None` for the workflow's own steps.
+    pub source: Option<Source>,
     /// The provider kind `provider` names, once resolved
     /// (`lang::providers::resolve_providers`); `None` before that, or when
     /// the name is unknown (reported there).
@@ -316,6 +322,54 @@ pub fn select_addresses<'k>(
     out.sort();
     out.dedup();
     out
+}
+
+/// A `[modules.NAME]` call: a folder of steps used with these inputs.
+#[derive(Debug, Clone)]
+pub struct ModuleCall {
+    /// The call's name (`p4d`): its steps become `p4d.STEP`.
+    pub name: String,
+    /// Where the name is written.
+    pub name_span: Span,
+    /// `source`: the module's folder, relative to the calling file's.
+    pub source: String,
+    /// Where `source` is written.
+    pub source_span: Span,
+    /// `inputs = { … }`: a value for each of the module's inputs.
+    pub inputs: Vec<Entry>,
+    /// Where the inputs (or the call) are written.
+    pub inputs_span: Span,
+}
+
+/// A module call once expanded: what its steps' `inputs.NAME` read.
+#[derive(Debug)]
+pub struct ModuleFrame {
+    /// The call's address: `p4d`, or `outer.inner` for a module a module
+    /// calls.
+    pub address: String,
+    /// The file the call is written in.
+    pub call_source: Source,
+    /// Where the call's name is written there.
+    pub call_span: Span,
+    /// The values the call gives, written in `call_source`.
+    pub inputs: Vec<Entry>,
+    /// The module's `[inputs.NAME]` declarations (types, defaults, secrets).
+    pub decls: Vec<VarDecl>,
+    /// The module's folder: its relative paths resolve against it.
+    pub dir: std::path::PathBuf,
+    /// The module that makes this call, if a module does.
+    pub parent: Option<std::sync::Arc<ModuleFrame>>,
+}
+
+/// A module's `[outputs]`, by call address.
+#[derive(Debug, Clone)]
+pub struct ModuleOutputs {
+    /// The call.
+    pub frame: std::sync::Arc<ModuleFrame>,
+    /// The module file the outputs are written in.
+    pub source: Source,
+    /// Each output and its value.
+    pub entries: Vec<Entry>,
 }
 
 /// A `[[moved]]` entry: state recorded under `from` now belongs to `to`.
@@ -367,6 +421,13 @@ pub struct Workflow {
     pub steps: Vec<StepDecl>,
     /// `[[moved]]` entries, in source order.
     pub moved: Vec<Moved>,
+    /// `[modules.NAME]` calls, in source order (expanded into `steps` by
+    /// `lang::modules`).
+    pub modules: Vec<ModuleCall>,
+    /// `[outputs]`: in a module's file, what the module gives its caller.
+    pub outputs: Vec<Entry>,
+    /// The outputs of every module call, by the call's address.
+    pub module_outputs: std::collections::BTreeMap<String, ModuleOutputs>,
     /// Position of each step in `steps`, by name (see [`Workflow::index_steps`]).
     pub step_index: std::collections::HashMap<String, usize>,
 }
@@ -390,6 +451,17 @@ impl Workflow {
     /// The variable called `name`.
     pub fn var(&self, name: &str) -> Option<&VarDecl> {
         self.vars.iter().find(|v| v.name == name)
+    }
+
+    /// The file `step` is written in: a module's, or the workflow's.
+    pub fn source_of<'s>(&'s self, step: &'s StepDecl) -> &'s Source {
+        step.source.as_ref().unwrap_or(&self.source)
+    }
+
+    /// The folder `step`'s relative paths resolve against: its module's, or
+    /// the workflow's.
+    pub fn dir_of<'s>(&'s self, step: &'s StepDecl) -> &'s std::path::Path {
+        step.module.as_ref().map_or(&self.dir, |m| &m.dir)
     }
 }
 

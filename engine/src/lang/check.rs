@@ -141,8 +141,11 @@ fn check_step_refs(
                 }
                 RefTarget::Output { step: s, .. } => depend(s, &r.span, diags, "an output"),
                 // Only template files have bare names; `each` is checked by
-                // `check_each`.
-                RefTarget::Local(_) | RefTarget::Each(_) => {}
+                // `check_each`; module inputs and outputs by `modules`.
+                RefTarget::Local(_)
+                | RefTarget::Each(_)
+                | RefTarget::Input(_)
+                | RefTarget::ModuleOutput { .. } => {}
                 RefTarget::Var(v) => {
                     if !var_names.contains(&v.as_str()) {
                         let mut d = diag(

@@ -11,7 +11,7 @@ use super::ast::{Instance, StepDecl, Workflow, base_name, instance_name};
 use super::check::{Edge, find_cycle};
 use super::expr::eval::{Taint, eval};
 use super::expr::functions::text;
-use super::resolve::{Lookup, Scope, evaluate};
+use super::resolve::{Context, Lookup};
 use super::var_values::VarValues;
 use crate::diag::{Diag, Diagnostics, Span};
 use flow_providers::suggest::closest;
@@ -35,12 +35,11 @@ pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
         return (instances, diags);
     }
     let no_outputs = |_: &str, _: &str| Lookup::Unknown;
-    let scope = Scope {
+    let snapshot = wf.clone();
+    let cx = Context {
+        wf: &snapshot,
         vars,
         outputs: &no_outputs,
-        dir: &wf.dir,
-        locals: None,
-        each: None,
     };
     let mut steps = Vec::with_capacity(wf.steps.len());
     for step in &wf.steps {
@@ -48,16 +47,17 @@ pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
             steps.push(step.clone());
             continue;
         };
+        let source = wf.source_of(step);
         let problem = |msg: String, help: &str| {
             Diag::new("flow::bad-for-each", msg)
-                .in_source(&wf.source)
+                .in_source(source)
                 .label(node.span.clone(), "for_each")
                 .help(help.to_string())
         };
-        let evaluated = match evaluate(node, &scope) {
+        let evaluated = match cx.evaluate(step, node) {
             Ok(e) => e,
             Err(e) => {
-                diags.push(e.to_diag(&wf.source));
+                diags.push(e.to_diag(source));
                 continue;
             }
         };
@@ -90,7 +90,8 @@ pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
         }
     }
     for step in &mut steps {
-        resolve_instance_keys(step, &scope, &wf.source, &mut diags);
+        let source = wf.source_of(step).clone();
+        resolve_instance_keys(step, &cx, &source, &mut diags);
     }
     wf.steps = steps;
     wf.index_steps();
@@ -101,22 +102,23 @@ pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
 /// an expression (`steps.nccl[vars.n]`, `steps.nodes[each.key]`).
 fn resolve_instance_keys(
     step: &mut StepDecl,
-    scope: &Scope,
+    cx: &Context,
     source: &crate::diag::Source,
     diags: &mut Diagnostics,
 ) {
+    let frame = step.module.clone();
     let each = step.instance.clone();
-    let scope = Scope {
-        each: each.as_ref().map(|i| (i.key.as_str(), &i.value)),
-        ..*scope
-    };
+    let each = each.as_ref().map(|i| (i.key.as_str(), &i.value));
     for input in &mut step.inputs {
         let mut refs = Vec::new();
         collect_indexed(&mut input.value, &mut refs);
         for r in refs {
             let index = r.index.take().expect("collected for its index");
             let mut taint = Taint::default();
-            let key = match eval(&index, &scope, &mut taint) {
+            let result = cx.with_scope(frame.as_deref(), each, |scope| {
+                eval(&index, scope, &mut taint)
+            });
+            let key = match result {
                 Ok(Some(v @ (Value::String(_) | Value::Number(_)))) if !taint.sensitive => text(&v),
                 Ok(Some(v)) if !taint.sensitive => {
                     diags.push(

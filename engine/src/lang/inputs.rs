@@ -11,7 +11,7 @@ use flow_providers::{InputValue, Provider, Values};
 use serde_json::Value;
 
 use super::ast::{Node, NodeKind, StepDecl, Workflow};
-use super::resolve::{Lookup, Scope, evaluate};
+use super::resolve::{Context, Lookup};
 use super::vars::VarValues;
 use crate::diag::Diag;
 use crate::secrets;
@@ -78,23 +78,16 @@ impl Desired {
 /// `value` (the evaluation of `node`) with only the parts that carry a secret
 /// replaced by seals: table entries are sealed one by one, so that
 /// `env = { REGION = "x", TOKEN = "${vars.token}" }` keeps `REGION` readable.
-fn seal(node: &Node, value: &Value, scope: &Scope, salt: &[u8]) -> Value {
+fn seal(node: &Node, value: &Value, is_secret: &dyn Fn(&Node) -> bool, salt: &[u8]) -> Value {
     match (&node.kind, value) {
         (NodeKind::Table(entries), Value::Object(map)) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
                     let entry = entries.iter().find(|e| &e.key == k);
-                    let secret = entry.is_none_or(|e| {
-                        let no_outputs = |_: &str, _: &str| Lookup::Unknown;
-                        let scope = Scope {
-                            outputs: &no_outputs,
-                            ..*scope
-                        };
-                        evaluate(&e.value, &scope).map_or(true, |ev| ev.sensitive)
-                    });
+                    let secret = entry.is_none_or(|e| is_secret(&e.value));
                     let kept = match (secret, entry) {
                         (false, _) => v.clone(),
-                        (true, Some(e)) => seal(&e.value, v, scope, salt),
+                        (true, Some(e)) => seal(&e.value, v, is_secret, salt),
                         (true, None) => Value::String(secrets::seal(salt, v)),
                     };
                     (k.clone(), kept)
@@ -152,17 +145,18 @@ pub fn resolve_each(
     let schema = provider.schema();
     let mut desired = Desired::default();
     let mut errors = Vec::new();
-    let scope = Scope {
-        vars,
-        outputs,
-        dir: &wf.dir,
-        locals: None,
-        each: step.instance.as_ref().map(|i| (i.key.as_str(), &i.value)),
+    let cx = Context { wf, vars, outputs };
+    // Whether a part of a value carries a secret, whatever the outputs.
+    let no_outputs = |_: &str, _: &str| Lookup::Unknown;
+    let offline = Context {
+        outputs: &no_outputs,
+        ..cx
     };
+    let is_secret = |node: &Node| offline.evaluate(step, node).map_or(true, |ev| ev.sensitive);
     for input in &step.inputs {
-        match evaluate(&input.value, &scope) {
+        match cx.evaluate(step, &input.value) {
             Err(e) => {
-                errors.push(e.to_diag(&wf.source));
+                errors.push(e.to_diag(wf.source_of(step)));
                 desired.unknown.push(input.key.clone());
             }
             Ok(ev) => {
@@ -189,7 +183,7 @@ pub fn resolve_each(
                         let kept = match (secret, whole) {
                             (false, _) => v.clone(),
                             (true, true) => Value::String(secrets::seal(salt, &v)),
-                            (true, false) => seal(&input.value, &v, &scope, salt),
+                            (true, false) => seal(&input.value, &v, &is_secret, salt),
                         };
                         desired.stored.insert(input.key.clone(), kept);
                         desired.actual.insert(input.key.clone(), v);

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use flow_providers::{InputType, Provider, Registry, ValidateContext};
 
-use super::ast::{Entry, Instance, Node, NodeKind, ProviderKind, StepDecl, Workflow};
+use super::ast::{Entry, Node, NodeKind, ProviderKind, StepDecl, Workflow};
 use super::check::{Edge, check_workflow};
 use super::expand::{expand, instance_edges};
 use super::inputs::{Desired, resolve_each, resolve_inputs};
 use super::parse::parse_workflow;
 use super::providers::resolve_providers;
-use super::resolve::{Lookup, Scope, evaluate};
+use super::resolve::{Context, Evaluated, Lookup, ResolveError, evaluate};
 use super::vars::{VarInputs, VarValues, resolve_vars};
 use crate::dag::Dag;
 use crate::diag::{Diag, Diagnostics, Source, Span};
@@ -173,42 +173,44 @@ pub fn load(
 /// AWS SDK's chain (`AWS_REGION`, the profile) decides, as for the aws CLI.
 fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics) {
     let no_outputs = |_: &str, _: &str| Lookup::Unknown;
-    let source = wf.source.clone();
-    let dir = wf.dir.clone();
-    let mut resolve = |node: &Node, instance: Option<&Instance>| -> Option<String> {
-        let scope = Scope {
-            vars,
-            outputs: &no_outputs,
-            dir: &dir,
-            locals: None,
-            each: instance.map(|i| (i.key.as_str(), &i.value)),
-        };
-        match evaluate(node, &scope) {
+    let problem = |node: &Node, source: &crate::diag::Source| {
+        Diag::new(
+            "flow::bad-reference",
+            "a region or an ID to import must be text",
+        )
+        .in_source(source)
+        .label(node.span.clone(), "here")
+    };
+    let text = |result: Result<Evaluated, ResolveError>,
+                node: &Node,
+                source: &crate::diag::Source,
+                diags: &mut Diagnostics| {
+        match result {
             Ok(e) => match e.value {
                 Some(serde_json::Value::String(s)) => return (!s.is_empty()).then_some(s),
-                _ => diags.push(
-                    Diag::new(
-                        "flow::bad-reference",
-                        "a region or an ID to import must be text",
-                    )
-                    .in_source(&source)
-                    .label(node.span.clone(), "here"),
-                ),
+                _ => diags.push(problem(node, source)),
             },
-            Err(e) => diags.push(e.to_diag(&source)),
+            Err(e) => diags.push(e.to_diag(source)),
         }
         None
     };
-    if let Some(node) = wf.region_node.clone() {
-        wf.region = resolve(&node, None);
+    let snapshot = wf.clone();
+    let cx = Context {
+        wf: &snapshot,
+        vars,
+        outputs: &no_outputs,
+    };
+    if let Some(node) = &snapshot.region_node {
+        let result = cx.with_scope(None, None, |scope| evaluate(node, scope));
+        wf.region = text(result, node, &snapshot.source, diags);
     }
-    for step in &mut wf.steps {
-        let instance = step.instance.clone();
-        if let Some(node) = step.region_node.clone() {
-            step.region = resolve(&node, instance.as_ref());
+    for (step, before) in wf.steps.iter_mut().zip(&snapshot.steps) {
+        let source = snapshot.source_of(before);
+        if let Some(node) = &before.region_node {
+            step.region = text(cx.evaluate(before, node), node, source, diags);
         }
-        if let Some(node) = step.import_node.clone() {
-            step.import = resolve(&node, instance.as_ref());
+        if let Some(node) = &before.import_node {
+            step.import = text(cx.evaluate(before, node), node, source, diags);
         }
     }
 }

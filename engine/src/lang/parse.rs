@@ -38,6 +38,9 @@ pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnos
         vars: Vec::new(),
         steps: Vec::new(),
         moved: Vec::new(),
+        modules: Vec::new(),
+        outputs: Vec::new(),
+        module_outputs: Default::default(),
         step_index: Default::default(),
     };
     let mut p = Parser {
@@ -358,6 +361,8 @@ impl Parser<'_> {
             broken: false,
             for_each: None,
             instance: None,
+            module: None,
+            source: None,
             kind: None,
         };
         let mut has_provider = false;

@@ -3,9 +3,10 @@
 
 use serde_json::Value;
 
-use super::ast::{Node, NodeKind, Part};
+use super::ast::{ModuleFrame, Node, NodeKind, Part, StepDecl, Workflow};
 pub use super::expr::eval::{EvalError as ResolveError, Lookup, Scope};
-use super::expr::eval::{Taint, eval};
+use super::expr::eval::{InputLookup, ModuleLookup, Taint, eval};
+use super::var_values::VarValues;
 use crate::diag::Diag;
 
 /// A value after interpolation.
@@ -20,15 +21,149 @@ pub struct Evaluated {
 }
 
 impl ResolveError {
-    /// The problem as a diagnostic in `source`.
+    /// The problem as a diagnostic in `source` (or the file it names).
     pub fn to_diag(&self, source: &crate::diag::Source) -> Diag {
         let d = Diag::new(self.code, self.message.clone())
-            .in_source(source)
+            .in_source(self.source.as_ref().unwrap_or(source))
             .label(self.span.clone(), "here");
         match &self.help {
             Some(h) => d.help(h.clone()),
             None => d,
         }
+    }
+}
+
+/// Where a workflow's values come from: its variables, and earlier steps'
+/// outputs. Gives each step's expressions their scope: a module's steps
+/// read their module's inputs (written at the call) instead of the
+/// workflow's variables, and any step can read a module's outputs.
+#[derive(Clone, Copy)]
+pub struct Context<'a> {
+    /// The expanded workflow (module outputs, folders).
+    pub wf: &'a Workflow,
+    /// The workflow's variables.
+    pub vars: &'a VarValues,
+    /// Earlier steps' outputs.
+    pub outputs: &'a dyn Fn(&str, &str) -> Lookup,
+}
+
+impl<'a> Context<'a> {
+    /// Run `f` with the scope of `step`'s expressions.
+    pub fn with_step_scope<R>(&self, step: &StepDecl, f: impl FnOnce(&Scope) -> R) -> R {
+        let each = step.instance.as_ref().map(|i| (i.key.as_str(), &i.value));
+        self.with_scope(step.module.as_deref(), each, f)
+    }
+
+    /// Run `f` with the scope of expressions written in `frame`'s module
+    /// (the workflow's own when `None`).
+    pub fn with_scope<R>(
+        &self,
+        frame: Option<&ModuleFrame>,
+        each: Option<(&str, &serde_json::Value)>,
+        f: impl FnOnce(&Scope) -> R,
+    ) -> R {
+        let none = VarValues::new();
+        let inputs = |name: &str, taint: &mut Taint| match frame {
+            Some(frame) => self.input(frame, name, taint),
+            None => Ok(None),
+        };
+        let modules =
+            |module: &str, key: &str, taint: &mut Taint| self.module_output(module, key, taint);
+        let scope = Scope {
+            // A module sees its inputs, never the workflow's variables.
+            vars: if frame.is_some() { &none } else { self.vars },
+            outputs: self.outputs,
+            dir: frame.map_or(self.wf.dir.as_path(), |f| f.dir.as_path()),
+            locals: None,
+            each,
+            inputs: frame.map(|_| &inputs as &InputLookup),
+            modules: Some(&modules as &ModuleLookup),
+        };
+        f(&scope)
+    }
+
+    /// Evaluate `node`, written in `step`'s file.
+    pub fn evaluate(&self, step: &StepDecl, node: &Node) -> Result<Evaluated, ResolveError> {
+        self.with_step_scope(step, |scope| evaluate(node, scope))
+    }
+
+    /// `inputs.NAME` in `frame`'s module: the call's value, evaluated where
+    /// the call is written, or the declared default.
+    fn input(
+        &self,
+        frame: &ModuleFrame,
+        name: &str,
+        taint: &mut Taint,
+    ) -> Result<Option<serde_json::Value>, ResolveError> {
+        let decl = frame.decls.iter().find(|d| d.name == name);
+        taint.sensitive |= decl.is_some_and(|d| d.sensitive);
+        let given = frame.inputs.iter().find(|e| e.key == name);
+        let evaluated = match (given, decl.and_then(|d| d.default.as_ref())) {
+            (Some(entry), _) => self
+                .with_scope(frame.parent.as_deref(), None, |scope| {
+                    evaluate(&entry.value, scope)
+                })
+                .map_err(|mut e| {
+                    e.source.get_or_insert_with(|| frame.call_source.clone());
+                    e
+                })?,
+            (None, Some(default)) => Evaluated {
+                value: Some(super::vars::node_to_json(default)),
+                sensitive: false,
+                derived: Vec::new(),
+            },
+            (None, None) => {
+                return Err(ResolveError {
+                    code: "flow::module-input",
+                    message: format!("module `{}` was given no input `{name}`", frame.address),
+                    span: frame.call_span.clone(),
+                    help: Some(format!("add `{name} = …` to the call's inputs")),
+                    source: Some(frame.call_source.clone()),
+                });
+            }
+        };
+        taint.sensitive |= evaluated.sensitive;
+        taint.derived.extend(evaluated.derived);
+        Ok(evaluated.value)
+    }
+
+    /// `modules.MODULE.outputs.KEY`: the output's value, evaluated in the
+    /// module.
+    fn module_output(
+        &self,
+        module: &str,
+        key: &str,
+        taint: &mut Taint,
+    ) -> Result<Option<serde_json::Value>, ResolveError> {
+        let Some(outputs) = self.wf.module_outputs.get(module) else {
+            return Err(ResolveError {
+                code: "flow::bad-reference",
+                message: format!("there is no module `{module}`"),
+                span: 0..0,
+                help: None,
+                source: None,
+            });
+        };
+        let Some(entry) = outputs.entries.iter().find(|e| e.key == key) else {
+            return Err(ResolveError {
+                code: "flow::bad-reference",
+                message: format!("module `{module}` has no output `{key}`"),
+                span: 0..0,
+                help: None,
+                source: Some(outputs.source.clone()),
+            });
+        };
+        let evaluated = self
+            .with_scope(Some(&outputs.frame), None, |scope| {
+                evaluate(&entry.value, scope)
+            })
+            .map_err(|mut e| {
+                e.source.get_or_insert_with(|| outputs.source.clone());
+                e
+            })?;
+        taint.sensitive |= evaluated.sensitive;
+        taint.derived.extend(evaluated.derived);
+        Ok(evaluated.value)
     }
 }
 
@@ -137,16 +272,7 @@ mod tests {
     fn ev(n: &Node) -> Result<Evaluated, ResolveError> {
         let vars = vars();
         let dir = std::path::PathBuf::from(".");
-        evaluate(
-            n,
-            &Scope {
-                vars: &vars,
-                outputs: &outs,
-                dir: &dir,
-                locals: None,
-                each: None,
-            },
-        )
+        evaluate(n, &Scope::new(&vars, &outs, &dir))
     }
 
     fn outs(step: &str, key: &str) -> Lookup {

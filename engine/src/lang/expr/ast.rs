@@ -34,6 +34,16 @@ pub enum RefTarget {
     Local(String),
     /// `each.key` or `each.value` inside a step with `for_each`.
     Each(EachField),
+    /// `inputs.NAME` inside a module: what the call passes for `NAME`.
+    Input(String),
+    /// `modules.NAME.outputs.KEY`: an output of the module called `NAME`
+    /// (its address once expanded: `outer.inner`).
+    ModuleOutput {
+        /// The module call's address.
+        module: String,
+        /// The output's name.
+        key: String,
+    },
 }
 
 /// What `each.…` names.
@@ -53,6 +63,8 @@ impl std::fmt::Display for RefTarget {
             RefTarget::Local(name) => f.write_str(name),
             RefTarget::Each(EachField::Key) => f.write_str("each.key"),
             RefTarget::Each(EachField::Value) => f.write_str("each.value"),
+            RefTarget::Input(name) => write!(f, "inputs.{name}"),
+            RefTarget::ModuleOutput { module, key } => write!(f, "modules.{module}.outputs.{key}"),
         }
     }
 }

@@ -25,7 +25,14 @@ pub enum Lookup {
     Missing(Vec<String>),
 }
 
+/// Gives `inputs.NAME` inside a module: the call's value for it.
+pub type InputLookup<'a> = dyn Fn(&str, &mut Taint) -> Result<Option<Value>, EvalError> + 'a;
+
+/// Gives `modules.NAME.outputs.KEY`.
+pub type ModuleLookup<'a> = dyn Fn(&str, &str, &mut Taint) -> Result<Option<Value>, EvalError> + 'a;
+
 /// Where an expression's names get their values.
+#[derive(Clone, Copy)]
 pub struct Scope<'a> {
     /// The variables.
     pub vars: &'a VarValues,
@@ -38,6 +45,29 @@ pub struct Scope<'a> {
     /// `each.key` and `each.value`, inside an instance of a step with
     /// `for_each`.
     pub each: Option<(&'a str, &'a Value)>,
+    /// `inputs.NAME`, inside a module.
+    pub inputs: Option<&'a InputLookup<'a>>,
+    /// `modules.NAME.outputs.KEY`.
+    pub modules: Option<&'a ModuleLookup<'a>>,
+}
+
+impl<'a> Scope<'a> {
+    /// A scope of variables and step outputs only.
+    pub fn new(
+        vars: &'a VarValues,
+        outputs: &'a dyn Fn(&str, &str) -> Lookup,
+        dir: &'a Path,
+    ) -> Self {
+        Scope {
+            vars,
+            outputs,
+            dir,
+            locals: None,
+            each: None,
+            inputs: None,
+            modules: None,
+        }
+    }
 }
 
 /// A problem found while computing a value.
@@ -52,6 +82,10 @@ pub struct EvalError {
     pub span: Span,
     /// How to fix it, when there is more to say.
     pub help: Option<String>,
+    /// The file the span is in, when not the one being evaluated (a
+    /// module's input is written at its call, a module's output in the
+    /// module).
+    pub source: Option<crate::diag::Source>,
 }
 
 fn bad_reference(message: String, span: &Span) -> EvalError {
@@ -60,6 +94,7 @@ fn bad_reference(message: String, span: &Span) -> EvalError {
         message,
         span: span.clone(),
         help: None,
+        source: None,
     }
 }
 
@@ -69,6 +104,7 @@ fn bad(message: String, span: &Span, help: &str) -> EvalError {
         message,
         span: span.clone(),
         help: Some(help.to_string()),
+        source: None,
     }
 }
 
@@ -463,6 +499,20 @@ fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
                 &r.span,
             )),
         },
+        RefTarget::Input(name) => match scope.inputs {
+            Some(inputs) => inputs(name, taint),
+            None => Err(bad_reference(
+                format!("`inputs.{name}` is only known inside a module"),
+                &r.span,
+            )),
+        },
+        RefTarget::ModuleOutput { module, key } => match scope.modules {
+            Some(modules) => modules(module, key, taint),
+            None => Err(bad_reference(
+                format!("`modules.{module}.outputs.{key}` cannot be read here"),
+                &r.span,
+            )),
+        },
         RefTarget::Local(name) => {
             let names = scope.locals.into_iter().flatten().map(|(k, _)| k.as_str());
             match scope.locals.and_then(|m| m.get(name)) {
@@ -542,6 +592,8 @@ pub fn render_template(
         dir,
         locals: Some(names),
         each: None,
+        inputs: None,
+        modules: None,
     };
     let mut out = String::new();
     for piece in pieces {
@@ -612,6 +664,8 @@ mod tests {
             dir: &dir,
             locals: None,
             each: None,
+            inputs: None,
+            modules: None,
         };
         let mut taint = Taint::default();
         eval(&e, &scope, &mut taint).map(|v| (v, taint.sensitive))
@@ -691,6 +745,8 @@ mod tests {
             dir: &dir,
             locals: None,
             each: None,
+            inputs: None,
+            modules: None,
         };
         let mut taint = Taint::default();
         eval(&e, &scope, &mut taint).unwrap();

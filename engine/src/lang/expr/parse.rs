@@ -34,7 +34,8 @@ pub struct ParseError {
 /// How an expression's names are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Names {
-    /// In a workflow: only `vars.…`, `steps.….outputs.…` and functions.
+    /// In a workflow or a module: `vars.…`, `steps.….outputs.…`, `each.…`,
+    /// `inputs.…`, `modules.….outputs.…` and functions.
     Workflow,
     /// In a template file: a bare name is one of the names given to
     /// `templatefile`.
@@ -42,7 +43,7 @@ pub enum Names {
 }
 
 /// The roots a workflow expression can start with.
-const ROOTS: &[&str] = &["vars", "steps", "each"];
+const ROOTS: &[&str] = &["vars", "steps", "each", "modules", "inputs"];
 
 const REF_HELP: &str = "a reference is `${vars.NAME}` or `${steps.STEP.outputs.KEY}`";
 
@@ -307,13 +308,33 @@ impl Parser<'_> {
                         args,
                     })
                 }
-                "vars" if self.names == Names::Workflow => {
+                "inputs" if self.names != Names::Template => {
+                    self.expect_dot("`inputs` is followed by `.NAME`")?;
+                    let (input, _) = self.ident("an input's name after `inputs.`")?;
+                    self.reference(start, RefTarget::Input(input))
+                }
+                "modules" if self.names != Names::Template => {
+                    self.expect_dot("`modules` is followed by `.NAME.outputs.KEY`")?;
+                    let (module, _) = self.ident("a module's name after `modules.`")?;
+                    self.expect_dot("a module is followed by `.outputs.KEY`")?;
+                    let (word, word_range) = self.ident("`outputs` after the module's name")?;
+                    if word != "outputs" {
+                        return Err(self.not_a_reference(
+                            word_range,
+                            format!("a module's values are under `outputs`: modules.{module}.outputs.KEY"),
+                        ));
+                    }
+                    self.expect_dot("`outputs` is followed by `.KEY`")?;
+                    let (key, _) = self.ident("an output's name after `outputs.`")?;
+                    self.reference(start, RefTarget::ModuleOutput { module, key })
+                }
+                "vars" if self.names != Names::Template => {
                     self.expect_dot("`vars` is followed by `.NAME`")?;
                     let (var, _) = self.ident("a variable's name after `vars.`")?;
                     self.reference(start, RefTarget::Var(var))
                 }
-                "steps" if self.names == Names::Workflow => self.output(start)?,
-                "each" if self.names == Names::Workflow => {
+                "steps" if self.names != Names::Template => self.output(start)?,
+                "each" if self.names != Names::Template => {
                     self.expect_dot("`each` is followed by `.key` or `.value`")?;
                     let (field, field_range) = self.ident("`key` or `value` after `each.`")?;
                     let field = match field.as_str() {

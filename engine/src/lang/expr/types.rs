@@ -35,7 +35,11 @@ pub fn check(
         ExprKind::Ref(r) => match &r.target {
             RefTarget::Var(name) => var_type(name).unwrap_or(Ty::Any),
             RefTarget::Each(super::ast::EachField::Key) => Ty::String,
-            RefTarget::Output { .. } | RefTarget::Local(_) | RefTarget::Each(_) => Ty::Any,
+            RefTarget::Output { .. }
+            | RefTarget::Local(_)
+            | RefTarget::Each(_)
+            | RefTarget::Input(_)
+            | RefTarget::ModuleOutput { .. } => Ty::Any,
         },
         ExprKind::List(items) => {
             items.iter().for_each(|e| {
