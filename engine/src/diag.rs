@@ -56,6 +56,9 @@ pub struct Diag {
     pub labels: Vec<(Span, String)>,
     /// How to fix it.
     pub help: Option<String>,
+    /// Other places that explain it, in other files: the call of the
+    /// module a problem is in.
+    pub related: Vec<Diag>,
 }
 
 impl Diag {
@@ -68,6 +71,7 @@ impl Diag {
             named: None,
             labels: Vec::new(),
             help: None,
+            related: Vec::new(),
         }
     }
 
@@ -87,6 +91,17 @@ impl Diag {
     /// Add a help line.
     pub fn help(mut self, text: impl Into<String>) -> Self {
         self.help = Some(text.into());
+        self
+    }
+
+    /// Also show `span` of `source` with `text` (rendered after the problem).
+    pub fn also_at(mut self, source: &Source, span: Span, text: impl Into<String>) -> Self {
+        let text = text.into();
+        self.related.push(
+            Diag::new("flow::called-here", text.clone())
+                .in_source(source)
+                .label(span, text),
+        );
         self
     }
 
@@ -120,6 +135,18 @@ impl Diagnostic for Diag {
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         self.named.as_ref().map(|n| n as &dyn miette::SourceCode)
+    }
+
+    fn severity(&self) -> Option<miette::Severity> {
+        // A place that explains another problem is not a problem itself.
+        (self.code == "flow::called-here").then_some(miette::Severity::Advice)
+    }
+
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn Diagnostic> + 'a>> {
+        if self.related.is_empty() {
+            return None;
+        }
+        Some(Box::new(self.related.iter().map(|d| d as &dyn Diagnostic)))
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {

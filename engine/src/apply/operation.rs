@@ -76,12 +76,21 @@ impl Op<'_> {
             destroying: self.destroying,
             step: self.name().to_string(),
             token: token.to_string(),
-            workdir: self.ctx.settings().workdir.clone(),
+            workdir: self.workdir(),
             log_path: self.ctx.settings().layout.log_file(self.name()),
             region: self.job.region.clone(),
             profile: self.ctx.settings().profile.clone(),
             cancel: self.ctx.cancel().clone(),
             reporter: self.reporter.clone(),
+        }
+    }
+
+    /// The folder the step's relative paths resolve against: its module's
+    /// for a module's step, else the workflow's.
+    fn workdir(&self) -> std::path::PathBuf {
+        match (&self.job.decl, &self.ctx.settings().loaded) {
+            (Some(decl), Some(loaded)) => loaded.workflow.dir_of(decl).to_path_buf(),
+            _ => self.ctx.settings().workdir.clone(),
         }
     }
 

@@ -66,7 +66,7 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, StepE
             loaded
                 .resolve_inputs(decl, &settings.salt, &|s, k| ctx.lookup(s, k))
                 .map(|mut desired| {
-                    desired.add_content_digest(provider.as_ref(), &loaded.workflow.dir);
+                    desired.add_content_digest(provider.as_ref(), loaded.workflow.dir_of(decl));
                     // Text functions made from secrets is masked from now on,
                     // in this step's lines and every later one.
                     for derived in &desired.derived_secrets {

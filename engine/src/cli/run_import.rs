@@ -96,7 +96,7 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
         }
     };
     let salt = store.salt();
-    desired.add_content_digest(provider.as_ref(), &loaded.workflow.dir);
+    desired.add_content_digest(provider.as_ref(), loaded.workflow.dir_of(step));
     let mut rec = StepRecord::new(&args.step, &step.provider, now_secs());
     rec.status = Status::Applied;
     rec.applied = true;

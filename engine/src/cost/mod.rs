@@ -179,9 +179,6 @@ pub fn estimate(
         ..PlanCost::default()
     };
     let outputs = PlannedOutputs::of_plan(records, plan);
-    let files = flow_providers::ValidateContext {
-        workdir: loaded.workflow.dir.clone(),
-    };
     let mut costs = Vec::new();
     for (index, change) in plan.changes.iter().enumerate() {
         if change.action == Action::NoOp {
@@ -195,6 +192,11 @@ pub fn estimate(
                 Ok(p) => p,
                 Err(_) => continue,
             },
+        };
+        let files = flow_providers::ValidateContext {
+            workdir: decl.map_or(loaded.workflow.dir.clone(), |d| {
+                loaded.workflow.dir_of(d).to_path_buf()
+            }),
         };
         let before_caps = records
             .get(&change.step)

@@ -149,6 +149,22 @@ impl Node {
         }
     }
 
+    /// Call `f` on every reference inside this value.
+    pub fn visit_refs_mut(&mut self, f: &mut dyn FnMut(&mut Reference)) {
+        match &mut self.kind {
+            NodeKind::Str(t) => {
+                for part in &mut t.parts {
+                    if let Part::Expr(e) = part {
+                        e.visit_refs_mut(f);
+                    }
+                }
+            }
+            NodeKind::Array(items) => items.iter_mut().for_each(|n| n.visit_refs_mut(f)),
+            NodeKind::Table(entries) => entries.iter_mut().for_each(|e| e.value.visit_refs_mut(f)),
+            _ => {}
+        }
+    }
+
     /// The plain string, when this is a string without references.
     pub fn as_plain_str(&self) -> Option<String> {
         match &self.kind {

@@ -7,9 +7,10 @@ use flow_providers::InputType;
 
 use super::ast::{Node, NodeKind, ProviderKind, RefTarget, StepDecl, VarType, Workflow, base_name};
 use super::expr::types::{self, Ty};
+use super::modules::outputs_read;
 use super::parse::var_type_phrase;
 use super::toml_nodes::type_name;
-use crate::diag::{Diag, Diagnostics, Span};
+use crate::diag::{Diag, Diagnostics, Source, Span};
 use flow_providers::suggest::closest;
 
 /// One dependency edge and the place that creates it.
@@ -30,22 +31,23 @@ pub fn check_workflow(wf: &Workflow) -> (Vec<Edge>, Diagnostics) {
     let var_names: Vec<&str> = wf.vars.iter().map(|v| v.name.as_str()).collect();
     let mut edges = Vec::new();
     for step in &wf.steps {
+        let at = At::step(wf, step);
         check_step_refs(wf, step, &step_names, &var_names, &mut edges, &mut diags);
         check_inputs(wf, step, &mut diags);
         let written = step.inputs.iter().map(|i| &i.value);
         for node in written.chain(&step.region_node).chain(&step.import_node) {
-            check_expressions(wf, node, &mut diags);
-            check_each(wf, step.for_each.is_some(), node, &mut diags);
+            check_expressions(at, node, &mut diags);
+            check_each(at, step.for_each.is_some(), node, &mut diags);
         }
         if let Some(node) = &step.for_each {
-            check_expressions(wf, node, &mut diags);
-            check_each(wf, false, node, &mut diags);
-            check_for_each_type(wf, node, &mut diags);
+            check_expressions(at, node, &mut diags);
+            check_each(at, false, node, &mut diags);
+            check_for_each_type(at, node, &mut diags);
         }
     }
     if let Some(node) = &wf.region_node {
-        check_expressions(wf, node, &mut diags);
-        check_each(wf, false, node, &mut diags);
+        check_expressions(At::workflow(wf), node, &mut diags);
+        check_each(At::workflow(wf), false, node, &mut diags);
     }
     edges.sort_by(|a, b| (&a.to, &a.from).cmp(&(&b.to, &b.from)));
     edges.dedup_by(|a, b| a.from == b.from && a.to == b.to);
@@ -55,10 +57,40 @@ pub fn check_workflow(wf: &Workflow) -> (Vec<Edge>, Diagnostics) {
     (edges, diags)
 }
 
-fn diag(wf: &Workflow, code: &'static str, msg: String, span: Span, label: &str) -> Diag {
-    Diag::new(code, msg)
-        .in_source(&wf.source)
-        .label(span, label)
+/// The workflow, and the file the problems being checked are in (a
+/// module's for a module's step).
+#[derive(Clone, Copy)]
+struct At<'a> {
+    wf: &'a Workflow,
+    src: &'a Source,
+    /// The module call, for a module's step.
+    frame: Option<&'a super::ast::ModuleFrame>,
+}
+
+impl<'a> At<'a> {
+    fn step(wf: &'a Workflow, step: &'a StepDecl) -> Self {
+        At {
+            wf,
+            src: wf.source_of(step),
+            frame: step.module.as_deref(),
+        }
+    }
+
+    fn workflow(wf: &'a Workflow) -> Self {
+        At {
+            wf,
+            src: &wf.source,
+            frame: None,
+        }
+    }
+}
+
+fn diag(at: At, code: &'static str, msg: String, span: Span, label: &str) -> Diag {
+    let d = Diag::new(code, msg).in_source(at.src).label(span, label);
+    match at.frame {
+        Some(frame) => super::modules::called_here(d, frame),
+        None => d,
+    }
 }
 
 fn check_step_refs(
@@ -69,6 +101,7 @@ fn check_step_refs(
     edges: &mut Vec<Edge>,
     diags: &mut Diagnostics,
 ) {
+    let at = At::step(wf, step);
     let for_each = |name: &str| wf.step(name).is_some_and(|s| s.for_each.is_some());
     let mut depend = |target: &str, span: &Span, diags: &mut Diagnostics, via: &str| {
         let base = base_name(target);
@@ -76,7 +109,7 @@ fn check_step_refs(
         if base == step.name {
             diags.push(
                 diag(
-                    wf,
+                    at,
                     "flow::self-dependency",
                     format!("step `{}` depends on itself", step.name),
                     span.clone(),
@@ -85,8 +118,13 @@ fn check_step_refs(
                 .help("a step cannot use its own outputs or wait for itself; remove this"),
             );
         } else if !step_names.contains(base) {
+            if step.module.is_some() {
+                // A module's step naming no step of its module: reported
+                // where the module was expanded.
+                return;
+            }
             let mut d = diag(
-                wf,
+                at,
                 "flow::unknown-step",
                 format!("unknown step `{base}`"),
                 span.clone(),
@@ -100,7 +138,7 @@ fn check_step_refs(
         } else if indexed && !for_each(base) {
             diags.push(
                 diag(
-                    wf,
+                    at,
                     "flow::not-for-each",
                     format!("step `{base}` has no `for_each`, so it has no instance `{target}`"),
                     span.clone(),
@@ -110,8 +148,7 @@ fn check_step_refs(
             );
         } else if !indexed && via == "an output" && for_each(base) {
             diags.push(
-                diag(
-                    wf,
+                diag(at,
                     "flow::instance-needed",
                     format!("step `{base}` has one instance per key of its `for_each`; name one"),
                     span.clone(),
@@ -137,19 +174,49 @@ fn check_step_refs(
             match &r.target {
                 RefTarget::Output { step: s, .. } if r.index.is_some() => {
                     depend(&format!("{s}[…]"), &r.span, diags, "an output");
-                    check_index(wf, r, diags);
+                    check_index(at, r, diags);
                 }
                 RefTarget::Output { step: s, .. } => depend(s, &r.span, diags, "an output"),
                 // Only template files have bare names; `each` is checked by
-                // `check_each`; module inputs and outputs by `modules`.
-                RefTarget::Local(_)
-                | RefTarget::Each(_)
-                | RefTarget::Input(_)
-                | RefTarget::ModuleOutput { .. } => {}
+                // `check_each`.
+                RefTarget::Local(_) | RefTarget::Each(_) => {}
+                RefTarget::Input(name) => match step.module.as_deref() {
+                    // What the call passes may read other steps' outputs.
+                    Some(frame) => {
+                        let mut read = Vec::new();
+                        outputs_read(wf, Some(frame), vec![r], &mut read, 0);
+                        for (s, _) in read {
+                            depend(s, &r.span, diags, "an input");
+                        }
+                    }
+                    None => diags.push(
+                        diag(
+                            at,
+                            "flow::bad-reference",
+                            format!("`inputs.{name}` is only known inside a module"),
+                            r.span.clone(),
+                            "not in a module",
+                        )
+                        .help("a workflow's own values are variables: `vars.NAME`"),
+                    ),
+                },
+                RefTarget::ModuleOutput { module, key } => {
+                    if let Some(d) = check_module_output(at, module, key, &r.span) {
+                        diags.push(d);
+                        continue;
+                    }
+                    let mut read = Vec::new();
+                    outputs_read(wf, step.module.as_deref(), vec![r], &mut read, 0);
+                    for (s, _) in read {
+                        depend(s, &r.span, diags, "a module output");
+                    }
+                }
+                // A module's steps cannot read variables (`modules` says so).
+                RefTarget::Var(_) if step.module.is_some() => {}
                 RefTarget::Var(v) => {
                     if !var_names.contains(&v.as_str()) {
                         let mut d = diag(
-                            wf,
+                            at,
                             "flow::unknown-var",
                             format!("unknown variable `{v}`"),
                             r.span.clone(),
@@ -167,6 +234,46 @@ fn check_step_refs(
     }
 }
 
+/// `modules.MODULE.outputs.KEY` against the modules the workflow calls.
+fn check_module_output(at: At, module: &str, key: &str, span: &Span) -> Option<Diag> {
+    let Some(outputs) = at.wf.module_outputs.get(module) else {
+        let calls = at.wf.module_outputs.keys().map(String::as_str);
+        let d = diag(
+            at,
+            "flow::unknown-module",
+            format!("there is no module `{module}`"),
+            span.clone(),
+            "no module call of that name",
+        );
+        return Some(match closest(module, calls) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help("call it with [modules.NAME] source = \"FOLDER\""),
+        });
+    };
+    if outputs.entries.iter().any(|e| e.key == key) {
+        return None;
+    }
+    let keys: Vec<&str> = outputs.entries.iter().map(|e| e.key.as_str()).collect();
+    let d = diag(
+        at,
+        "flow::unknown-output",
+        format!("module `{module}` has no output `{key}`"),
+        span.clone(),
+        "no such output",
+    );
+    Some(match closest(key, keys.iter().copied()) {
+        Some(s) => d.help(format!(
+            "did you mean `{s}`? Its outputs are: {}",
+            keys.join(", ")
+        )),
+        None if keys.is_empty() => d.help("the module declares no [outputs]"),
+        None => d.help(format!(
+            "its outputs are: {}; declare more under [outputs] in the module",
+            keys.join(", ")
+        )),
+    })
+}
+
 /// The type of a declared variable, for the checks of expressions.
 fn var_ty(wf: &Workflow, name: &str) -> Option<Ty> {
     let var = wf.var(name).filter(|v| !v.broken)?;
@@ -182,28 +289,27 @@ fn var_ty(wf: &Workflow, name: &str) -> Option<Ty> {
 
 /// Every expression in `node` against the functions' signatures and the
 /// operators' operand types.
-fn check_expressions(wf: &Workflow, node: &Node, diags: &mut Diagnostics) {
-    let var_type = |name: &str| var_ty(wf, name);
+fn check_expressions(at: At, node: &Node, diags: &mut Diagnostics) {
+    let var_type = |name: &str| var_ty(at.wf, name);
     for expr in node.exprs() {
         let mut problems = Vec::new();
         types::check(expr, &var_type, &mut problems);
         for p in problems {
-            diags.push(diag(wf, "flow::bad-expression", p.message, p.span, "here").help(p.help));
+            diags.push(diag(at, "flow::bad-expression", p.message, p.span, "here").help(p.help));
         }
     }
 }
 
 /// An instance key written as an expression is worked out before any step
 /// runs: it may use variables and `each`, not step outputs.
-fn check_index(wf: &Workflow, r: &super::ast::Reference, diags: &mut Diagnostics) {
+fn check_index(at: At, r: &super::ast::Reference, diags: &mut Diagnostics) {
     let Some(index) = &r.index else { return };
     let mut inner = Vec::new();
     index.refs(&mut inner);
     for used in inner {
         if let RefTarget::Output { .. } = used.target {
             diags.push(
-                diag(
-                    wf,
+                diag(at,
                     "flow::reference-not-allowed",
                     "an instance's key cannot use step outputs".into(),
                     used.span.clone(),
@@ -217,7 +323,7 @@ fn check_index(wf: &Workflow, r: &super::ast::Reference, diags: &mut Diagnostics
 
 /// `each.key` and `each.value` where there is no `each`: outside a step
 /// with `for_each`, or inside the `for_each` itself.
-fn check_each(wf: &Workflow, allowed: bool, node: &Node, diags: &mut Diagnostics) {
+fn check_each(at: At, allowed: bool, node: &Node, diags: &mut Diagnostics) {
     if allowed {
         return;
     }
@@ -225,7 +331,7 @@ fn check_each(wf: &Workflow, allowed: bool, node: &Node, diags: &mut Diagnostics
         if let RefTarget::Each(_) = r.target {
             diags.push(
                 diag(
-                    wf,
+                    at,
                     "flow::each-outside-for-each",
                     format!("`{}` is only known inside a step with `for_each`", r.target),
                     r.span.clone(),
@@ -238,11 +344,11 @@ fn check_each(wf: &Workflow, allowed: bool, node: &Node, diags: &mut Diagnostics
 }
 
 /// A `for_each` that is certainly not a list or a table.
-fn check_for_each_type(wf: &Workflow, node: &Node, diags: &mut Diagnostics) {
+fn check_for_each_type(at: At, node: &Node, diags: &mut Diagnostics) {
     let found = match &node.kind {
         NodeKind::Array(_) | NodeKind::Table(_) => return,
         NodeKind::Str(t) => match t.single_expr() {
-            Some(e) => types::check(e, &|name| var_ty(wf, name), &mut Vec::new()),
+            Some(e) => types::check(e, &|name| var_ty(at.wf, name), &mut Vec::new()),
             None => Ty::String,
         },
         NodeKind::Int(_) | NodeKind::Float(_) => Ty::Number,
@@ -252,7 +358,7 @@ fn check_for_each_type(wf: &Workflow, node: &Node, diags: &mut Diagnostics) {
     if !found.fits(&[Ty::List, Ty::Table]) {
         diags.push(
             diag(
-                wf,
+                at,
                 "flow::bad-for-each",
                 format!(
                     "`for_each` must be a list or a table, found {}",
@@ -290,6 +396,7 @@ fn ty_fits(t: Ty, ty: &InputType) -> bool {
 /// Each input against the step's provider schema: known names, types.
 /// A step whose provider is unknown was reported by `resolve_providers`.
 fn check_inputs(wf: &Workflow, step: &StepDecl, diags: &mut Diagnostics) {
+    let at = At::step(wf, step);
     let Some(ProviderKind(provider)) = &step.kind else {
         return;
     };
@@ -297,7 +404,7 @@ fn check_inputs(wf: &Workflow, step: &StepDecl, diags: &mut Diagnostics) {
     for input in &step.inputs {
         match schema.input(&input.key) {
             Some(spec) => check_type(
-                wf,
+                at,
                 &input.value,
                 &spec.ty,
                 &format!("`{}`", input.key),
@@ -316,7 +423,7 @@ fn check_inputs(wf: &Workflow, step: &StepDecl, diags: &mut Diagnostics) {
                 };
                 diags.push(
                     diag(
-                        wf,
+                        at,
                         "flow::unknown-input",
                         format!("`{}` has no input `{}`", step.provider, input.key),
                         input.key_span.clone(),
@@ -334,7 +441,7 @@ fn check_inputs(wf: &Workflow, step: &StepDecl, diags: &mut Diagnostics) {
         if !step.inputs.iter().any(|i| i.key == spec.name) {
             diags.push(
                 diag(
-                    wf,
+                    at,
                     "flow::missing-input",
                     format!(
                         "step `{}` is missing the required input `{}`",
@@ -357,10 +464,10 @@ fn check_inputs(wf: &Workflow, step: &StepDecl, diags: &mut Diagnostics) {
 
 /// Check a written value against an input type. References are checked where
 /// their type is known (a whole-value variable reference with a declared type).
-fn check_type(wf: &Workflow, node: &Node, ty: &InputType, what: &str, diags: &mut Diagnostics) {
+fn check_type(at: At, node: &Node, ty: &InputType, what: &str, diags: &mut Diagnostics) {
     let mismatch = |found: &str| {
         diag(
-            wf,
+            at,
             "flow::wrong-type",
             format!("{what} must be {}, found {found}", ty.describe()),
             node.span.clone(),
@@ -372,7 +479,7 @@ fn check_type(wf: &Workflow, node: &Node, ty: &InputType, what: &str, diags: &mu
         (NodeKind::Str(t), _) => {
             if let Some(r) = t.single_ref() {
                 if let RefTarget::Var(v) = &r.target
-                    && let Some(var) = wf.var(v)
+                    && let Some(var) = at.wf.var(v)
                     && !var_fits(var.ty, ty)
                 {
                     diags.push(
@@ -387,7 +494,7 @@ fn check_type(wf: &Workflow, node: &Node, ty: &InputType, what: &str, diags: &mu
                 return;
             }
             if let Some(e) = t.single_expr() {
-                let found = types::check(e, &|name| var_ty(wf, name), &mut Vec::new());
+                let found = types::check(e, &|name| var_ty(at.wf, name), &mut Vec::new());
                 if !ty_fits(found, ty) {
                     diags.push(mismatch(found.phrase()).help(
                         "the expression's value has the wrong type for this input".to_string(),
@@ -404,13 +511,13 @@ fn check_type(wf: &Workflow, node: &Node, ty: &InputType, what: &str, diags: &mu
         }
         (NodeKind::Array(items), InputType::List(inner)) => {
             for item in items {
-                check_type(wf, item, inner, &format!("each item of {what}"), diags);
+                check_type(at, item, inner, &format!("each item of {what}"), diags);
             }
         }
         (NodeKind::Table(entries), InputType::Map(inner)) => {
             for e in entries {
                 check_type(
-                    wf,
+                    at,
                     &e.value,
                     inner,
                     &format!("`{}` in {what}", e.key),

@@ -11,6 +11,7 @@ use super::ast::{Instance, StepDecl, Workflow, base_name, instance_name};
 use super::check::{Edge, find_cycle};
 use super::expr::eval::{Taint, eval};
 use super::expr::functions::text;
+use super::modules::outputs_read;
 use super::resolve::{Context, Lookup};
 use super::var_values::VarValues;
 use crate::diag::{Diag, Diagnostics, Span};
@@ -248,11 +249,14 @@ pub fn instance_edges(wf: &Workflow, instances: &Instances) -> (Vec<Edge>, Diagn
             .map(|(d, s)| (d.as_str(), s))
             .collect();
         let refs: Vec<_> = step.inputs.iter().flat_map(|i| i.value.refs()).collect();
+        // Through module inputs and outputs too, pointing at the reference.
+        let mut read = Vec::new();
         for r in &refs {
-            if let super::ast::RefTarget::Output { step: s, .. } = &r.target {
-                targets.push((s.as_str(), &r.span));
-            }
+            let mut through = Vec::new();
+            outputs_read(wf, step.module.as_deref(), vec![r], &mut through, 0);
+            read.extend(through.into_iter().map(|(s, _)| (s, &r.span)));
         }
+        targets.extend(read);
         for (target, span) in targets {
             let from: Vec<&str> = if wf.step(target).is_some() {
                 vec![target]
@@ -280,7 +284,7 @@ pub fn instance_edges(wf: &Workflow, instances: &Instances) -> (Vec<Edge>, Diagn
                         "flow::unknown-instance",
                         format!("step `{}` has no instance `{target}`", base_name(target)),
                     )
-                    .in_source(&wf.source)
+                    .in_source(wf.source_of(step))
                     .label(span.clone(), "no such key")
                     .help(help),
                 );

@@ -10,6 +10,7 @@ use super::ast::{Entry, Node, NodeKind, ProviderKind, StepDecl, Workflow};
 use super::check::{Edge, check_workflow};
 use super::expand::{expand, instance_edges};
 use super::inputs::{Desired, resolve_each, resolve_inputs};
+use super::modules::expand_modules;
 use super::parse::parse_workflow;
 use super::providers::resolve_providers;
 use super::resolve::{Context, Evaluated, Lookup, ResolveError, evaluate};
@@ -84,12 +85,11 @@ impl Loaded {
         step: &str,
         region: Option<String>,
     ) -> flow_providers::OpContext {
-        flow_providers::OpContext::unwatched(
-            step,
-            self.workflow.dir.clone(),
-            region,
-            self.workflow.profile.clone(),
-        )
+        let dir = match self.workflow.step(step) {
+            Some(decl) => self.workflow.dir_of(decl).to_path_buf(),
+            None => self.workflow.dir.clone(),
+        };
+        flow_providers::OpContext::unwatched(step, dir, region, self.workflow.profile.clone())
     }
 
     /// What `step` depends on directly, sorted.
@@ -130,6 +130,7 @@ pub fn load(
     let Some(mut wf) = wf else {
         return Err(diags);
     };
+    diags.extend(expand_modules(&mut wf));
     diags.extend(resolve_providers(&mut wf, registry));
     let (edges, check_diags) = check_workflow(&wf);
     diags.extend(check_diags);
@@ -237,7 +238,7 @@ fn validate_known_inputs(
     }
     let values = desired.into_input_values(step);
     let ctx = ValidateContext {
-        workdir: wf.dir.clone(),
+        workdir: wf.dir_of(step).to_path_buf(),
     };
     for problem in provider.validate(&values, &ctx) {
         let span = span_of_path(step, &problem.path, problem.on_key);
@@ -245,7 +246,7 @@ fn validate_known_inputs(
             "flow::invalid-input",
             format!("step `{}`: {}", step.name, problem.message),
         )
-        .in_source(&wf.source)
+        .in_source(wf.source_of(step))
         .label(span, "rejected by the provider");
         if let Some(h) = problem.help {
             d = d.help(h);
@@ -274,7 +275,7 @@ fn check_known(
                     json_type(value)
                 ),
             )
-            .in_source(&wf.source)
+            .in_source(wf.source_of(step))
             .label(
                 input.value.span.clone(),
                 format!("expected {}", ty.describe()),
@@ -285,14 +286,14 @@ fn check_known(
     let Some(s) = value.as_str() else { return };
     match ty {
         InputType::LocalFile => {
-            let full = wf.dir.join(s);
+            let full = wf.dir_of(step).join(s);
             if !full.is_file() {
                 diags.push(
                     Diag::new(
                         "flow::missing-file",
                         format!("file `{s}` does not exist (looked for {})", full.display()),
                     )
-                    .in_source(&wf.source)
+                    .in_source(wf.source_of(step))
                     .label(input.value.span.clone(), "no such file")
                     .help("paths are relative to the workflow file's folder"),
                 );
@@ -305,7 +306,7 @@ fn check_known(
                         "flow::bad-duration",
                         format!("`{s}` is not a duration: {e}"),
                     )
-                    .in_source(&wf.source)
+                    .in_source(wf.source_of(step))
                     .label(input.value.span.clone(), "not a duration")
                     .help("write a duration such as \"30s\", \"45m\" or \"1h 30m\""),
                 );

@@ -21,6 +21,8 @@ pub mod expand;
 pub mod expr;
 pub mod inputs;
 pub mod load;
+pub mod module_call;
+pub mod modules;
 pub mod moved;
 pub mod parse;
 pub mod providers;

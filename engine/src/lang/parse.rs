@@ -14,6 +14,16 @@ pub const DEFAULT_RETRIES: u32 = 3;
 /// Parse a workflow file's text. The workflow is returned whenever the TOML
 /// itself parsed, so that later checks can report more problems in one run.
 pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnostics) {
+    parse_file(source, dir, false)
+}
+
+/// Parse one file of a module's folder: `[inputs.NAME]` (declared like
+/// variables), `[steps.NAME]`, `[outputs]` and `[modules.NAME]`.
+pub fn parse_module_file(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnostics) {
+    parse_file(source, dir, true)
+}
+
+fn parse_file(source: &Source, dir: &Path, module: bool) -> (Option<Workflow>, Diagnostics) {
     let (entries, mut diags) = parse_document(source);
     if diags
         .items
@@ -47,17 +57,35 @@ pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnos
         source,
         diags: &mut diags,
     };
+    let known: &[&str] = if module {
+        &["inputs", "steps", "outputs", "modules"]
+    } else {
+        &["workflow", "vars", "steps", "modules", "moved"]
+    };
     for entry in &entries {
-        match entry.key.as_str() {
-            "workflow" => p.workflow_table(entry, &mut wf),
-            "vars" => wf.vars = p.each_table(entry, "vars", Parser::var),
-            "steps" => wf.steps = p.each_table(entry, "steps", Parser::step),
-            "moved" => wf.moved = super::moved::parse_moved(source, p.diags, &entry.value),
-            other => p.unknown_key(
+        match (entry.key.as_str(), module) {
+            ("workflow", false) => p.workflow_table(entry, &mut wf),
+            ("vars", false) => wf.vars = p.each_table(entry, "vars", Parser::var),
+            ("inputs", true) => wf.vars = p.each_table(entry, "inputs", Parser::var),
+            ("steps", _) => wf.steps = p.each_table(entry, "steps", Parser::step),
+            ("moved", false) => wf.moved = super::moved::parse_moved(source, p.diags, &entry.value),
+            ("modules", _) => {
+                wf.modules = super::module_call::parse_calls(source, p.diags, &entry.value)
+            }
+            ("outputs", true) => {
+                if let Some(entries) = p.table(&entry.value, "[outputs]") {
+                    wf.outputs = entries.to_vec();
+                }
+            }
+            (other, _) => p.unknown_key(
                 entry,
                 other,
-                &["workflow", "vars", "steps", "moved"],
-                "the top level",
+                known,
+                if module {
+                    "a module file"
+                } else {
+                    "the top level"
+                },
             ),
         }
     }

@@ -16,7 +16,12 @@ use crate::diag::{Diag, Diagnostics};
 /// known name).
 pub fn resolve_providers(wf: &mut Workflow, registry: &Registry) -> Diagnostics {
     let mut diags = Diagnostics::default();
+    let workflow_source = wf.source.clone();
     for step in &mut wf.steps {
+        let source = step
+            .source
+            .clone()
+            .unwrap_or_else(|| workflow_source.clone());
         if step.provider.is_empty() {
             continue; // missing or empty: already reported by the parser
         }
@@ -30,7 +35,7 @@ pub fn resolve_providers(wf: &mut Workflow, registry: &Registry) -> Diagnostics 
                             "flow::cannot-import",
                             format!("`{}` steps cannot be imported", step.provider),
                         )
-                        .in_source(&wf.source)
+                        .in_source(&source)
                         .label(span, "nothing to adopt")
                         .help("`import` adopts a long-lived object (a stack, a cluster, a bucket…); remove it from this step"),
                     );
@@ -42,7 +47,7 @@ pub fn resolve_providers(wf: &mut Workflow, registry: &Registry) -> Diagnostics 
                     "flow::unknown-provider",
                     format!("unknown provider `{}`", step.provider),
                 )
-                .in_source(&wf.source)
+                .in_source(&source)
                 .label(step.provider_span.clone(), "not a provider")
                 .help(known_providers(registry, &step.provider)),
             ),

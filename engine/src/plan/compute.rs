@@ -75,7 +75,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
                 continue;
             }
         };
-        desired.add_content_digest(provider.as_ref(), &wf.dir);
+        desired.add_content_digest(provider.as_ref(), wf.dir_of(step));
         let change = plan_step(req, step, provider, &desired);
         match change {
             Ok(mut c) => {

@@ -29,9 +29,6 @@ pub async fn refine_plan(
 ) {
     let mut tasks: JoinSet<(String, Result<PlanDetail, LookFailed>)> = JoinSet::new();
     let outputs = PlannedOutputs::of_plan(records, plan);
-    let files = flow_providers::ValidateContext {
-        workdir: loaded.workflow.dir.clone(),
-    };
     let mut offline: BTreeMap<String, Vec<String>> = BTreeMap::new();
     // What a provider reads of the inputs may hold a secret's value: every
     // line is masked like the rest of the plan's output.
@@ -51,6 +48,9 @@ pub async fn refine_plan(
         let lookup = |s: &str, k: &str| outputs.lookup(s, k);
         let Ok(desired) = loaded.resolve_inputs(decl, salt, &lookup) else {
             continue;
+        };
+        let files = flow_providers::ValidateContext {
+            workdir: loaded.workflow.dir_of(decl).to_path_buf(),
         };
         let lines = provider.plan_lines(&desired.actual, &files);
         if !lines.is_empty() {

@@ -224,6 +224,32 @@ impl Expr {
         }
     }
 
+    /// Call `f` on every reference inside, index expressions too.
+    pub fn visit_refs_mut(&mut self, f: &mut dyn FnMut(&mut Reference)) {
+        match &mut self.kind {
+            ExprKind::Literal(_) => {}
+            ExprKind::Ref(r) => {
+                if let Some(index) = &mut r.index {
+                    index.visit_refs_mut(f);
+                }
+                f(r);
+            }
+            ExprKind::List(items) => items.iter_mut().for_each(|e| e.visit_refs_mut(f)),
+            ExprKind::Table(entries) => entries.iter_mut().for_each(|(_, e)| e.visit_refs_mut(f)),
+            ExprKind::Attr(e, _) | ExprKind::Unary(_, e) => e.visit_refs_mut(f),
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => {
+                a.visit_refs_mut(f);
+                b.visit_refs_mut(f);
+            }
+            ExprKind::Call(c) => c.args.iter_mut().for_each(|e| e.visit_refs_mut(f)),
+            ExprKind::Cond(c, a, b) => {
+                c.visit_refs_mut(f);
+                a.visit_refs_mut(f);
+                b.visit_refs_mut(f);
+            }
+        }
+    }
+
     /// Every reference inside whose instance key is an expression, to be
     /// resolved in place.
     pub fn indexed_refs_mut<'a>(&'a mut self, out: &mut Vec<&'a mut Reference>) {
