@@ -20,9 +20,13 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The `flow` binary under test.
+/// The `flow` binary under test. `FLOW_E2E_BIN` names another one: the
+/// compatibility fixtures were written by running a test with an earlier
+/// release's binary.
 pub fn flow_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_flow"))
+    std::env::var_os("FLOW_E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_flow")))
 }
 
 /// A scratch project folder.

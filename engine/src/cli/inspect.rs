@@ -93,11 +93,19 @@ pub fn output(args: &OutputArgs) -> CliResult<i32> {
                 )
             }
             Err(e) => {
-                // `STEP.KEY`, or `STEP["INSTANCE"].KEY`.
-                let split = match sel.find("\"].") {
-                    Some(i) => Some((&sel[..i + 2], &sel[i + 3..])),
-                    None => sel.split_once('.'),
-                };
+                // `STEP.KEY`: the longest recorded step the selector starts
+                // with (`cluster.nccl.busbw` is `cluster.nccl`'s `busbw`,
+                // `nccl["8"].busbw` is `nccl["8"]`'s).
+                let split = records
+                    .iter()
+                    .filter(|r| {
+                        sel.len() > r.name.len() + 1
+                            && sel.starts_with(&r.name)
+                            && sel.as_bytes()[r.name.len()] == b'.'
+                    })
+                    .max_by_key(|r| r.name.len())
+                    .map(|r| (&sel[..r.name.len()], &sel[r.name.len() + 1..]))
+                    .or_else(|| sel.split_once('.'));
                 let Some((step, key)) = split else {
                     return Err(e);
                 };

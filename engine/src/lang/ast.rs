@@ -371,7 +371,8 @@ pub struct ModuleFrame {
     pub inputs: Vec<Entry>,
     /// The module's `[inputs.NAME]` declarations (types, defaults, secrets).
     pub decls: Vec<VarDecl>,
-    /// The module's folder: its relative paths resolve against it.
+    /// The module's folder: the `source` of the calls it makes resolve
+    /// against it.
     pub dir: std::path::PathBuf,
     /// The module that makes this call, if a module does.
     pub parent: Option<std::sync::Arc<ModuleFrame>>,
@@ -474,10 +475,13 @@ impl Workflow {
         step.source.as_ref().unwrap_or(&self.source)
     }
 
-    /// The folder `step`'s relative paths resolve against: its module's, or
-    /// the workflow's.
-    pub fn dir_of<'s>(&'s self, step: &'s StepDecl) -> &'s std::path::Path {
-        step.module.as_ref().map_or(&self.dir, |m| &m.dir)
+    /// The folder `step`'s relative paths (templates, manifests, `file()`)
+    /// resolve against: the workflow's, for a module's steps too, as in
+    /// Terraform; so one module serves workflows that keep their files
+    /// beside them, and takes paths as inputs. (Only a module call's
+    /// `source` is relative to the file that makes the call.)
+    pub fn dir_of<'s>(&'s self, _step: &'s StepDecl) -> &'s std::path::Path {
+        &self.dir
     }
 }
 

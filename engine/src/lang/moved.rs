@@ -156,12 +156,14 @@ pub fn check_moved(wf: &super::ast::Workflow) -> Diagnostics {
     diags
 }
 
-/// Whether `s` is `name` or `name["key"]`.
+/// Whether `s` is `name` or `name["key"]`, `name` perhaps a module's step
+/// (`cluster.nccl`).
 pub fn valid_address(s: &str) -> bool {
+    let is_step = |base: &str| base.split('.').all(super::template::is_name);
     match s.split_once('[') {
-        None => super::template::is_name(s),
+        None => is_step(s),
         Some((base, rest)) => {
-            super::template::is_name(base)
+            is_step(base)
                 && rest
                     .strip_suffix(']')
                     .and_then(|k| serde_json::from_str::<String>(k).ok())
@@ -181,5 +183,7 @@ mod tests {
         assert!(!valid_address("nccl[8]"));
         assert!(!valid_address(r#"nccl["8""#));
         assert!(!valid_address("1x"));
+        assert!(valid_address(r#"cluster.nccl["8"]"#));
+        assert!(!valid_address("cluster..nccl"));
     }
 }

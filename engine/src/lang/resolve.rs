@@ -73,7 +73,8 @@ impl<'a> Context<'a> {
             // A module sees its inputs, never the workflow's variables.
             vars: if frame.is_some() { &none } else { self.vars },
             outputs: self.outputs,
-            dir: frame.map_or(self.wf.dir.as_path(), |f| f.dir.as_path()),
+            // Relative paths are the workflow's, in modules too (`dir_of`).
+            dir: self.wf.dir.as_path(),
             locals: None,
             each,
             inputs: frame.map(|_| &inputs as &InputLookup),
