@@ -902,6 +902,72 @@ corpus! {
         says: &["the table has no key `missing` (it has: name)"],
         ..BASE
     },
+
+    // ---- modules (issue 14) ----------------------------------------------
+    module_missing_input: Case {
+        file: "109-module-missing-input.toml",
+        codes: &["flow::module-input"],
+        at: &["3:10"],
+        says: &["module `job` needs the input `name`", "What to call the job"],
+        ..BASE
+    },
+    module_unknown_input: Case {
+        file: "110-module-unknown-input.toml",
+        codes: &["flow::module-input"],
+        at: &["3:27"],
+        says: &["module `job` has no input `nodse`", "did you mean `nodes`?"],
+        ..BASE
+    },
+    module_unknown_output: Case {
+        file: "111-module-unknown-output.toml",
+        codes: &["flow::unknown-output"],
+        at: &["8:13"],
+        says: &["module `job` has no output `nmae`", "did you mean `name`?"],
+        ..BASE
+    },
+    module_source_missing: Case {
+        file: "112-module-source-missing.toml",
+        codes: &["flow::module-source"],
+        at: &["2:10"],
+        says: &["the folder `modules/jbo` does not exist"],
+        ..BASE
+    },
+    module_cycle: Case {
+        file: "113-module-cycle.toml",
+        codes: &["flow::module-cycle"],
+        at: &["bad/modules/loop/main.toml:3:10", "1:10"],
+        says: &["module `again` calls itself"],
+        ..BASE
+    },
+    module_reads_what_it_cannot: Case {
+        file: "114-module-reads-vars.toml",
+        codes: &["flow::module-var", "flow::unknown-input", "flow::unknown-step"],
+        at: &["bad/modules/reads-vars/main.toml:9:13", "4:10", "bad/modules/reads-vars/main.toml:9:28", "bad/modules/reads-vars/main.toml:9:43"],
+        problems: 3,
+        says: &["a module cannot read `vars.region`", "the module declares no input `nmae`", "the module has no step `prepare`", "in module `m`, called here"],
+        ..BASE
+    },
+    module_unknown_call: Case {
+        file: "115-module-unknown-call.toml",
+        codes: &["flow::unknown-module"],
+        at: &["8:13"],
+        says: &["there is no module `jbo`", "did you mean `job`?"],
+        ..BASE
+    },
+    module_without_source: Case {
+        file: "116-module-no-source.toml",
+        codes: &["flow::bad-module"],
+        at: &["1:10"],
+        says: &["module `job` has no `source`"],
+        ..BASE
+    },
+    inputs_outside_a_module: Case {
+        file: "117-inputs-outside-module.toml",
+        codes: &["flow::bad-reference"],
+        at: &["4:13"],
+        says: &["`inputs.name` is only known inside a module"],
+        ..BASE
+    },
 }
 
 /// The fixtures folder.

@@ -92,8 +92,7 @@ fn expand_call(
     let address = format!("{prefix}{}", call.name);
     if let Some(at) = stack.iter().position(|(p, _)| *p == canonical) {
         let chain: Vec<&str> = stack[at..].iter().map(|(_, name)| name.as_str()).collect();
-        diags.push(
-            at_call(
+        let d = at_call(
                 "flow::module-cycle",
                 format!(
                     "module `{}` calls itself: {} → {}",
@@ -104,8 +103,11 @@ fn expand_call(
                 call.source_span.clone(),
                 "a module already being expanded",
             )
-            .help("a module cannot call itself, directly or through other modules"),
-        );
+            .help("a module cannot call itself, directly or through other modules");
+        diags.push(match &parent {
+            Some(frame) => called_here(d, frame),
+            None => d,
+        });
         return;
     }
     let Some(module) = read_module(&dir, &call.source, diags) else {
