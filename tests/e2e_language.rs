@@ -344,3 +344,129 @@ fn state_written_before_expressions_still_plans_no_changes() {
         .expect(0);
     assert_eq!(job.stdout.trim(), "subnet-4-demo");
 }
+
+/// A module used twice, and a module that calls another: inputs from the
+/// caller's steps and variables, outputs read by the caller and by the
+/// second call, each step addressed `CALL.STEP`.
+#[test]
+fn modules_take_inputs_from_the_caller_and_give_outputs_back() {
+    let p = Project::new();
+    p.write(
+        "modules/job/main.toml",
+        r#"
+[inputs.name]
+description = "What to call the job"
+
+[inputs.nodes]
+type = "integer"
+default = 2
+
+[inputs.upstream]
+
+[steps.prepare]
+provider = "exec"
+[steps.prepare.inputs]
+run = "echo prepare-${inputs.name} >> runs.log; echo path=/fsx/${inputs.name}/${inputs.upstream} >> $FLOW_OUTPUT"
+destroy = "echo prepare-${inputs.name} >> destroyed.log"
+
+[steps.run]
+provider = "exec"
+depends_on = ["prepare"]
+[steps.run.inputs]
+run = "echo run-${inputs.name} >> runs.log; echo busbw=${inputs.nodes * 10} >> $FLOW_OUTPUT"
+destroy = "echo run-${inputs.name} >> destroyed.log"
+
+[modules.probe]
+source = "../probe"
+inputs = { target = "${steps.prepare.outputs.path}" }
+
+[outputs]
+busbw = "${steps.run.outputs.busbw}"
+path = "${steps.prepare.outputs.path}"
+probed = "${modules.probe.outputs.seen}"
+"#,
+    );
+    p.write(
+        "modules/probe/main.toml",
+        r#"
+[inputs.target]
+
+[steps.look]
+provider = "exec"
+[steps.look.inputs]
+run = "echo look >> runs.log; echo seen=${upper(inputs.target)} >> $FLOW_OUTPUT"
+
+[outputs]
+seen = "${steps.look.outputs.seen}"
+"#,
+    );
+    p.write(
+        "w.toml",
+        r#"
+[vars.prefix]
+default = "demo"
+
+[steps.vpc]
+provider = "exec"
+[steps.vpc.inputs]
+run = "echo vpc >> runs.log; echo subnet=subnet-1 >> $FLOW_OUTPUT"
+
+[modules.small]
+source = "modules/job"
+inputs = { name = "${vars.prefix}-small", upstream = "${steps.vpc.outputs.subnet}" }
+
+[modules.big]
+source = "modules/job"
+inputs = { name = "${vars.prefix}-big", nodes = 8, upstream = "${modules.small.outputs.busbw}" }
+
+[steps.report]
+provider = "exec"
+[steps.report.inputs]
+run = "echo report >> runs.log; echo line=${modules.small.outputs.busbw}/${modules.big.outputs.busbw}/${modules.big.outputs.probed} >> $FLOW_OUTPUT"
+"#,
+    );
+    let apply = p.run(&["apply", "w.toml", "--auto-approve"]).expect(0);
+    assert!(apply.stdout.contains("8 created"), "{}", apply.all());
+    let out = |sel: &str| {
+        p.run(&["output", "w.toml", sel])
+            .expect(0)
+            .stdout
+            .trim()
+            .to_string()
+    };
+    assert_eq!(out("report.line"), "20/80//FSX/DEMO-BIG/20");
+    assert_eq!(out("small.prepare.path"), "/fsx/demo-small/subnet-1");
+    assert_eq!(out("big.probe.look.seen"), "/FSX/DEMO-BIG/20");
+    // The order followed the references across the module boundary.
+    let runs = p.read("runs.log");
+    let at = |line: &str| {
+        runs.lines()
+            .position(|l| l == line)
+            .unwrap_or_else(|| panic!("{line} in {runs}"))
+    };
+    assert!(at("vpc") < at("prepare-demo-small"), "{runs}");
+    assert!(at("run-demo-small") < at("prepare-demo-big"), "{runs}");
+    assert!(at("run-demo-big") < at("report"), "{runs}");
+    p.run(&["plan", "w.toml", "--detailed-exitcode"]).expect(0);
+
+    // A changed input changes only what reads it.
+    let plan = p
+        .run(&[
+            "plan",
+            "w.toml",
+            "--var",
+            "prefix=prod",
+            "--detailed-exitcode",
+        ])
+        .expect(2);
+    assert!(plan.stdout.contains("small.prepare"), "{}", plan.stdout);
+    assert!(
+        !plan.stdout.contains("~ vpc") && !plan.stdout.contains("+ vpc"),
+        "{}",
+        plan.stdout
+    );
+
+    p.run(&["destroy", "w.toml", "--auto-approve"]).expect(0);
+    let destroyed = p.read("destroyed.log");
+    assert_eq!(destroyed.lines().count(), 4, "{destroyed}");
+}

@@ -93,17 +93,17 @@ fn expand_call(
     if let Some(at) = stack.iter().position(|(p, _)| *p == canonical) {
         let chain: Vec<&str> = stack[at..].iter().map(|(_, name)| name.as_str()).collect();
         let d = at_call(
-                "flow::module-cycle",
-                format!(
-                    "module `{}` calls itself: {} → {}",
-                    call.name,
-                    chain.join(" → "),
-                    call.source
-                ),
-                call.source_span.clone(),
-                "a module already being expanded",
-            )
-            .help("a module cannot call itself, directly or through other modules");
+            "flow::module-cycle",
+            format!(
+                "module `{}` calls itself: {} → {}",
+                call.name,
+                chain.join(" → "),
+                call.source
+            ),
+            call.source_span.clone(),
+            "a module already being expanded",
+        )
+        .help("a module cannot call itself, directly or through other modules");
         diags.push(match &parent {
             Some(frame) => called_here(d, frame),
             None => d,
@@ -178,8 +178,14 @@ fn expand_call(
     );
     stack.push((canonical, call.source.clone()));
     for (inner, source) in &module.calls {
+        // What the call passes is written in this module: its names are
+        // this module's steps and calls.
+        let mut inner = inner.clone();
+        for input in &mut inner.inputs {
+            names.rewrite(&mut input.value, source, diags);
+        }
         expand_call(
-            inner,
+            &inner,
             source,
             &dir,
             Some(frame.clone()),
