@@ -10,8 +10,11 @@
 3. for_each: `flow plan` (offline, empty state) of one step with
    `for_each = "${range(10000)}"`, each instance's inputs computed with
    expressions (target < 1 s and < 200 MB resident).
+4. modules: `flow validate` plus an offline `flow plan` of a workflow that
+   calls one module 50 times, the module 40 steps in a chain reading its
+   inputs (2,000 steps; target < 0.3 s for the two together).
 
-Usage: bench/core.py [--flow PATH] [--runs N] [--only apply,plan,for_each]
+Usage: bench/core.py [--flow PATH] [--runs N] [--only apply,plan,for_each,modules]
 Builds the release binary first unless --flow is given.
 """
 
@@ -169,12 +172,57 @@ def bench_for_each(flow, runs):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def module_files(calls=50, steps=40):
+    """The workflow (calls x one module) and the module's text."""
+    module = ['[inputs.name]\n\n[inputs.index]\ntype = "integer"\n\n[inputs.upstream]\ndefault = ""\n']
+    for i in range(steps):
+        module.append(f'[steps.s{i}]\nprovider = "null"\n')
+        if i:
+            module.append(f'depends_on = ["s{i - 1}"]\n')
+        module.append(f'[steps.s{i}.inputs]\ndelay_ms = 0\nlabel = "${{inputs.name}}-{i}"\n'
+                      f'index = "${{inputs.index * 100 + {i}}}"\n')
+    module.append(f'\n[outputs]\nlast = "${{steps.s{steps - 1}.outputs.index}}"\n')
+    wf = ['[workflow]\nname = "bench-modules"\n']
+    for c in range(calls):
+        upstream = f'"${{modules.m{c - 1}.outputs.last}}"' if c % 5 else '""'
+        wf.append(f'\n[modules.m{c}]\nsource = "modules/chain"\n'
+                  f'inputs = {{ name = "m{c}", index = {c}, upstream = {upstream} }}\n')
+    return "".join(wf), "".join(module)
+
+
+def bench_modules(flow, runs):
+    d = tempfile.mkdtemp(prefix="flow-bench-modules-")
+    try:
+        wf, module = module_files()
+        os.makedirs(os.path.join(d, "modules", "chain"))
+        with open(os.path.join(d, "wf.toml"), "w") as f:
+            f.write(wf)
+        with open(os.path.join(d, "modules", "chain", "main.toml"), "w") as f:
+            f.write(module)
+        results = []
+        for _ in range(runs):
+            v_wall, v_rss = rss_of(flow, ["validate", "wf.toml"], d)
+            p_wall, p_rss = rss_of(flow, ["plan", "wf.toml", "-q", "--refresh=false"], d)
+            results.append((v_wall + p_wall, v_wall, p_wall, max(v_rss, p_rss)))
+        results.sort()
+        total, v_wall, p_wall, _ = results[len(results) // 2]
+        peak = max(r[3] for r in results)
+        print("validate + offline plan of 50 module calls x 40 steps (2,000 steps)")
+        print(f"  wall                     median {total:.3f} s (validate {v_wall:.3f} s, plan {p_wall:.3f} s;"
+              f" runs: {', '.join(f'{r[0]:.3f}' for r in results)})")
+        print(f"  peak resident memory     {peak:.0f} MB")
+        print(f"  target                   < 0.3 s -> {'PASS' if total < 0.3 else 'FAIL'}")
+        return total, peak
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flow", help="path to a flow binary (default: build target/release/flow)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", default="apply,plan,for_each",
-                    help="comma-separated cases to run (apply, plan, for_each)")
+    ap.add_argument("--only", default="apply,plan,for_each,modules",
+                    help="comma-separated cases to run (apply, plan, for_each, modules)")
     args = ap.parse_args()
     cases = set(args.only.split(","))
     flow = os.path.abspath(args.flow) if args.flow else None
@@ -182,7 +230,8 @@ def main():
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "flow"], cwd=ROOT, check=True)
         flow = os.path.join(ROOT, "target", "release", "flow")
     print(f"machine: {os.cpu_count()} cores; flow: {flow}\n")
-    benches = [("apply", bench_apply), ("plan", bench_plan), ("for_each", bench_for_each)]
+    benches = [("apply", bench_apply), ("plan", bench_plan), ("for_each", bench_for_each),
+               ("modules", bench_modules)]
     for i, (name, bench) in enumerate(b for b in benches if b[0] in cases):
         if i:
             print()
