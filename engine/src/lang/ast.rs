@@ -313,7 +313,8 @@ pub struct Instance {
 
 /// `--target` and `--replace` names as addresses: a name that is not an
 /// address in `known` but is the step of some (`nccl` for `nccl["2"]` and
-/// `nccl["8"]`) stands for all of them; anything else stays as given.
+/// `nccl["8"]`) or a module call (`cluster` for `cluster.vpc` and
+/// `cluster.nccl`) stands for all of them; anything else stays as given.
 pub fn select_addresses<'k>(
     names: &[String],
     known: impl Iterator<Item = &'k str> + Clone,
@@ -326,7 +327,12 @@ pub fn select_addresses<'k>(
         }
         let instances: Vec<String> = known
             .clone()
-            .filter(|k| *k != name && base_name(k) == name)
+            .filter(|k| {
+                *k != name
+                    && (base_name(k) == name
+                        || k.strip_prefix(name.as_str())
+                            .is_some_and(|rest| rest.starts_with('.')))
+            })
             .map(str::to_string)
             .collect();
         if instances.is_empty() {

@@ -125,6 +125,13 @@ impl<'a> Context<'a> {
         };
         taint.sensitive |= evaluated.sensitive;
         taint.derived.extend(evaluated.derived);
+        // A value the module declares secret is masked like a secret
+        // variable, even when the call writes it plainly.
+        if decl.is_some_and(|d| d.sensitive)
+            && let Some(value) = &evaluated.value
+        {
+            strings_of(value, &mut taint.derived);
+        }
         Ok(evaluated.value)
     }
 
@@ -165,6 +172,17 @@ impl<'a> Context<'a> {
         taint.sensitive |= evaluated.sensitive;
         taint.derived.extend(evaluated.derived);
         Ok(evaluated.value)
+    }
+}
+
+/// Every string inside `v` (numbers as text), for masking.
+fn strings_of(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Number(n) => out.push(n.to_string()),
+        serde_json::Value::Array(items) => items.iter().for_each(|i| strings_of(i, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|i| strings_of(i, out)),
+        _ => {}
     }
 }
 

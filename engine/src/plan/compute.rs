@@ -191,10 +191,15 @@ fn plan_step(
     let prevent_destroy = step.prevent_destroy;
     let schema = provider.schema();
     let record = req.records.get(name);
-    let forced = req
-        .replace
-        .iter()
-        .any(|r| r == name || (base_name(name) == r && base_name(r) == r.as_str()));
+    // `--replace nccl` replaces every instance, `--replace cluster` every
+    // step of that module call.
+    let forced = req.replace.iter().any(|r| {
+        r == name
+            || base_name(name) == r
+            || name
+                .strip_prefix(r.as_str())
+                .is_some_and(|rest| rest.starts_with('.'))
+    });
     let mut change = StepChange {
         step: name.to_string(),
         action: Action::NoOp,
