@@ -961,6 +961,13 @@ corpus! {
         says: &["module `job` has no `source`"],
         ..BASE
     },
+    module_input_of_the_wrong_type: Case {
+        file: "118-module-input-wrong-type.toml",
+        codes: &["flow::wrong-type"],
+        at: &["3:35"],
+        says: &["module `job`'s input `nodes` must be an integer, found a string"],
+        ..BASE
+    },
     inputs_outside_a_module: Case {
         file: "117-inputs-outside-module.toml",
         codes: &["flow::bad-reference"],

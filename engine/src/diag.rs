@@ -177,7 +177,17 @@ pub struct Diagnostics {
 impl Diagnostics {
     /// Add a problem.
     pub fn push(&mut self, diag: Diag) {
-        self.items.push(diag);
+        // The same problem found twice (one module input read by two steps,
+        // one expression in every instance of a for_each) is reported once.
+        let same = |d: &Diag| {
+            d.code == diag.code
+                && d.message == diag.message
+                && d.labels == diag.labels
+                && d.source.as_ref().map(|s| &s.name) == diag.source.as_ref().map(|s| &s.name)
+        };
+        if !self.items.iter().any(same) {
+            self.items.push(diag);
+        }
     }
 
     /// Whether nothing was found.
@@ -187,7 +197,7 @@ impl Diagnostics {
 
     /// Add all problems from `other`.
     pub fn extend(&mut self, other: Diagnostics) {
-        self.items.extend(other.items);
+        other.items.into_iter().for_each(|d| self.push(d));
     }
 
     /// Render every problem plus a summary line, for a terminal (`color`) or a
@@ -230,6 +240,25 @@ impl Diagnostics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_problem_is_reported_once() {
+        let src = Source::new("w.toml", "a = 1\n");
+        let mut d = Diagnostics::default();
+        let one = || {
+            Diag::new("flow::x", "bad")
+                .in_source(&src)
+                .label(0..1, "here")
+        };
+        d.push(one());
+        d.push(one());
+        d.push(
+            Diag::new("flow::x", "bad")
+                .in_source(&src)
+                .label(2..3, "here"),
+        );
+        assert_eq!(d.items.len(), 2);
+    }
 
     #[test]
     fn line_col_counts_from_one() {

@@ -123,6 +123,25 @@ impl<'a> Context<'a> {
                 });
             }
         };
+        if let (Some(decl), Some(entry), Some(value)) = (decl, given, &evaluated.value)
+            && !fits(decl.ty, value)
+        {
+            return Err(ResolveError {
+                code: "flow::wrong-type",
+                message: format!(
+                    "module `{}`'s input `{name}` must be {}, found {}",
+                    frame.address,
+                    super::parse::var_type_phrase(decl.ty),
+                    super::expr::ty::Ty::of(value).phrase()
+                ),
+                span: entry.value.span.clone(),
+                help: Some(format!(
+                    "the module declares [inputs.{name}] type = \"{}\"",
+                    decl.ty.name()
+                )),
+                source: Some(frame.call_source.clone()),
+            });
+        }
         taint.sensitive |= evaluated.sensitive;
         taint.derived.extend(evaluated.derived);
         // A value the module declares secret is masked like a secret
@@ -173,6 +192,24 @@ impl<'a> Context<'a> {
         taint.derived.extend(evaluated.derived);
         Ok(evaluated.value)
     }
+}
+
+/// Whether a value fits a declared input type. Text is refused only where
+/// a number, boolean, list or table is declared; a number or boolean is
+/// text where text is declared, as in inputs.
+fn fits(ty: super::ast::VarType, v: &serde_json::Value) -> bool {
+    use super::ast::VarType as T;
+    use serde_json::Value as V;
+    matches!(
+        (ty, v),
+        (T::Any, _)
+            | (T::String, V::String(_) | V::Number(_) | V::Bool(_))
+            | (T::Integer, V::Number(_))
+            | (T::Number, V::Number(_))
+            | (T::Bool, V::Bool(_))
+            | (T::List, V::Array(_))
+            | (T::Table, V::Object(_))
+    ) && !(ty == T::Integer && v.as_f64().is_some_and(|f| f.fract() != 0.0))
 }
 
 /// Every string inside `v` (numbers as text), for masking.
