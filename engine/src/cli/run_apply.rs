@@ -56,7 +56,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     let (records, moves) = moved_records(&loaded, Some(store))?;
     let refresh = refreshed(&loaded, registry, records, request).await?;
     if args.refresh_only {
-        return refresh_only(store, &refresh, ui, args.auto_approve).await;
+        return refresh_only(store, &refresh, &moves, ui, args.auto_approve).await;
     }
     let prices = crate::cost::PriceTable::choose(None).ok();
     let plan = make_plan(
@@ -111,6 +111,7 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
 async fn refresh_only(
     store: &dyn StateBackend,
     refresh: &Refresh,
+    moves: &[crate::plan::moves::MovedAddress],
     ui: Ui,
     auto_approve: bool,
 ) -> CliResult<i32> {
@@ -128,8 +129,14 @@ async fn refresh_only(
         auto_approve,
     )?;
     store.backup()?;
+    // The records refresh read carry their new addresses: the moves go to
+    // state first, or the old addresses would stay beside the new ones.
+    write_moves(store, moves, &refresh.records).await?;
     record(store, refresh).await?;
     if !ui.quiet && !ui.json {
+        for m in moves {
+            println!("Moved {} → {} in state ([[moved]]).", m.from, m.to);
+        }
         println!(
             "\nRefresh complete: {} step{} recorded as found.",
             refresh.rewritten.len(),

@@ -158,6 +158,8 @@ pub fn eval(expr: &Expr, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
                     let mut keys: Vec<&str> = m.keys().map(String::as_str).collect();
                     keys.sort();
                     let help = match closest(key, keys.iter().copied()) {
+                        // The keys of a secret table are not shown.
+                        _ if taint.sensitive => "check the key".to_string(),
                         Some(k) => format!("did you mean `{k}`?"),
                         None => format!("its keys are: {}", keys.join(", ")),
                     };
@@ -182,7 +184,13 @@ pub fn eval(expr: &Expr, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
         ExprKind::Index(base, index) => {
             let (b, i) = (ev(base, taint)?, ev(index, taint)?);
             match (b, i) {
-                (Some(b), Some(i)) => Some(index_into(&b, &i, expr, index)?),
+                (Some(b), Some(i)) => Some(index_into(&b, &i, expr, index).map_err(|mut e| {
+                    // The index or the keys may be a secret's.
+                    if taint.sensitive {
+                        e.message = "the index does not fit the value (it involves a secret, so neither is shown)".into();
+                    }
+                    e
+                })?),
                 _ => None,
             }
         }
@@ -246,6 +254,13 @@ pub fn eval(expr: &Expr, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
                     Some(v)
                 }
                 Err(message) => {
+                    // A function's message may quote its arguments: not a
+                    // secret one.
+                    let message = if secret_args {
+                        "it failed on a secret argument (the details would show it)".to_string()
+                    } else {
+                        message
+                    };
                     return Err(bad(
                         format!("`{}`: {message}", f.name),
                         &expr.span,
@@ -727,6 +742,21 @@ mod tests {
         assert!(sensitive);
         assert!(run("length(vars.token) > 3").unwrap().1);
         assert!(!run("length(vars.azs)").unwrap().1);
+    }
+
+    #[test]
+    fn indexing_with_a_secret_does_not_show_it() {
+        let e = run("vars.azs[vars.token]").unwrap_err();
+        assert!(!e.message.contains("hf_secret_token"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_function_failing_on_a_secret_does_not_quote_it() {
+        let e = run(r#"format("%d", vars.token)"#).unwrap_err();
+        assert!(!e.message.contains("hf_secret_token"), "{}", e.message);
+        assert!(e.message.contains("secret argument"), "{}", e.message);
+        let e = run(r#"format("%d", "plain")"#).unwrap_err();
+        assert!(e.message.contains("plain"), "{}", e.message);
     }
 
     #[test]
