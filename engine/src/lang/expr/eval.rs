@@ -587,6 +587,30 @@ pub fn render_template(
     names: &Map<String, Value>,
     vars: &VarValues,
 ) -> Result<String, String> {
+    thread_local! {
+        static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    /// Templates may render templates; one that renders itself would not end.
+    const MAX_DEPTH: usize = 16;
+    let depth = DEPTH.with(|d| d.get());
+    if depth >= MAX_DEPTH {
+        return Err(format!(
+            "{}: templates nest more than {MAX_DEPTH} deep; does one render itself?",
+            path.display()
+        ));
+    }
+    DEPTH.with(|d| d.set(depth + 1));
+    let rendered = render_template_once(path, body, names, vars);
+    DEPTH.with(|d| d.set(depth));
+    rendered
+}
+
+fn render_template_once(
+    path: &Path,
+    body: &str,
+    names: &Map<String, Value>,
+    vars: &VarValues,
+) -> Result<String, String> {
     let place = |offset: usize| {
         let before = &body[..offset.min(body.len())];
         let line = before.matches('\n').count() + 1;
@@ -823,6 +847,10 @@ mod tests {
         let out = render_template(&path, body, &names, &vars()).unwrap();
         assert_eq!(out, "#!/bin/sh\nnodes=4\nname=P5\nhome=${HOME}\n");
         let e = render_template(&path, "a\n  ${nodez}", &names, &vars()).unwrap_err();
+        std::fs::write(&path, "x${templatefile(\"job.sh.tpl\", {})}").unwrap();
+        let looping = std::fs::read_to_string(&path).unwrap();
+        let e2 = render_template(&path, &looping, &Map::new(), &vars()).unwrap_err();
+        assert!(e2.contains("nest more than 16 deep"), "{e2}");
         assert!(
             e.contains(
                 "job.sh.tpl:2:5: the template was given no name `nodez` (did you mean `nodes`?)"

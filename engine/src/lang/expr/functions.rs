@@ -340,6 +340,9 @@ fn trim(a: &[Value], _: &CallContext) -> Result<Value, String> {
     .into())
 }
 
+/// The widest `format` pads a value to.
+const MAX_WIDTH: usize = 1000;
+
 /// `format`: `%s` text, `%d` a whole number, `%f` a number (`%.2f`), `%v`
 /// any value, `%q` quoted text, `%%` a percent sign; a width pads on the
 /// left (`%5d`), or on the right with `-` (`%-5s`).
@@ -394,7 +397,13 @@ fn format(a: &[Value], _: &CallContext) -> Result<Value, String> {
                 ));
             }
         };
-        let width: usize = width.parse().unwrap_or(0);
+        let width: usize = match width.as_str() {
+            "" => 0,
+            w => w.parse().unwrap_or(usize::MAX),
+        };
+        if width > MAX_WIDTH {
+            return Err(format!("a width above {MAX_WIDTH} is not supported"));
+        }
         let pad = width.saturating_sub(piece.chars().count());
         if left {
             out.push_str(&piece);
@@ -494,7 +503,7 @@ fn range(a: &[Value], _: &CallContext) -> Result<Value, String> {
     if step == 0 {
         return Err("the step is 0, so the range would never end".into());
     }
-    if (end - start) / step > RANGE_LIMIT {
+    if (i128::from(end) - i128::from(start)) / i128::from(step) > i128::from(RANGE_LIMIT) {
         return Err(format!("the range has more than {RANGE_LIMIT} numbers"));
     }
     let mut out = Vec::new();
@@ -652,6 +661,7 @@ mod tests {
         assert_eq!(call("range", json!([3, 0])).unwrap(), json!([3, 2, 1]));
         assert!(call("range", json!([0, 5, 0])).is_err());
         assert!(call("range", json!([0, 1e12])).is_err());
+        assert!(call("range", json!([-1, i64::MAX])).is_err());
         assert_eq!(call("contains", json!([[2, 4], 4.0])).unwrap(), json!(true));
         assert_eq!(call("contains", json!([["a"], "b"])).unwrap(), json!(false));
     }
