@@ -65,6 +65,7 @@ pub fn parse(
         end: text.len(),
         at,
         names,
+        depth: 0,
     };
     if p.toks.is_empty() {
         return Err(p.error(
@@ -98,7 +99,12 @@ struct Parser<'a> {
     end: usize,
     at: &'a dyn Fn(Range<usize>) -> Span,
     names: Names,
+    /// How deep `expr` is nested, to refuse what would exhaust the stack.
+    depth: usize,
 }
+
+/// The deepest nesting of parentheses, lists, calls and conditions.
+const MAX_DEPTH: usize = 100;
 
 impl Parser<'_> {
     fn error(&self, range: Range<usize>, message: &str, help: &str) -> ParseError {
@@ -179,6 +185,20 @@ impl Parser<'_> {
 
     /// `binary ('?' expr ':' expr)?`
     fn expr(&mut self) -> Result<Expr, ParseError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.error(
+                self.here(),
+                &format!("the expression nests more than {MAX_DEPTH} deep"),
+                "split it into smaller expressions",
+            ));
+        }
+        self.depth += 1;
+        let e = self.expr_inner();
+        self.depth -= 1;
+        e
+    }
+
+    fn expr_inner(&mut self) -> Result<Expr, ParseError> {
         let start = self.start();
         let cond = self.binary(1)?;
         if !self.peek_punct("?") {
@@ -236,8 +256,17 @@ impl Parser<'_> {
             _ => return self.postfix(),
         };
         self.pos += 1;
-        let operand = self.unary()?;
-        Ok(self.node(start, ExprKind::Unary(op, Box::new(operand))))
+        if self.depth >= MAX_DEPTH {
+            return Err(self.error(
+                self.here(),
+                &format!("the expression nests more than {MAX_DEPTH} deep"),
+                "split it into smaller expressions",
+            ));
+        }
+        self.depth += 1;
+        let operand = self.unary();
+        self.depth -= 1;
+        Ok(self.node(start, ExprKind::Unary(op, Box::new(operand?))))
     }
 
     fn postfix(&mut self) -> Result<Expr, ParseError> {
@@ -640,6 +669,15 @@ mod tests {
         let r = e.as_ref().unwrap();
         assert_eq!(r.target.to_string(), "steps.nccl.outputs.x");
         assert_eq!(show(r.index.as_deref().unwrap()), "vars.n");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_crash() {
+        let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+        assert!(p(&deep).unwrap_err().message.contains("nests more than"));
+        assert!(p(&format!("{}true", "!".repeat(5000))).is_err());
+        let fine = format!("{}1{}", "(".repeat(50), ")".repeat(50));
+        assert!(p(&fine).is_ok());
     }
 
     #[test]
