@@ -75,6 +75,13 @@ pub fn parse(
         ));
     }
     let e = p.expr()?;
+    if tree_depth(&e) > MAX_TREE_DEPTH {
+        return Err(p.error(
+            0..text.len(),
+            &format!("the expression is more than {MAX_TREE_DEPTH} operations deep"),
+            "split it into smaller expressions (a long chain of `+` counts one per operator)",
+        ));
+    }
     if let Some((t, r)) = p.toks.get(p.pos) {
         return Err(p.error(
             r.clone(),
@@ -103,8 +110,34 @@ struct Parser<'a> {
     depth: usize,
 }
 
-/// The deepest nesting of parentheses, lists, calls and conditions.
+/// The deepest nesting of parentheses, lists, calls and conditions while
+/// parsing.
 const MAX_DEPTH: usize = 100;
+
+/// The deepest expression tree: the checks and the evaluation walk it
+/// recursively, on the small stacks of the apply's tasks.
+const MAX_TREE_DEPTH: usize = 64;
+
+/// How deep `e` is, found without recursion.
+fn tree_depth(e: &Expr) -> usize {
+    let mut deepest = 0;
+    let mut stack: Vec<(&Expr, usize)> = vec![(e, 1)];
+    while let Some((e, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        let children: Vec<&Expr> = match &e.kind {
+            ExprKind::Literal(_) => Vec::new(),
+            ExprKind::Ref(r) => r.index.iter().map(|i| &**i).collect(),
+            ExprKind::List(items) => items.iter().collect(),
+            ExprKind::Table(entries) => entries.iter().map(|(_, v)| v).collect(),
+            ExprKind::Attr(a, _) | ExprKind::Unary(_, a) => vec![&**a],
+            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => vec![&**a, &**b],
+            ExprKind::Call(c) => c.args.iter().collect(),
+            ExprKind::Cond(c, a, b) => vec![&**c, &**a, &**b],
+        };
+        stack.extend(children.into_iter().map(|c| (c, depth + 1)));
+    }
+    deepest
+}
 
 impl Parser<'_> {
     fn error(&self, range: Range<usize>, message: &str, help: &str) -> ParseError {
@@ -676,6 +709,13 @@ mod tests {
         let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
         assert!(p(&deep).unwrap_err().message.contains("nests more than"));
         assert!(p(&format!("{}true", "!".repeat(5000))).is_err());
+        let long = vec!["1"; 5000].join(" + ");
+        assert!(p(&long).unwrap_err().message.contains("operations deep"));
+        let sum = format!("{} + (1)", vec!["1"; 40].join(" + "));
+        assert!(
+            p(&sum).is_ok(),
+            "a sum of 40 with parentheses after it is fine"
+        );
         let fine = format!("{}1{}", "(".repeat(50), ")".repeat(50));
         assert!(p(&fine).is_ok());
     }
