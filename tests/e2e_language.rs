@@ -248,6 +248,13 @@ fn a_moved_entry_keeps_a_renamed_step_and_without_one_plan_warns() {
         "{}",
         plan.stdout
     );
+    let json = p.run(&["plan", "w.toml", "--json"]).expect(0);
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).expect("plan JSON");
+    assert_eq!(
+        json["moved"],
+        serde_json::json!([{"from": "allreduce", "to": "nccl[\"2\"]"}]),
+        "{json}"
+    );
     p.run(&["apply", "w.toml", "--auto-approve"]).expect(0);
     assert_eq!(lines(&p, "runs.log"), ["nccl-2"], "nothing ran again");
     assert_eq!(lines(&p, "destroyed.log"), Vec::<String>::new());

@@ -244,6 +244,8 @@ pub fn render_json(plan: &Plan) -> String {
         "summary": plan.summary(),
         "cost": plan.cost,
         "drift": plan.drift,
+        "moved": plan.moved,
+        "warnings": plan.warnings,
     });
     serde_json::to_string_pretty(&value).expect("plan serialises")
 }
