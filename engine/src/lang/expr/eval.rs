@@ -7,10 +7,12 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::ast::{BinaryOp, EachField, Expr, ExprKind, RefTarget, Reference, UnaryOp};
+pub use super::error::EvalError;
+use super::error::{bad, bad_reference};
 use super::functions::{self, CallContext, same};
 use super::interp::{Mode, Piece, split};
+use super::ops::{arith, boolean, index_into, kind, number, strings_in};
 use super::parse::{Names, parse};
-use crate::diag::Span;
 use crate::lang::var_values::VarValues;
 use flow_providers::suggest::closest;
 
@@ -67,44 +69,6 @@ impl<'a> Scope<'a> {
             inputs: None,
             modules: None,
         }
-    }
-}
-
-/// A problem found while computing a value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EvalError {
-    /// The diagnostic code: `flow::bad-reference` for a reference that has
-    /// no value, `flow::bad-expression` for anything else.
-    pub code: &'static str,
-    /// What is wrong.
-    pub message: String,
-    /// Where.
-    pub span: Span,
-    /// How to fix it, when there is more to say.
-    pub help: Option<String>,
-    /// The file the span is in, when not the one being evaluated (a
-    /// module's input is written at its call, a module's output in the
-    /// module).
-    pub source: Option<crate::diag::Source>,
-}
-
-fn bad_reference(message: String, span: &Span) -> EvalError {
-    EvalError {
-        code: "flow::bad-reference",
-        message,
-        span: span.clone(),
-        help: None,
-        source: None,
-    }
-}
-
-fn bad(message: String, span: &Span, help: &str) -> EvalError {
-    EvalError {
-        code: "flow::bad-expression",
-        message,
-        span: span.clone(),
-        help: Some(help.to_string()),
-        source: None,
     }
 }
 
@@ -350,136 +314,6 @@ pub fn eval(expr: &Expr, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
             }
         },
     })
-}
-
-/// Every string inside `v` (numbers too, as text), for masking.
-fn strings_in(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Number(n) => out.push(n.to_string()),
-        Value::Array(items) => items.iter().for_each(|i| strings_in(i, out)),
-        Value::Object(m) => m.values().for_each(|i| strings_in(i, out)),
-        Value::Bool(_) | Value::Null => {}
-    }
-}
-
-/// How a value's kind reads in a message.
-fn kind(v: &Value) -> &'static str {
-    super::ty::Ty::of(v).phrase()
-}
-
-fn boolean(v: &Value, op: BinaryOp, e: &Expr) -> Result<bool, EvalError> {
-    v.as_bool().ok_or_else(|| {
-        bad(
-            format!(
-                "`{}` takes booleans, but the value is {}",
-                op.symbol(),
-                kind(v)
-            ),
-            &e.span,
-            "compare it first: `vars.n > 0 && …`",
-        )
-    })
-}
-
-fn number(v: &Value, op: BinaryOp, e: &Expr) -> Result<f64, EvalError> {
-    v.as_f64().ok_or_else(|| {
-        bad(
-            format!(
-                "`{}` takes numbers, but the value is {}",
-                op.symbol(),
-                kind(v)
-            ),
-            &e.span,
-            "use numbers; to join text write both in one string or use format()",
-        )
-    })
-}
-
-/// `a OP b` on numbers: whole numbers stay whole while the result is exact.
-fn arith(op: BinaryOp, a: &Value, b: &Value, e: &Expr) -> Result<Value, EvalError> {
-    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
-        let exact = match op {
-            BinaryOp::Add => x.checked_add(y),
-            BinaryOp::Sub => x.checked_sub(y),
-            BinaryOp::Mul => x.checked_mul(y),
-            BinaryOp::Div if y != 0 && x % y == 0 => x.checked_div(y),
-            BinaryOp::Rem if y != 0 => x.checked_rem(y),
-            _ => None,
-        };
-        if let Some(v) = exact {
-            return Ok(Value::from(v));
-        }
-    }
-    let (x, y) = (
-        a.as_f64().unwrap_or(f64::NAN),
-        b.as_f64().unwrap_or(f64::NAN),
-    );
-    if matches!(op, BinaryOp::Div | BinaryOp::Rem) && y == 0.0 {
-        return Err(bad("division by zero".into(), &e.span, "check the divisor"));
-    }
-    let r = match op {
-        BinaryOp::Add => x + y,
-        BinaryOp::Sub => x - y,
-        BinaryOp::Mul => x * y,
-        BinaryOp::Div => x / y,
-        _ => x % y,
-    };
-    serde_json::Number::from_f64(r)
-        .map(Value::Number)
-        .ok_or_else(|| {
-            bad(
-                format!("`{}` gives no finite number here", op.symbol()),
-                &e.span,
-                "check the operands",
-            )
-        })
-}
-
-fn index_into(base: &Value, i: &Value, expr: &Expr, index: &Expr) -> Result<Value, EvalError> {
-    match base {
-        Value::Array(items) => {
-            let n = i
-                .as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0)
-                .ok_or_else(|| {
-                    bad(
-                        format!("a list's index must be a whole number from 0, not {i}"),
-                        &index.span,
-                        "lists are indexed from 0: `[0]`",
-                    )
-                })? as usize;
-            items.get(n).cloned().ok_or_else(|| {
-                bad(
-                    format!(
-                        "index {n} is past the end of the list, which has {} item{}",
-                        items.len(),
-                        if items.len() == 1 { "" } else { "s" }
-                    ),
-                    &index.span,
-                    "element(list, i) wraps around instead",
-                )
-            })
-        }
-        Value::Object(m) => {
-            let key = functions::text(i);
-            m.get(&key).cloned().ok_or_else(|| {
-                bad(
-                    format!("the table has no key `{key}`"),
-                    &index.span,
-                    "lookup(table, key, default) gives a default instead",
-                )
-            })
-        }
-        other => Err(bad(
-            format!(
-                "`[…]` reads a list or a table, but the value is {}",
-                kind(other)
-            ),
-            &expr.span,
-            "index lists and tables only",
-        )),
-    }
 }
 
 fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Value>, EvalError> {

@@ -6,21 +6,10 @@ use std::path::Path;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
+use super::call::whole;
+pub use super::call::{CallContext, RenderTemplate, same, text};
+use super::text::{format, join, replace, split, trim};
 use super::ty::Ty;
-
-/// Renders a template file's text with the given names; the path is for
-/// messages.
-pub type RenderTemplate<'a> =
-    dyn Fn(&Path, &str, &Map<String, Value>) -> Result<String, String> + 'a;
-
-/// What a function needs from where it is called.
-pub struct CallContext<'a> {
-    /// The folder relative paths (`file`, `templatefile`) resolve against.
-    pub dir: &'a Path,
-    /// Render a template file's text with the given names (`templatefile`);
-    /// the path is for messages.
-    pub render: &'a RenderTemplate<'a>,
-}
 
 /// One function.
 pub struct Function {
@@ -263,160 +252,10 @@ pub fn names() -> impl Iterator<Item = &'static str> + Clone {
     FUNCTIONS.iter().map(|f| f.name)
 }
 
-/// Whether two values are equal, numbers by value (`2 == 2.0`).
-pub fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        _ => a == b,
-    }
-}
-
-/// A value as text: strings as they are, numbers and booleans as written.
-pub fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn whole(v: &Value, what: &str) -> Result<i64, String> {
-    match v.as_i64() {
-        Some(i) => Ok(i),
-        None => match v.as_f64() {
-            Some(f) if f.fract() == 0.0 && f.abs() < 9e15 => Ok(f as i64),
-            _ => Err(format!("{what} must be a whole number, not {v}")),
-        },
-    }
-}
-
 fn sorted(v: &Value) -> impl Iterator<Item = (&String, &Value)> {
     let mut entries: Vec<_> = v.as_object().into_iter().flatten().collect();
     entries.sort_by(|a, b| a.0.cmp(b.0));
     entries.into_iter()
-}
-
-fn split(a: &[Value], _: &CallContext) -> Result<Value, String> {
-    let (sep, s) = (text(&a[0]), text(&a[1]));
-    if s.is_empty() {
-        return Ok(Value::Array(vec![]));
-    }
-    if sep.is_empty() {
-        return Ok(s.chars().map(|c| Value::from(c.to_string())).collect());
-    }
-    Ok(s.split(sep.as_str()).map(Value::from).collect())
-}
-
-fn join(a: &[Value], _: &CallContext) -> Result<Value, String> {
-    let items = a[1]
-        .as_array()
-        .ok_or("the second argument must be a list")?;
-    let mut parts = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        if item.is_array() || item.is_object() {
-            return Err(format!("item {i} of the list is not text: {item}"));
-        }
-        parts.push(text(item));
-    }
-    Ok(parts.join(&text(&a[0])).into())
-}
-
-fn replace(a: &[Value], _: &CallContext) -> Result<Value, String> {
-    let search = text(&a[1]);
-    if search.is_empty() {
-        return Err("the text to search for is empty".into());
-    }
-    Ok(text(&a[0]).replace(&search, &text(&a[2])).into())
-}
-
-fn trim(a: &[Value], _: &CallContext) -> Result<Value, String> {
-    let s = text(&a[0]);
-    Ok(match a.get(1) {
-        None => s.trim().to_string(),
-        Some(chars) => {
-            let chars = text(chars);
-            s.trim_matches(|c| chars.contains(c)).to_string()
-        }
-    }
-    .into())
-}
-
-/// The widest `format` pads a value to.
-const MAX_WIDTH: usize = 1000;
-
-/// `format`: `%s` text, `%d` a whole number, `%f` a number (`%.2f`), `%v`
-/// any value, `%q` quoted text, `%%` a percent sign; a width pads on the
-/// left (`%5d`), or on the right with `-` (`%-5s`).
-fn format(a: &[Value], _: &CallContext) -> Result<Value, String> {
-    let spec = text(&a[0]);
-    let mut args = a[1..].iter();
-    let mut out = String::new();
-    let mut chars = spec.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        if chars.peek() == Some(&'%') {
-            chars.next();
-            out.push('%');
-            continue;
-        }
-        let left = chars.next_if_eq(&'-').is_some();
-        let mut width = String::new();
-        while let Some(d) = chars.next_if(|c| c.is_ascii_digit()) {
-            width.push(d);
-        }
-        let mut precision = None;
-        if chars.next_if_eq(&'.').is_some() {
-            let mut p = String::new();
-            while let Some(d) = chars.next_if(|c| c.is_ascii_digit()) {
-                p.push(d);
-            }
-            precision = Some(p.parse::<usize>().unwrap_or(0));
-        }
-        let verb = chars
-            .next()
-            .ok_or("the spec ends with `%`; write `%%` for a percent sign")?;
-        let arg = args.next().ok_or_else(|| {
-            format!("`%{verb}` has no value: the spec asks for more values than given")
-        })?;
-        let piece = match verb {
-            's' => text(arg),
-            'v' => text(arg),
-            'q' => Value::from(text(arg)).to_string(),
-            'd' => whole(arg, "`%d`'s value")?.to_string(),
-            'f' => {
-                let f = arg
-                    .as_f64()
-                    .ok_or_else(|| format!("`%f` needs a number, not {arg}"))?;
-                format!("{f:.*}", precision.unwrap_or(6))
-            }
-            other => {
-                return Err(format!(
-                    "`%{other}` is not a verb format knows (%s %d %f %v %q %%)"
-                ));
-            }
-        };
-        let width: usize = match width.as_str() {
-            "" => 0,
-            w => w.parse().unwrap_or(usize::MAX),
-        };
-        if width > MAX_WIDTH {
-            return Err(format!("a width above {MAX_WIDTH} is not supported"));
-        }
-        let pad = width.saturating_sub(piece.chars().count());
-        if left {
-            out.push_str(&piece);
-            out.extend(std::iter::repeat_n(' ', pad));
-        } else {
-            out.extend(std::iter::repeat_n(' ', pad));
-            out.push_str(&piece);
-        }
-    }
-    if args.next().is_some() {
-        return Err("more values were given than the spec has verbs for".into());
-    }
-    Ok(out.into())
 }
 
 fn length(a: &[Value], _: &CallContext) -> Result<Value, String> {
@@ -551,6 +390,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Call the function `name` with the arguments in the JSON array `args`.
     fn call(name: &str, args: Value) -> Result<Value, String> {
         let dir = std::env::temp_dir();
         let render = |_: &Path, body: &str, names: &Map<String, Value>| {
@@ -562,72 +402,6 @@ mod tests {
         };
         let args = args.as_array().unwrap().clone();
         (find(name).unwrap().run)(&args, &cx)
-    }
-
-    #[test]
-    fn strings() {
-        assert_eq!(
-            call("split", json!([",", "subnet-1,subnet-2"])).unwrap(),
-            json!(["subnet-1", "subnet-2"])
-        );
-        assert_eq!(call("split", json!([",", ""])).unwrap(), json!([]));
-        assert_eq!(
-            call("join", json!(["-", ["a", 2, true]])).unwrap(),
-            json!("a-2-true")
-        );
-        assert!(
-            call("join", json!(["-", [["x"]]]))
-                .unwrap_err()
-                .contains("item 0")
-        );
-        assert_eq!(
-            call("replace", json!(["a.b.c", ".", "/"])).unwrap(),
-            json!("a/b/c")
-        );
-        assert_eq!(call("lower", json!(["P4D"])).unwrap(), json!("p4d"));
-        assert_eq!(call("upper", json!(["p5"])).unwrap(), json!("P5"));
-        assert_eq!(call("trim", json!(["  x \n"])).unwrap(), json!("x"));
-        assert_eq!(call("trim", json!(["--x--", "-"])).unwrap(), json!("x"));
-    }
-
-    #[test]
-    fn format_verbs() {
-        assert_eq!(
-            call(
-                "format",
-                json!([
-                    "%s-%d nodes %.1f%% %q|%-4s|%4d",
-                    "p5",
-                    8,
-                    99.25,
-                    "x",
-                    "ab",
-                    7
-                ])
-            )
-            .unwrap(),
-            json!("p5-8 nodes 99.2% \"x\"|ab  |   7")
-        );
-        assert!(
-            call("format", json!(["%s %s", "a"]))
-                .unwrap_err()
-                .contains("`%s` has no value")
-        );
-        assert!(
-            call("format", json!(["%s", "a", "b"]))
-                .unwrap_err()
-                .contains("more values")
-        );
-        assert!(
-            call("format", json!(["%d", "x"]))
-                .unwrap_err()
-                .contains("whole number")
-        );
-        assert!(
-            call("format", json!(["%y", 1]))
-                .unwrap_err()
-                .contains("`%y`")
-        );
     }
 
     #[test]

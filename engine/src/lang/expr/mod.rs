@@ -5,10 +5,14 @@
 //! The grammar is in `docs/workflow-language.md` ("Expressions").
 
 pub mod ast;
+pub mod call;
+pub mod error;
 pub mod eval;
 pub mod functions;
 pub mod interp;
 pub mod lex;
+pub mod ops;
 pub mod parse;
+pub mod text;
 pub mod ty;
 pub mod types;
