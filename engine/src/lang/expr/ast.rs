@@ -301,6 +301,28 @@ impl Expr {
         }
     }
 
+    /// How deep the tree is, found without recursion.
+    pub fn depth(&self) -> usize {
+        let e = self;
+        let mut deepest = 0;
+        let mut stack: Vec<(&Expr, usize)> = vec![(e, 1)];
+        while let Some((e, depth)) = stack.pop() {
+            deepest = deepest.max(depth);
+            let children: Vec<&Expr> = match &e.kind {
+                ExprKind::Literal(_) => Vec::new(),
+                ExprKind::Ref(r) => r.index.iter().map(|i| &**i).collect(),
+                ExprKind::List(items) => items.iter().collect(),
+                ExprKind::Table(entries) => entries.iter().map(|(_, v)| v).collect(),
+                ExprKind::Attr(a, _) | ExprKind::Unary(_, a) => vec![&**a],
+                ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => vec![&**a, &**b],
+                ExprKind::Call(c) => c.args.iter().collect(),
+                ExprKind::Cond(c, a, b) => vec![&**c, &**a, &**b],
+            };
+            stack.extend(children.into_iter().map(|c| (c, depth + 1)));
+        }
+        deepest
+    }
+
     /// The reference, when the expression is exactly one.
     pub fn as_ref(&self) -> Option<&Reference> {
         match &self.kind {

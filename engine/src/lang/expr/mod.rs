@@ -13,6 +13,7 @@ pub mod interp;
 pub mod lex;
 pub mod ops;
 pub mod parse;
+pub mod parse_refs;
 pub mod text;
 pub mod ty;
 pub mod types;

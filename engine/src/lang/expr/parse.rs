@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::ast::{BinaryOp, Call, EachField, Expr, ExprKind, RefTarget, Reference, UnaryOp};
+use super::ast::{BinaryOp, Call, EachField, Expr, ExprKind, RefTarget, UnaryOp};
 use super::lex::{Token, tokens};
 use crate::diag::Span;
 use flow_providers::suggest::closest;
@@ -45,7 +45,7 @@ pub enum Names {
 /// The roots a workflow expression can start with.
 const ROOTS: &[&str] = &["vars", "steps", "each", "modules", "inputs"];
 
-const REF_HELP: &str = "a reference is `${vars.NAME}` or `${steps.STEP.outputs.KEY}`";
+pub(super) const REF_HELP: &str = "a reference is `${vars.NAME}` or `${steps.STEP.outputs.KEY}`";
 
 /// Parse `text`, mapping ranges of `text` to file spans with `at`.
 pub fn parse(
@@ -75,7 +75,7 @@ pub fn parse(
         ));
     }
     let e = p.expr()?;
-    if tree_depth(&e) > MAX_TREE_DEPTH {
+    if e.depth() > MAX_TREE_DEPTH {
         return Err(p.error(
             0..text.len(),
             &format!("the expression is more than {MAX_TREE_DEPTH} operations deep"),
@@ -92,22 +92,15 @@ pub fn parse(
     Ok(e)
 }
 
-/// How an instance's key is written.
-enum InstanceKey {
-    /// `["8"]` or `[8]`: the instance's address.
-    Literal(String),
-    /// `[vars.n]`: an expression.
-    Expr(Expr),
-}
-
-struct Parser<'a> {
-    toks: Vec<(Token, Range<usize>)>,
-    pos: usize,
-    end: usize,
-    at: &'a dyn Fn(Range<usize>) -> Span,
-    names: Names,
+/// The state of one parse (its reference forms are in `parse_refs`).
+pub(super) struct Parser<'a> {
+    pub(super) toks: Vec<(Token, Range<usize>)>,
+    pub(super) pos: usize,
+    pub(super) end: usize,
+    pub(super) at: &'a dyn Fn(Range<usize>) -> Span,
+    pub(super) names: Names,
     /// How deep `expr` is nested, to refuse what would exhaust the stack.
-    depth: usize,
+    pub(super) depth: usize,
 }
 
 /// The deepest nesting of parentheses, lists, calls and conditions while
@@ -118,29 +111,8 @@ const MAX_DEPTH: usize = 100;
 /// recursively, on the small stacks of the apply's tasks.
 const MAX_TREE_DEPTH: usize = 64;
 
-/// How deep `e` is, found without recursion.
-fn tree_depth(e: &Expr) -> usize {
-    let mut deepest = 0;
-    let mut stack: Vec<(&Expr, usize)> = vec![(e, 1)];
-    while let Some((e, depth)) = stack.pop() {
-        deepest = deepest.max(depth);
-        let children: Vec<&Expr> = match &e.kind {
-            ExprKind::Literal(_) => Vec::new(),
-            ExprKind::Ref(r) => r.index.iter().map(|i| &**i).collect(),
-            ExprKind::List(items) => items.iter().collect(),
-            ExprKind::Table(entries) => entries.iter().map(|(_, v)| v).collect(),
-            ExprKind::Attr(a, _) | ExprKind::Unary(_, a) => vec![&**a],
-            ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => vec![&**a, &**b],
-            ExprKind::Call(c) => c.args.iter().collect(),
-            ExprKind::Cond(c, a, b) => vec![&**c, &**a, &**b],
-        };
-        stack.extend(children.into_iter().map(|c| (c, depth + 1)));
-    }
-    deepest
-}
-
 impl Parser<'_> {
-    fn error(&self, range: Range<usize>, message: &str, help: &str) -> ParseError {
+    pub(super) fn error(&self, range: Range<usize>, message: &str, help: &str) -> ParseError {
         ParseError {
             kind: ParseErrorKind::Syntax,
             message: message.to_string(),
@@ -149,7 +121,7 @@ impl Parser<'_> {
         }
     }
 
-    fn not_a_reference(&self, range: Range<usize>, help: String) -> ParseError {
+    pub(super) fn not_a_reference(&self, range: Range<usize>, help: String) -> ParseError {
         ParseError {
             kind: ParseErrorKind::NotAReference,
             message: "not a reference".into(),
@@ -158,38 +130,38 @@ impl Parser<'_> {
         }
     }
 
-    fn peek(&self) -> Option<&Token> {
+    pub(super) fn peek(&self) -> Option<&Token> {
         self.toks.get(self.pos).map(|(t, _)| t)
     }
 
-    fn peek_punct(&self, p: &str) -> bool {
+    pub(super) fn peek_punct(&self, p: &str) -> bool {
         matches!(self.peek(), Some(Token::Punct(q)) if *q == p)
     }
 
     /// The range of the next token, or an empty one at the end.
-    fn here(&self) -> Range<usize> {
+    pub(super) fn here(&self) -> Range<usize> {
         self.toks
             .get(self.pos)
             .map(|(_, r)| r.clone())
             .unwrap_or(self.end..self.end)
     }
 
-    fn start(&self) -> usize {
+    pub(super) fn start(&self) -> usize {
         self.here().start
     }
 
-    fn last_end(&self) -> usize {
+    pub(super) fn last_end(&self) -> usize {
         self.toks[self.pos - 1].1.end
     }
 
-    fn node(&self, start: usize, kind: ExprKind) -> Expr {
+    pub(super) fn node(&self, start: usize, kind: ExprKind) -> Expr {
         Expr {
             span: (self.at)(start..self.last_end()),
             kind,
         }
     }
 
-    fn expect(&mut self, p: &str, what: &str) -> Result<(), ParseError> {
+    pub(super) fn expect(&mut self, p: &str, what: &str) -> Result<(), ParseError> {
         if self.peek_punct(p) {
             self.pos += 1;
             return Ok(());
@@ -205,7 +177,7 @@ impl Parser<'_> {
         ))
     }
 
-    fn ident(&mut self, what: &str) -> Result<(String, Range<usize>), ParseError> {
+    pub(super) fn ident(&mut self, what: &str) -> Result<(String, Range<usize>), ParseError> {
         match self.toks.get(self.pos) {
             Some((Token::Ident(s), r)) => {
                 let out = (s.clone(), r.clone());
@@ -217,7 +189,7 @@ impl Parser<'_> {
     }
 
     /// `binary ('?' expr ':' expr)?`
-    fn expr(&mut self) -> Result<Expr, ParseError> {
+    pub(super) fn expr(&mut self) -> Result<Expr, ParseError> {
         if self.depth >= MAX_DEPTH {
             return Err(self.error(
                 self.here(),
@@ -427,79 +399,6 @@ impl Parser<'_> {
         Ok(self.node(start, kind))
     }
 
-    fn expect_dot(&mut self, help: &str) -> Result<(), ParseError> {
-        if self.peek_punct(".") {
-            self.pos += 1;
-            Ok(())
-        } else {
-            Err(self.not_a_reference(self.here(), format!("{help}; {REF_HELP}")))
-        }
-    }
-
-    fn reference(&self, start: usize, target: RefTarget) -> ExprKind {
-        ExprKind::Ref(Reference {
-            target,
-            span: (self.at)(start..self.last_end()),
-            index: None,
-        })
-    }
-
-    /// `steps.STEP.outputs.KEY(.MORE)*`, after `steps`.
-    fn output(&mut self, start: usize) -> Result<ExprKind, ParseError> {
-        self.expect_dot("`steps` is followed by `.STEP.outputs.KEY`")?;
-        let (mut step, _) = self.ident("a step's name after `steps.`")?;
-        let mut index = None;
-        if self.peek_punct("[") {
-            match self.instance_key(&step)? {
-                InstanceKey::Literal(address) => step = address,
-                InstanceKey::Expr(e) => index = Some(Box::new(e)),
-            }
-        }
-        self.expect_dot("a step is followed by `.outputs.KEY`")?;
-        let (word, word_range) = self.ident("`outputs` after the step's name")?;
-        if word != "outputs" {
-            let help = match closest(&word, ["outputs"]) {
-                Some(_) => format!("write `outputs`, not `{word}`; {REF_HELP}"),
-                None => format!("a step's values are under `outputs`; {REF_HELP}"),
-            };
-            return Err(self.not_a_reference(word_range, help));
-        }
-        self.expect_dot("`outputs` is followed by `.KEY`")?;
-        let (mut key, _) = self.ident("an output's name after `outputs.`")?;
-        while self.peek_punct(".")
-            && matches!(self.toks.get(self.pos + 1), Some((Token::Ident(_), _)))
-        {
-            self.pos += 1;
-            let (more, _) = self.ident("a key")?;
-            key.push('.');
-            key.push_str(&more);
-        }
-        let ExprKind::Ref(mut r) = self.reference(start, RefTarget::Output { step, key }) else {
-            unreachable!("reference() makes a reference")
-        };
-        r.index = index;
-        Ok(ExprKind::Ref(r))
-    }
-
-    /// `["KEY"]` (or `[8]`) after a step's name: the address of one of its
-    /// `for_each` instances; or `[EXPR]`, a key worked out once the
-    /// variables are known.
-    fn instance_key(&mut self, step: &str) -> Result<InstanceKey, ParseError> {
-        self.pos += 1;
-        let literal = match (self.toks.get(self.pos), self.toks.get(self.pos + 1)) {
-            (Some((Token::Str(s), _)), Some((Token::Punct("]"), _))) => Some(s.clone()),
-            (Some((Token::Int(i), _)), Some((Token::Punct("]"), _))) => Some(i.to_string()),
-            _ => None,
-        };
-        if let Some(key) = literal {
-            self.pos += 2;
-            return Ok(InstanceKey::Literal(super::ast::instance_name(step, &key)));
-        }
-        let e = self.expr()?;
-        self.expect("]", "to close the instance's key")?;
-        Ok(InstanceKey::Expr(e))
-    }
-
     /// Arguments after `(`, through `)`.
     fn args(&mut self) -> Result<Vec<super::ast::Expr>, ParseError> {
         let mut out = Vec::new();
@@ -570,6 +469,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lang::expr::ast::Reference;
 
     fn p(text: &str) -> Result<Expr, ParseError> {
         parse(text, &|r| r, Names::Workflow)
