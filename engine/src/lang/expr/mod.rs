@@ -1,8 +1,11 @@
 //! Expressions inside `${…}`: references, function calls, operators and
 //! conditions. The way through: `interp` finds the `${…}` in a text, `lex`
-//! and `parse` turn a body into an `ast::Expr`, `types` checks it before
-//! anything runs (with `functions`' signatures and the `ty` lattice), and `eval` computes it.
-//! The grammar is in `docs/workflow-language.md` ("Expressions").
+//! and `parse` (with `parse_refs` for the reference forms) turn a body into
+//! an `ast::Expr`, `types` checks it before anything runs (with the `ty`
+//! lattice and the signatures in `functions`), and `eval` computes it
+//! (`ops` for the operators, `functions` with `call` and `text` for the
+//! standard library, `error` for what goes wrong). The grammar is in
+//! `docs/workflow-language.md` ("Expressions").
 
 pub mod ast;
 pub mod call;
