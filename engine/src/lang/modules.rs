@@ -427,7 +427,9 @@ pub fn outputs_read<'w>(
     out: &mut Vec<(&'w str, Span)>,
     depth: usize,
 ) {
-    if depth > 64 {
+    // Inputs and outputs may refer to each other through several calls;
+    // a loop between them is refused when they are evaluated.
+    if depth > 16 {
         return;
     }
     for r in refs {

@@ -96,6 +96,7 @@ impl<'a> Context<'a> {
         name: &str,
         taint: &mut Taint,
     ) -> Result<Option<serde_json::Value>, ResolveError> {
+        let _guard = Nesting::enter(&frame.call_source, &frame.call_span)?;
         let decl = frame.decls.iter().find(|d| d.name == name);
         taint.sensitive |= decl.is_some_and(|d| d.sensitive);
         let given = frame.inputs.iter().find(|e| e.key == name);
@@ -162,6 +163,7 @@ impl<'a> Context<'a> {
         key: &str,
         taint: &mut Taint,
     ) -> Result<Option<serde_json::Value>, ResolveError> {
+        let _guard = Nesting::enter(&self.wf.source, &(0..0))?;
         let Some(outputs) = self.wf.module_outputs.get(module) else {
             return Err(ResolveError {
                 code: "flow::bad-reference",
@@ -210,6 +212,45 @@ fn fits(ty: super::ast::VarType, v: &serde_json::Value) -> bool {
             | (T::List, V::Array(_))
             | (T::Table, V::Object(_))
     ) && !(ty == T::Integer && v.as_f64().is_some_and(|f| f.fract() != 0.0))
+}
+
+/// How deep module inputs and outputs are being evaluated through each
+/// other: a module whose input reads its own output would never end.
+struct Nesting;
+
+thread_local! {
+    static NESTING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+impl Nesting {
+    /// The deepest chain of module inputs and outputs evaluated.
+    const MAX: usize = 32;
+
+    fn enter(
+        source: &crate::diag::Source,
+        span: &crate::diag::Span,
+    ) -> Result<Nesting, ResolveError> {
+        let depth = NESTING.with(|n| n.get());
+        if depth >= Self::MAX {
+            return Err(ResolveError {
+                code: "flow::module-cycle",
+                message: "module inputs and outputs read each other in a loop".into(),
+                span: span.clone(),
+                help: Some(
+                    "an input of a module cannot be computed from that module's own outputs".into(),
+                ),
+                source: Some(source.clone()),
+            });
+        }
+        NESTING.with(|n| n.set(depth + 1));
+        Ok(Nesting)
+    }
+}
+
+impl Drop for Nesting {
+    fn drop(&mut self) {
+        NESTING.with(|n| n.set(n.get().saturating_sub(1)));
+    }
 }
 
 /// Every string inside `v` (numbers as text), for masking.

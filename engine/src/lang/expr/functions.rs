@@ -349,7 +349,10 @@ fn range(a: &[Value], _: &CallContext) -> Result<Value, String> {
     let mut i = start;
     while (step > 0 && i < end) || (step < 0 && i > end) {
         out.push(Value::from(i));
-        i += step;
+        match i.checked_add(step) {
+            Some(next) => i = next,
+            None => break,
+        }
     }
     Ok(Value::Array(out))
 }
@@ -436,6 +439,10 @@ mod tests {
         assert!(call("range", json!([0, 5, 0])).is_err());
         assert!(call("range", json!([0, 1e12])).is_err());
         assert!(call("range", json!([-1, i64::MAX])).is_err());
+        assert_eq!(
+            call("range", json!([i64::MAX - 1, i64::MAX, 2])).unwrap(),
+            json!([i64::MAX - 1])
+        );
         assert_eq!(call("contains", json!([[2, 4], 4.0])).unwrap(), json!(true));
         assert_eq!(call("contains", json!([["a"], "b"])).unwrap(), json!(false));
     }

@@ -82,7 +82,13 @@ pub(super) fn format(a: &[Value], _: &CallContext) -> Result<Value, String> {
             while let Some(d) = chars.next_if(|c| c.is_ascii_digit()) {
                 p.push(d);
             }
-            precision = Some(p.parse::<usize>().unwrap_or(0));
+            match p.parse::<usize>() {
+                Ok(n) if n <= MAX_WIDTH => precision = Some(n),
+                Ok(_) | Err(_) if !p.is_empty() => {
+                    return Err(format!("a precision above {MAX_WIDTH} is not supported"));
+                }
+                _ => precision = Some(0),
+            }
         }
         let verb = chars
             .next()
