@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::ast::{ModuleFrame, Node, NodeKind, Part, StepDecl, Workflow};
 pub use super::expr::eval::{EvalError as ResolveError, Lookup, Scope};
 use super::expr::eval::{InputLookup, ModuleLookup, Taint, eval};
+use super::expr::ops::strings_in;
 use super::var_values::VarValues;
 use crate::diag::Diag;
 
@@ -150,7 +151,7 @@ impl<'a> Context<'a> {
         if decl.is_some_and(|d| d.sensitive)
             && let Some(value) = &evaluated.value
         {
-            strings_of(value, &mut taint.derived);
+            strings_in(value, &mut taint.derived);
         }
         Ok(evaluated.value)
     }
@@ -250,17 +251,6 @@ impl Nesting {
 impl Drop for Nesting {
     fn drop(&mut self) {
         NESTING.with(|n| n.set(n.get().saturating_sub(1)));
-    }
-}
-
-/// Every string inside `v` (numbers as text), for masking.
-fn strings_of(v: &serde_json::Value, out: &mut Vec<String>) {
-    match v {
-        serde_json::Value::String(s) => out.push(s.clone()),
-        serde_json::Value::Number(n) => out.push(n.to_string()),
-        serde_json::Value::Array(items) => items.iter().for_each(|i| strings_of(i, out)),
-        serde_json::Value::Object(m) => m.values().for_each(|i| strings_of(i, out)),
-        _ => {}
     }
 }
 

@@ -460,13 +460,8 @@ fn render_template_once(
     let no_outputs = |_: &str, _: &str| Lookup::Unknown;
     let dir = path.parent().unwrap_or(Path::new("."));
     let scope = Scope {
-        vars,
-        outputs: &no_outputs,
-        dir,
         locals: Some(names),
-        each: None,
-        inputs: None,
-        modules: None,
+        ..Scope::new(vars, &no_outputs, dir)
     };
     let mut out = String::new();
     for piece in pieces {
@@ -527,21 +522,19 @@ mod tests {
         }
     }
 
-    fn run(text: &str) -> Result<(Option<Value>, bool), EvalError> {
+    /// The value of `text` and what secrets went into it.
+    fn run_tainted(text: &str) -> (Result<Option<Value>, EvalError>, Taint) {
         let e = parse(text, &|r| r, Names::Workflow).unwrap();
         let vars = vars();
         let dir = std::env::temp_dir();
-        let scope = Scope {
-            vars: &vars,
-            outputs: &outs,
-            dir: &dir,
-            locals: None,
-            each: None,
-            inputs: None,
-            modules: None,
-        };
         let mut taint = Taint::default();
-        eval(&e, &scope, &mut taint).map(|v| (v, taint.sensitive))
+        let value = eval(&e, &Scope::new(&vars, &outs, &dir), &mut taint);
+        (value, taint)
+    }
+
+    fn run(text: &str) -> Result<(Option<Value>, bool), EvalError> {
+        let (value, taint) = run_tainted(text);
+        value.map(|v| (v, taint.sensitive))
     }
 
     fn value(text: &str) -> Value {
@@ -619,30 +612,12 @@ mod tests {
 
     #[test]
     fn text_made_from_a_secret_is_remembered_for_masking() {
-        let e = parse(
-            r#"format("Bearer %s", upper(vars.token))"#,
-            &|r| r,
-            Names::Workflow,
-        )
-        .unwrap();
-        let vars = vars();
-        let dir = std::env::temp_dir();
-        let scope = Scope {
-            vars: &vars,
-            outputs: &outs,
-            dir: &dir,
-            locals: None,
-            each: None,
-            inputs: None,
-            modules: None,
-        };
-        let mut taint = Taint::default();
-        eval(&e, &scope, &mut taint).unwrap();
+        let (value, taint) = run_tainted(r#"format("Bearer %s", upper(vars.token))"#);
+        value.unwrap();
         assert!(taint.sensitive);
         assert_eq!(taint.derived, ["HF_SECRET_TOKEN", "Bearer HF_SECRET_TOKEN"]);
-        let mut taint = Taint::default();
-        let plain = parse(r#"upper(vars.cfg.name)"#, &|r| r, Names::Workflow).unwrap();
-        eval(&plain, &scope, &mut taint).unwrap();
+        let (value, taint) = run_tainted("upper(vars.cfg.name)");
+        value.unwrap();
         assert!(!taint.sensitive && taint.derived.is_empty());
     }
 

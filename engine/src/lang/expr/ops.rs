@@ -8,7 +8,7 @@ use super::error::{EvalError, bad};
 use super::functions;
 
 /// Every string inside `v` (numbers too, as text), for masking.
-pub(super) fn strings_in(v: &Value, out: &mut Vec<String>) {
+pub fn strings_in(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) => out.push(s.clone()),
         Value::Number(n) => out.push(n.to_string()),

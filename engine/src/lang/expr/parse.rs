@@ -190,6 +190,15 @@ impl Parser<'_> {
 
     /// `binary ('?' expr ':' expr)?`
     pub(super) fn expr(&mut self) -> Result<Expr, ParseError> {
+        self.nested(Self::expr_inner)
+    }
+
+    /// `parse` one level deeper, refusing nesting that would exhaust the
+    /// stack.
+    fn nested(
+        &mut self,
+        parse: impl FnOnce(&mut Self) -> Result<Expr, ParseError>,
+    ) -> Result<Expr, ParseError> {
         if self.depth >= MAX_DEPTH {
             return Err(self.error(
                 self.here(),
@@ -198,7 +207,7 @@ impl Parser<'_> {
             ));
         }
         self.depth += 1;
-        let e = self.expr_inner();
+        let e = parse(self);
         self.depth -= 1;
         e
     }
@@ -261,17 +270,8 @@ impl Parser<'_> {
             _ => return self.postfix(),
         };
         self.pos += 1;
-        if self.depth >= MAX_DEPTH {
-            return Err(self.error(
-                self.here(),
-                &format!("the expression nests more than {MAX_DEPTH} deep"),
-                "split it into smaller expressions",
-            ));
-        }
-        self.depth += 1;
-        let operand = self.unary();
-        self.depth -= 1;
-        Ok(self.node(start, ExprKind::Unary(op, Box::new(operand?))))
+        let operand = self.nested(Self::unary)?;
+        Ok(self.node(start, ExprKind::Unary(op, Box::new(operand))))
     }
 
     fn postfix(&mut self) -> Result<Expr, ParseError> {
