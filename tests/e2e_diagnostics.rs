@@ -982,19 +982,6 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bad")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read fixtures") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy fixture");
-        }
-    }
-}
-
 /// Run `flow ARGS` in `project` with a controlled environment.
 fn run_flow(project: &Project, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = project.cmd(args);
@@ -1111,7 +1098,7 @@ fn check_run(case: &Case, command: &str, run: &Run, project: &Project) {
 /// what validate prints.
 fn check(case: &Case) {
     let project = Project::new();
-    copy_dir(&fixtures(), &project.path().join("bad"));
+    support::copy_dir(&fixtures(), &project.path().join("bad"));
     let file = format!("bad/{}", case.file);
     let mut validate_stderr = None;
     for command in ["validate", "plan", "apply"] {

@@ -316,13 +316,10 @@ run = "echo ${base64encode(vars.hf_token)}; echo ${jsonencode({ token = vars.hf_
 #[test]
 fn state_written_before_expressions_still_plans_no_changes() {
     let p = Project::new();
-    let fixture = support::workspace_root().join("tests/fixtures/compat");
-    for file in support::files_under(&fixture) {
-        let relative = file.strip_prefix(&fixture).expect("under the fixture");
-        let to = p.path().join(relative);
-        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
-        std::fs::copy(&file, &to).expect("copy");
-    }
+    support::copy_dir(
+        &support::workspace_root().join("tests/fixtures/compat"),
+        p.path(),
+    );
     let plan = p
         .run_env(
             &[

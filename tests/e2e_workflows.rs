@@ -805,15 +805,10 @@ fn write_compat_batch_p4d_fixture() {
 #[test]
 fn batch_p4d_state_from_before_the_module_plans_only_moves() {
     let p = Project::new();
-    let fixture = workspace_root().join("tests/fixtures/compat-batch-p4d/state");
-    for file in support::files_under(&fixture) {
-        let dest = p
-            .path()
-            .join("state")
-            .join(file.strip_prefix(&fixture).unwrap());
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(&file, &dest).unwrap();
-    }
+    support::copy_dir(
+        &workspace_root().join("tests/fixtures/compat-batch-p4d/state"),
+        &p.path().join("state"),
+    );
     let wf = workflow("batch-p4d.toml");
     let state = p.path().join("state").to_string_lossy().into_owned();
     let plan = offline(&p, &["plan", &wf, "--state-dir", &state]);

@@ -199,3 +199,17 @@ pub fn signal(child: &Child, sig: i32) {
     let rc = unsafe { libc::kill(child.id() as i32, sig) };
     assert_eq!(rc, 0, "kill failed");
 }
+
+/// Copy the folder `from`, with everything under it, to `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read fixtures") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy fixture");
+        }
+    }
+}
