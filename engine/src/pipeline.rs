@@ -4,8 +4,40 @@
 //! the plan starts and stops (`cost`). It sits above both `plan` and `cost`,
 //! so neither needs the other's pipeline.
 
+use crate::diag::Diagnostics;
+use crate::lang::load::Loaded;
+use crate::lang::resolve::Lookup;
 use crate::plan::model::{DriftFound, StepDrift};
+use crate::plan::outputs::PlannedOutputs;
 use crate::plan::{Action, Plan, PlanRequest, compute_plan, refine};
+
+/// Loads the workflow again, with the step outputs known now.
+pub type Reload<'a> = dyn Fn(&dyn Fn(&str, &str) -> Lookup) -> Result<Loaded, Diagnostics> + 'a;
+
+/// Expand the steps whose `for_each` was deferred as far as state allows:
+/// plan what is known, give the recorded outputs of the steps that plan
+/// leaves alone, and load again (through `reload`), until no more expands.
+/// `req.loaded` is the workflow as first loaded; the result replaces it.
+pub fn settle(req: &PlanRequest<'_>, reload: &Reload<'_>) -> Result<Loaded, Diagnostics> {
+    let mut loaded = req.loaded.clone();
+    // Each round expands at least one step, or stops.
+    for _ in 0..=req.loaded.workflow.steps.len() {
+        if loaded.workflow.deferred.is_empty() {
+            break;
+        }
+        let plan = compute_plan(&PlanRequest {
+            loaded: &loaded,
+            ..*req
+        })?;
+        let known = PlannedOutputs::of_plan(req.records, &plan);
+        let next = reload(&|step, key| known.lookup(step, key))?;
+        if next.workflow.deferred.len() >= loaded.workflow.deferred.len() {
+            break;
+        }
+        loaded = next;
+    }
+    Ok(loaded)
+}
 
 /// The whole planning pipeline: compare the workflow with state (as refresh
 /// found it; `drift` is what refresh saw), let providers that look at real

@@ -725,11 +725,11 @@ corpus! {
         says: &["item 0 of `for_each` is a table"],
         ..BASE
     },
-    for_each_over_a_step_output: Case {
-        file: "95-for-each-step-output.toml",
+    for_each_over_its_own_output: Case {
+        file: "95-for-each-own-output.toml",
         codes: &["flow::reference-not-allowed"],
         at: &["26:13"],
-        says: &["steps.build.for_each cannot use step outputs"],
+        says: &["steps.build.for_each cannot use the step's own outputs"],
         ..BASE
     },
     for_each_uses_each: Case {

@@ -99,6 +99,25 @@ pub fn load_workflow(file: &Path, vars: &VarInputs, registry: &Registry) -> CliR
     load(file, vars, registry, &|name| std::env::var(name).ok()).map_err(CliError::Diagnostics)
 }
 
+/// The workflow with each deferred `for_each` that state's outputs now make
+/// known expanded ([`crate::pipeline::settle`]); `None` when nothing was
+/// deferred, and `req.loaded` stands.
+pub fn settle_workflow(
+    req: &crate::plan::PlanRequest<'_>,
+    file: &Path,
+    vars: &VarInputs,
+) -> CliResult<Option<Loaded>> {
+    if req.loaded.workflow.deferred.is_empty() {
+        return Ok(None);
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    crate::pipeline::settle(req, &|outputs| {
+        crate::lang::load::load_with(file, vars, req.registry, &env, outputs)
+    })
+    .map(Some)
+    .map_err(CliError::Diagnostics)
+}
+
 /// Every record in `store`, by name.
 pub fn records_of(store: Option<&dyn StateBackend>) -> CliResult<BTreeMap<String, StepRecord>> {
     Ok(match store {

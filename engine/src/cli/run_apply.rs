@@ -10,7 +10,9 @@ use flow_state::{StateBackend, StepRecord};
 
 use super::args::ApplyArgs;
 use super::args::StateArgs;
-use super::common::{CliError, CliResult, Ui, confirm, load_workflow, moved_records, write_moves};
+use super::common::{
+    CliError, CliResult, Ui, confirm, load_workflow, moved_records, settle_workflow, write_moves,
+};
 use super::progress::print_json_summary;
 use super::refresh::{RefreshRequest, record, refreshed};
 use super::run::{finish, json_needs_approval, run_context, run_jobs, show_plan};
@@ -43,32 +45,79 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         ..VarInputs::default()
     };
     json_needs_approval(ui, args.auto_approve)?;
-    let loaded = load_workflow(&args.file, &vars, registry)?;
+    let mut loaded = load_workflow(&args.file, &vars, registry)?;
     let target = target_with(&args.file, &args.state, loaded.workflow.state.as_ref())?;
     let store = open(&target, &args.state, "flow apply", Access::Write).await?;
     let store = store.as_ref();
+    // A step whose for_each reads outputs known only after apply is planned
+    // in a later round, once those outputs are in state; the lock is held
+    // throughout.
+    for round in 1.. {
+        let deferred = match apply_round(args, &vars, &loaded, store, ui, registry, round).await? {
+            Round::Done(code) => return Ok(code),
+            Round::Deferred(n) => n,
+        };
+        if !ui.quiet && !ui.json {
+            println!(
+                "\nRound {}: planning the {deferred} deferred step{} now that what {} waited on has applied.\n",
+                round + 1,
+                if deferred == 1 { "" } else { "s" },
+                if deferred == 1 { "it" } else { "they" },
+            );
+        }
+        loaded = load_workflow(&args.file, &vars, registry)?;
+    }
+    unreachable!("the rounds end by returning")
+}
+
+/// How one round of apply ended.
+enum Round {
+    /// Finished, with this exit code.
+    Done(i32),
+    /// Applied, and this many steps wait for the next round.
+    Deferred(usize),
+}
+
+/// One round of `flow apply FILE`: refresh (the first round only), expand
+/// what state now makes known, plan, confirm, and run the plan.
+#[allow(clippy::too_many_arguments)]
+async fn apply_round(
+    args: &ApplyArgs,
+    vars: &VarInputs,
+    loaded: &Loaded,
+    store: &dyn StateBackend,
+    ui: Ui,
+    registry: &Registry,
+    round: usize,
+) -> CliResult<Round> {
     let request = RefreshRequest {
-        enabled: args.refresh || args.refresh_only,
+        enabled: round == 1 && (args.refresh || args.refresh_only),
         parallelism: args.parallelism,
         targets: &args.target,
         timeout: args.refresh_timeout,
     };
-    let (records, moves) = moved_records(&loaded, Some(store))?;
-    let refresh = refreshed(&loaded, registry, records, request).await?;
+    let (records, moves) = moved_records(loaded, Some(store))?;
+    let refresh = refreshed(loaded, registry, records, request).await?;
     if args.refresh_only {
-        return refresh_only(store, &refresh, &moves, ui, args.auto_approve).await;
+        return refresh_only(store, &refresh, &moves, ui, args.auto_approve)
+            .await
+            .map(Round::Done);
     }
     let prices = crate::cost::PriceTable::choose(None).ok();
+    let salt = store.salt();
+    let request = PlanRequest {
+        loaded,
+        registry,
+        records: &refresh.records,
+        salt: &salt,
+        serial: store.serial(),
+        targets: &args.target,
+        replace: &args.replace,
+    };
+    let settled = settle_workflow(&request, &args.file, vars)?;
+    let loaded = settled.as_ref().unwrap_or(loaded);
     let plan = make_plan(
-        &PlanRequest {
-            loaded: &loaded,
-            registry,
-            records: &refresh.records,
-            salt: &store.salt(),
-            serial: store.serial(),
-            targets: &args.target,
-            replace: &args.replace,
-        },
+        &PlanRequest { loaded, ..request },
         prices.as_ref(),
         refresh.drift.clone(),
     )
@@ -79,12 +128,16 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     })
     .map_err(CliError::Diagnostics)?;
     show_plan(&plan, ui, plan.has_changes() && !args.auto_approve);
-    if !plan.has_changes() && !deps_changed(&plan, &refresh.records) {
+    let runnable = !plan.moved.is_empty() || plan.changes.iter().any(|c| c.action != Action::NoOp);
+    if !runnable && !deps_changed(&plan, &refresh.records) {
         record(store, &refresh).await?;
+        if !plan.deferred.is_empty() {
+            return Err(stuck(&plan));
+        }
         if ui.json {
             print_json_summary(&Report::default());
         }
-        return Ok(0);
+        return Ok(Round::Done(0));
     }
     if plan.has_changes() {
         confirm("\nDo you want to apply these changes?", args.auto_approve)?;
@@ -94,9 +147,10 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     }
     write_moves(store, &plan.moved, &refresh.records).await?;
     record(store, &refresh).await?;
-    execute(
+    let deferred = plan.deferred.len();
+    let code = execute(
         store,
-        &loaded,
+        loaded,
         plan,
         refresh.records,
         registry,
@@ -104,8 +158,31 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         args.parallelism,
         &args.file,
     )
-    .await
+    .await?;
+    Ok(match deferred {
+        0 => Round::Done(code),
+        n => Round::Deferred(n),
+    })
 }
+
+/// The error for deferred steps that nothing left in the plan can unblock.
+fn stuck(plan: &Plan) -> CliError {
+    let names: Vec<String> = plan
+        .deferred
+        .iter()
+        .map(|d| format!("`{}` ({})", d.step, d.reason))
+        .collect();
+    CliError::help(
+        format!(
+            "{} step{} stay deferred after everything else applied: {}",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" },
+            names.join("; ")
+        ),
+        "a for_each may read outputs of steps that apply in the same run; check that those steps are not excluded by --target",
+    )
+}
+
 /// `flow apply --refresh-only`: show what changed outside flow and record it
 /// in state, changing nothing in the cloud.
 async fn refresh_only(
@@ -231,16 +308,20 @@ async fn apply_saved(
     let (records, moves) = moved_records(&loaded, Some(store))?;
     let refresh = refreshed(&loaded, registry, records, request).await?;
     let prices = crate::cost::PriceTable::choose(None).ok();
+    let salt = store.salt();
+    let request = PlanRequest {
+        loaded: &loaded,
+        registry,
+        records: &refresh.records,
+        salt: &salt,
+        serial: store.serial(),
+        targets: &saved.targets,
+        replace: &saved.replace,
+    };
+    let settled = settle_workflow(&request, &saved.workflow_path, &vars)?;
+    let loaded = settled.as_ref().unwrap_or(&loaded);
     let plan = make_plan(
-        &PlanRequest {
-            loaded: &loaded,
-            registry,
-            records: &refresh.records,
-            salt: &store.salt(),
-            serial: store.serial(),
-            targets: &saved.targets,
-            replace: &saved.replace,
-        },
+        &PlanRequest { loaded, ..request },
         prices.as_ref(),
         refresh.drift.clone(),
     )
@@ -259,7 +340,7 @@ async fn apply_saved(
             .map(StepChange::essence)
             .collect::<Vec<_>>()
     };
-    if essence(&plan) != essence(&saved.plan) {
+    if essence(&plan) != essence(&saved.plan) || plan.deferred != saved.plan.deferred {
         return Err(stale("recomputing it now gives a different plan".into()));
     }
     show_plan(&plan, ui, false);
@@ -268,9 +349,10 @@ async fn apply_saved(
     }
     write_moves(store, &plan.moved, &refresh.records).await?;
     record(store, &refresh).await?;
-    execute(
+    let deferred = plan.deferred.len();
+    let code = execute(
         store,
-        &loaded,
+        loaded,
         plan,
         refresh.records,
         registry,
@@ -278,7 +360,18 @@ async fn apply_saved(
         args.parallelism,
         &saved.workflow_path,
     )
-    .await
+    .await?;
+    if deferred > 0 && !ui.quiet && !ui.json {
+        // A saved plan is exactly what was reviewed: the deferred steps
+        // get a plan of their own.
+        println!(
+            "\n{deferred} deferred step{} not applied: a saved plan runs only what it shows. Plan again (`flow plan {} --out PLAN`) to plan {}.",
+            if deferred == 1 { " was" } else { "s were" },
+            saved.workflow_path.display(),
+            if deferred == 1 { "it" } else { "them" },
+        );
+    }
+    Ok(code)
 }
 #[allow(clippy::too_many_arguments)]
 async fn execute(

@@ -79,6 +79,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         drift: Vec::new(),
         moved: Vec::new(),
         warnings: Vec::new(),
+        deferred: Vec::new(),
     };
     print!("{}", render_text(&plan, &ui.style));
     confirm(

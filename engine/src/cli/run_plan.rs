@@ -3,7 +3,7 @@
 use flow_providers::Registry;
 
 use super::args::{PlanArgs, WorkflowArgs};
-use super::common::{CliError, CliResult, Ui, load_workflow, moved_records};
+use super::common::{CliError, CliResult, Ui, load_workflow, moved_records, settle_workflow};
 use super::refresh::{RefreshRequest, refreshed};
 use super::state_open::{Access, StateTarget, open_if_exists, target_with};
 use crate::lang::vars::VarInputs;
@@ -72,15 +72,20 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
             timeout: args.refresh_timeout,
         };
         let refresh = refreshed(&loaded, registry, records, request).await?;
+        let request = PlanRequest {
+            loaded: &loaded,
+            registry,
+            records: &refresh.records,
+            salt: &salt,
+            serial,
+            targets: &args.target,
+            replace: &args.replace,
+        };
+        let settled = settle_workflow(&request, &wf_args.file, &var_inputs(wf_args))?;
         make_plan(
             &PlanRequest {
-                loaded: &loaded,
-                registry,
-                records: &refresh.records,
-                salt: &salt,
-                serial,
-                targets: &args.target,
-                replace: &args.replace,
+                loaded: settled.as_ref().unwrap_or(&loaded),
+                ..request
             },
             Some(&prices),
             refresh.drift,

@@ -453,6 +453,17 @@ pub struct Workflow {
     pub module_outputs: std::collections::BTreeMap<String, ModuleOutputs>,
     /// Position of each step in `steps`, by name (see [`Workflow::index_steps`]).
     pub step_index: std::collections::HashMap<String, usize>,
+    /// Steps whose `for_each` reads outputs known only after apply, by
+    /// name: they stay in `steps` unexpanded until those outputs exist.
+    pub deferred: std::collections::BTreeMap<String, Deferral>,
+}
+
+/// Why a step with `for_each` waits: the steps whose outputs its keys come
+/// from, which must apply first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferral {
+    /// The steps whose outputs the `for_each` reads.
+    pub waits_on: Vec<String>,
 }
 
 impl Workflow {
@@ -464,6 +475,11 @@ impl Workflow {
             .enumerate()
             .map(|(i, s)| (s.name.clone(), i))
             .collect();
+    }
+
+    /// Whether `name` is a step whose `for_each` waits for apply.
+    pub fn is_deferred(&self, name: &str) -> bool {
+        self.deferred.contains_key(name)
     }
 
     /// The step called `name`.

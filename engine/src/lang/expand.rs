@@ -2,12 +2,17 @@
 //! variables are known: `nccl` with `for_each = [2, 8]` becomes `nccl["2"]`
 //! and `nccl["8"]`, each with its own `each.key` and `each.value`. Then the
 //! dependency edges between the instances.
+//!
+//! A `for_each` that reads step outputs not yet known (the step is still to
+//! be created or changed) leaves its step unexpanded and *deferred*
+//! ([`Workflow::deferred`]): the plan names it, and apply expands it in a
+//! later round, once the steps it waits on have applied.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::ast::{Instance, StepDecl, Workflow, base_name, instance_name};
+use super::ast::{Deferral, Instance, StepDecl, Workflow, base_name, instance_name};
 use super::check::{Edge, find_cycle};
 use super::expr::eval::{Taint, eval};
 use super::expr::functions::text;
@@ -21,10 +26,16 @@ use flow_providers::suggest::closest;
 pub type Instances = BTreeMap<String, Vec<String>>;
 
 /// Replace every step with `for_each` by its instances, in place and in
-/// order. Returns the instances made, and every problem: a `for_each` that
-/// is not a list or a table, a duplicate key, a list item that cannot be a
-/// key, a secret.
-pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
+/// order, reading step outputs through `outputs` (what state holds of steps
+/// the plan leaves alone). Returns the instances made, and every problem: a
+/// `for_each` that is not a list or a table, a duplicate key, a list item
+/// that cannot be a key, a secret. A `for_each` over outputs not known yet
+/// is deferred, not a problem.
+pub fn expand(
+    wf: &mut Workflow,
+    vars: &VarValues,
+    outputs: &dyn Fn(&str, &str) -> Lookup,
+) -> (Instances, Diagnostics) {
     let mut diags = Diagnostics::default();
     let mut instances = Instances::new();
     let indexed = |s: &StepDecl| {
@@ -35,13 +46,13 @@ pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
     if wf.steps.iter().all(|s| s.for_each.is_none() && !indexed(s)) {
         return (instances, diags);
     }
-    let no_outputs = |_: &str, _: &str| Lookup::Unknown;
     let snapshot = wf.clone();
     let cx = Context {
         wf: &snapshot,
         vars,
-        outputs: &no_outputs,
+        outputs,
     };
+    let mut deferred = std::collections::BTreeMap::new();
     let mut steps = Vec::with_capacity(wf.steps.len());
     for step in &wf.steps {
         let Some(node) = &step.for_each else {
@@ -69,7 +80,18 @@ pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
             ));
             continue;
         }
-        let pairs = match keyed(evaluated.value) {
+        // The steps whose outputs make the keys come first, as any step
+        // whose input reads them.
+        let waits_on = outputs_waited_on(&snapshot, step, node);
+        let mut step = step.clone();
+        step.depends_on
+            .extend(waits_on.iter().map(|w| (w.clone(), node.span.clone())));
+        let Some(value) = evaluated.value else {
+            deferred.insert(step.name.clone(), Deferral { waits_on });
+            steps.push(step);
+            continue;
+        };
+        let pairs = match keyed(value) {
             Ok(pairs) => pairs,
             Err((msg, help)) => {
                 diags.push(problem(format!("step `{}`: {msg}", step.name), help));
@@ -90,13 +112,25 @@ pub fn expand(wf: &mut Workflow, vars: &VarValues) -> (Instances, Diagnostics) {
             steps.push(instance);
         }
     }
-    for step in &mut steps {
+    for step in steps.iter_mut().filter(|s| !deferred.contains_key(&s.name)) {
         let source = wf.source_of(step).clone();
         resolve_instance_keys(step, &cx, &source, &mut diags);
     }
     wf.steps = steps;
+    wf.deferred = deferred;
     wf.index_steps();
     (instances, diags)
+}
+
+/// The steps whose outputs `node` (the `for_each` of `step`) reads, through
+/// module inputs and outputs too, each once.
+fn outputs_waited_on(wf: &Workflow, step: &StepDecl, node: &super::ast::Node) -> Vec<String> {
+    let mut read = Vec::new();
+    outputs_read(wf, step.module.as_deref(), node.refs(), &mut read, 0);
+    let mut names: Vec<String> = read.into_iter().map(|(s, _)| s.to_string()).collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Put the instance's address into every reference of `step` whose key is
@@ -184,11 +218,7 @@ fn collect_indexed<'a>(
 
 /// The keys and values of a `for_each` value: a list's items are their own
 /// keys (text or numbers, each once), a table's keys are its keys.
-fn keyed(value: Option<Value>) -> Result<Vec<(String, Value)>, (String, &'static str)> {
-    let value = value.ok_or((
-        "`for_each` is not known before apply".to_string(),
-        "the instances are needed to plan: use variables or literals",
-    ))?;
+fn keyed(value: Value) -> Result<Vec<(String, Value)>, (String, &'static str)> {
     match value {
         Value::Object(m) => Ok(m.into_iter().collect()),
         Value::Array(items) => {
@@ -260,6 +290,9 @@ pub fn instance_edges(wf: &Workflow, instances: &Instances) -> (Vec<Edge>, Diagn
         for (target, span) in targets {
             let from: Vec<&str> = if wf.step(target).is_some() {
                 vec![target]
+            } else if wf.is_deferred(base_name(target)) {
+                // Its instances are not known yet: wait for the whole step.
+                vec![base_name(target)]
             } else if let Some(names) = instances.get(target) {
                 names.iter().map(String::as_str).collect()
             } else if let Some(names) = instances.get(base_name(target)) {

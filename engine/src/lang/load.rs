@@ -102,12 +102,25 @@ impl Loaded {
     }
 }
 
-/// Read and check the workflow at `path`.
+/// Read and check the workflow at `path`, before anything of state is
+/// known: a `for_each` over step outputs is deferred.
 pub fn load(
     path: &Path,
     var_inputs: &VarInputs,
     registry: &Registry,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Loaded, Diagnostics> {
+    load_with(path, var_inputs, registry, env, &|_, _| Lookup::Unknown)
+}
+
+/// [`load`], with `outputs` giving the step outputs known now (state's, for
+/// steps the plan leaves alone), so a `for_each` over them expands.
+pub fn load_with(
+    path: &Path,
+    var_inputs: &VarInputs,
+    registry: &Registry,
+    env: &dyn Fn(&str) -> Option<String>,
+    outputs: &dyn Fn(&str, &str) -> Lookup,
 ) -> Result<Loaded, Diagnostics> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         let mut d = Diagnostics::default();
@@ -138,10 +151,10 @@ pub fn load(
     diags.extend(var_diags);
     let mut edges = edges;
     if diags.is_empty() {
-        let (instances, expand_diags) = expand(&mut wf, &vars);
+        let (instances, expand_diags) = expand(&mut wf, &vars, outputs);
         diags.extend(expand_diags);
         diags.extend(super::moved::check_moved(&wf));
-        if !instances.is_empty() && diags.is_empty() {
+        if (!instances.is_empty() || !wf.deferred.is_empty()) && diags.is_empty() {
             let (instance_edges, edge_diags) = instance_edges(&wf, &instances);
             edges = instance_edges;
             diags.extend(edge_diags);
@@ -149,7 +162,8 @@ pub fn load(
     }
     if diags.is_empty() {
         resolve_regions(&mut wf, &vars, &mut diags);
-        for step in &wf.steps {
+        // A deferred step is checked once its instances exist.
+        for step in wf.steps.iter().filter(|s| !wf.is_deferred(&s.name)) {
             validate_known_inputs(&wf, step, &vars, &mut diags);
         }
     }
@@ -206,6 +220,9 @@ fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics)
         wf.region = text(result, node, &snapshot.source, diags);
     }
     for (step, before) in wf.steps.iter_mut().zip(&snapshot.steps) {
+        if snapshot.is_deferred(&before.name) {
+            continue;
+        }
         let source = snapshot.source_of(before);
         if let Some(node) = &before.region_node {
             step.region = text(cx.evaluate(before, node), node, source, diags);
@@ -404,6 +421,56 @@ region = "${vars.region}-x"
         // Empty: the AWS SDK's chain decides.
         let l = load_text(REGIONAL, &[]).unwrap();
         assert_eq!(l.workflow.region, None);
+    }
+
+    const PER_SUBNET: &str = r#"
+[steps.vpc]
+provider = "null"
+[steps.fsx]
+provider = "null"
+for_each = '${split(",", steps.vpc.outputs.subnets)}'
+[steps.fsx.inputs]
+subnet = "${each.key}"
+[steps.train]
+provider = "null"
+[steps.train.inputs]
+fs = '${steps.fsx["b"].outputs.subnet}'
+"#;
+
+    #[test]
+    fn a_for_each_over_unknown_outputs_is_deferred_then_expanded_when_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wf.toml");
+        std::fs::write(&path, PER_SUBNET).unwrap();
+        let l = load(&path, &VarInputs::default(), &Registry::builtin(), &|_| {
+            None
+        })
+        .unwrap();
+        let waits: Vec<_> = l.workflow.deferred.iter().collect();
+        assert_eq!(waits.len(), 1);
+        assert_eq!(waits[0].0, "fsx");
+        assert_eq!(waits[0].1.waits_on, ["vpc"]);
+        // The unexpanded step waits for vpc, and train for it.
+        assert_eq!(l.deps_of("fsx"), ["vpc"]);
+        assert_eq!(l.deps_of("train"), ["fsx"]);
+
+        let known = |step: &str, key: &str| match (step, key) {
+            ("vpc", "subnets") => Lookup::Known(serde_json::json!("a,b")),
+            _ => Lookup::Unknown,
+        };
+        let l = load_with(
+            &path,
+            &VarInputs::default(),
+            &Registry::builtin(),
+            &|_| None,
+            &known,
+        )
+        .unwrap();
+        assert!(l.workflow.deferred.is_empty());
+        let names: Vec<&str> = l.workflow.steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["vpc", r#"fsx["a"]"#, r#"fsx["b"]"#, "train"]);
+        assert_eq!(l.deps_of(r#"fsx["a"]"#), ["vpc"]);
+        assert_eq!(l.deps_of("train"), [r#"fsx["b"]"#]);
     }
 
     #[test]

@@ -125,10 +125,10 @@ pub fn check_moved(wf: &super::ast::Workflow) -> Diagnostics {
                 .help(help)
         };
         let to_base = super::ast::base_name(&m.to);
-        let step_of_to = wf
-            .steps
-            .iter()
-            .any(|s| s.name == to_base || s.instance.as_ref().is_some_and(|i| i.base == to_base));
+        let step_of_to = wf.is_deferred(to_base)
+            || wf.steps.iter().any(|s| {
+                s.name == to_base || s.instance.as_ref().is_some_and(|i| i.base == to_base)
+            });
         // An instance whose key the variables do not make this time is not
         // an error: the move waits until they do.
         if wf.step(&m.to).is_none() && !(step_of_to && to_base != m.to) {
@@ -146,7 +146,7 @@ pub fn check_moved(wf: &super::ast::Workflow) -> Diagnostics {
                 ),
                 help,
             ));
-        } else if wf.step(&m.from).is_some() {
+        } else if wf.step(&m.from).is_some() && !wf.is_deferred(&m.from) {
             diags.push(problem(
                 format!("[[moved]] moves `{}`, which is still a step of the workflow", m.from),
                 "`from` is the old address, which the workflow no longer has: remove the entry or rename the step".into(),

@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use super::ast::{Entry, Node, NodeKind, RefTarget, StepDecl, VarDecl, VarType, Workflow};
+use super::ast::{
+    Entry, Node, NodeKind, RefTarget, StepDecl, VarDecl, VarType, Workflow, base_name,
+};
 use super::template::is_name;
 use super::toml_nodes::{parse_document, type_name};
 use crate::diag::{Diag, Diagnostics, Source, Span};
@@ -51,6 +53,7 @@ fn parse_file(source: &Source, dir: &Path, module: bool) -> (Option<Workflow>, D
         modules: Vec::new(),
         outputs: Vec::new(),
         module_outputs: Default::default(),
+        deferred: Default::default(),
         step_index: Default::default(),
     };
     let mut p = Parser {
@@ -495,14 +498,17 @@ impl Parser<'_> {
                     }
                 }
                 "for_each" => {
+                    // Outputs of other steps are fine: the step is deferred
+                    // until they are known. Its own never will be.
                     for r in f.value.refs() {
-                        if matches!(r.target, RefTarget::Output { .. }) {
+                        if matches!(&r.target, RefTarget::Output { step, .. } if base_name(step) == entry.key)
+                        {
                             self.err(
                                 "flow::reference-not-allowed",
-                                format!("{what} cannot use step outputs"),
+                                format!("{what} cannot use the step's own outputs"),
                                 r.span.clone(),
-                                "a step output",
-                                Some("the instances are needed to plan, before any step runs: use variables or a literal list or table".into()),
+                                "its own output",
+                                Some("the keys decide which instances exist, so they must come from variables or other steps' outputs".into()),
                             );
                         }
                     }

@@ -8,7 +8,7 @@ use flow_providers::{Change, Provider};
 use flow_state::{Operation, StepRecord};
 use serde_json::Value;
 
-use super::model::{Action, InputDiff, Plan, Shown, StepChange};
+use super::model::{Action, DeferredStep, InputDiff, Plan, Shown, StepChange};
 use super::outputs::PlannedOutputs;
 use crate::diag::{Diag, Diagnostics};
 use crate::lang::ast::{StepDecl, base_name, select_addresses};
@@ -61,8 +61,12 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
     let order = req.loaded.dag.topo_order().unwrap_or_default();
     let mut outputs = PlannedOutputs::new(req.records);
     let mut changes = Vec::new();
+    let deferred = deferred_steps(req.loaded);
     for name in order {
         if selected.as_ref().is_some_and(|s| !s.contains(name)) {
+            continue;
+        }
+        if deferred.iter().any(|d| d.step == name) {
             continue;
         }
         let step = wf.step(name).expect("dag node is a step");
@@ -86,10 +90,16 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
             Err(d) => diags.push(*d),
         }
     }
+    // What state holds of a deferred step stays until its plan is known.
+    let waiting = |name: &str| {
+        deferred
+            .iter()
+            .any(|d| d.step == name || d.step == base_name(name))
+    };
     let mut gone: Vec<&StepRecord> = req
         .records
         .values()
-        .filter(|r| wf.step(&r.name).is_none())
+        .filter(|r| wf.step(&r.name).is_none() && !waiting(&r.name))
         .filter(|r| targets.is_empty() || targets.contains(&r.name))
         .collect();
     gone.sort_by(|a, b| a.name.cmp(&b.name));
@@ -127,6 +137,13 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
         return Err(diags);
     }
     let warnings = unmoved_warnings(&changes);
+    let deferred = match &selected {
+        Some(s) => deferred
+            .into_iter()
+            .filter(|d| s.contains(&d.step))
+            .collect(),
+        None => deferred,
+    };
     Ok(Plan {
         workflow: wf.name.clone(),
         changes,
@@ -135,7 +152,48 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
         drift: Vec::new(),
         moved: Vec::new(),
         warnings,
+        deferred,
     })
+}
+
+/// The steps that cannot be planned yet: each step whose `for_each` waits
+/// on outputs, and every step that needs one of them, in dependency order.
+fn deferred_steps(loaded: &Loaded) -> Vec<DeferredStep> {
+    let wf = &loaded.workflow;
+    if wf.deferred.is_empty() {
+        return Vec::new();
+    }
+    let roots: Vec<String> = wf.deferred.keys().cloned().collect();
+    let closure = loaded.dag.with_descendants(&roots);
+    let order = loaded.dag.topo_order().unwrap_or_default();
+    order
+        .into_iter()
+        .filter(|n| closure.contains(*n))
+        .map(|name| match wf.deferred.get(name) {
+            Some(d) => DeferredStep {
+                step: name.to_string(),
+                for_each: true,
+                waits_on: d.waits_on.clone(),
+                reason: format!(
+                    "its for_each reads outputs of {}, known after apply",
+                    quoted(&d.waits_on)
+                ),
+            },
+            None => {
+                let needs: Vec<String> = loaded
+                    .deps_of(name)
+                    .into_iter()
+                    .filter(|d| closure.contains(d))
+                    .collect();
+                DeferredStep {
+                    step: name.to_string(),
+                    for_each: false,
+                    reason: format!("it needs {}, deferred", quoted(&needs)),
+                    waits_on: needs,
+                }
+            }
+        })
+        .collect()
 }
 
 /// A step removed from the workflow while another address of the same

@@ -190,6 +190,24 @@ pub struct Plan {
     /// created that look like the same object under a new address.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Steps not planned yet: a `for_each` over outputs known only after
+    /// apply, and what needs such a step. Apply plans them in a later round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<DeferredStep>,
+}
+
+/// A step whose plan waits until other steps have applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeferredStep {
+    /// The step (unexpanded, for one with `for_each`).
+    pub step: String,
+    /// Whether it is the step with the `for_each` (its instances are what
+    /// is not known), not a step that needs one.
+    pub for_each: bool,
+    /// The steps it waits on.
+    pub waits_on: Vec<String>,
+    /// Why, in words.
+    pub reason: String,
 }
 
 /// Counts of each action.
@@ -227,9 +245,11 @@ impl Plan {
         s
     }
 
-    /// Whether anything would change.
+    /// Whether anything would change (a deferred step will, once planned).
     pub fn has_changes(&self) -> bool {
-        !self.moved.is_empty() || self.changes.iter().any(|c| c.action != Action::NoOp)
+        !self.moved.is_empty()
+            || !self.deferred.is_empty()
+            || self.changes.iter().any(|c| c.action != Action::NoOp)
     }
 
     /// Whether refresh found something changed or deleted outside flow.

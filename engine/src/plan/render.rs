@@ -29,7 +29,7 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
     for w in &plan.warnings {
         let _ = writeln!(out, "{} {w}\n", style.warn("warning:"));
     }
-    if changed.is_empty() && plan.moved.is_empty() {
+    if changed.is_empty() && plan.moved.is_empty() && plan.deferred.is_empty() {
         let _ = writeln!(
             out,
             "No changes. {} step{} up to date.",
@@ -42,7 +42,12 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         );
         return out;
     }
-    let width = changed.iter().map(|c| c.step.len()).max().unwrap_or(0);
+    let width = changed
+        .iter()
+        .map(|c| c.step.len())
+        .chain(plan.deferred.iter().map(|d| d.step.len() + 3))
+        .max()
+        .unwrap_or(0);
     for c in &changed {
         let sign = paint_action(style, c.action, c.action.sign());
         let _ = writeln!(
@@ -105,6 +110,19 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
             );
         }
     }
+    for d in &plan.deferred {
+        let name = match d.for_each {
+            true => format!("{}[*]", d.step),
+            false => d.step.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>3} {:<width$}  {}",
+            style.dim("…"),
+            style.bold(&name),
+            style.dim(&format!("deferred — {}", d.reason)),
+        );
+    }
     let s = plan.summary();
     let mut imports = if s.import > 0 {
         format!("{} to import, ", s.import)
@@ -119,6 +137,25 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         "\nPlan: {imports}{} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
         s.create, s.update, s.replace, s.delete, s.unchanged
     );
+    if !plan.deferred.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} step{} deferred: apply plans {} in a later round, once what {} wait{} on has applied.",
+            plan.deferred.len(),
+            if plan.deferred.len() == 1 { "" } else { "s" },
+            if plan.deferred.len() == 1 {
+                "it"
+            } else {
+                "them"
+            },
+            if plan.deferred.len() == 1 {
+                "it"
+            } else {
+                "they"
+            },
+            if plan.deferred.len() == 1 { "s" } else { "" },
+        );
+    }
     if let Some(cost) = plan
         .cost
         .as_ref()
@@ -246,6 +283,7 @@ pub fn render_json(plan: &Plan) -> String {
         "drift": plan.drift,
         "moved": plan.moved,
         "warnings": plan.warnings,
+        "deferred": plan.deferred,
     });
     serde_json::to_string_pretty(&value).expect("plan serialises")
 }

@@ -2,9 +2,13 @@
 //! `flow` binary: expressions, `for_each` instances that are created and
 //! destroyed by their keys alone, `[[moved]]` entries that keep what a
 //! rename would otherwise destroy, and secrets that stay masked through
-//! functions.
+//! functions; `deferred`: a `for_each` over outputs known only after
+//! apply, planned in a second round.
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod deferred;
 
 use support::Project;
 
@@ -38,13 +42,16 @@ run = "echo report >> runs.log; echo best=${steps.nccl[vars.full].outputs.busbw}
 destroy = "echo report >> destroyed.log"
 "#;
 
+/// The lines of `name` in the project, sorted (none when it is missing).
 fn lines(p: &Project, name: &str) -> Vec<String> {
-    if !p.path().join(name).exists() {
-        return Vec::new();
-    }
-    let mut out: Vec<String> = p.read(name).lines().map(str::to_string).collect();
+    let mut out = lines_in_order(p, name);
     out.sort();
     out
+}
+
+/// The lines of `name` in the project as written.
+fn lines_in_order(p: &Project, name: &str) -> Vec<String> {
+    p.read(name).lines().map(str::to_string).collect()
 }
 
 #[test]
