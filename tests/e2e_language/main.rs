@@ -268,6 +268,13 @@ fn a_moved_entry_keeps_a_renamed_step_and_without_one_plan_warns() {
     let list = p.run(&["state", "list", "w.toml"]).expect(0);
     assert!(list.stdout.contains(r#"nccl["2"]"#), "{}", list.stdout);
     assert!(!list.stdout.contains("allreduce"), "{}", list.stdout);
+    // The backup taken by that apply is from before the move.
+    let backups = p.run(&["state", "backups", "w.toml"]).expect(0);
+    let newest = backups.stdout.lines().nth(1).expect("a backup").to_string();
+    let file = newest.split_whitespace().last().unwrap();
+    let before = p.read(file.trim_start_matches("./"));
+    assert!(before.contains("allreduce"), "{before}");
+    assert!(!before.contains(r#"nccl[\"2\"]"#), "{before}");
     // The move is done: the entry can stay, and changes nothing.
     p.run(&["plan", "w.toml", "--detailed-exitcode"]).expect(0);
 }

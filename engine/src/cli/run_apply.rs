@@ -145,6 +145,10 @@ async fn apply_round(
             println!();
         }
     }
+    // The backup is taken before the first write: moves, refresh, steps.
+    if plan.has_changes() {
+        store.backup()?;
+    }
     write_moves(store, &plan.moved, &refresh.records).await?;
     record(store, &refresh).await?;
     let deferred = plan.deferred.len();
@@ -347,6 +351,10 @@ async fn apply_saved(
     if !ui.quiet && !ui.json {
         println!();
     }
+    // The backup is taken before the first write: moves, refresh, steps.
+    if plan.has_changes() {
+        store.backup()?;
+    }
     write_moves(store, &plan.moved, &refresh.records).await?;
     record(store, &refresh).await?;
     let deferred = plan.deferred.len();
@@ -384,9 +392,6 @@ async fn execute(
     parallelism: usize,
     file: &Path,
 ) -> CliResult<i32> {
-    if plan.has_changes() {
-        store.backup()?;
-    }
     let mut edges: Vec<(String, String)> = loaded
         .dag
         .edges()
