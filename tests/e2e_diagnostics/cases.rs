@@ -896,4 +896,32 @@ corpus! {
         says: &["`inputs.name` is only known inside a module"],
         ..BASE
     },
+    module_call_reads_an_unknown_variable: Case {
+        file: "119-module-call-unknown-var.toml",
+        codes: &["flow::unknown-var"],
+        at: &["6:25"],
+        says: &["unknown variable `regoin`", "did you mean `region`?"],
+        ..BASE
+    },
+    module_call_misspells_a_function: Case {
+        file: "120-module-call-unknown-function.toml",
+        codes: &["flow::bad-expression"],
+        at: &["6:22"],
+        says: &["unknown function `uper`", "did you mean `upper`?"],
+        ..BASE
+    },
+    module_call_reads_an_unknown_step: Case {
+        file: "121-module-call-unknown-step.toml",
+        codes: &["flow::unknown-step"],
+        at: &["8:20"],
+        says: &["unknown step `prepar`", "did you mean `prepare`?"],
+        ..BASE
+    },
+    module_output_misspells_a_function: Case {
+        file: "122-module-output-unknown-function.toml",
+        codes: &["flow::bad-expression"],
+        at: &["bad/modules/bad-output/main.toml:11:12", "1:10"],
+        says: &["unknown function `lenght`", "did you mean `length`?", "in module `sweep`, called here"],
+        ..BASE
+    },
 }

@@ -49,6 +49,7 @@ pub fn check_workflow(wf: &Workflow) -> (Vec<Edge>, Diagnostics) {
         check_expressions(At::workflow(wf), node, &mut diags);
         check_each(At::workflow(wf), false, node, &mut diags);
     }
+    check_module_values(wf, &step_names, &var_names, &mut diags);
     edges.sort_by(|a, b| (&a.to, &a.from).cmp(&(&b.to, &b.from)));
     edges.dedup_by(|a, b| a.from == b.from && a.to == b.to);
     if let Some(cycle) = find_cycle(wf, &edges) {
@@ -230,6 +231,118 @@ fn check_step_refs(
                     }
                 }
             }
+        }
+    }
+}
+
+/// What module calls pass and what modules give back, checked as a step's
+/// inputs are: every expression against the functions' signatures, and in
+/// a call the workflow makes, every reference against its variables, steps
+/// and module calls (a module's own references were checked when it was
+/// expanded).
+fn check_module_values(
+    wf: &Workflow,
+    step_names: &BTreeSet<&str>,
+    var_names: &[&str],
+    diags: &mut Diagnostics,
+) {
+    let mut frames: Vec<&super::ast::ModuleFrame> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let calls = wf
+        .steps
+        .iter()
+        .filter_map(|s| s.module.as_deref())
+        .chain(wf.module_outputs.values().map(|o| &*o.frame));
+    for frame in calls {
+        let mut next = Some(frame);
+        while let Some(f) = next {
+            if seen.insert(f.address.as_str()) {
+                frames.push(f);
+            }
+            next = f.parent.as_deref();
+        }
+    }
+    for frame in frames {
+        let at = At {
+            wf,
+            src: &frame.call_source,
+            frame: frame.parent.as_deref(),
+        };
+        for entry in &frame.inputs {
+            check_expressions(at, &entry.value, diags);
+            check_each(at, false, &entry.value, diags);
+            if frame.parent.is_none() {
+                check_call_refs(at, &entry.value, step_names, var_names, diags);
+            }
+        }
+    }
+    for outputs in wf.module_outputs.values() {
+        let at = At {
+            wf,
+            src: &outputs.source,
+            frame: Some(&outputs.frame),
+        };
+        for entry in &outputs.entries {
+            check_expressions(at, &entry.value, diags);
+            check_each(at, false, &entry.value, diags);
+        }
+    }
+}
+
+/// The references in a value that the workflow passes to a module call:
+/// its variables, steps and other calls' outputs.
+fn check_call_refs(
+    at: At,
+    node: &Node,
+    step_names: &BTreeSet<&str>,
+    var_names: &[&str],
+    diags: &mut Diagnostics,
+) {
+    for r in node.refs() {
+        match &r.target {
+            RefTarget::Var(v) if !var_names.contains(&v.as_str()) => {
+                let d = diag(
+                    at,
+                    "flow::unknown-var",
+                    format!("unknown variable `{v}`"),
+                    r.span.clone(),
+                    "not declared",
+                );
+                diags.push(match closest(v, var_names.iter().copied()) {
+                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    None => d.help(format!("declare it with [vars.{v}]")),
+                });
+            }
+            RefTarget::Output { step, .. } if !step_names.contains(base_name(step)) => {
+                let d = diag(
+                    at,
+                    "flow::unknown-step",
+                    format!("unknown step `{}`", base_name(step)),
+                    r.span.clone(),
+                    "no step of that name",
+                );
+                diags.push(match closest(base_name(step), step_names.iter().copied()) {
+                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    None => d.help("declare it as [steps.NAME] or fix the name"),
+                });
+            }
+            RefTarget::Output { .. } if r.index.is_some() => check_index(at, r, diags),
+            RefTarget::ModuleOutput { module, key } => {
+                if let Some(d) = check_module_output(at, module, key, &r.span) {
+                    diags.push(d);
+                }
+            }
+            RefTarget::Input(name) => diags.push(
+                diag(
+                    at,
+                    "flow::bad-reference",
+                    format!("`inputs.{name}` is only known inside a module"),
+                    r.span.clone(),
+                    "not in a module",
+                )
+                .help("a workflow's own values are variables: `vars.NAME`"),
+            ),
+            _ => {}
         }
     }
 }
