@@ -31,6 +31,9 @@ pub struct Loaded {
     pub vars: VarValues,
     /// The workflow file's path as given.
     pub path: PathBuf,
+    /// Text made from secrets by functions (`upper(vars.token)`) in values
+    /// known before apply: masked as the secrets are.
+    pub derived_secrets: Vec<String>,
 }
 
 impl Loaded {
@@ -39,6 +42,9 @@ impl Loaded {
         let redactor = crate::secrets::Redactor::default();
         for v in self.vars.values().filter(|v| v.sensitive) {
             redactor.add(&v.value);
+        }
+        for text in &self.derived_secrets {
+            redactor.add(&serde_json::Value::String(text.clone()));
         }
         redactor
     }
@@ -150,6 +156,7 @@ pub fn load_with(
     let (vars, var_diags) = resolve_vars(&wf, var_inputs, env);
     diags.extend(var_diags);
     let mut edges = edges;
+    let mut derived_secrets = Vec::new();
     if diags.is_empty() {
         let (instances, expand_diags) = expand(&mut wf, &vars, outputs);
         diags.extend(expand_diags);
@@ -164,8 +171,10 @@ pub fn load_with(
         resolve_regions(&mut wf, &vars, &mut diags);
         // A deferred step is checked once its instances exist.
         for step in wf.steps.iter().filter(|s| !wf.is_deferred(&s.name)) {
-            validate_known_inputs(&wf, step, &vars, &mut diags);
+            validate_known_inputs(&wf, step, &vars, &mut derived_secrets, &mut diags);
         }
+        derived_secrets.sort();
+        derived_secrets.dedup();
     }
     if !diags.is_empty() {
         return Err(diags);
@@ -180,6 +189,7 @@ pub fn load_with(
         dag,
         vars,
         path: path.to_path_buf(),
+        derived_secrets,
     })
 }
 
@@ -234,11 +244,13 @@ fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics)
 }
 
 /// Check inputs whose values are known before apply: local files exist,
-/// durations parse, and the provider's own offline checks pass.
+/// durations parse, and the provider's own offline checks pass. Text that
+/// functions made from secrets goes to `derived_secrets`.
 fn validate_known_inputs(
     wf: &Workflow,
     step: &StepDecl,
     vars: &VarValues,
+    derived_secrets: &mut Vec<String>,
     diags: &mut Diagnostics,
 ) {
     let Some(ProviderKind(provider)) = &step.kind else {
@@ -248,6 +260,7 @@ fn validate_known_inputs(
     let unknown_outputs = |_: &str, _: &str| Lookup::Unknown;
     let (desired, errors) = resolve_each(wf, vars, step, provider.as_ref(), &[], &unknown_outputs);
     errors.into_iter().for_each(|d| diags.push(d));
+    derived_secrets.extend(desired.derived_secrets.iter().cloned());
     for input in &step.inputs {
         if let (Some(v), Some(spec)) = (desired.actual.get(&input.key), schema.input(&input.key)) {
             check_known(wf, step, input, v, &spec.ty, diags);
@@ -471,6 +484,28 @@ fs = '${steps.fsx["b"].outputs.subnet}'
         assert_eq!(names, ["vpc", r#"fsx["a"]"#, r#"fsx["b"]"#, "train"]);
         assert_eq!(l.deps_of(r#"fsx["a"]"#), ["vpc"]);
         assert_eq!(l.deps_of("train"), [r#"fsx["b"]"#]);
+    }
+
+    #[test]
+    fn text_made_from_a_secret_is_masked_by_the_workflows_redactor() {
+        let l = load_text(
+            r#"
+[vars.token]
+sensitive = true
+default = "hf_abcdefSECRET"
+[steps.a]
+provider = "null"
+[steps.a.inputs]
+shout = "${upper(vars.token)}"
+"#,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(l.derived_secrets, ["HF_ABCDEFSECRET"]);
+        let said = l
+            .redactor()
+            .redact("refine saw HF_ABCDEFSECRET and hf_abcdefSECRET");
+        assert!(!said.contains("SECRET"), "{said}");
     }
 
     #[test]
