@@ -920,7 +920,7 @@ corpus! {
     module_output_misspells_a_function: Case {
         file: "122-module-output-unknown-function.toml",
         codes: &["flow::bad-expression"],
-        at: &["bad/modules/bad-output/main.toml:11:12", "1:10"],
+        at: &["bad/modules/bad-output/outputs.toml:2:12", "1:10"],
         says: &["unknown function `lenght`", "did you mean `length`?", "in module `sweep`, called here"],
         ..BASE
     },

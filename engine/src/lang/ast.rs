@@ -389,10 +389,24 @@ pub struct ModuleFrame {
 pub struct ModuleOutputs {
     /// The call.
     pub frame: std::sync::Arc<ModuleFrame>,
-    /// The module file the outputs are written in.
-    pub source: Source,
-    /// Each output and its value.
-    pub entries: Vec<Entry>,
+    /// Each output and its value, with the module file it is written in (a
+    /// module may spread its outputs over several files).
+    pub entries: Vec<(Entry, Source)>,
+}
+
+impl ModuleOutputs {
+    /// The output called `key`, and the file it is written in.
+    pub fn get(&self, key: &str) -> Option<(&Entry, &Source)> {
+        self.entries
+            .iter()
+            .find(|(e, _)| e.key == key)
+            .map(|(e, s)| (e, s))
+    }
+
+    /// The outputs' names, in the order written.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(e, _)| e.key.as_str())
+    }
 }
 
 /// A `[[moved]]` entry: state recorded under `from` now belongs to `to`.

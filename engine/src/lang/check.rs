@@ -277,12 +277,12 @@ fn check_module_values(
         }
     }
     for outputs in wf.module_outputs.values() {
-        let at = At {
-            wf,
-            src: &outputs.source,
-            frame: Some(&outputs.frame),
-        };
-        for entry in &outputs.entries {
+        for (entry, source) in &outputs.entries {
+            let at = At {
+                wf,
+                src: source,
+                frame: Some(&outputs.frame),
+            };
             check_expressions(at, &entry.value, diags);
             check_each(at, false, &entry.value, diags);
         }
@@ -363,10 +363,10 @@ fn check_module_output(at: At, module: &str, key: &str, span: &Span) -> Option<D
             None => d.help("call it with [modules.NAME] source = \"FOLDER\""),
         });
     };
-    if outputs.entries.iter().any(|e| e.key == key) {
+    if outputs.get(key).is_some() {
         return None;
     }
-    let keys: Vec<&str> = outputs.entries.iter().map(|e| e.key.as_str()).collect();
+    let keys: Vec<&str> = outputs.keys().collect();
     let d = diag(
         at,
         "flow::unknown-output",

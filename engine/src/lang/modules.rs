@@ -162,17 +162,14 @@ fn expand_call(
         out.steps.push(step);
     }
     let mut entries = Vec::new();
-    let mut outputs_source = None;
     for (mut entry, source) in module.outputs {
         names.rewrite(&mut entry.value, &source, diags);
-        outputs_source.get_or_insert(source);
-        entries.push(entry);
+        entries.push((entry, source));
     }
     out.outputs.insert(
         address.clone(),
         ModuleOutputs {
             frame: frame.clone(),
-            source: outputs_source.unwrap_or_else(|| call_source.clone()),
             entries,
         },
     );
@@ -451,7 +448,7 @@ pub fn outputs_read<'w>(
                 let Some(outputs) = wf.module_outputs.get(module) else {
                     continue;
                 };
-                if let Some(entry) = outputs.entries.iter().find(|e| e.key == *key) {
+                if let Some((entry, _)) = outputs.get(key) {
                     outputs_read(wf, Some(&outputs.frame), entry.value.refs(), out, depth + 1);
                 }
             }

@@ -174,13 +174,13 @@ impl<'a> Context<'a> {
                 source: None,
             });
         };
-        let Some(entry) = outputs.entries.iter().find(|e| e.key == key) else {
+        let Some((entry, source)) = outputs.get(key) else {
             return Err(ResolveError {
                 code: "flow::bad-reference",
                 message: format!("module `{module}` has no output `{key}`"),
                 span: 0..0,
                 help: None,
-                source: Some(outputs.source.clone()),
+                source: None,
             });
         };
         let evaluated = self
@@ -188,7 +188,7 @@ impl<'a> Context<'a> {
                 evaluate(&entry.value, scope)
             })
             .map_err(|mut e| {
-                e.source.get_or_insert_with(|| outputs.source.clone());
+                e.source.get_or_insert_with(|| source.clone());
                 e
             })?;
         taint.sensitive |= evaluated.sensitive;
