@@ -94,11 +94,20 @@ impl Diag {
         self
     }
 
-    /// Also show `span` of `source` with `text` (rendered after the problem).
-    pub fn also_at(mut self, source: &Source, span: Span, text: impl Into<String>) -> Self {
-        let text = text.into();
+    /// Also show where a module was called, `span` of `source` with `text`
+    /// (rendered after the problem).
+    pub fn also_at(self, source: &Source, span: Span, text: impl Into<String>) -> Self {
+        self.related_at("flow::called-here", source, span, text.into())
+    }
+
+    /// Also show another part of the problem that is in another file.
+    pub fn see_also(self, source: &Source, span: Span, text: impl Into<String>) -> Self {
+        self.related_at("flow::see-also", source, span, text.into())
+    }
+
+    fn related_at(mut self, code: &'static str, source: &Source, span: Span, text: String) -> Self {
         self.related.push(
-            Diag::new("flow::called-here", text.clone())
+            Diag::new(code, text.clone())
                 .in_source(source)
                 .label(span, text),
         );
@@ -139,7 +148,8 @@ impl Diagnostic for Diag {
 
     fn severity(&self) -> Option<miette::Severity> {
         // A place that explains another problem is not a problem itself.
-        (self.code == "flow::called-here").then_some(miette::Severity::Advice)
+        matches!(self.code, "flow::called-here" | "flow::see-also")
+            .then_some(miette::Severity::Advice)
     }
 
     fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn Diagnostic> + 'a>> {

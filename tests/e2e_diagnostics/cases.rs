@@ -924,4 +924,11 @@ corpus! {
         says: &["unknown function `lenght`", "did you mean `length`?", "in module `sweep`, called here"],
         ..BASE
     },
+    cycle_through_a_module: Case {
+        file: "123-cycle-through-module.toml",
+        codes: &["flow::cycle", "flow::see-also"],
+        at: &["4:15", "bad/modules/echo/main.toml:7:15"],
+        says: &["dependency cycle: a → echo.inner → a", "`echo.inner` needs `a`"],
+        ..BASE
+    },
 }

@@ -725,13 +725,27 @@ fn cycle_diag(wf: &Workflow, cycle: &[&Edge]) -> Diag {
     // "a needs b needs c needs a", so walk it backwards.
     let mut names: Vec<&str> = cycle.iter().rev().map(|e| e.to.as_str()).collect();
     names.push(names[0]);
+    // Each edge's span is in the file of the step that needs: a module's
+    // for its steps. The first edge's file carries the diagnostic; edges in
+    // other files are shown there too.
+    let source_of = |e: &Edge| match wf.step(&e.to) {
+        Some(step) => wf.source_of(step),
+        None => &wf.source,
+    };
+    let main = source_of(cycle[cycle.len() - 1]);
     let mut d = Diag::new(
         "flow::cycle",
         format!("dependency cycle: {}", names.join(" → ")),
     )
-    .in_source(&wf.source);
+    .in_source(main);
     for e in cycle.iter().rev() {
-        d = d.label(e.span.clone(), format!("`{}` needs `{}`", e.to, e.from));
+        let text = format!("`{}` needs `{}`", e.to, e.from);
+        let source = source_of(e);
+        d = if source.name == main.name {
+            d.label(e.span.clone(), text)
+        } else {
+            d.see_also(source, e.span.clone(), text)
+        };
     }
     d.help("break the cycle by removing one of these references or dependencies")
 }
