@@ -131,7 +131,9 @@ pub fn check_moved(wf: &super::ast::Workflow) -> Diagnostics {
             });
         // An instance whose key the variables do not make this time is not
         // an error: the move waits until they do.
-        if wf.step(&m.to).is_none() && !(step_of_to && to_base != m.to) {
+        // `to` may be the `from` of another entry: a chain of renames.
+        let moved_on = wf.moved.iter().any(|other| other.from == m.to);
+        if wf.step(&m.to).is_none() && !(step_of_to && to_base != m.to) && !moved_on {
             let names = wf.steps.iter().map(|s| s.name.as_str());
             let help = match flow_providers::suggest::closest(&m.to, names) {
                 Some(s) => format!("did you mean `{s}`? `to` names a step of the workflow"),

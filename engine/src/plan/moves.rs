@@ -34,10 +34,17 @@ pub fn apply_moves(
 ) -> Result<(BTreeMap<String, StepRecord>, Vec<MovedAddress>), Diagnostics> {
     let mut diags = Diagnostics::default();
     let mut done = Vec::new();
-    for m in moved {
-        if !records.contains_key(&m.from) || !is_address(&m.to) {
+    for entry in moved {
+        if !records.contains_key(&entry.from) {
             continue;
         }
+        let Some(to) = final_address(moved, &entry.from, is_address) else {
+            continue;
+        };
+        let m = MovedAddress {
+            from: entry.from.clone(),
+            to,
+        };
         if records.contains_key(&m.to) {
             diags.push(
                 Diag::new(
@@ -61,16 +68,29 @@ pub fn apply_moves(
                 }
             }
         }
-        done.push(MovedAddress {
-            from: m.from.clone(),
-            to: m.to.clone(),
-        });
+        done.push(m);
     }
     if diags.is_empty() {
         Ok((records, done))
     } else {
         Err(diags)
     }
+}
+
+/// Where a record at `from` ends up: the `to` of its entry, followed
+/// through entries that move that address on (`a` → `b`, `b` → `c`: `c`),
+/// in any order, until an address of the workflow; `None` when the chain
+/// ends elsewhere (it waits) or loops.
+fn final_address(moved: &[Moved], from: &str, is_address: &dyn Fn(&str) -> bool) -> Option<String> {
+    let mut at = from;
+    for _ in 0..=moved.len() {
+        let next = moved.iter().find(|m| m.from == at)?;
+        if is_address(&next.to) {
+            return Some(next.to.clone());
+        }
+        at = &next.to;
+    }
+    None
 }
 
 /// The state changes that carry out `moves` on `records` (already moved by
@@ -128,6 +148,34 @@ mod tests {
         let muts = move_mutations(&done, &after);
         assert_eq!(muts.len(), 3, "{muts:?}");
         assert_eq!(muts[0], flow_state::Mutation::Remove("nccl".into()));
+    }
+
+    #[test]
+    fn chained_moves_reach_the_last_address_in_any_order() {
+        let records: BTreeMap<_, _> = [record("a", &[]), record("user", &["a"])]
+            .into_iter()
+            .map(|r| (r.name.clone(), r))
+            .collect();
+        let is_address = |to: &str| to == "c" || to == "user";
+        for entries in [
+            [moved("a", "b"), moved("b", "c")],
+            [moved("b", "c"), moved("a", "b")],
+        ] {
+            let (after, done) = apply_moves(&entries, records.clone(), &is_address).unwrap();
+            assert_eq!(
+                done,
+                [MovedAddress {
+                    from: "a".into(),
+                    to: "c".into()
+                }]
+            );
+            assert!(after.contains_key("c") && !after.contains_key("a"));
+            assert_eq!(after["user"].depends_on, ["c"]);
+        }
+        // A loop moves nothing.
+        let (after, done) =
+            apply_moves(&[moved("a", "b"), moved("b", "a")], records, &|_| false).unwrap();
+        assert!(done.is_empty() && after.contains_key("a"));
     }
 
     #[test]
