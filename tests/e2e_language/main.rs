@@ -280,6 +280,36 @@ fn a_moved_entry_keeps_a_renamed_step_and_without_one_plan_warns() {
 }
 
 #[test]
+fn moved_entries_chain_for_a_state_that_missed_a_rename() {
+    let p = Project::new();
+    p.write("w.toml", BEFORE);
+    p.run(&["apply", "w.toml", "--auto-approve"]).expect(0);
+    // Two renames later (allreduce → nccl["2"] → sweep["2"]), with the
+    // entries in either order: the record goes straight to the last one.
+    let renamed = AFTER.replace("steps.nccl", "steps.sweep");
+    p.write(
+        "w.toml",
+        &format!(
+            "{renamed}\n[[moved]]\nfrom = \"nccl[\\\"2\\\"]\"\nto = \"sweep[\\\"2\\\"]\"\n\n[[moved]]\nfrom = \"allreduce\"\nto = \"nccl[\\\"2\\\"]\"\n"
+        ),
+    );
+    let plan = p.run(&["plan", "w.toml", "--detailed-exitcode"]).expect(2);
+    assert!(
+        plan.stdout.contains(r#"allreduce → sweep["2"]"#),
+        "{}",
+        plan.stdout
+    );
+    assert!(
+        plan.stdout.contains("1 to move, 0 to create"),
+        "{}",
+        plan.stdout
+    );
+    p.run(&["apply", "w.toml", "--auto-approve"]).expect(0);
+    assert_eq!(lines(&p, "runs.log"), ["nccl-2"], "nothing ran again");
+    p.run(&["plan", "w.toml", "--detailed-exitcode"]).expect(0);
+}
+
+#[test]
 fn secrets_stay_masked_through_functions_everywhere_they_could_land() {
     let token = "hf_SecretTokenValue123";
     let b64 = "aGZfU2VjcmV0VG9rZW5WYWx1ZTEyMw"; // base64 of the token, unpadded
