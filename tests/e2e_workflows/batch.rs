@@ -1,0 +1,228 @@
+//! The Batch workflows (p4d, p5, p6), the reference pair, and batch-p4d's
+//! state from before its steps moved into the batch-efa module.
+
+use super::*;
+
+/// A Batch workflow (p4d, p5, p6): VPC and Batch stacks, bucket, SSH key in
+/// Secrets Manager, and the NCCL test with its bus bandwidth captured from
+/// the job's CloudWatch log stream.
+fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize) {
+    let name = format!("batch-{kind}.toml");
+    validates_and_plans_offline(&name);
+    let moto = Moto::start();
+    let _compute: BatchCompute = moto.batch_compute();
+    let l = Local::new(&name, moto.env());
+
+    let apply = l.flow(&["apply"], &["--auto-approve"]).expect(0);
+    let all = apply.all();
+    assert!(all.contains("5 created"), "{all}");
+    assert!(all.contains("captured busbw = 17.9053"), "{all}");
+
+    // The stacks, by the names the vars make.
+    for stack in ["vpc", "batch"] {
+        assert_eq!(
+            stack_status(&moto, &format!("batch-{kind}-{stack}")).as_deref(),
+            Some("CREATE_COMPLETE")
+        );
+    }
+    // The launch template with one EFA interface per network card.
+    let lt = l.output("cluster.batch.LaunchTemplateId");
+    assert_eq!(efa_interfaces_of(&moto, &lt), efa_interfaces);
+    // The compute environment and queue the job ran in.
+    let (status, envs) = moto.rest_call("batch", "POST", "/v1/describecomputeenvironments", "{}");
+    assert_eq!(status, 200, "{envs}");
+    assert!(
+        envs.contains(&format!("\"{lt}\"")) || envs.contains(&lt),
+        "{envs}"
+    );
+    // The NCCL test: the bandwidth the job's log shows is the step's output.
+    assert_eq!(l.output("cluster.nccl.busbw"), "17.9053");
+    let stream = l.output("cluster.nccl.log_stream");
+    let events = moto.json_call(
+        "logs",
+        "Logs_20140328.GetLogEvents",
+        &format!(
+            r#"{{"logGroupName":"/aws/batch/job","logStreamName":"{stream}","startFromHead":true}}"#
+        ),
+    );
+    assert!(
+        events
+            .to_string()
+            .contains("Avg bus bandwidth    : 17.9053"),
+        "{events}"
+    );
+    let log = std::fs::read_to_string(l.p.path().join("state/logs/cluster%2Enccl.log")).unwrap();
+    assert!(log.contains("# Out of bounds values : 0 OK"), "{log}");
+    // The SSH key: in Secrets Manager only, never in state.
+    let secret = moto.json_call(
+        "secretsmanager",
+        "secretsmanager.GetSecretValue",
+        &format!(r#"{{"SecretId":"batch-{kind}-ssh-key"}}"#),
+    );
+    let key = secret["SecretString"].as_str().unwrap_or_default();
+    assert!(
+        key.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"),
+        "{secret}"
+    );
+    let body: String = key.lines().nth(1).unwrap_or_default().to_string();
+    assert!(
+        !l.state_text().contains(&body),
+        "the private key is in state"
+    );
+    // The bucket.
+    let bucket = l.output("cluster.bucket.name");
+    assert!(bucket.starts_with(&format!("batch-{kind}-")), "{bucket}");
+    let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 200);
+
+    // Nothing left to do.
+    l.flow(&["plan"], &["--detailed-exitcode"]).expect(0);
+
+    // Destroy: every stack, the secret, the bucket.
+    let destroy = l.flow(&["destroy"], &["--auto-approve"]).expect(0);
+    assert!(destroy.stdout.contains("5 deleted"), "{}", destroy.all());
+    for stack in ["vpc", "batch"] {
+        assert_eq!(stack_status(&moto, &format!("batch-{kind}-{stack}")), None);
+    }
+    let listed = moto.json_call("secretsmanager", "secretsmanager.ListSecrets", "{}");
+    assert!(
+        listed["SecretList"]
+            .as_array()
+            .is_none_or(|s| s.iter().all(|s| !s["DeletedDate"].is_null())),
+        "{listed}"
+    );
+    let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn batch_p4d_end_to_end() {
+    batch_workflow_end_to_end("p4d", 4);
+}
+
+#[test]
+fn batch_p5_end_to_end() {
+    batch_workflow_end_to_end("p5", 32);
+}
+
+#[test]
+fn batch_p6_end_to_end() {
+    batch_workflow_end_to_end("p6", 8);
+}
+
+/// The reference pair: the bucket and the one-AZ VPC stack, with the ids
+/// other stacks import.
+#[test]
+fn reference_end_to_end() {
+    validates_and_plans_offline("reference.toml");
+    let moto = Moto::start();
+    let l = Local::new("reference.toml", moto.env());
+    let apply = l.flow(&["apply"], &["--auto-approve"]).expect(0);
+    assert!(apply.stdout.contains("3 created"), "{}", apply.all());
+    assert_eq!(
+        stack_status(&moto, "ml-reference-vpc").as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+    let exports = moto.query_call("cloudformation", "Action=ListExports&Version=2010-05-15");
+    let subnet = l.output("outputs.private_subnet");
+    let sg = l.output("outputs.efa_security_group");
+    assert!(
+        subnet.starts_with("subnet-") && exports.contains(&subnet),
+        "{exports}"
+    );
+    assert!(sg.starts_with("sg-") && exports.contains(&sg), "{exports}");
+    let bucket = l.output("outputs.bucket");
+    let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 200);
+
+    // A var changed in place: versioning on, nothing replaced.
+    l.flow(&["plan"], &["--detailed-exitcode"]).expect(0);
+    let plan = l
+        .flow(
+            &["plan"],
+            &["--var", "bucket_versioning=true", "--detailed-exitcode"],
+        )
+        .expect(2);
+    assert!(plan.stdout.contains("0 to replace"), "{}", plan.stdout);
+
+    l.flow(&["destroy"], &["--auto-approve"]).expect(0);
+    assert_eq!(stack_status(&moto, "ml-reference-vpc"), None);
+    let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
+    assert_eq!(status, 404);
+}
+
+/// Writes tests/fixtures/compat-batch-p4d/state: batch-p4d as it was before
+/// its steps moved into workflows/modules/batch-efa (the copy in the
+/// fixture), applied against moto by the binary `FLOW_E2E_BIN` names, the
+/// release before the move. Run on purpose only:
+/// `FLOW_E2E_BIN=…/old/flow cargo test -p flow --test e2e_workflows -- --ignored write_compat`.
+#[test]
+#[ignore = "writes a fixture with an earlier release; run on purpose"]
+fn write_compat_batch_p4d_fixture() {
+    let fixture = workspace_root().join("tests/fixtures/compat-batch-p4d");
+    let moto = Moto::start();
+    let _compute: BatchCompute = moto.batch_compute();
+    let p = Project::new();
+    p.write(
+        "batch-p4d.toml",
+        &std::fs::read_to_string(fixture.join("batch-p4d.toml")).unwrap(),
+    );
+    for template in ["vpc-one-az.yaml", "batch-p4d.yaml"] {
+        let text =
+            std::fs::read_to_string(workspace_root().join("workflows/templates").join(template))
+                .unwrap();
+        p.write(&format!("templates/{template}"), &text);
+    }
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    p.run_env(
+        &[
+            "apply",
+            "batch-p4d.toml",
+            "--state-dir",
+            "state",
+            "--auto-approve",
+        ],
+        &env,
+    )
+    .expect(0);
+    let to = fixture.join("state");
+    let _ = std::fs::remove_dir_all(&to);
+    for file in support::files_under(&p.path().join("state")) {
+        let relative = file.strip_prefix(p.path().join("state")).unwrap();
+        if relative.starts_with("logs") || relative.ends_with("lock") {
+            continue;
+        }
+        let dest = to.join(relative);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&file, &dest).unwrap();
+    }
+}
+
+/// batch-p4d's state from before its steps moved into the batch-efa module
+/// (tests/fixtures/compat-batch-p4d, written by the earlier release): the
+/// module version plans only the five moves its [[moved]] entries make, and
+/// no change to any object.
+#[test]
+fn batch_p4d_state_from_before_the_module_plans_only_moves() {
+    let p = Project::new();
+    support::copy_dir(
+        &workspace_root().join("tests/fixtures/compat-batch-p4d/state"),
+        &p.path().join("state"),
+    );
+    let wf = workflow("batch-p4d.toml");
+    let state = p.path().join("state").to_string_lossy().into_owned();
+    let plan = offline(&p, &["plan", &wf, "--state-dir", &state]);
+    let text =
+        String::from_utf8_lossy(&plan.stdout).into_owned() + &String::from_utf8_lossy(&plan.stderr);
+    assert!(plan.status.success(), "{text}");
+    for step in ["vpc", "bucket", "ssh", "batch", "nccl"] {
+        assert!(text.contains(&format!("{step} → cluster.{step}")), "{text}");
+    }
+    assert!(
+        text.contains(
+            "Plan: 5 to move, 0 to create, 0 to update, 0 to replace, 0 to delete, 5 unchanged."
+        ),
+        "{text}"
+    );
+}
