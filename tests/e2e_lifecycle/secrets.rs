@@ -1,0 +1,168 @@
+//! Secrets: never in state, logs or output; digests of values, sealed
+//! secrets.
+
+use crate::support::Project;
+
+#[test]
+fn secrets_never_reach_state_logs_or_output() {
+    let p = Project::new();
+    let secret = "hf_SuperSecretToken_123";
+    p.write(
+        "wf.toml",
+        r#"
+[vars.hf_token]
+sensitive = true
+env = "HF_TOKEN"
+
+[steps.login]
+provider = "exec"
+[steps.login.inputs]
+run = "echo using token $TOKEN; echo echoed=$TOKEN >> $FLOW_OUTPUT"
+env = { TOKEN = "${vars.hf_token}" }
+
+[steps.echo]
+provider = "null"
+[steps.echo.inputs]
+token = "${vars.hf_token}"
+"#,
+    );
+    let env = [("HF_TOKEN", secret)];
+    let plan = p.run_env(&["plan", "wf.toml"], &env).expect(0);
+    let apply = p
+        .run_env(&["apply", "wf.toml", "--auto-approve"], &env)
+        .expect(0);
+    let outputs = p.run_env(&["output", "wf.toml", "--json"], &env).expect(0);
+    let show = p
+        .run_env(&["state", "show", "wf.toml", "login"], &env)
+        .expect(0);
+    for r in [&plan, &apply, &outputs, &show] {
+        assert!(!r.all().contains(secret), "secret printed:\n{}", r.all());
+    }
+    assert!(
+        apply.stdout.contains("using token (sensitive)"),
+        "{}",
+        apply.stdout
+    );
+    let files = p.state_files();
+    assert!(!files.is_empty());
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        let hay = String::from_utf8_lossy(&bytes);
+        assert!(!hay.contains(secret), "secret in {}", f.display());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", f.display());
+    }
+    // Unchanged secret: nothing to do. Changed secret: the digest differs.
+    p.run_env(&["plan", "wf.toml", "--detailed-exitcode"], &env)
+        .expect(0);
+    let changed = p
+        .run_env(
+            &["plan", "wf.toml", "--detailed-exitcode"],
+            &[("HF_TOKEN", "another-token-456")],
+        )
+        .expect(2);
+    assert!(
+        changed.stdout.contains("(sensitive) → (sensitive)"),
+        "{}",
+        changed.stdout
+    );
+}
+
+#[test]
+fn digests_are_values_and_secrets_stay_sealed() {
+    let p = Project::new();
+    // An image digest, as `docker push` prints it: a value, not a secret.
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let secret = "secret-token-1";
+    p.write(
+        "wf.toml",
+        &r#"
+[vars.token]
+sensitive = true
+env = "API_TOKEN"
+
+[steps.build]
+provider = "exec"
+[steps.build.inputs]
+run = "echo digest=DIGEST >> $FLOW_OUTPUT; echo echoed=$TOKEN >> $FLOW_OUTPUT"
+env = { TOKEN = "${vars.token}" }
+
+[steps.deploy]
+provider = "exec"
+[steps.deploy.inputs]
+run = "echo deploying $IMAGE"
+env = { IMAGE = "${steps.build.outputs.digest}", REGION = "x", TOKEN = "${vars.token}" }
+"#
+        .replace("DIGEST", &digest),
+    );
+    let env = [("API_TOKEN", secret)];
+    p.run_env(&["apply", "wf.toml", "--auto-approve"], &env)
+        .expect(0);
+
+    // `flow output` shows the digest; the output carrying the secret stays masked.
+    let o = p.run(&["output", "wf.toml", "--json"]).expect(0);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["build"]["digest"], digest.as_str(), "{}", o.stdout);
+    assert_eq!(v["build"]["echoed"], "(sensitive)", "{}", o.stdout);
+    let one = p.run(&["output", "wf.toml", "build.digest"]).expect(0);
+    assert_eq!(one.stdout.trim(), digest, "{}", one.stdout);
+    let text = p.run(&["output", "wf.toml"]).expect(0);
+    assert!(
+        text.stdout.contains(&format!("digest = {digest}")),
+        "{}",
+        text.stdout
+    );
+
+    // The digest passed on as an input is recorded and shown as it is; the
+    // secret beside it is sealed (`sealed:sha256:`) and shown masked.
+    let show = p.run(&["state", "show", "wf.toml", "deploy"]).expect(0);
+    assert!(
+        show.stdout.contains(&format!("\"IMAGE\": \"{digest}\"")),
+        "{}",
+        show.stdout
+    );
+    assert!(
+        show.stdout.contains("\"TOKEN\": \"(sensitive)\""),
+        "{}",
+        show.stdout
+    );
+    let sealed_in_state = p.state_files().iter().any(|f| {
+        let bytes = std::fs::read(f).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).contains("sealed:sha256:")
+    });
+    assert!(sealed_in_state, "no seal found in state");
+
+    // Unchanged: nothing to do (the plain digest compares equal).
+    p.run_env(&["plan", "wf.toml", "--detailed-exitcode"], &env)
+        .expect(0);
+    // A changed secret: the plan shows it as (sensitive) on both sides, and
+    // the digest in the before-value as it is.
+    let changed = p
+        .run_env(
+            &["plan", "wf.toml", "--detailed-exitcode"],
+            &[("API_TOKEN", "secret-token-2")],
+        )
+        .expect(2);
+    assert!(
+        changed
+            .stdout
+            .contains(r#"env = {"TOKEN":"(sensitive)"} → {"TOKEN":"(sensitive)"}"#),
+        "{}",
+        changed.stdout
+    );
+    assert!(
+        changed.stdout.contains(&format!(
+            r#"{{"IMAGE":"{digest}","REGION":"x","TOKEN":"(sensitive)"}}"#
+        )),
+        "{}",
+        changed.stdout
+    );
+    for r in [&o, &one, &text, &show, &changed] {
+        assert!(
+            !r.all().contains("secret-token"),
+            "secret printed:\n{}",
+            r.all()
+        );
+    }
+}
