@@ -1,0 +1,161 @@
+//! What module calls pass and what modules give back, and references to
+//! a module call's outputs.
+
+use std::collections::BTreeSet;
+
+use super::{At, check_each, check_expressions, check_index, diag};
+use crate::diag::{Diag, Diagnostics, Span};
+use crate::lang::ast::{ModuleFrame, Node, RefTarget, Workflow, base_name};
+use flow_providers::suggest::closest;
+
+/// What module calls pass and what modules give back, checked as a step's
+/// inputs are: every expression against the functions' signatures, and in
+/// a call the workflow makes, every reference against its variables, steps
+/// and module calls (a module's own references were checked when it was
+/// expanded).
+pub(super) fn check_module_values(
+    wf: &Workflow,
+    step_names: &BTreeSet<&str>,
+    var_names: &[&str],
+    diags: &mut Diagnostics,
+) {
+    let mut frames: Vec<&ModuleFrame> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let calls = wf
+        .steps
+        .iter()
+        .filter_map(|s| s.module.as_deref())
+        .chain(wf.module_outputs.values().map(|o| &*o.frame));
+    for frame in calls {
+        let mut next = Some(frame);
+        while let Some(f) = next {
+            if seen.insert(f.address.as_str()) {
+                frames.push(f);
+            }
+            next = f.parent.as_deref();
+        }
+    }
+    for frame in frames {
+        let at = At {
+            wf,
+            src: &frame.call_source,
+            frame: frame.parent.as_deref(),
+        };
+        for entry in &frame.inputs {
+            check_expressions(at, &entry.value, diags);
+            check_each(at, false, &entry.value, diags);
+            if frame.parent.is_none() {
+                check_call_refs(at, &entry.value, step_names, var_names, diags);
+            }
+        }
+    }
+    for outputs in wf.module_outputs.values() {
+        for (entry, source) in &outputs.entries {
+            let at = At {
+                wf,
+                src: source,
+                frame: Some(&outputs.frame),
+            };
+            check_expressions(at, &entry.value, diags);
+            check_each(at, false, &entry.value, diags);
+        }
+    }
+}
+
+/// The references in a value that the workflow passes to a module call:
+/// its variables, steps and other calls' outputs.
+fn check_call_refs(
+    at: At,
+    node: &Node,
+    step_names: &BTreeSet<&str>,
+    var_names: &[&str],
+    diags: &mut Diagnostics,
+) {
+    for r in node.refs() {
+        match &r.target {
+            RefTarget::Var(v) if !var_names.contains(&v.as_str()) => {
+                let d = diag(
+                    at,
+                    "flow::unknown-var",
+                    format!("unknown variable `{v}`"),
+                    r.span.clone(),
+                    "not declared",
+                );
+                diags.push(match closest(v, var_names.iter().copied()) {
+                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    None => d.help(format!("declare it with [vars.{v}]")),
+                });
+            }
+            RefTarget::Output { step, .. } if !step_names.contains(base_name(step)) => {
+                let d = diag(
+                    at,
+                    "flow::unknown-step",
+                    format!("unknown step `{}`", base_name(step)),
+                    r.span.clone(),
+                    "no step of that name",
+                );
+                diags.push(match closest(base_name(step), step_names.iter().copied()) {
+                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    None => d.help("declare it as [steps.NAME] or fix the name"),
+                });
+            }
+            RefTarget::Output { .. } if r.index.is_some() => check_index(at, r, diags),
+            RefTarget::ModuleOutput { module, key } => {
+                if let Some(d) = check_module_output(at, module, key, &r.span) {
+                    diags.push(d);
+                }
+            }
+            RefTarget::Input(name) => diags.push(
+                diag(
+                    at,
+                    "flow::bad-reference",
+                    format!("`inputs.{name}` is only known inside a module"),
+                    r.span.clone(),
+                    "not in a module",
+                )
+                .help("a workflow's own values are variables: `vars.NAME`"),
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// `modules.MODULE.outputs.KEY` against the modules the workflow calls.
+pub(super) fn check_module_output(at: At, module: &str, key: &str, span: &Span) -> Option<Diag> {
+    let Some(outputs) = at.wf.module_outputs.get(module) else {
+        let calls = at.wf.module_outputs.keys().map(String::as_str);
+        let d = diag(
+            at,
+            "flow::unknown-module",
+            format!("there is no module `{module}`"),
+            span.clone(),
+            "no module call of that name",
+        );
+        return Some(match closest(module, calls) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help("call it with [modules.NAME] source = \"FOLDER\""),
+        });
+    };
+    if outputs.get(key).is_some() {
+        return None;
+    }
+    let keys: Vec<&str> = outputs.keys().collect();
+    let d = diag(
+        at,
+        "flow::unknown-output",
+        format!("module `{module}` has no output `{key}`"),
+        span.clone(),
+        "no such output",
+    );
+    Some(match closest(key, keys.iter().copied()) {
+        Some(s) => d.help(format!(
+            "did you mean `{s}`? Its outputs are: {}",
+            keys.join(", ")
+        )),
+        None if keys.is_empty() => d.help("the module declares no [outputs]"),
+        None => d.help(format!(
+            "its outputs are: {}; declare more under [outputs] in the module",
+            keys.join(", ")
+        )),
+    })
+}
