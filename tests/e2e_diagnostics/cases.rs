@@ -931,4 +931,11 @@ corpus! {
         says: &["dependency cycle: a → echo.inner → a", "`echo.inner` needs `a`"],
         ..BASE
     },
+    module_call_names_an_instance_that_is_not_made: Case {
+        file: "124-module-call-unknown-instance.toml",
+        codes: &["flow::unknown-instance"],
+        at: &["12:25"],
+        says: &["step `nccl` has no instance `nccl[\"16\"]`", "its keys are: 2, 4, 8"],
+        ..BASE
+    },
 }

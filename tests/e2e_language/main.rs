@@ -3,12 +3,14 @@
 //! destroyed by their keys alone, `[[moved]]` entries that keep what a
 //! rename would otherwise destroy, and secrets that stay masked through
 //! functions; `deferred`: a `for_each` over outputs known only after
-//! apply, planned in a second round.
+//! apply, planned in a second round; `instances`: an instance key worked
+//! out in what a module call passes.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod deferred;
+mod instances;
 
 use support::Project;
 

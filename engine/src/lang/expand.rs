@@ -119,7 +119,60 @@ pub fn expand(
     wf.steps = steps;
     wf.deferred = deferred;
     wf.index_steps();
+    check_call_instance_keys(wf, &cx, &mut diags);
     (instances, diags)
+}
+
+/// What the workflow's module calls pass may name an instance by a key
+/// worked out when it is read (`steps.nccl[vars.n]`): a key the `for_each`
+/// does not make is reported here, before anything runs.
+fn check_call_instance_keys(wf: &Workflow, cx: &Context, diags: &mut Diagnostics) {
+    let mut seen = BTreeSet::new();
+    let frames = wf
+        .steps
+        .iter()
+        .filter_map(|s| s.module.as_deref())
+        .filter(|f| f.parent.is_none() && seen.insert(f.address.clone()));
+    for frame in frames.collect::<Vec<_>>() {
+        for entry in &frame.inputs {
+            for r in entry.value.refs() {
+                let (Some(index), super::ast::RefTarget::Output { step, .. }) =
+                    (&r.index, &r.target)
+                else {
+                    continue;
+                };
+                if wf.is_deferred(step) {
+                    continue;
+                }
+                let mut taint = Taint::default();
+                let key = cx.with_scope(None, None, |scope| eval(index, scope, &mut taint));
+                // Other problems with the key are reported where it is read.
+                let Ok(Some(key @ (Value::String(_) | Value::Number(_)))) = key else {
+                    continue;
+                };
+                let address = instance_name(step, &text(&key));
+                if wf.step(&address).is_some() {
+                    continue;
+                }
+                let keys: Vec<&str> = addresses_of(wf, step)
+                    .iter()
+                    .filter_map(|s| s.instance.as_ref().map(|i| i.key.as_str()))
+                    .collect();
+                diags.push(
+                    Diag::new(
+                        "flow::unknown-instance",
+                        format!("step `{step}` has no instance `{address}`"),
+                    )
+                    .in_source(&frame.call_source)
+                    .label(r.span.clone(), "no such key")
+                    .help(match keys.is_empty() {
+                        true => "its `for_each` makes no instances".to_string(),
+                        false => format!("its keys are: {}", keys.join(", ")),
+                    }),
+                );
+            }
+        }
+    }
 }
 
 /// The steps whose outputs `node` (the `for_each` of `step`) reads, through

@@ -317,18 +317,6 @@ pub fn eval(expr: &Expr, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
 }
 
 fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Value>, EvalError> {
-    if r.index.is_some() {
-        // `lang::expand` works the key out for every step input; anywhere
-        // else an instance is named by a literal key.
-        return Err(bad(
-            format!(
-                "the instance key of `{}` cannot be worked out here",
-                r.target
-            ),
-            &r.span,
-            "write the key as a literal: steps.STEP[\"KEY\"].outputs.NAME",
-        ));
-    }
     match &r.target {
         RefTarget::Var(name) => match scope.vars.get(name) {
             Some(v) => {
@@ -384,31 +372,68 @@ fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
                 }
             }
         }
-        RefTarget::Output { step, key } => match (scope.outputs)(step, key) {
-            Lookup::Known(v) => {
-                if crate::secrets::is_sensitive_marker(&v) {
-                    return Err(bad_reference(
-                        format!(
-                            "output `{key}` of step `{step}` is sensitive and was not kept in state"
-                        ),
-                        &r.span,
-                    ));
-                }
-                Ok(Some(v))
-            }
-            Lookup::Unknown => Ok(None),
-            Lookup::Missing(keys) => Err(bad_reference(
-                if keys.is_empty() {
-                    format!("step `{step}` has no output `{key}` (it has no outputs)")
-                } else {
+        RefTarget::Output { step, key } => {
+            let instance = match &r.index {
+                // A key that is an expression: `lang::expand` wrote the
+                // instance into every step input; elsewhere (what a module
+                // call passes) it is worked out here, in the same scope.
+                Some(index) => Some(instance_key(step, index, scope)?),
+                None => None,
+            };
+            output(r, instance.as_deref().unwrap_or(step), key, scope)
+        }
+    }
+}
+
+/// The address of the instance of `step` that `index` names.
+fn instance_key(step: &str, index: &Expr, scope: &Scope) -> Result<String, EvalError> {
+    let mut taint = Taint::default();
+    match eval(index, scope, &mut taint)? {
+        Some(v @ (Value::String(_) | Value::Number(_))) if !taint.sensitive => {
+            Ok(crate::lang::ast::instance_name(step, &functions::text(&v)))
+        }
+        Some(v) if !taint.sensitive => Err(bad(
+            format!(
+                "an instance's key must be text or a number, found {}",
+                kind(&v)
+            ),
+            &index.span,
+            "keys are the items or table keys of the step's for_each",
+        )),
+        _ => Err(bad(
+            "an instance's key must be known before any step runs, and not secret".to_string(),
+            &index.span,
+            "use a variable that is not sensitive, `each.key` or a literal",
+        )),
+    }
+}
+
+/// Output `key` of step `step` (an instance's address when indexed).
+fn output(r: &Reference, step: &str, key: &str, scope: &Scope) -> Result<Option<Value>, EvalError> {
+    match (scope.outputs)(step, key) {
+        Lookup::Known(v) => {
+            if crate::secrets::is_sensitive_marker(&v) {
+                return Err(bad_reference(
                     format!(
-                        "step `{step}` has no output `{key}`; its outputs are: {}",
-                        keys.join(", ")
-                    )
-                },
-                &r.span,
-            )),
-        },
+                        "output `{key}` of step `{step}` is sensitive and was not kept in state"
+                    ),
+                    &r.span,
+                ));
+            }
+            Ok(Some(v))
+        }
+        Lookup::Unknown => Ok(None),
+        Lookup::Missing(keys) => Err(bad_reference(
+            if keys.is_empty() {
+                format!("step `{step}` has no output `{key}` (it has no outputs)")
+            } else {
+                format!(
+                    "step `{step}` has no output `{key}`; its outputs are: {}",
+                    keys.join(", ")
+                )
+            },
+            &r.span,
+        )),
     }
 }
 
