@@ -938,4 +938,11 @@ corpus! {
         says: &["step `nccl` has no instance `nccl[\"16\"]`", "its keys are: 2, 4, 8"],
         ..BASE
     },
+    every_instance_of_a_plain_step: Case {
+        file: "125-splat-of-plain-step.toml",
+        codes: &["flow::not-for-each"],
+        at: &["9:8"],
+        says: &["step `vpc` has no `for_each`, so it has no instance `vpc[*]`", "write steps.vpc.outputs.KEY"],
+        ..BASE
+    },
 }

@@ -172,6 +172,9 @@ pub fn resolve_each(
                     (v, _) => v,
                 };
                 match value {
+                    // `null` is as if the input were not written:
+                    // `kubeconfig = "${vars.create ? null : vars.kubeconfig}"`.
+                    Some(Value::Null) => {}
                     None => {
                         desired.unknown.push(input.key.clone());
                         desired

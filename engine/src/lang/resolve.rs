@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::ast::{ModuleFrame, Node, NodeKind, Part, StepDecl, Workflow};
 pub use super::expr::eval::{EvalError as ResolveError, Lookup, Scope};
-use super::expr::eval::{InputLookup, ModuleLookup, Taint, eval};
+use super::expr::eval::{InputLookup, InstanceLookup, ModuleLookup, Taint, eval};
 use super::expr::ops::strings_in;
 use super::var_values::VarValues;
 use crate::diag::Diag;
@@ -70,6 +70,7 @@ impl<'a> Context<'a> {
         };
         let modules =
             |module: &str, key: &str, taint: &mut Taint| self.module_output(module, key, taint);
+        let instances = |base: &str| self.instances(base);
         let scope = Scope {
             // A module sees its inputs, never the workflow's variables.
             vars: if frame.is_some() { &none } else { self.vars },
@@ -80,8 +81,30 @@ impl<'a> Context<'a> {
             each,
             inputs: frame.map(|_| &inputs as &InputLookup),
             modules: Some(&modules as &ModuleLookup),
+            instances: Some(&instances as &InstanceLookup),
         };
         f(&scope)
+    }
+
+    /// The addresses of `base`'s instances, in key order, once its
+    /// `for_each` is expanded (an empty list when it makes none).
+    fn instances(&self, base: &str) -> Option<Vec<String>> {
+        let unexpanded = self.wf.is_deferred(base)
+            || self
+                .wf
+                .step(base)
+                .is_some_and(|s| s.for_each.is_some() && s.instance.is_none());
+        if unexpanded {
+            return None;
+        }
+        Some(
+            self.wf
+                .steps
+                .iter()
+                .filter(|s| s.instance.as_ref().is_some_and(|i| i.base == base))
+                .map(|s| s.name.clone())
+                .collect(),
+        )
     }
 
     /// Evaluate `node`, written in `step`'s file.

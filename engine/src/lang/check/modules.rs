@@ -100,6 +100,20 @@ fn check_call_refs(
                 });
             }
             RefTarget::Output { .. } if r.index.is_some() => check_index(at, r, diags),
+            RefTarget::Output { step, .. }
+                if r.all && at.wf.step(step).is_none_or(|s| s.for_each.is_none()) =>
+            {
+                diags.push(
+                    diag(
+                        at,
+                        "flow::not-for-each",
+                        format!("step `{step}` has no `for_each`, so `[*]` names no instances"),
+                        r.span.clone(),
+                        "no instances",
+                    )
+                    .help(format!("write steps.{step}.outputs.KEY")),
+                );
+            }
             RefTarget::ModuleOutput { module, key } => {
                 if let Some(d) = check_module_output(at, module, key, &r.span) {
                     diags.push(d);

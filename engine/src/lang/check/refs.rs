@@ -93,6 +93,9 @@ pub(super) fn check_step_refs(
                     depend(&format!("{s}[…]"), &r.span, diags, "an output");
                     check_index(at, r, diags);
                 }
+                RefTarget::Output { step: s, .. } if r.all => {
+                    depend(&format!("{s}[*]"), &r.span, diags, "every instance")
+                }
                 RefTarget::Output { step: s, .. } => depend(s, &r.span, diags, "an output"),
                 // Only template files have bare names; `each` is checked by
                 // `check_each`.

@@ -15,6 +15,10 @@ pub struct Reference {
     /// out once the variables are known (`lang::expand`), which puts the
     /// instance's address in `target` and clears this.
     pub index: Option<Box<Expr>>,
+    /// `steps.nccl[*].outputs.busbw`: the output of every instance of a
+    /// step with `for_each`, as a list in the order of its keys (empty when
+    /// it has none).
+    pub all: bool,
 }
 
 /// What a reference names.

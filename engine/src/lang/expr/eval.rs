@@ -51,7 +51,13 @@ pub struct Scope<'a> {
     pub inputs: Option<&'a InputLookup<'a>>,
     /// `modules.NAME.outputs.KEY`.
     pub modules: Option<&'a ModuleLookup<'a>>,
+    /// The instances of a step with `for_each`, in key order, for
+    /// `steps.STEP[*]`; `None` while they are not known.
+    pub instances: Option<&'a InstanceLookup<'a>>,
 }
+
+/// The addresses of a step's instances (`None`: not known yet).
+pub type InstanceLookup<'a> = dyn Fn(&str) -> Option<Vec<String>> + 'a;
 
 impl<'a> Scope<'a> {
     /// A scope of variables and step outputs only.
@@ -68,6 +74,7 @@ impl<'a> Scope<'a> {
             each: None,
             inputs: None,
             modules: None,
+            instances: None,
         }
     }
 }
@@ -371,6 +378,19 @@ fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
                     Err(e)
                 }
             }
+        }
+        RefTarget::Output { step, key } if r.all => {
+            let Some(names) = scope.instances.and_then(|all| all(step)) else {
+                return Ok(None);
+            };
+            let mut values = Vec::with_capacity(names.len());
+            for name in &names {
+                match output(r, name, key, scope)? {
+                    Some(v) => values.push(v),
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(Value::Array(values)))
         }
         RefTarget::Output { step, key } => {
             let instance = match &r.index {

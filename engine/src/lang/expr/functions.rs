@@ -177,6 +177,7 @@ pub static FUNCTIONS: &[Function] = &[
         Ty::List,
         range
     ),
+    function!("one", "one(list)", [L], 1, false, Ty::Any, one),
     function!(
         "contains",
         "contains(list, value)",
@@ -357,6 +358,21 @@ fn range(a: &[Value], _: &CallContext) -> Result<Value, String> {
     Ok(Value::Array(out))
 }
 
+/// The one item of a list of at most one, `null` for an empty one: the
+/// output of a step whose `for_each` makes zero or one instance,
+/// `one(steps.eks[*].outputs.connection)`.
+fn one(a: &[Value], _: &CallContext) -> Result<Value, String> {
+    let items = a[0].as_array().ok_or("the argument must be a list")?;
+    match items.as_slice() {
+        [] => Ok(Value::Null),
+        [only] => Ok(only.clone()),
+        more => Err(format!(
+            "the list has {} items; one() takes a list of zero or one",
+            more.len()
+        )),
+    }
+}
+
 fn contains(a: &[Value], _: &CallContext) -> Result<Value, String> {
     let items = a[0].as_array().ok_or("the first argument must be a list")?;
     Ok(items.iter().any(|v| same(v, &a[1])).into())
@@ -445,6 +461,10 @@ mod tests {
         );
         assert_eq!(call("contains", json!([[2, 4], 4.0])).unwrap(), json!(true));
         assert_eq!(call("contains", json!([["a"], "b"])).unwrap(), json!(false));
+        assert_eq!(call("one", json!([[]])).unwrap(), json!(null));
+        assert_eq!(call("one", json!([["x"]])).unwrap(), json!("x"));
+        let e = call("one", json!([["x", "y"]])).unwrap_err();
+        assert!(e.contains("has 2 items"), "{e}");
     }
 
     #[test]

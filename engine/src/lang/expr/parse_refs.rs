@@ -13,6 +13,8 @@ pub(super) enum InstanceKey {
     Literal(String),
     /// `[vars.n]`: an expression.
     Expr(Expr),
+    /// `[*]`: every instance.
+    All,
 }
 
 impl Parser<'_> {
@@ -30,6 +32,7 @@ impl Parser<'_> {
             target,
             span: (self.at)(start..self.last_end()),
             index: None,
+            all: false,
         })
     }
 
@@ -38,10 +41,12 @@ impl Parser<'_> {
         self.expect_dot("`steps` is followed by `.STEP.outputs.KEY`")?;
         let (mut step, _) = self.ident("a step's name after `steps.`")?;
         let mut index = None;
+        let mut all = false;
         if self.peek_punct("[") {
             match self.instance_key(&step)? {
                 InstanceKey::Literal(address) => step = address,
                 InstanceKey::Expr(e) => index = Some(Box::new(e)),
+                InstanceKey::All => all = true,
             }
         }
         self.expect_dot("a step is followed by `.outputs.KEY`")?;
@@ -67,12 +72,13 @@ impl Parser<'_> {
             unreachable!("reference() makes a reference")
         };
         r.index = index;
+        r.all = all;
         Ok(ExprKind::Ref(r))
     }
 
     /// `["KEY"]` (or `[8]`) after a step's name: the address of one of its
-    /// `for_each` instances; or `[EXPR]`, a key worked out once the
-    /// variables are known.
+    /// `for_each` instances; `[EXPR]`, a key worked out once the variables
+    /// are known; or `[*]`, every instance.
     pub(super) fn instance_key(&mut self, step: &str) -> Result<InstanceKey, ParseError> {
         self.pos += 1;
         let literal = match (self.toks.get(self.pos), self.toks.get(self.pos + 1)) {
@@ -83,6 +89,12 @@ impl Parser<'_> {
         if let Some(key) = literal {
             self.pos += 2;
             return Ok(InstanceKey::Literal(super::ast::instance_name(step, &key)));
+        }
+        if self.peek_punct("*")
+            && matches!(self.toks.get(self.pos + 1), Some((Token::Punct("]"), _)))
+        {
+            self.pos += 2;
+            return Ok(InstanceKey::All);
         }
         let e = self.expr()?;
         self.expect("]", "to close the instance's key")?;
