@@ -8,15 +8,15 @@ use super::*;
 /// `flow` reaches it through `FLOW_EKS_API_SERVER`. The image build uses the
 /// stand-in container tool (`tests/fixtures/bin/container-tool`), whose
 /// push puts the image into moto's ECR.
-struct EksCloud {
-    moto: Moto,
-    k: KubeServer,
-    l: Local,
-    tool_log: PathBuf,
+pub(super) struct EksCloud {
+    pub(super) moto: Moto,
+    pub(super) k: KubeServer,
+    pub(super) l: Local,
+    pub(super) tool_log: PathBuf,
 }
 
 impl EksCloud {
-    fn start(name: &str, cluster: &str, extra: &[(&str, &str)]) -> Option<EksCloud> {
+    pub(super) fn start(name: &str, cluster: &str, extra: &[(&str, &str)]) -> Option<EksCloud> {
         let moto = Moto::start();
         let k = KubeServer::start_with(Options {
             eks_sts: Some(moto.addr),
@@ -43,7 +43,7 @@ impl EksCloud {
     }
 
     /// `GET` on the EKS API of moto.
-    fn eks(&self, path: &str) -> serde_json::Value {
+    pub(super) fn eks(&self, path: &str) -> serde_json::Value {
         let (status, body) = self.moto.rest_call("eks", "GET", path, "");
         assert_eq!(status, 200, "{path}: {body}");
         serde_json::from_str(&body).expect("JSON")

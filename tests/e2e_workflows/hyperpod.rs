@@ -1,5 +1,7 @@
-//! hyperpod-cpu-ddp on a cluster reached through a kubeconfig.
+//! hyperpod-cpu-ddp: on a cluster reached through a kubeconfig, and with
+//! `create_cluster`, making the cluster itself.
 
+use super::eks::EksCloud;
 use super::*;
 
 /// hyperpod-cpu-ddp: on a cluster that exists already (reached through a
@@ -112,5 +114,125 @@ spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{request
     assert!(
         status == 400 && body.contains("RepositoryNotFoundException"),
         "the repository is left: {status} {body}"
+    );
+}
+
+/// hyperpod-cpu-ddp with `create_cluster`: the VPC, the EKS cluster, the
+/// lifecycle scripts in S3, the execution role, the HyperPod cluster
+/// orchestrated by that EKS cluster, FSx with its claim and the training
+/// operator are made first, each as the one instance of its step; the
+/// Kubernetes steps reach the new cluster through its connection output,
+/// not a kubeconfig. Destroy removes all of it.
+#[test]
+fn hyperpod_cpu_ddp_makes_its_own_cluster_end_to_end() {
+    let Some(c) = EksCloud::start("hyperpod-cpu-ddp.toml", "ml-cluster", &[]) else {
+        return;
+    };
+    let tool = container_tool_var();
+    let vars = [
+        "--var",
+        "create_cluster=true",
+        "--var",
+        &tool,
+        "--var",
+        "num_nodes=2",
+        "--var",
+        "cpu_per_node=2",
+        "--var",
+        "epochs=20",
+    ];
+    let plan = c.l.flow(&["plan"], &vars).expect(0);
+    assert!(
+        plan.stdout.contains(r#"+ hyperpod["new"]"#) && plan.stdout.contains("14 to create"),
+        "{}",
+        plan.stdout
+    );
+    let apply =
+        c.l.flow(&["apply"], &[vars.as_slice(), &["--auto-approve"]].concat())
+            .expect(0);
+    assert!(apply.stdout.contains("14 created"), "{}", apply.all());
+
+    // AWS: the EKS cluster, and the HyperPod cluster orchestrated by it,
+    // its instances running the uploaded lifecycle script as the role.
+    let cluster = c.eks("/clusters/ml-cluster");
+    assert_eq!(cluster["cluster"]["status"], "ACTIVE", "{cluster}");
+    let eks_arn = cluster["cluster"]["arn"].as_str().unwrap().to_string();
+    let hp = c.moto.json_call(
+        "sagemaker",
+        "SageMaker.DescribeCluster",
+        r#"{"ClusterName":"ml-cluster"}"#,
+    );
+    assert_eq!(hp["ClusterStatus"], "InService", "{hp}");
+    // moto keeps no `Orchestrator` (docs/providers/sagemaker.hyperpod.md):
+    // what flow sent is what state recorded of the step's inputs.
+    let record =
+        c.l.flow(&["state", "show"], &[r#"hyperpod["new"]"#])
+            .expect(0);
+    let record: serde_json::Value = serde_json::from_str(&record.stdout).unwrap();
+    assert_eq!(record["inputs"]["orchestrator"], "eks", "{record}");
+    assert_eq!(
+        record["inputs"]["eks_cluster_arn"],
+        eks_arn.as_str(),
+        "{record}"
+    );
+    let group = &hp["InstanceGroups"][0];
+    assert_eq!(group["InstanceType"], "ml.m5.2xlarge", "{hp}");
+    assert_eq!(group["TargetCount"], 2, "{hp}");
+    assert!(
+        group["ExecutionRole"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with(":role/ml-cluster-hyperpod-execution"),
+        "{hp}"
+    );
+    let uri = group["LifeCycleConfig"]["SourceS3Uri"]
+        .as_str()
+        .unwrap_or_default();
+    let bucket = uri
+        .trim_start_matches("s3://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let objects = c.moto.objects(&bucket, "lifecycle/");
+    assert_eq!(objects, ["lifecycle/on_create.sh"], "{uri}");
+    assert_eq!(c.moto.file_systems().len(), 1);
+
+    // Kubernetes, through the new cluster's connection: the prerequisites
+    // the runbook assumes, etcd, and the job followed to its last epoch.
+    for path in [
+        "/apis/apps/v1/namespaces/kubeflow/deployments/training-operator",
+        "/api/v1/namespaces/default/persistentvolumeclaims/fsx-pvc",
+        "/apis/apps/v1/namespaces/default/deployments/etcd",
+        "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/cpu-ddp",
+    ] {
+        assert!(c.k.get(path).is_some(), "{path} missing");
+    }
+    assert_eq!(c.l.output("train.last_epoch"), "20");
+    c.l.flow(
+        &["plan"],
+        &[vars.as_slice(), &["--detailed-exitcode"]].concat(),
+    )
+    .expect(0);
+
+    c.l.flow(
+        &["destroy"],
+        &[vars.as_slice(), &["--auto-approve"]].concat(),
+    )
+    .expect(0);
+    let (status, body) = c.moto.try_json_call(
+        "sagemaker",
+        "SageMaker.DescribeCluster",
+        r#"{"ClusterName":"ml-cluster"}"#,
+    );
+    assert!(
+        status == 400 || body.contains("Deleting"),
+        "{status} {body}"
+    );
+    assert_eq!(stack_status(&c.moto, "ml-cluster-vpc"), None);
+    assert_eq!(stack_status(&c.moto, "ml-cluster-hyperpod-role"), None);
+    assert!(
+        c.k.get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/cpu-ddp")
+            .is_none()
     );
 }

@@ -111,7 +111,14 @@ impl Provider for HyperPodCluster {
     }
 
     fn validate(&self, inputs: &[(String, InputValue)], _ctx: &ValidateContext) -> Vec<Problem> {
+        // An EKS cluster's ARN that another step gives is known at apply.
+        let arn_later = inputs
+            .iter()
+            .any(|(k, v)| k == "eks_cluster_arn" && matches!(v, InputValue::Unknown));
         Spec::problems(&known_inputs(inputs))
+            .into_iter()
+            .filter(|p| !(arn_later && p.path == ["eks_cluster_arn"]))
+            .collect()
     }
 
     fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
@@ -245,5 +252,29 @@ impl Provider for HyperPodCluster {
             .ok_or_else(|| import_missing("HyperPod cluster", id))?;
         let nodes = lifecycle::nodes(&client, id).await?;
         Ok(lifecycle::applied(&cluster, &nodes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_eks_cluster_arn_known_only_at_apply_is_not_missing() {
+        let p = HyperPodCluster::new();
+        let ctx = ValidateContext {
+            workdir: std::path::PathBuf::from("."),
+        };
+        let with = |arn: InputValue| {
+            vec![
+                ("cluster_name".to_string(), InputValue::Known(json!("c"))),
+                ("orchestrator".to_string(), InputValue::Known(json!("eks"))),
+                ("eks_cluster_arn".to_string(), arn),
+            ]
+        };
+        assert!(p.validate(&with(InputValue::Unknown), &ctx).is_empty());
+        let wrong = p.validate(&with(InputValue::Known(json!("not-an-arn"))), &ctx);
+        assert_eq!(wrong[0].path, ["eks_cluster_arn"]);
     }
 }

@@ -130,6 +130,18 @@ fn groups(values: &Values) -> Result<Vec<Group>, Problem> {
                 format!("`{lifecycle}` is not an S3 URI (s3://bucket/prefix/)"),
             ));
         }
+        // SageMaker refuses any other bucket (CreateCluster's
+        // ValidationException), and the instance role's managed policy
+        // reads only those.
+        if !lifecycle.starts_with("s3://sagemaker") {
+            return Err(group_problem(
+                i,
+                "lifecycle_s3_uri",
+                format!(
+                    "`{lifecycle}`: HyperPod reads lifecycle scripts only from buckets whose name starts with `sagemaker`"
+                ),
+            ));
+        }
         let threads = g
             .get("threads_per_core")
             .and_then(Value::as_i64)
@@ -344,6 +356,15 @@ mod tests {
         let mut eks = inputs();
         eks.insert("orchestrator".into(), json!("eks"));
         assert_eq!(Spec::problems(&eks)[0].path, ["eks_cluster_arn"]);
+        let mut bucket = inputs();
+        bucket["instance_groups"][0]["lifecycle_s3_uri"] = json!("s3://my-scripts/hp/");
+        let p = &Spec::problems(&bucket)[0];
+        assert_eq!(p.path, ["instance_groups", "0", "lifecycle_s3_uri"]);
+        assert!(
+            p.message.contains("starts with `sagemaker`"),
+            "{}",
+            p.message
+        );
         let mut twice = inputs();
         twice["instance_groups"][1]["name"] = json!("controller");
         assert!(
