@@ -410,7 +410,7 @@ fn instance_key(step: &str, index: &Expr, scope: &Scope) -> Result<String, EvalE
     let mut taint = Taint::default();
     match eval(index, scope, &mut taint)? {
         Some(v @ (Value::String(_) | Value::Number(_))) if !taint.sensitive => {
-            Ok(crate::lang::ast::instance_name(step, &functions::text(&v)))
+            Ok(super::ast::instance_name(step, &functions::text(&v)))
         }
         Some(v) if !taint.sensitive => Err(bad(
             format!(
