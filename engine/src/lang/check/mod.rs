@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use super::ast::{Node, RefTarget, StepDecl, VarType, Workflow};
 use super::expr::types::{self, Ty};
 use crate::diag::{Diag, Diagnostics, Source, Span};
+use flow_providers::suggest::closest;
 
 /// One dependency edge and the place that creates it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +97,61 @@ fn diag(at: At, code: &'static str, msg: String, span: Span, label: &str) -> Dia
         Some(frame) => super::modules::called_here(d, frame),
         None => d,
     }
+}
+
+/// `vars.NAME` where the workflow declares no `NAME`.
+fn unknown_var(at: At, name: &str, span: Span, var_names: &[&str]) -> Diag {
+    let d = diag(
+        at,
+        "flow::unknown-var",
+        format!("unknown variable `{name}`"),
+        span,
+        "not declared",
+    );
+    match closest(name, var_names.iter().copied()) {
+        Some(s) => d.help(format!("did you mean `{s}`?")),
+        None => d.help(format!("declare it with [vars.{name}]")),
+    }
+}
+
+/// `steps.NAME` where the workflow has no step `NAME`.
+fn unknown_step(at: At, base: &str, span: Span, step_names: &BTreeSet<&str>) -> Diag {
+    let d = diag(
+        at,
+        "flow::unknown-step",
+        format!("unknown step `{base}`"),
+        span,
+        "no step of that name",
+    );
+    match closest(base, step_names.iter().copied()) {
+        Some(s) => d.help(format!("did you mean `{s}`?")),
+        None => d.help("declare it as [steps.NAME] or fix the name"),
+    }
+}
+
+/// An instance (`target`: `vpc["a"]`, `vpc[…]`, `vpc[*]`) of a step
+/// without `for_each`.
+fn not_for_each(at: At, base: &str, target: &str, span: Span) -> Diag {
+    diag(
+        at,
+        "flow::not-for-each",
+        format!("step `{base}` has no `for_each`, so it has no instance `{target}`"),
+        span,
+        "no instances",
+    )
+    .help(format!("write steps.{base}.outputs.KEY"))
+}
+
+/// `inputs.NAME` outside a module.
+fn input_outside_module(at: At, name: &str, span: Span) -> Diag {
+    diag(
+        at,
+        "flow::bad-reference",
+        format!("`inputs.{name}` is only known inside a module"),
+        span,
+        "not in a module",
+    )
+    .help("a workflow's own values are variables: `vars.NAME`")
 }
 
 /// The type of a declared variable, for the checks of expressions.

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeSet;
 
-use super::{At, check_each, check_expressions, check_index, diag};
+use super::{
+    At, check_each, check_expressions, check_index, diag, input_outside_module, not_for_each,
+    unknown_step, unknown_var,
+};
 use crate::diag::{Diag, Diagnostics, Span};
 use crate::lang::ast::{ModuleFrame, Node, RefTarget, Workflow, base_name};
 use flow_providers::suggest::closest;
@@ -74,61 +77,29 @@ fn check_call_refs(
     for r in node.refs() {
         match &r.target {
             RefTarget::Var(v) if !var_names.contains(&v.as_str()) => {
-                let d = diag(
-                    at,
-                    "flow::unknown-var",
-                    format!("unknown variable `{v}`"),
-                    r.span.clone(),
-                    "not declared",
-                );
-                diags.push(match closest(v, var_names.iter().copied()) {
-                    Some(s) => d.help(format!("did you mean `{s}`?")),
-                    None => d.help(format!("declare it with [vars.{v}]")),
-                });
+                diags.push(unknown_var(at, v, r.span.clone(), var_names));
             }
             RefTarget::Output { step, .. } if !step_names.contains(base_name(step)) => {
-                let d = diag(
+                diags.push(unknown_step(
                     at,
-                    "flow::unknown-step",
-                    format!("unknown step `{}`", base_name(step)),
+                    base_name(step),
                     r.span.clone(),
-                    "no step of that name",
-                );
-                diags.push(match closest(base_name(step), step_names.iter().copied()) {
-                    Some(s) => d.help(format!("did you mean `{s}`?")),
-                    None => d.help("declare it as [steps.NAME] or fix the name"),
-                });
+                    step_names,
+                ));
             }
             RefTarget::Output { .. } if r.index.is_some() => check_index(at, r, diags),
             RefTarget::Output { step, .. }
                 if r.all && at.wf.step(step).is_none_or(|s| s.for_each.is_none()) =>
             {
-                diags.push(
-                    diag(
-                        at,
-                        "flow::not-for-each",
-                        format!("step `{step}` has no `for_each`, so `[*]` names no instances"),
-                        r.span.clone(),
-                        "no instances",
-                    )
-                    .help(format!("write steps.{step}.outputs.KEY")),
-                );
+                let target = format!("{step}[*]");
+                diags.push(not_for_each(at, step, &target, r.span.clone()));
             }
             RefTarget::ModuleOutput { module, key } => {
                 if let Some(d) = check_module_output(at, module, key, &r.span) {
                     diags.push(d);
                 }
             }
-            RefTarget::Input(name) => diags.push(
-                diag(
-                    at,
-                    "flow::bad-reference",
-                    format!("`inputs.{name}` is only known inside a module"),
-                    r.span.clone(),
-                    "not in a module",
-                )
-                .help("a workflow's own values are variables: `vars.NAME`"),
-            ),
+            RefTarget::Input(name) => diags.push(input_outside_module(at, name, r.span.clone())),
             _ => {}
         }
     }

@@ -4,11 +4,12 @@
 use std::collections::BTreeSet;
 
 use super::modules::check_module_output;
-use super::{At, Edge, check_index, diag};
+use super::{
+    At, Edge, check_index, diag, input_outside_module, not_for_each, unknown_step, unknown_var,
+};
 use crate::diag::{Diagnostics, Span};
 use crate::lang::ast::{RefTarget, StepDecl, Workflow, base_name};
 use crate::lang::modules::outputs_read;
-use flow_providers::suggest::closest;
 
 pub(super) fn check_step_refs(
     wf: &Workflow,
@@ -40,29 +41,9 @@ pub(super) fn check_step_refs(
                 // where the module was expanded.
                 return;
             }
-            let mut d = diag(
-                at,
-                "flow::unknown-step",
-                format!("unknown step `{base}`"),
-                span.clone(),
-                "no step of that name",
-            );
-            d = match closest(base, step_names.iter().copied()) {
-                Some(s) => d.help(format!("did you mean `{s}`?")),
-                None => d.help("declare it as [steps.NAME] or fix the name"),
-            };
-            diags.push(d);
+            diags.push(unknown_step(at, base, span.clone(), step_names));
         } else if indexed && !for_each(base) {
-            diags.push(
-                diag(
-                    at,
-                    "flow::not-for-each",
-                    format!("step `{base}` has no `for_each`, so it has no instance `{target}`"),
-                    span.clone(),
-                    "no instances",
-                )
-                .help(format!("write steps.{base}.outputs.KEY")),
-            );
+            diags.push(not_for_each(at, base, target, span.clone()));
         } else if !indexed && via == "an output" && for_each(base) {
             diags.push(
                 diag(at,
@@ -109,16 +90,7 @@ pub(super) fn check_step_refs(
                             depend(s, &r.span, diags, "an input");
                         }
                     }
-                    None => diags.push(
-                        diag(
-                            at,
-                            "flow::bad-reference",
-                            format!("`inputs.{name}` is only known inside a module"),
-                            r.span.clone(),
-                            "not in a module",
-                        )
-                        .help("a workflow's own values are variables: `vars.NAME`"),
-                    ),
+                    None => diags.push(input_outside_module(at, name, r.span.clone())),
                 },
                 RefTarget::ModuleOutput { module, key } => {
                     if let Some(d) = check_module_output(at, module, key, &r.span) {
@@ -135,18 +107,7 @@ pub(super) fn check_step_refs(
                 RefTarget::Var(_) if step.module.is_some() => {}
                 RefTarget::Var(v) => {
                     if !var_names.contains(&v.as_str()) {
-                        let mut d = diag(
-                            at,
-                            "flow::unknown-var",
-                            format!("unknown variable `{v}`"),
-                            r.span.clone(),
-                            "not declared",
-                        );
-                        d = match closest(v, var_names.iter().copied()) {
-                            Some(s) => d.help(format!("did you mean `{s}`?")),
-                            None => d.help(format!("declare it with [vars.{v}]")),
-                        };
-                        diags.push(d);
+                        diags.push(unknown_var(at, v, r.span.clone(), var_names));
                     }
                 }
             }
