@@ -506,6 +506,28 @@ impl Workflow {
         self.vars.iter().find(|v| v.name == name)
     }
 
+    /// Every module call once, the calls that modules make included: those
+    /// of the steps and those of the module outputs, with their parents.
+    pub fn call_frames(&self) -> Vec<&ModuleFrame> {
+        let mut frames: Vec<&ModuleFrame> = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        let calls = self
+            .steps
+            .iter()
+            .filter_map(|s| s.module.as_deref())
+            .chain(self.module_outputs.values().map(|o| &*o.frame));
+        for frame in calls {
+            let mut next = Some(frame);
+            while let Some(f) = next {
+                if seen.insert(f.address.as_str()) {
+                    frames.push(f);
+                }
+                next = f.parent.as_deref();
+            }
+        }
+        frames
+    }
+
     /// The file `step` is written in: a module's, or the workflow's.
     pub fn source_of<'s>(&'s self, step: &'s StepDecl) -> &'s Source {
         step.source.as_ref().unwrap_or(&self.source)

@@ -127,13 +127,7 @@ pub fn expand(
 /// worked out when it is read (`steps.nccl[vars.n]`): a key the `for_each`
 /// does not make is reported here, before anything runs.
 fn check_call_instance_keys(wf: &Workflow, cx: &Context, diags: &mut Diagnostics) {
-    let mut seen = BTreeSet::new();
-    let frames = wf
-        .steps
-        .iter()
-        .filter_map(|s| s.module.as_deref())
-        .filter(|f| f.parent.is_none() && seen.insert(f.address.clone()));
-    for frame in frames.collect::<Vec<_>>() {
+    for frame in wf.call_frames().into_iter().filter(|f| f.parent.is_none()) {
         for entry in &frame.inputs {
             for r in entry.value.refs() {
                 let (Some(index), super::ast::RefTarget::Output { step, .. }) =

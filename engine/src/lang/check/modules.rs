@@ -8,7 +8,7 @@ use super::{
     unknown_step, unknown_var,
 };
 use crate::diag::{Diag, Diagnostics, Span};
-use crate::lang::ast::{ModuleFrame, Node, RefTarget, Workflow, base_name};
+use crate::lang::ast::{Node, RefTarget, Workflow, base_name};
 use flow_providers::suggest::closest;
 
 /// What module calls pass and what modules give back, checked as a step's
@@ -22,23 +22,7 @@ pub(super) fn check_module_values(
     var_names: &[&str],
     diags: &mut Diagnostics,
 ) {
-    let mut frames: Vec<&ModuleFrame> = Vec::new();
-    let mut seen = BTreeSet::new();
-    let calls = wf
-        .steps
-        .iter()
-        .filter_map(|s| s.module.as_deref())
-        .chain(wf.module_outputs.values().map(|o| &*o.frame));
-    for frame in calls {
-        let mut next = Some(frame);
-        while let Some(f) = next {
-            if seen.insert(f.address.as_str()) {
-                frames.push(f);
-            }
-            next = f.parent.as_deref();
-        }
-    }
-    for frame in frames {
+    for frame in wf.call_frames() {
         let at = At {
             wf,
             src: &frame.call_source,
