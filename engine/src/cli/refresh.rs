@@ -8,8 +8,8 @@ use flow_providers::Registry;
 use flow_state::{Mutation, StateBackend, StepRecord};
 
 use super::common::{CliError, CliResult};
-use crate::lang::ast::select_addresses;
 use crate::lang::load::Loaded;
+use crate::plan::compute::selected_addresses;
 use crate::plan::refresh::{Refresh, RefreshSettings, refresh_records};
 
 /// How a command asks for refresh.
@@ -62,13 +62,7 @@ fn refresh_scope(
     records: &BTreeMap<String, StepRecord>,
     targets: &[String],
 ) -> BTreeSet<String> {
-    let known = loaded
-        .workflow
-        .steps
-        .iter()
-        .map(|s| s.name.as_str())
-        .chain(records.keys().map(String::as_str));
-    let targets = select_addresses(targets, known);
+    let targets = selected_addresses(loaded, records, targets);
     let mut steps = loaded.dag.with_ancestors(&targets);
     steps.extend(targets);
     steps

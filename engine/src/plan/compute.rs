@@ -33,18 +33,30 @@ pub struct PlanRequest<'a> {
     pub replace: &'a [String],
 }
 
+/// The addresses `names` (`--target`, `--replace`) stand for among the
+/// workflow's steps and state's records: `nccl` every instance of it,
+/// `cluster` every step of that module call ([`select_addresses`]).
+pub fn selected_addresses(
+    loaded: &Loaded,
+    records: &BTreeMap<String, StepRecord>,
+    names: &[String],
+) -> Vec<String> {
+    let known = loaded
+        .workflow
+        .steps
+        .iter()
+        .map(|s| s.name.as_str())
+        .chain(records.keys().map(String::as_str));
+    select_addresses(names, known)
+}
+
 /// Plan every step of the workflow and every step state holds that the
 /// workflow no longer has.
 pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
     let mut diags = Diagnostics::default();
     let wf = &req.loaded.workflow;
-    let known = wf
-        .steps
-        .iter()
-        .map(|s| s.name.as_str())
-        .chain(req.records.keys().map(String::as_str));
-    let targets = &select_addresses(req.targets, known.clone())[..];
-    let replace = &select_addresses(req.replace, known)[..];
+    let targets = &selected_addresses(req.loaded, req.records, req.targets)[..];
+    let replace = &selected_addresses(req.loaded, req.records, req.replace)[..];
     for name in targets.iter().chain(replace) {
         if wf.step(name).is_none() && !req.records.contains_key(name) {
             diags.push(
