@@ -145,18 +145,12 @@ async fn apply_round(
             println!();
         }
     }
-    // The backup is taken before the first write: moves, refresh, steps.
-    if plan.has_changes() {
-        store.backup()?;
-    }
-    write_moves(store, &plan.moved, &refresh.records).await?;
-    record(store, &refresh).await?;
     let deferred = plan.deferred.len();
     let code = execute(
         store,
         loaded,
         plan,
-        refresh.records,
+        refresh,
         registry,
         ui,
         args.parallelism,
@@ -351,18 +345,12 @@ async fn apply_saved(
     if !ui.quiet && !ui.json {
         println!();
     }
-    // The backup is taken before the first write: moves, refresh, steps.
-    if plan.has_changes() {
-        store.backup()?;
-    }
-    write_moves(store, &plan.moved, &refresh.records).await?;
-    record(store, &refresh).await?;
     let deferred = plan.deferred.len();
     let code = execute(
         store,
         loaded,
         plan,
-        refresh.records,
+        refresh,
         registry,
         ui,
         args.parallelism,
@@ -381,17 +369,26 @@ async fn apply_saved(
     }
     Ok(code)
 }
+/// Carry out `plan` on what `refresh` found: back state up, write the
+/// moves and what refresh rewrote, then run the steps.
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     store: &dyn StateBackend,
     loaded: &Loaded,
     plan: Plan,
-    records: BTreeMap<String, StepRecord>,
+    refresh: Refresh,
     registry: &Registry,
     ui: Ui,
     parallelism: usize,
     file: &Path,
 ) -> CliResult<i32> {
+    // The backup is taken before the first write: moves, refresh, steps.
+    if plan.has_changes() {
+        store.backup()?;
+    }
+    write_moves(store, &plan.moved, &refresh.records).await?;
+    record(store, &refresh).await?;
+    let records = refresh.records;
     let mut edges: Vec<(String, String)> = loaded
         .dag
         .edges()
