@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::ast::{Deferral, Instance, StepDecl, Workflow, base_name, instance_name};
 use super::check::{Edge, find_cycle};
-use super::expr::eval::{Taint, eval};
+use super::expr::eval::{Taint, eval, key_text};
 use super::expr::functions::text;
 use super::modules::outputs_read;
 use super::resolve::{Context, Lookup};
@@ -200,32 +200,14 @@ fn resolve_instance_keys(
             let result = cx.with_scope(frame.as_deref(), each, |scope| {
                 eval(&index, scope, &mut taint)
             });
-            let key = match result {
-                Ok(Some(v @ (Value::String(_) | Value::Number(_)))) if !taint.sensitive => text(&v),
-                Ok(Some(v)) if !taint.sensitive => {
+            let key = match result.map(|value| key_text(value, taint.sensitive)) {
+                Ok(Ok(key)) => key,
+                Ok(Err((message, help))) => {
                     diags.push(
-                        Diag::new(
-                            "flow::bad-expression",
-                            format!(
-                                "an instance's key must be text or a number, found {}",
-                                kind(&v)
-                            ),
-                        )
-                        .in_source(source)
-                        .label(index.span.clone(), "this key")
-                        .help("keys are the items or table keys of the step's for_each"),
-                    );
-                    continue;
-                }
-                Ok(_) => {
-                    diags.push(
-                        Diag::new(
-                            "flow::bad-expression",
-                            "an instance's key must be known before any step runs, and not secret",
-                        )
-                        .in_source(source)
-                        .label(index.span.clone(), "this key")
-                        .help("use a variable that is not sensitive, `each.key` or a literal"),
+                        Diag::new("flow::bad-expression", message)
+                            .in_source(source)
+                            .label(index.span.clone(), "this key")
+                            .help(help),
                     );
                     continue;
                 }

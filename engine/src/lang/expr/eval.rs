@@ -408,21 +408,28 @@ fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
 /// The address of the instance of `step` that `index` names.
 fn instance_key(step: &str, index: &Expr, scope: &Scope) -> Result<String, EvalError> {
     let mut taint = Taint::default();
-    match eval(index, scope, &mut taint)? {
-        Some(v @ (Value::String(_) | Value::Number(_))) if !taint.sensitive => {
-            Ok(super::ast::instance_name(step, &functions::text(&v)))
-        }
-        Some(v) if !taint.sensitive => Err(bad(
+    let value = eval(index, scope, &mut taint)?;
+    match key_text(value, taint.sensitive) {
+        Ok(key) => Ok(super::ast::instance_name(step, &key)),
+        Err((message, help)) => Err(bad(message, &index.span, help)),
+    }
+}
+
+/// The text of an instance's key worked out from an expression (its
+/// value, and whether a secret went into it), or why it cannot be one:
+/// the message and what to do.
+pub fn key_text(value: Option<Value>, sensitive: bool) -> Result<String, (String, &'static str)> {
+    match value {
+        Some(v @ (Value::String(_) | Value::Number(_))) if !sensitive => Ok(functions::text(&v)),
+        Some(v) if !sensitive => Err((
             format!(
                 "an instance's key must be text or a number, found {}",
                 kind(&v)
             ),
-            &index.span,
             "keys are the items or table keys of the step's for_each",
         )),
-        _ => Err(bad(
+        _ => Err((
             "an instance's key must be known before any step runs, and not secret".to_string(),
-            &index.span,
             "use a variable that is not sensitive, `each.key` or a literal",
         )),
     }
