@@ -16,7 +16,7 @@ mod support;
 // - create no `.flow` state folder.
 //
 // The rendered diagnostics are kept as insta snapshots in `snapshots/` beside
-// this file; the cases are in `cases.rs`.
+// this file; the cases are in `cases/` (`workflow.rs`, `language.rs`).
 //
 // Cases marked `#[ignore = "engine bug: ..."]` describe the diagnostic the
 // engine *should* give; they fail today. Run them with
@@ -68,7 +68,7 @@ const BASE: Case = Case {
     never_says: &[],
 };
 
-/// One `#[test]` per case, plus `CORPUS` listing them all.
+/// One `#[test]` per case, plus `CASES` listing those of one part of the corpus.
 macro_rules! corpus {
     ($( $(#[$meta:meta])* $test:ident: $case:expr, )*) => {
         $(
@@ -79,13 +79,13 @@ macro_rules! corpus {
             }
         )*
 
-        /// Every case of the corpus.
-        pub const CORPUS: &[Case] = &[$($case),*];
+        /// The cases of this part of the corpus.
+        pub const CASES: &[Case] = &[$($case),*];
     };
 }
 
 mod cases;
-use cases::CORPUS;
+use cases::corpus;
 
 /// The fixtures folder.
 fn fixtures() -> PathBuf {
@@ -240,7 +240,7 @@ fn every_fixture_is_in_the_corpus() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     on_disk.sort();
-    let mut in_corpus: Vec<String> = CORPUS.iter().map(|c| c.file.to_string()).collect();
+    let mut in_corpus: Vec<String> = corpus().map(|c| c.file.to_string()).collect();
     in_corpus.sort();
     let mut unique = in_corpus.clone();
     unique.dedup();
@@ -263,11 +263,11 @@ fn every_fixture_is_in_the_corpus() {
             entry.expect("entry").file_name().to_string_lossy()
         );
         assert!(
-            CORPUS.iter().any(|c| c.args.contains(&name.as_str())),
+            corpus().any(|c| c.args.contains(&name.as_str())),
             "{name} is used by no case"
         );
     }
-    assert!(CORPUS.len() >= 100, "only {} cases", CORPUS.len());
+    assert!(corpus().count() >= 100, "only {} cases", corpus().count());
 }
 
 /// A missing workflow file is reported like any other problem.
