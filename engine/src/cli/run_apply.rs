@@ -45,13 +45,14 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         ..VarInputs::default()
     };
     json_needs_approval(ui, args.auto_approve)?;
-    let mut loaded = load_workflow(&args.file, &vars, registry)?;
+    let loaded = load_workflow(&args.file, &vars, registry)?;
     let target = target_with(&args.file, &args.state, loaded.workflow.state.as_ref())?;
     let store = open(&target, &args.state, "flow apply", Access::Write).await?;
     let store = store.as_ref();
     // A step whose for_each reads outputs known only after apply is planned
     // in a later round, once those outputs are in state; the lock is held
-    // throughout.
+    // throughout. Each round starts from the workflow as first loaded: it
+    // settles the deferred steps against state as it is then.
     for round in 1.. {
         let deferred = match apply_round(args, &vars, &loaded, store, ui, registry, round).await? {
             Round::Done(code) => return Ok(code),
@@ -65,7 +66,6 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
                 if deferred == 1 { "it" } else { "they" },
             );
         }
-        loaded = load_workflow(&args.file, &vars, registry)?;
     }
     unreachable!("the rounds end by returning")
 }
