@@ -6,6 +6,7 @@
 mod control;
 mod job;
 mod output;
+mod output_path;
 mod remote;
 mod run;
 mod script;

@@ -3,12 +3,17 @@
 //! tests/support/slurm.rs) and, for the SSH path, a throwaway sshd.
 //!
 //! One test binary, a module per subject: `jobs` (the reference NCCL
-//! sbatch, failures, arrays, bad input), `resume` (kill -9 inside each call,
-//! Ctrl-C, cancel on destroy), `ssh` (submitting on a "head node" over SSH).
+//! sbatch, failures, arrays, bad input), `failures` (OUT_OF_MEMORY, TIMEOUT
+//! and NODE_FAIL made for real), `resume` (kill -9 inside each call,
+//! Ctrl-C, cancel on destroy, submissions counted by `sacct`),
+//! `accounting` (a job the controller forgot, found through `sacct`),
+//! `ssh` (submitting on a "head node" over SSH).
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod accounting;
+mod failures;
 mod jobs;
 mod resume;
 mod ssh;

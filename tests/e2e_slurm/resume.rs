@@ -6,17 +6,18 @@
 //! (tests/fixtures/slurm/kill/sbatch) marks when it was entered and when
 //! the real sbatch queued the job, and holds there; the controller
 //! (`squeue`) and the step's intent (`flow state show`) show afterwards
-//! what each kill left.
+//! what each kill left, and accounting (`sacct`, slurmdbd on MariaDB)
+//! counts the submissions.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::slurm::Slurm;
+use crate::support::slurm::{Features, Slurm};
 use crate::support::{Project, finish, signal, wait_until};
 use crate::{env_for, fixture, flow, log, project, record};
 
 /// A job of about `secs` seconds that prints its end.
-fn workflow(name: &str, secs: u32) -> String {
+pub(crate) fn workflow(name: &str, secs: u32) -> String {
     format!(
         r#"
 [workflow]
@@ -33,11 +34,17 @@ success_pattern = "finished after"
     )
 }
 
-const SCRIPT: &str = "#!/bin/bash\n#SBATCH --output=job_%j.out\necho started\nsleep \"$SECS\"\necho \"finished after $SECS s\"\n";
+/// The job: prints its start, sleeps `$SECS`, prints its end, into
+/// `job_<id>.out` in the workflow's folder.
+pub(crate) const SCRIPT: &str = "#!/bin/bash\n#SBATCH --output=job_%j.out\necho started\nsleep \"$SECS\"\necho \"finished after $SECS s\"\n";
 
 /// `flow apply` started in the background, with the sbatch stand-in first
 /// on PATH and `extra` in its environment.
-fn spawn_apply(p: &Project, slurm: &Slurm, extra: &[(&str, String)]) -> std::process::Child {
+pub(crate) fn spawn_apply(
+    p: &Project,
+    slurm: &Slurm,
+    extra: &[(&str, String)],
+) -> std::process::Child {
     let mut cmd = p.cmd(&["apply", "--auto-approve", "wf.toml"]);
     for (k, v) in env_for(slurm, Some(&fixture("kill"))) {
         cmd.env(k, v);
@@ -69,7 +76,10 @@ fn kill_once(
     hold: &[(&str, String)],
     ready: impl Fn(&Path, &Slurm) -> bool,
 ) -> Landing {
-    let slurm = Slurm::start();
+    let slurm = Slurm::start_with(Features {
+        accounting: true,
+        ..Features::default()
+    });
     let p = project(&workflow(name, 2));
     p.write("job.sbatch", SCRIPT);
     let marks = tempfile::tempdir().unwrap();
@@ -91,12 +101,15 @@ fn kill_once(
     std::thread::sleep(Duration::from_secs(3));
     let resumed = flow(&p, &slurm, &["apply", "--auto-approve", "wf.toml"]);
     assert_eq!(resumed.code, 0, "{}\n{}", resumed.all(), slurm.logs());
-    let jobs = slurm.jobs_named(name);
+    // Accounting records every submission, whatever the controller keeps.
+    let jobs = slurm.accounted_named(name);
     assert_eq!(
         jobs.len(),
         1,
         "{window}: one submission, never two: {jobs:?}"
     );
+    assert_eq!(jobs[0].1, "COMPLETED", "{jobs:?}");
+    assert!(jobs[0].2.starts_with("flow:"), "{jobs:?}");
     assert_eq!(record(&p, "job")["resource_id"], jobs[0].0.as_str());
     assert!(record(&p, "job")["in_flight"].is_null());
     let text = log(&p, "job");

@@ -3,12 +3,16 @@
 //! `slurm.conf` template `scripts/local-slurm` uses too
 //! (scripts/local-cloud/slurm.conf.in: one node with this machine's CPUs,
 //! accounting off, the controller keeping finished jobs for a day), all
-//! killed on drop. And a
+//! killed on drop. [`Features`] add what a test needs beyond that:
+//! accounting (a throwaway MariaDB and Debian's `slurmdbd`, so `sacct`
+//! answers as on a cluster that keeps accounting), memory limits enforced
+//! by cgroups, a short `SlurmdTimeout`, a short `MinJobAge`. And a
 //! throwaway `sshd` on a high loopback port with generated keys, whose
 //! sessions see the same `SLURM_CONF`, for the SSH path.
 //!
 //! `scripts/test` installs the packages (slurmctld, slurmd, slurm-client,
-//! munge, openssh-server, openssh-client) when they are missing, with
+//! munge, slurmdbd, mariadb-server-core, mariadb-client-core,
+//! openssh-server, openssh-client) when they are missing, with
 //! `scripts/local-slurm --install`.
 
 use std::net::TcpListener;
@@ -32,9 +36,48 @@ fn program(path: &str, package: &str) -> PathBuf {
     let p = PathBuf::from(path);
     assert!(
         p.exists(),
-        "{path} is missing: install Debian's {package} (scripts/test does: apt-get install slurmctld slurmd slurm-client munge openssh-server)"
+        "{path} is missing: install Debian's {package} (scripts/test does it: scripts/local-slurm --install)"
     );
     p
+}
+
+/// What a test's Slurm has beyond the plain one-node cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Features {
+    /// Accounting through slurmdbd on a throwaway MariaDB, job comments
+    /// kept (`AccountingStoreFlags=job_comment`): `sacct` lists every job,
+    /// the finished and forgotten ones too.
+    pub accounting: bool,
+    /// `--mem` enforced by task/cgroup on the cgroup v1 memory controller,
+    /// so a job over it ends `OUT_OF_MEMORY`.
+    pub memory_limits: bool,
+    /// Seconds before the controller sets a silent node down
+    /// (`SlurmdTimeout`; Slurm's default is 300).
+    pub slurmd_timeout: Option<u32>,
+    /// Seconds the controller keeps a finished job (`MinJobAge`; the
+    /// template's is a day). The controller purges every 60 s or so.
+    pub min_job_age: Option<u32>,
+}
+
+/// `conf` with the line `key=…` set to `key=value` (added when absent).
+fn set_line(conf: &str, key: &str, value: &str) -> String {
+    let prefix = format!("{key}=");
+    let mut found = false;
+    let mut out: Vec<String> = conf
+        .lines()
+        .map(|l| {
+            if l.starts_with(&prefix) {
+                found = true;
+                format!("{key}={value}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    if !found {
+        out.push(format!("{key}={value}"));
+    }
+    out.join("\n") + "\n"
 }
 
 /// Children killed (and reaped) on drop, last started first.
@@ -53,6 +96,8 @@ impl Drop for Daemons {
 /// A running one-node Slurm cluster.
 pub struct Slurm {
     daemons: Daemons,
+    /// Where slurmd is in `daemons`.
+    slurmd: usize,
     dir: tempfile::TempDir,
     /// The node's name.
     pub node: String,
@@ -61,6 +106,12 @@ pub struct Slurm {
 impl Slurm {
     /// Starts munged, slurmctld and slurmd and waits until the node is idle.
     pub fn start() -> Slurm {
+        Slurm::start_with(Features::default())
+    }
+
+    /// Starts munged (and MariaDB and slurmdbd, for accounting), slurmctld
+    /// and slurmd with `features`, and waits until the node is idle.
+    pub fn start_with(features: Features) -> Slurm {
         let munged = program("/usr/sbin/munged", "munge");
         let slurmctld = program("/usr/sbin/slurmctld", "slurmctld");
         let slurmd = program("/usr/sbin/slurmd", "slurmd");
@@ -101,18 +152,66 @@ impl Slurm {
         });
         let node = format!("flow{}", free_port());
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let conf = CONF_TEMPLATE
+        let mut conf = CONF_TEMPLATE
             .replace("@DIR@", &d.display().to_string())
             .replace("@CTLD_PORT@", &free_port().to_string())
             .replace("@SLURMD_PORT@", &free_port().to_string())
             .replace("@NODE@", &node)
             .replace("@CPUS@", &cpus.to_string());
+        let dbd_port = free_port();
+        if features.accounting {
+            for (key, value) in [
+                (
+                    "AccountingStorageType",
+                    "accounting_storage/slurmdbd".into(),
+                ),
+                ("AccountingStorageHost", "127.0.0.1".into()),
+                ("AccountingStoragePort", dbd_port.to_string()),
+                // The munge socket slurmctld and the commands reach slurmdbd with.
+                (
+                    "AccountingStoragePass",
+                    d.join("munge.sock").display().to_string(),
+                ),
+                ("AccountingStoreFlags", "job_comment".into()),
+                ("JobAcctGatherType", "jobacct_gather/linux".into()),
+            ] {
+                conf = set_line(&conf, key, &value);
+            }
+        }
+        if features.memory_limits {
+            assert!(
+                Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists(),
+                "memory limits need the cgroup v1 memory controller at /sys/fs/cgroup/memory, \
+                 which this machine does not mount"
+            );
+            conf = set_line(&conf, "TaskPlugin", "task/cgroup");
+            conf = set_line(&conf, "SelectTypeParameters", "CR_Core_Memory");
+            // Jobs that ask for no memory get 100 MB a CPU, not the whole node.
+            conf = set_line(&conf, "DefMemPerCPU", "100");
+            conf = conf.replace(" State=UNKNOWN", " RealMemory=1024 State=UNKNOWN");
+            std::fs::write(
+                d.join("cgroup.conf"),
+                "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\n\
+                 ConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n",
+            )
+            .expect("write cgroup.conf");
+        }
+        if let Some(secs) = features.slurmd_timeout {
+            conf = set_line(&conf, "SlurmdTimeout", &secs.to_string());
+        }
+        if let Some(secs) = features.min_job_age {
+            conf = set_line(&conf, "MinJobAge", &secs.to_string());
+        }
         std::fs::write(d.join("slurm.conf"), conf).expect("write slurm.conf");
         let conf = d.join("slurm.conf");
+        if features.accounting {
+            start_accounting(d, &mut daemons, dbd_port);
+        }
         daemons.0.push(
             Command::new(&slurmctld)
                 .args(["-D", "-i", "-f"])
                 .arg(&conf)
+                .env("SLURM_CONF", &conf)
                 .stdout(log("slurmctld.out"))
                 .stderr(log("slurmctld.err"))
                 .spawn()
@@ -122,12 +221,19 @@ impl Slurm {
             Command::new(&slurmd)
                 .args(["-D", "-N", &node, "-f"])
                 .arg(&conf)
+                .env("SLURM_CONF", &conf)
                 .stdout(log("slurmd.out"))
                 .stderr(log("slurmd.err"))
                 .spawn()
                 .expect("start slurmd"),
         );
-        let slurm = Slurm { daemons, dir, node };
+        let slurmd = daemons.0.len() - 1;
+        let slurm = Slurm {
+            daemons,
+            slurmd,
+            dir,
+            node,
+        };
         let started = Instant::now();
         loop {
             let out = slurm.command("sinfo").args(["-h", "-o", "%T"]).output();
@@ -195,10 +301,51 @@ impl Slurm {
         self.jobs().into_iter().filter(|j| j.1 == name).collect()
     }
 
+    /// Every job accounting recorded under `name`, finished and forgotten
+    /// ones too, as `(id, state, comment)` (a cluster started with
+    /// [`Features::accounting`]).
+    pub fn accounted_named(&self, name: &str) -> Vec<(String, String, String)> {
+        self.output(
+            "sacct",
+            &[
+                "-X",
+                "-n",
+                "-P",
+                "-a",
+                "-S",
+                "now-1days",
+                "--name",
+                name,
+                "-o",
+                "JobID,State,Comment",
+            ],
+        )
+        .lines()
+        .filter_map(|l| {
+            let mut p = l.split('|');
+            Some((
+                p.next()?.to_string(),
+                p.next()?.to_string(),
+                p.next()?.to_string(),
+            ))
+        })
+        .collect()
+    }
+
+    /// Kills slurmd (-9), as a node that dies: its jobs' processes live on,
+    /// the controller hears nothing from the node.
+    pub fn kill_slurmd(&mut self) {
+        let child = &mut self.daemons.0[self.slurmd];
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
     /// The daemons' logs, for a failing test's message.
     pub fn logs(&self) -> String {
         let mut out = String::new();
         for name in [
+            "slurmdbd.log",
+            "mariadb.err",
             "slurmctld.log",
             "slurmd.log",
             "slurmctld.err",
@@ -220,6 +367,117 @@ impl Slurm {
     /// The folder the daemons keep their files in.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+/// Starts a throwaway MariaDB (its files in `dir/db`, on a loopback port,
+/// no grant tables: nothing but this test reaches it) and slurmdbd over
+/// it on `dbd_port`, adding both to `daemons`.
+fn start_accounting(dir: &Path, daemons: &mut Daemons, dbd_port: u16) {
+    program("/usr/sbin/slurmdbd", "slurmdbd");
+    let mariadbd = program("/usr/sbin/mariadbd", "mariadb-server-core");
+    program("/usr/bin/my_print_defaults", "mariadb-client-core");
+    let log = |name: &str| std::fs::File::create(dir.join("log").join(name)).expect("create log");
+    let db = dir.join("db");
+    let installed = Command::new("/usr/bin/mariadb-install-db")
+        .args(["--no-defaults", "--user=root", "--skip-test-db"])
+        .arg(format!("--datadir={}", db.display()))
+        .stdout(log("mariadb-install.out"))
+        .stderr(log("mariadb-install.err"))
+        .status()
+        .expect("run mariadb-install-db");
+    assert!(
+        installed.success(),
+        "mariadb-install-db failed (see its log in {})",
+        dir.display()
+    );
+    let db_port = free_port();
+    let socket = dir.join("mariadb.sock");
+    daemons.0.push(
+        Command::new(&mariadbd)
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--bind-address=127.0.0.1",
+                "--skip-grant-tables",
+                "--innodb-buffer-pool-size=32M",
+                "--innodb-lock-wait-timeout=900",
+            ])
+            .arg(format!("--port={db_port}"))
+            .arg(format!("--datadir={}", db.display()))
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!("--pid-file={}", dir.join("mariadb.pid").display()))
+            .arg(format!(
+                "--log-error={}",
+                dir.join("log/mariadb.err").display()
+            ))
+            .stdout(log("mariadb.out"))
+            .stderr(log("mariadb.out2"))
+            .spawn()
+            .expect("start mariadbd"),
+    );
+    wait_for(Duration::from_secs(30), "MariaDB to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", db_port)).is_ok()
+    });
+    let conf = format!(
+        "AuthType=auth/munge\nAuthInfo=socket={d}/munge.sock\nDbdHost=localhost\n\
+         DbdAddr=127.0.0.1\nDbdPort={dbd_port}\nSlurmUser=root\n\
+         StorageType=accounting_storage/mysql\nStorageHost=127.0.0.1\n\
+         StoragePort={db_port}\nStorageUser=root\nStorageLoc=slurm_acct_db\n\
+         PidFile={d}/slurmdbd.pid\nLogFile={d}/log/slurmdbd.log\n",
+        d = dir.display()
+    );
+    // slurmdbd reads slurmdbd.conf beside SLURM_CONF, and only when private.
+    let path = dir.join("slurmdbd.conf");
+    std::fs::write(&path, conf).expect("write slurmdbd.conf");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .expect("chmod slurmdbd.conf");
+    daemons.0.push(
+        Command::new("/usr/sbin/slurmdbd")
+            .arg("-D")
+            .env("SLURM_CONF", dir.join("slurm.conf"))
+            .stdout(log("slurmdbd.out"))
+            .stderr(log("slurmdbd.err"))
+            .spawn()
+            .expect("start slurmdbd"),
+    );
+    wait_for(Duration::from_secs(30), "slurmdbd to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", dbd_port)).is_ok()
+    });
+}
+
+impl Drop for Slurm {
+    /// Kills what the cluster's jobs left running (a job's processes carry
+    /// `SLURM_CONF`, and so do the daemons' own children): a node that was
+    /// killed leaves its job's `slurmstepd` and script behind.
+    fn drop(&mut self) {
+        let marker = format!("SLURM_CONF={}", self.conf().display());
+        let me = std::process::id();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let own = self.daemons.0.iter().any(|c| c.id() == pid);
+            if pid == me || own {
+                continue;
+            }
+            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+            if environ
+                .split(|b| *b == 0)
+                .any(|var| var == marker.as_bytes())
+            {
+                // SAFETY: kill(2) on a pid read from /proc; no memory is touched.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
     }
 }
 

@@ -49,6 +49,11 @@ impl JobLine {
     pub fn exit_code(&self) -> &str {
         self.get("ExitCode").unwrap_or("0:0")
     }
+
+    /// Sets a field (the output file worked out for a line accounting gave).
+    pub fn set(&mut self, key: &str, value: String) {
+        self.fields.insert(key.to_string(), value);
+    }
 }
 
 /// States a job never leaves.
@@ -176,26 +181,58 @@ pub(crate) async fn show(remote: &Remote, id: &str) -> Result<Option<Vec<JobLine
 }
 
 /// The id of the job (the array's id, for an array) whose comment is
-/// `comment`, among the jobs the controller knows.
+/// `comment`: among the jobs the controller knows, else among those
+/// accounting recorded in the last 30 days (it keeps comments only with
+/// `AccountingStoreFlags=job_comment`; without it, or without accounting,
+/// a job the controller forgot is not found).
 pub(crate) async fn find_by_comment(
     remote: &Remote,
     comment: &str,
 ) -> Result<Option<String>, ProviderError> {
     let ran = remote.run(&["scontrol", "show", "job", "-o"], None).await?;
-    if !ran.ok() {
-        if ran.complaint().contains("No jobs in the system") {
-            return Ok(None);
-        }
+    if !ran.ok() && !ran.complaint().contains("No jobs in the system") {
         return Err(controller_error(remote, "scontrol show job", &ran));
     }
-    Ok(parse_jobs(&ran.stdout)
+    let known = parse_jobs(&ran.stdout)
         .into_iter()
         .find(|j| j.get("Comment") == Some(comment))
-        .and_then(|j| j.get("ArrayJobId").or(j.get("JobId")).map(str::to_string)))
+        .and_then(|j| j.get("ArrayJobId").or(j.get("JobId")).map(str::to_string));
+    if known.is_some() {
+        return Ok(known);
+    }
+    let ran = remote
+        .run(
+            &[
+                "sacct",
+                "-X",
+                "-n",
+                "-P",
+                "-S",
+                "now-30days",
+                "-o",
+                "JobID,Comment",
+            ],
+            None,
+        )
+        .await?;
+    if !ran.ok() {
+        return Ok(None);
+    }
+    Ok(ran.stdout.lines().find_map(|l| {
+        let (job, text) = l.split_once('|')?;
+        (text == comment).then(|| job.split('_').next().unwrap_or(job).to_string())
+    }))
 }
 
+/// The fields asked of `sacct`, in order; `WorkDir` last, as the one that
+/// may hold the separator.
+const ACCOUNTED: [&str; 8] = [
+    "JobId", "JobIDRaw", "JobName", "User", "JobState", "ExitCode", "NodeList", "WorkDir",
+];
+
 /// Job `id` as accounting recorded it (`sacct`), for a job the controller
-/// has forgotten; `None` when accounting is off or does not know it.
+/// has forgotten (no `StdOut` there: see `output_path`); `None` when
+/// accounting is off or does not know it.
 pub(crate) async fn accounted(
     remote: &Remote,
     id: &str,
@@ -210,7 +247,7 @@ pub(crate) async fn accounted(
                 "-j",
                 id,
                 "-o",
-                "JobID,State,ExitCode,NodeList",
+                "JobID,JobIDRaw,JobName,User,State,ExitCode,NodeList,WorkDir",
             ],
             None,
         )
@@ -218,26 +255,22 @@ pub(crate) async fn accounted(
     if !ran.ok() {
         return Ok(None);
     }
-    let lines: Vec<JobLine> = ran
-        .stdout
-        .lines()
-        .filter_map(|l| {
-            let mut parts = l.split('|');
-            let (job, state, exit, nodes) =
-                (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-            let fields = [
-                ("JobId", job),
-                ("JobState", state),
-                ("ExitCode", exit),
-                ("NodeList", nodes),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-            Some(JobLine { fields })
-        })
-        .collect();
+    let lines: Vec<JobLine> = ran.stdout.lines().filter_map(accounted_line).collect();
     Ok((!lines.is_empty()).then_some(lines))
+}
+
+/// One line of `sacct -P` output with the [`ACCOUNTED`] fields.
+fn accounted_line(line: &str) -> Option<JobLine> {
+    let values: Vec<&str> = line.splitn(ACCOUNTED.len(), '|').collect();
+    if values.len() < ACCOUNTED.len() {
+        return None;
+    }
+    let fields = ACCOUNTED
+        .iter()
+        .zip(values)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Some(JobLine { fields })
 }
 
 /// Cancels job `id` (every task of an array).
@@ -289,8 +322,26 @@ mod tests {
     }
 
     #[test]
+    fn accounting_lines_keep_a_separator_in_the_working_folder() {
+        let l = accounted_line("12_3|15|nccl|root|OUT_OF_MEMORY|0:125|node1|/fsx/a|b").unwrap();
+        assert_eq!(l.label(), "12_3");
+        assert_eq!(l.state(), "OUT_OF_MEMORY");
+        assert_eq!(l.get("JobIDRaw"), Some("15"));
+        assert_eq!(l.get("WorkDir"), Some("/fsx/a|b"));
+        assert!(accounted_line("12|FAILED").is_none());
+    }
+
+    #[test]
     fn finished_states_have_a_meaning() {
-        for s in ["FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"] {
+        for s in [
+            "FAILED",
+            "TIMEOUT",
+            "OUT_OF_MEMORY",
+            "NODE_FAIL",
+            "PREEMPTED",
+            "BOOT_FAIL",
+            "DEADLINE",
+        ] {
             assert!(finished(s));
             assert_ne!(meaning(s), "it did not complete");
         }

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::control;
 use super::output::Output;
+use super::output_path::OutputPattern;
 use super::remote::Remote;
 use super::run::{self, Seen};
 use super::script;
@@ -138,8 +139,14 @@ async fn follow(
 ) -> Result<Applied, ProviderError> {
     let name = job_label(ctx, values);
     let matchers = matchers(values)?;
+    // Where the job writes, for when only accounting still knows it (the
+    // script as it is now: the one submitted, unless it was edited since).
+    let script = inputs::req_str(values, "script")
+        .and_then(|path| script::read(&ctx.workdir, &path))
+        .unwrap_or_default();
+    let pattern = OutputPattern::of(&sbatch_args(values, "")?, &script);
     let mut output = Output::default();
-    let seen = run::run_to_end(ctx, remote, &mut output, &name, id).await?;
+    let seen = run::run_to_end(ctx, remote, &mut output, (&name, &pattern), id).await?;
     let verdict = run::verdict(&name, &seen, &output, &matchers);
     if let Ok(applied) = &verdict {
         let captured: Values = applied

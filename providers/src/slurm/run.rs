@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::control::{self, JobLine};
 use super::output::Output;
+use super::output_path::OutputPattern;
 use super::remote::Remote;
 use crate::capture::Matchers;
 use crate::contract::{Applied, OpContext, ProviderError, Values};
@@ -55,6 +56,18 @@ impl Seen {
             .map_or("UNKNOWN", JobLine::state)
     }
 
+    /// Gives every line that names no output file (a line accounting
+    /// gave) the one `pattern` works out.
+    pub fn fill_output(&mut self, pattern: &OutputPattern) {
+        for line in &mut self.lines {
+            if line.get("StdOut").is_none()
+                && let Some(path) = pattern.expand(line)
+            {
+                line.set("StdOut", path);
+            }
+        }
+    }
+
     /// The output files to follow, by task label.
     pub fn output_files(&self) -> Vec<(String, String)> {
         let mut files: Vec<(String, String)> = self
@@ -82,13 +95,14 @@ pub(crate) async fn look(remote: &Remote, id: &str) -> Result<Option<Seen>, Prov
     }))
 }
 
-/// Follows job `id` (called `name`) until it ends, streaming its output into
-/// `output`; cancels it if the run is interrupted.
+/// Follows job `id` (called `name`, writing where `pattern` says when only
+/// accounting knows it) until it ends, streaming its output into `output`;
+/// cancels it if the run is interrupted.
 pub(crate) async fn run_to_end(
     ctx: &OpContext,
     remote: &Remote,
     output: &mut Output,
-    name: &str,
+    (name, pattern): (&str, &OutputPattern),
     id: &str,
 ) -> Result<Seen, ProviderError> {
     let what = format!("job `{name}` ({id})");
@@ -96,7 +110,8 @@ pub(crate) async fn run_to_end(
     let mut failures = 0;
     loop {
         match look(remote, id).await {
-            Ok(Some(seen)) => {
+            Ok(Some(mut seen)) => {
+                seen.fill_output(pattern);
                 failures = 0;
                 let state = seen.state().to_string();
                 if state != last_state {
