@@ -69,6 +69,18 @@ fn the_nccl_job_is_submitted_and_followed_over_ssh() {
     assert_eq!(jobs.len(), 1);
     assert_eq!(record(&p, "nccl")["resource_id"], jobs[0].0.as_str());
     assert!(log(&p, "nccl").contains("# Out of bounds values : 0 OK"));
+    // Every command of the apply (the comment look-up, sbatch, and two per
+    // poll) shares one SSH connection: sshd let the key in once.
+    let sshd_log = sshd.log();
+    let logins = sshd_log.matches("Accepted publickey").count();
+    assert_eq!(logins, 1, "one connection for the whole apply:\n{sshd_log}");
+    // ... and flow closed it when the step ended: no connection to sshd
+    // is left open (ssh's master would keep one for 30 s).
+    assert_eq!(
+        connections_to(sshd.port),
+        0,
+        "a connection to sshd outlived flow"
+    );
     // The private key is nowhere flow writes: not in state, logs or output.
     let body: String = key.lines().filter(|l| !l.starts_with("-----")).collect();
     assert!(body.len() > 40);
@@ -91,6 +103,20 @@ fn the_nccl_job_is_submitted_and_followed_over_ssh() {
         .expect(0);
     assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
     assert!(!plan.all().contains("could not read"), "{}", plan.all());
+}
+
+/// The established TCP connections from loopback to `port` (/proc/net/tcp).
+fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.get(2) == Some(&remote.as_str()) && cols.get(3) == Some(&"01")
+        })
+        .count()
 }
 
 #[test]

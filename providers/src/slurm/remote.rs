@@ -24,6 +24,14 @@ const WITHHELD: [&str; 3] = [
 /// How long an SSH connection may take to open.
 const SSH_CONNECT_SECS: u32 = 10;
 
+/// How long the shared SSH connection outlives its last command, should
+/// flow die without closing it.
+const SSH_PERSIST_SECS: u32 = 30;
+
+/// The longest path a Unix socket may have (108 bytes on Linux, 104 on
+/// macOS), less room for ssh's temporary suffix.
+const SOCKET_PATH_MAX: usize = 80;
+
 /// The finished command: exit code and what it printed.
 #[derive(Debug)]
 pub(crate) struct Ran {
@@ -62,6 +70,10 @@ pub(crate) struct Ssh {
     key: Option<tempfile::NamedTempFile>,
     /// The host's public key, when pinned, as a known_hosts file.
     known_hosts: Option<tempfile::NamedTempFile>,
+    /// A private (0700) folder for the control socket that lets every
+    /// command of this operation share one SSH connection; `None` when
+    /// its path would be too long for a socket.
+    control: Option<tempfile::TempDir>,
 }
 
 /// Where commands run.
@@ -116,12 +128,19 @@ impl Remote {
                 secret_file(&line, "host key")
             })
             .transpose()?;
+        let control = tempfile::Builder::new()
+            .prefix("flow-ssh-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir()
+            .ok()
+            .filter(|d| d.path().join("cm").as_os_str().len() <= SOCKET_PATH_MAX);
         Ok(Remote::Ssh(Ssh {
             host,
             user: inputs::opt_str(values, "ssh_user")?.filter(|u| !u.is_empty()),
             port,
             key,
             known_hosts,
+            control,
         }))
     }
 
@@ -246,7 +265,18 @@ impl Ssh {
     /// remote shell.
     fn command(&self, argv: &[&str]) -> Command {
         let mut cmd = Command::new("ssh");
-        cmd.args([
+        cmd.args(self.options());
+        cmd.arg(&self.host).arg("--");
+        cmd.arg(argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" "));
+        cmd
+    }
+
+    /// The options of every `ssh` to this node: no prompts, time limits,
+    /// the pinned host key or trust on first use, the key, port and user,
+    /// and the shared connection (the first command opens it, the others
+    /// reuse it: one connection's set-up instead of one per poll).
+    fn options(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
             "-o",
             "BatchMode=yes",
             "-o",
@@ -255,32 +285,40 @@ impl Ssh {
             "ServerAliveInterval=15",
             "-o",
             "LogLevel=ERROR",
-        ]);
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut option = |o: String| {
+            args.push("-o".into());
+            args.push(o);
+        };
         match &self.known_hosts {
             Some(file) => {
-                cmd.arg("-o").arg("StrictHostKeyChecking=yes");
-                cmd.arg("-o")
-                    .arg(format!("UserKnownHostsFile={}", file.path().display()));
+                option("StrictHostKeyChecking=yes".into());
+                option(format!("UserKnownHostsFile={}", file.path().display()));
             }
-            None => {
-                cmd.args(["-o", "StrictHostKeyChecking=accept-new"]);
-            }
+            None => option("StrictHostKeyChecking=accept-new".into()),
+        }
+        if let Some(dir) = &self.control {
+            option("ControlMaster=auto".into());
+            option(format!("ControlPath={}", dir.path().join("cm").display()));
+            option(format!("ControlPersist={SSH_PERSIST_SECS}"));
         }
         if let Some(key) = &self.key {
-            cmd.arg("-o")
-                .arg("IdentitiesOnly=yes")
-                .arg("-i")
-                .arg(key.path());
+            option("IdentitiesOnly=yes".into());
+            args.push("-i".into());
+            args.push(key.path().display().to_string());
         }
         if let Some(port) = self.port {
-            cmd.arg("-p").arg(port.to_string());
+            args.push("-p".into());
+            args.push(port.to_string());
         }
         if let Some(user) = &self.user {
-            cmd.arg("-l").arg(user);
+            args.push("-l".into());
+            args.push(user.clone());
         }
-        cmd.arg(&self.host).arg("--");
-        cmd.arg(argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" "));
-        cmd
+        args
     }
 
     /// The error for an SSH connection that failed (ssh's exit code 255).
@@ -305,6 +343,24 @@ impl Ssh {
             }
         ))
         .with_help(help)
+    }
+}
+
+impl Drop for Ssh {
+    /// Closes the shared connection, if one was opened (`ssh -O exit`).
+    fn drop(&mut self) {
+        let Some(dir) = &self.control else { return };
+        if !dir.path().join("cm").exists() {
+            return;
+        }
+        let _ = std::process::Command::new("ssh")
+            .args(self.options())
+            .args(["-O", "exit"])
+            .arg(&self.host)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -394,6 +450,16 @@ mod tests {
                 .any(|a| a.contains("PRIVATE KEY") || a.contains("AAAA"))
         );
         assert_eq!(argv.last().unwrap(), "sbatch --parsable");
+        // Every command shares one connection through a socket in a
+        // folder only this user may enter.
+        let control = ssh.control.as_ref().unwrap().path();
+        assert_eq!(
+            std::fs::metadata(control).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let path = format!("ControlPath={}", control.join("cm").display());
+        assert!(argv.contains(&path), "{argv:?}");
+        assert!(argv.contains(&"ControlMaster=auto".to_string()), "{argv:?}");
     }
 
     #[test]
