@@ -116,7 +116,9 @@ fn placeholders_left_unfilled_are_refused_before_anything_runs() {
     let run = p.run(&["plan", "wf.toml"]).expect(1);
     let all = run.all();
     assert!(
-        all.contains("cluster.yaml still has placeholders: PLACEHOLDER_CAPACITY_RESERVATION_ID"),
+        all.contains(
+            "cluster.yaml:45:36: the placeholder `PLACEHOLDER_CAPACITY_RESERVATION_ID` has"
+        ),
         "{all}"
     );
     assert!(all.contains("wf.toml:"), "{all}");

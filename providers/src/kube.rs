@@ -76,6 +76,9 @@ fn manifest_inputs() -> Vec<InputSpec> {
             InputType::Map(Box::new(InputType::String)),
             "Values for `${NAME}` placeholders in the files (`$${` writes a literal `${`)",
         ),
+        crate::substitute::input_spec(
+            "The published files' own placeholders and their values, filled before `values`, e.g. { \"<account>\" = \"${steps.caller.outputs.account}\", MAX_NODES = \"2\" } (PLACEHOLDER_X, <x>, $X and ${X} forms)",
+        ),
         InputSpec::optional(
             "namespace",
             InputType::String,

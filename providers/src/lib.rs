@@ -16,6 +16,7 @@ pub mod ownership;
 pub mod parallelcluster;
 pub mod registry;
 pub mod slurm;
+pub mod substitute;
 
 pub mod suggest;
 #[cfg(test)]

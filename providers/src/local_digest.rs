@@ -17,13 +17,26 @@ pub fn files_digest<'a>(
     workdir: &Path,
     paths: impl IntoIterator<Item = &'a str>,
 ) -> Option<String> {
+    files_digest_with(workdir, paths, str::to_string)
+}
+
+/// [`files_digest`] over each file's text as `fill` makes it (a text
+/// file's placeholders filled); a file that is not UTF-8 is taken as is.
+pub fn files_digest_with<'a>(
+    workdir: &Path,
+    paths: impl IntoIterator<Item = &'a str>,
+    fill: impl Fn(&str) -> String,
+) -> Option<String> {
     let mut hasher = Sha256::new();
     let mut any = false;
     for p in paths {
         if p.starts_with("http://") || p.starts_with("https://") {
             continue;
         }
-        let bytes = std::fs::read(workdir.join(p)).ok()?;
+        let mut bytes = std::fs::read(workdir.join(p)).ok()?;
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            bytes = fill(text).into_bytes();
+        }
         hasher.update(p.as_bytes());
         hasher.update([0]);
         hasher.update((bytes.len() as u64).to_le_bytes());

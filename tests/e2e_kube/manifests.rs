@@ -402,3 +402,55 @@ eksctl_config = "cluster.yaml"
     }
     assert!(!p.path().join(".flow").exists());
 }
+
+/// A published manifest's own placeholders (`<account>`, `<region>`,
+/// `$NUM_NODES`) are filled by `substitute` before the apiserver sees the
+/// object; the manifest's `$PATH` stays; a new value is a change that
+/// reaches the server.
+#[test]
+fn substitute_fills_a_published_manifest_unmodified() {
+    let Some(k) = KubeServer::start() else { return };
+    let p = Project::new();
+    p.write(
+        "nccl-settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nccl-settings\n  namespace: default\ndata:\n  image: <account>.dkr.ecr.<region>.amazonaws.com/nccl-tests:latest\n  nodes: \"$NUM_NODES\"\n  path: /opt/amazon/efa/bin:$PATH\n",
+    );
+    let workflow = |nodes: &str| {
+        format!(
+            r#"
+[workflow]
+name = "substitute"
+
+[steps.settings]
+provider = "kube.manifest"
+[steps.settings.inputs]
+kubeconfig = "{}"
+files = ["nccl-settings.yaml"]
+substitute = {{ "<account>" = "111122223333", "<region>" = "us-west-2", NUM_NODES = "{nodes}" }}
+"#,
+            k.kubeconfig_path()
+        )
+    };
+    p.write("wf.toml", &workflow("2"));
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let cm = k
+        .get("/api/v1/namespaces/default/configmaps/nccl-settings")
+        .expect("configmap");
+    assert_eq!(
+        cm["data"]["image"],
+        "111122223333.dkr.ecr.us-west-2.amazonaws.com/nccl-tests:latest"
+    );
+    assert_eq!(cm["data"]["nodes"], "2");
+    assert_eq!(cm["data"]["path"], "/opt/amazon/efa/bin:$PATH");
+    // Nothing to do while nothing changes; a new value is an update.
+    let plan = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
+    p.write("wf.toml", &workflow("4"));
+    let plan = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("update"), "{}", plan.stdout);
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let cm = k
+        .get("/api/v1/namespaces/default/configmaps/nccl-settings")
+        .expect("configmap");
+    assert_eq!(cm["data"]["nodes"], "4");
+}

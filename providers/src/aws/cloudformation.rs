@@ -71,6 +71,9 @@ impl CloudFormationStack {
                         InputType::LocalFile,
                         "The template, a YAML (short-form tags such as !Ref understood) or JSON file",
                     ),
+                    crate::substitute::input_spec(
+                        "Placeholders in the template and their values (PLACEHOLDER_X, <x>, $X and ${X} forms); a template's own ${AWS::Region} and !Sub names stay unless named here",
+                    ),
                     InputSpec::optional(
                         "parameters",
                         InputType::Map(Box::new(InputType::Any)),
@@ -261,7 +264,7 @@ impl Provider for CloudFormationStack {
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::of_input(inputs, "template", &ctx.workdir)
+        crate::substitute::digest_of_input(inputs, "template", &ctx.workdir)
     }
 
     fn schema(&self) -> &Schema {

@@ -102,14 +102,24 @@ pub enum ConfigProblem {
 /// Subnets of one kind (private or public) by availability zone.
 type Subnets = Vec<(String, String)>;
 
-/// Reads the eksctl config at `path` (relative to `workdir`).
-pub fn load(workdir: &Path, path: &str) -> Result<EksctlConfig, EksctlError> {
-    let full = workdir.join(path);
+/// Reads the eksctl config at `path` (relative to `workdir`, inside it),
+/// its placeholders filled from `subs`.
+pub fn load(
+    workdir: &Path,
+    path: &str,
+    subs: &crate::substitute::Substitutions,
+) -> Result<EksctlConfig, EksctlError> {
+    let full = crate::file_input::inside_workdir(workdir, path).map_err(|why| {
+        EksctlError::Unreadable {
+            path: workdir.join(path),
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
+        }
+    })?;
     let text = std::fs::read_to_string(&full).map_err(|source| EksctlError::Unreadable {
         path: full.clone(),
         source,
     })?;
-    parse(&text).map_err(|problem| EksctlError::Invalid {
+    parse(&subs.apply(&text)).map_err(|problem| EksctlError::Invalid {
         file: path.to_string(),
         problem,
     })

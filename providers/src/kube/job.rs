@@ -378,7 +378,7 @@ impl Provider for KubeJob {
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::of_input(inputs, "files", &ctx.workdir)
+        crate::substitute::digest_of_input(inputs, "files", &ctx.workdir)
     }
 
     fn schema(&self) -> &Schema {
@@ -399,7 +399,7 @@ impl Provider for KubeJob {
             out.push(p);
         }
         let all_known = inputs.iter().all(|(k, v)| {
-            !matches!(k.as_str(), "values" | "files" | "manifest")
+            !matches!(k.as_str(), "values" | "substitute" | "files" | "manifest")
                 || matches!(v, InputValue::Known(_))
         });
         if all_known && let Ok(sources) = Sources::from_inputs(&known) {

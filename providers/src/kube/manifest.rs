@@ -383,7 +383,7 @@ impl Provider for KubeManifest {
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::of_input(inputs, "files", &ctx.workdir)
+        crate::substitute::digest_of_input(inputs, "files", &ctx.workdir)
     }
 
     fn schema(&self) -> &Schema {
@@ -403,9 +403,9 @@ impl Provider for KubeManifest {
         if let Err(e) = WaitRules::from_value(known.get("wait_for")) {
             out.push(Problem::at("wait_for", e));
         }
-        let values_known = inputs
-            .iter()
-            .all(|(k, v)| k != "values" || matches!(v, InputValue::Known(_)));
+        let values_known = inputs.iter().all(|(k, v)| {
+            !matches!(k.as_str(), "values" | "substitute") || matches!(v, InputValue::Known(_))
+        });
         match Sources::from_inputs(&known) {
             Ok(sources) if values_known => out.extend(sources.offline(&ctx.workdir).1),
             Ok(sources) => out.extend(sources.unreadable_files(&ctx.workdir)),

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::fetch;
 use crate::contract::{Problem, ProviderError, Values};
+use crate::substitute::Substitutions;
 
 /// One object of the manifests, before it is sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +68,9 @@ pub struct Sources {
     pub inline: Option<String>,
     /// Placeholder values.
     pub values: BTreeMap<String, String>,
+    /// The runbook's own placeholders in the files, filled first
+    /// (`substitute`).
+    pub substitute: Substitutions,
 }
 
 impl Sources {
@@ -90,20 +94,12 @@ impl Sources {
             }
         };
         let values = match v.get("values") {
-            Some(Value::Object(m)) => m
-                .iter()
-                .map(|(k, v)| {
-                    let text = match v {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    (k.clone(), text)
-                })
-                .collect(),
+            Some(Value::Object(m)) => crate::substitute::text_table(m),
             _ => BTreeMap::new(),
         };
         Ok(Sources {
             files,
+            substitute: Substitutions::from_values(v)?,
             inline: v
                 .get("manifest")
                 .and_then(Value::as_str)
@@ -124,6 +120,7 @@ impl Sources {
                     ProviderError::fatal(format!("could not read {}: {e}", path.display()))
                 })?
             };
+            let text = self.substitute.apply(&text);
             docs.extend(
                 fill(file, &text, &self.values)
                     .and_then(|t| parse(file, &t))
@@ -165,7 +162,9 @@ impl Sources {
         for (i, file) in self.local_files() {
             match std::fs::read_to_string(workdir.join(file)) {
                 Err(e) => problems.push(cannot_read(i, file, &e)),
-                Ok(text) => match fill(file, &text, &self.values).and_then(|t| parse(file, &t)) {
+                Ok(text) => match fill(file, &self.substitute.apply(&text), &self.values)
+                    .and_then(|t| parse(file, &t))
+                {
                     Ok(d) => docs.extend(d),
                     Err(e) => {
                         problems.push(Problem::at_path(&["files", &i.to_string()], e.to_string()))
@@ -179,6 +178,13 @@ impl Sources {
                 Err(e) => problems.push(Problem::at("manifest", e.to_string())),
             }
         }
+        let local: Vec<&str> = self.local_files().map(|(_, f)| f.as_str()).collect();
+        problems.extend(crate::substitute::check_files(
+            "files",
+            workdir,
+            &local,
+            &self.substitute,
+        ));
         (docs, problems)
     }
 
@@ -409,6 +415,50 @@ mod tests {
             .to_string();
         assert!(err.starts_with("job.yaml:2:"), "{err}");
         assert!(err.contains("add `image = \"${vars.image}\"`"), "{err}");
+    }
+
+    /// The shape of awsome-distributed-training's nccl-tests.yaml: an ECR
+    /// image written `<account>.dkr.ecr.<region>…`, envsubst-style counts,
+    /// and the container's own `$PATH` and `$LD_LIBRARY_PATH`.
+    const NCCL: &str = "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata:\n  name: nccl-tests\nspec:\n  mpiReplicaSpecs:\n    Worker:\n      replicas: $NUM_NODES\n      template:\n        spec:\n          containers:\n            - image: <account>.dkr.ecr.<region>.amazonaws.com/nccl-tests:latest\n              env:\n                - name: PATH\n                  value: /opt/amazon/efa/bin:$PATH\n                - name: LD_LIBRARY_PATH\n                  value: /opt/nccl/lib:$LD_LIBRARY_PATH\n              resources:\n                limits:\n                  nvidia.com/gpu: ${GPU_PER_NODE}\n";
+
+    #[test]
+    fn published_placeholders_fill_and_leftovers_are_pointed_at() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("nccl-tests.yaml"), NCCL).unwrap();
+        let with = |subs: serde_json::Value| {
+            Sources::from_inputs(&crate::testing::values(
+                serde_json::json!({"files": ["nccl-tests.yaml"], "substitute": subs}),
+            ))
+            .unwrap()
+            .offline(dir.path())
+        };
+        let (docs, problems) = with(serde_json::json!({
+            "<account>": "111122223333", "<region>": "us-west-2",
+            "NUM_NODES": "2", "GPU_PER_NODE": "8"
+        }));
+        assert!(problems.is_empty(), "{problems:?}");
+        let job = &docs[0].object;
+        let worker = &job["spec"]["mpiReplicaSpecs"]["Worker"];
+        assert_eq!(worker["replicas"], 2);
+        let c = &worker["template"]["spec"]["containers"][0];
+        assert_eq!(
+            c["image"],
+            "111122223333.dkr.ecr.us-west-2.amazonaws.com/nccl-tests:latest"
+        );
+        assert_eq!(c["env"][0]["value"], "/opt/amazon/efa/bin:$PATH");
+        assert_eq!(c["env"][1]["value"], "/opt/nccl/lib:$LD_LIBRARY_PATH");
+        assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], "8");
+        // Without the image's tokens: both named at their line and column.
+        let (_, problems) = with(serde_json::json!({"NUM_NODES": "2", "GPU_PER_NODE": "8"}));
+        let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "nccl-tests.yaml:12:22: the placeholder `<account>` has no value",
+                "nccl-tests.yaml:12:40: the placeholder `<region>` has no value",
+            ]
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::contract::{
     Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
     attribute_drift, import_missing, known_inputs,
 };
+use crate::substitute::Substitutions;
 use crate::{file_input, inputs, ownership};
 
 /// The `parallelcluster.cluster` provider kind.
@@ -41,10 +42,8 @@ impl ParallelCluster {
                         InputType::LocalFile,
                         "The cluster configuration (YAML, as pcluster takes it), inside the workflow's folder",
                     ),
-                    InputSpec::optional(
-                        "substitute",
-                        InputType::Map(Box::new(InputType::String)),
-                        "Placeholders in the configuration and their values, e.g. { PLACEHOLDER_FSX_ID = \"${steps.fsx.outputs.file_system_id}\" }",
+                    crate::substitute::input_spec(
+                        "Placeholders in the configuration and their values, e.g. { PLACEHOLDER_FSX_ID = \"${steps.fsx.outputs.file_system_id}\" } (PLACEHOLDER_X, <x>, $X and ${X} forms)",
                     ),
                     InputSpec::optional(
                         "suppress_validators",
@@ -80,7 +79,7 @@ fn load(
     values: &Values,
 ) -> Result<(String, String, Value), ProviderError> {
     let path = inputs::req_str(values, "config")?;
-    let text = config::read(ctx_workdir, &path, &inputs::str_map(values, "substitute")?)?;
+    let text = config::read(ctx_workdir, &path, &Substitutions::from_values(values)?)?;
     let parsed =
         config::parse(&text).map_err(|why| ProviderError::bad_input(format!("{path}: {why}")))?;
     Ok((path, text, parsed))
@@ -139,7 +138,7 @@ impl Provider for ParallelCluster {
         let substitute_known = inputs
             .iter()
             .all(|(k, v)| k != "substitute" || matches!(v, InputValue::Known(_)));
-        let substitute = inputs::str_map(&known, "substitute").unwrap_or_default();
+        let substitute = Substitutions::from_values(&known).unwrap_or_default();
         let Ok(text) = config::read(&ctx.workdir, path, &substitute) else {
             return Vec::new();
         };
@@ -159,24 +158,19 @@ impl Provider for ParallelCluster {
                 }
             }
         }
-        let left = config::leftover_placeholders(&text);
-        if substitute_known && !left.is_empty() {
-            problems.push(
-                Problem::at(
-                    "config",
-                    format!("{path} still has placeholders: {}", left.join(", ")),
-                )
-                .with_help(format!(
-                    "fill them with `substitute = {{ {} = \"…\" }}` on the step",
-                    left[0]
-                )),
-            );
+        if substitute_known {
+            problems.extend(crate::substitute::check_files(
+                "config",
+                &ctx.workdir,
+                &[path],
+                &substitute,
+            ));
         }
         problems
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::of_input(inputs, "config", &ctx.workdir)
+        crate::substitute::digest_of_input(inputs, "config", &ctx.workdir)
     }
 
     /// The head node and every compute resource at its `MaxCount`: the
@@ -463,10 +457,25 @@ mod tests {
         let config = "HeadNode:\n  InstanceType: m5.xlarge\n  Networking:\n    SubnetId: PLACEHOLDER_SUBNET\nScheduling:\n  Scheduler: slurm\n";
         let problems = validate(dir.path(), config, serde_json::json!({}));
         assert_eq!(problems.len(), 1);
-        assert!(
-            problems[0].message.contains("PLACEHOLDER_SUBNET"),
-            "{}",
-            problems[0].message
+        assert_eq!(
+            problems[0].message,
+            "cluster.yaml:4:15: the placeholder `PLACEHOLDER_SUBNET` has no value"
+        );
+        assert_eq!(
+            problems[0].help.as_deref(),
+            Some("add it to the step's `substitute`: PLACEHOLDER_SUBNET = \"…\"")
+        );
+        // A misspelt key is named, and the placeholder it missed too.
+        let problems = validate(
+            dir.path(),
+            config,
+            serde_json::json!({"PLACEHOLDER_SUBNETS": "subnet-1"}),
+        );
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert_eq!(problems[1].path, ["substitute", "PLACEHOLDER_SUBNETS"]);
+        assert_eq!(
+            problems[1].message,
+            "`PLACEHOLDER_SUBNETS` matches nothing in `cluster.yaml`"
         );
         assert!(
             validate(

@@ -5,13 +5,13 @@
 //! storage), what it costs at most, and the copy handed to `pcluster`
 //! (the same settings plus the `flow:token` tag, as JSON, which is YAML).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::{Value, json};
 
 use crate::contract::{Capacity, ProviderError};
 use crate::file_input;
+use crate::substitute::Substitutions;
 
 /// pcluster's default `MaxCount` of a compute resource.
 const DEFAULT_MAX_COUNT: u64 = 10;
@@ -61,12 +61,12 @@ pub(crate) struct Summary {
     pub storage: Vec<(String, String, String)>,
 }
 
-/// The file's text with every `substitute` placeholder replaced, read
+/// The file's text with every `substitute` placeholder filled, read
 /// from inside `workdir`.
 pub(crate) fn read(
     workdir: &Path,
     path: &str,
-    substitute: &BTreeMap<String, String>,
+    substitute: &Substitutions,
 ) -> Result<String, ProviderError> {
     let full = file_input::inside_workdir(workdir, path).map_err(ProviderError::bad_input)?;
     let text = std::fs::read_to_string(&full).map_err(|e| {
@@ -74,14 +74,7 @@ pub(crate) fn read(
             "cannot read the cluster configuration `{path}`: {e}"
         ))
     })?;
-    Ok(fill(&text, substitute))
-}
-
-/// `text` with each placeholder of `substitute` replaced by its value.
-pub(crate) fn fill(text: &str, substitute: &BTreeMap<String, String>) -> String {
-    substitute.iter().fold(text.to_string(), |t, (from, to)| {
-        t.replace(from.as_str(), to)
-    })
+    Ok(substitute.apply(&text))
 }
 
 /// The configuration as JSON, or why it is not a cluster configuration.
@@ -96,25 +89,12 @@ pub(crate) fn parse(text: &str) -> Result<Value, String> {
     Ok(value)
 }
 
-/// Placeholders left in `text` that look like the runbooks' own
-/// (`PLACEHOLDER_…`, `<…>`-style are not guessed).
-pub(crate) fn leftover_placeholders(text: &str) -> Vec<String> {
-    let mut found: Vec<String> = text
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| w.starts_with("PLACEHOLDER_"))
-        .map(str::to_string)
-        .collect();
-    found.sort();
-    found.dedup();
-    found
-}
-
 /// `line` with each `PLACEHOLDER_…` word shown as "(known after apply)":
 /// for plans made before the values that fill them are known.
 pub(crate) fn mask_placeholders(line: &str) -> String {
     let mut out = line.to_string();
-    for p in leftover_placeholders(line) {
-        out = out.replace(&p, "(known after apply)");
+    for p in crate::substitute::leftovers(line, &[]) {
+        out = out.replace(&p.token, "(known after apply)");
     }
     out
 }
@@ -314,6 +294,7 @@ pub(crate) fn with_token_tag(config: &Value, token: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     /// The shape of the reference's 2.aws-parallelcluster p5 template.
     pub(crate) const P5: &str = "\
@@ -354,19 +335,21 @@ SharedStorage:
 
     #[test]
     fn the_plan_shows_queues_counts_and_storage() {
-        let filled = fill(
-            P5,
-            &BTreeMap::from([
-                (
-                    "PLACEHOLDER_CAPACITY_RESERVATION_ID".into(),
-                    "cr-0123".into(),
-                ),
-                ("PLACEHOLDER_FSX_ID".into(), "fs-0123456789abcdef0".into()),
-            ]),
-        );
+        let filled = Substitutions::from_map(BTreeMap::from([
+            (
+                "PLACEHOLDER_CAPACITY_RESERVATION_ID".into(),
+                "cr-0123".into(),
+            ),
+            ("PLACEHOLDER_FSX_ID".into(), "fs-0123456789abcdef0".into()),
+        ]))
+        .apply(P5);
+        let left: Vec<String> = crate::substitute::leftovers(&filled, &[])
+            .into_iter()
+            .map(|l| l.token)
+            .collect();
         assert_eq!(
-            leftover_placeholders(&filled),
-            ["PLACEHOLDER_PRIVATE_SUBNET", "PLACEHOLDER_PUBLIC_SUBNET"]
+            left,
+            ["PLACEHOLDER_PUBLIC_SUBNET", "PLACEHOLDER_PRIVATE_SUBNET"]
         );
         let s = summary(&parse(&filled).unwrap());
         assert_eq!(

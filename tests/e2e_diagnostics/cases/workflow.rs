@@ -563,5 +563,19 @@ corpus! {
         ],
         ..BASE
     },
+    substitute_placeholder_left: Case {
+        file: "126-substitute-placeholder-left.toml",
+        codes: &["flow::invalid-input"],
+        at: &["10:9", "11:33"],
+        problems: 3,
+        says: &[
+            "templates/nccl-tests.yaml:14:22: the placeholder `<account>` has no value",
+            "templates/nccl-tests.yaml:14:40: the placeholder `<region>` has no value",
+            "add it to the step's `substitute`: \"<account>\" = \"…\"",
+            "`GPU_PER_NOD` matches nothing in `templates/nccl-tests.yaml`",
+        ],
+        never_says: &["$PATH"],
+        ..BASE
+    },
 
 }

@@ -33,7 +33,9 @@ impl StackSpec {
     /// Reads the inputs and the template file (relative to `workdir`).
     pub fn load(values: &Values, workdir: &Path) -> Result<Self, ProviderError> {
         let template = inputs::req_str(values, "template")?;
-        let bytes = std::fs::read(workdir.join(&template)).map_err(|e| {
+        let full = crate::file_input::inside_workdir(workdir, &template)
+            .map_err(ProviderError::bad_input)?;
+        let bytes = std::fs::read(full).map_err(|e| {
             ProviderError::fatal(format!("could not read template `{template}`: {e}"))
                 .with_help("paths are relative to the workflow file's folder")
         })?;
@@ -47,6 +49,7 @@ impl StackSpec {
             ProviderError::fatal(format!("template `{template}` is not UTF-8 text"))
                 .with_help("save the template as UTF-8")
         })?;
+        let body = crate::substitute::Substitutions::from_values(values)?.apply(&body);
         Ok(StackSpec {
             name: inputs::req_str(values, "stack_name")?,
             digest: template_digest(body.as_bytes()),

@@ -63,6 +63,9 @@ impl EksCluster {
                         LocalFile,
                         "An eksctl ClusterConfig file: the cluster and its managed node groups",
                     ),
+                    crate::substitute::input_spec(
+                        "Placeholders in the eksctl config and their values, e.g. { PLACEHOLDER_AWS_REGION = \"${vars.region}\" } (PLACEHOLDER_X, <x>, $X and ${X} forms)",
+                    ),
                     InputSpec::optional(
                         "version",
                         String,
@@ -123,7 +126,7 @@ impl Provider for EksCluster {
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::of_input(inputs, "eksctl_config", &ctx.workdir)
+        crate::substitute::digest_of_input(inputs, "eksctl_config", &ctx.workdir)
     }
 
     fn schema(&self) -> &Schema {
@@ -134,14 +137,36 @@ impl Provider for EksCluster {
         let known = crate::contract::known_inputs(inputs);
         let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
         let mut out = Vec::new();
+        // Placeholders filled from values not known yet are checked at apply.
+        let substitute_known = inputs
+            .iter()
+            .all(|(k, v)| k != crate::substitute::INPUT || matches!(v, InputValue::Known(_)));
+        if !substitute_known && known.contains_key("eksctl_config") {
+            return out;
+        }
+        let subs = match crate::substitute::Substitutions::from_values(&known) {
+            Ok(subs) => subs,
+            Err(e) => return vec![Problem::at(crate::substitute::INPUT, e.message)],
+        };
         let cfg = match known.get("eksctl_config").and_then(Value::as_str) {
-            Some(path) => match eksctl::load(&ctx.workdir, path) {
-                Ok(cfg) => Some(cfg),
-                Err(e) => {
-                    out.push(Problem::at("eksctl_config", e.to_string()));
+            Some(path) => {
+                out.extend(crate::substitute::check_files(
+                    "eksctl_config",
+                    &ctx.workdir,
+                    &[path],
+                    &subs,
+                ));
+                if !out.is_empty() {
                     return out;
                 }
-            },
+                match eksctl::load(&ctx.workdir, path, &subs) {
+                    Ok(cfg) => Some(cfg),
+                    Err(e) => {
+                        out.push(Problem::at("eksctl_config", e.to_string()));
+                        return out;
+                    }
+                }
+            }
             None => None,
         };
         if !has("name") && cfg.as_ref().and_then(|c| c.name.as_ref()).is_none() {

@@ -48,7 +48,9 @@ impl ClusterSpec {
     pub fn load(v: &Values, workdir: &std::path::Path) -> Result<Self, ProviderError> {
         let cfg = match opt_str(v, "eksctl_config")? {
             Some(path) => {
-                eksctl::load(workdir, &path).map_err(|e| ProviderError::bad_input(e.to_string()))?
+                let subs = crate::substitute::Substitutions::from_values(v)?;
+                eksctl::load(workdir, &path, &subs)
+                    .map_err(|e| ProviderError::bad_input(e.to_string()))?
             }
             None => EksctlConfig::default(),
         };

@@ -1,0 +1,399 @@
+//! `substitute`: the placeholders of a published file (an eksctl config, a
+//! manifest, a CloudFormation template, a ParallelCluster config) filled as
+//! the runbook's `sed` and `envsubst` would, without copying the file.
+//!
+//! Each key of the table names one token, written as the file writes it,
+//! and only that token changes:
+//! - `PLACEHOLDER_X` replaces the word `PLACEHOLDER_X` (not `PLACEHOLDER_XY`),
+//!   and `$PLACEHOLDER_X` / `${PLACEHOLDER_X}` whole;
+//! - `<x>` replaces the text `<x>` (`<account>.dkr.ecr.<region>…`);
+//! - any other name `X` replaces `$X` (not `$XY`) and `${X}`, never the bare
+//!   word: `MAX_NODES = "2"` fills `$MAX_NODES` and leaves an `env:` entry
+//!   named `MAX_NODES` alone, as `envsubst` does; a file's own `$PATH` or
+//!   `$LD_LIBRARY_PATH` stays as written unless the table names it.
+//!
+//! The text is scanned once, so a value that holds another token is not
+//! filled again. [`leftovers`] finds what still looks like a placeholder,
+//! with its line and column, for validate.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::contract::{InputSpec, InputType, Problem, ProviderError, Values};
+
+/// The name of the input.
+pub const INPUT: &str = "substitute";
+
+/// The `substitute` input's schema entry; `example` shows a key of the
+/// step's files.
+pub fn input_spec(example: &'static str) -> InputSpec {
+    InputSpec::optional(INPUT, InputType::Map(Box::new(InputType::String)), example)
+}
+
+/// The tokens to fill and their values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Substitutions {
+    /// `(key, value)`, longest key first, so `$MAX_NODES_PER_GROUP` is not
+    /// taken for `$MAX_NODES`.
+    entries: Vec<(String, String)>,
+}
+
+impl Substitutions {
+    /// The step's `substitute` table (absent: nothing to fill). Numbers and
+    /// booleans are written as TOML would show them.
+    pub fn from_values(values: &Values) -> Result<Substitutions, ProviderError> {
+        let map = match values.get(INPUT) {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(Value::Object(m)) => text_table(m),
+            Some(_) => {
+                return Err(ProviderError::bad_input(
+                    "`substitute` must be a table of placeholders and their values",
+                ));
+            }
+        };
+        Ok(Substitutions::from_map(map))
+    }
+
+    /// From `(key, value)` pairs.
+    pub fn from_map(map: BTreeMap<String, String>) -> Substitutions {
+        let mut entries: Vec<(String, String)> =
+            map.into_iter().filter(|(k, _)| !k.is_empty()).collect();
+        entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        Substitutions { entries }
+    }
+
+    /// Whether there is nothing to fill.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// `text` with every named token filled.
+    pub fn apply(&self, text: &str) -> String {
+        if self.entries.is_empty() {
+            return text.to_string();
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        while i < text.len() {
+            match self.match_at(text, i) {
+                Some((len, value)) => {
+                    out.push_str(value);
+                    i += len;
+                }
+                None => {
+                    let c = text[i..].chars().next().expect("i is on a char boundary");
+                    out.push(c);
+                    i += c.len_utf8();
+                }
+            }
+        }
+        out
+    }
+
+    /// The keys that match nothing in any of `texts` (a misspelt key).
+    pub fn unused<'a>(&'a self, texts: &[&str]) -> Vec<&'a str> {
+        self.entries
+            .iter()
+            .filter(|(key, _)| {
+                !texts
+                    .iter()
+                    .any(|t| t.char_indices().any(|(i, _)| form_len(t, i, key).is_some()))
+            })
+            .map(|(k, _)| k.as_str())
+            .collect()
+    }
+
+    /// The token matched at byte `i` of `text`: its length and value.
+    fn match_at(&self, text: &str, i: usize) -> Option<(usize, &str)> {
+        self.entries
+            .iter()
+            .find_map(|(key, value)| form_len(text, i, key).map(|len| (len, value.as_str())))
+    }
+}
+
+/// A table of values as text: strings as they are, numbers and booleans
+/// as JSON writes them (`2`, `true`).
+pub(crate) fn text_table(table: &serde_json::Map<String, Value>) -> BTreeMap<String, String> {
+    table
+        .iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), text)
+        })
+        .collect()
+}
+
+/// Whether `c` continues a name.
+fn is_word(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The length of the form of `key` that starts at byte `i` of `text`, if one does.
+fn form_len(text: &str, i: usize, key: &str) -> Option<usize> {
+    let rest = &text[i..];
+    if key.starts_with('<') {
+        return rest.starts_with(key).then_some(key.len());
+    }
+    let braced = format!("${{{key}}}");
+    if rest.starts_with(&braced) {
+        return Some(braced.len());
+    }
+    let word_ends = |len: usize| !rest[len..].chars().next().is_some_and(is_word);
+    if let Some(after) = rest.strip_prefix('$')
+        && after.starts_with(key)
+        && word_ends(1 + key.len())
+    {
+        return Some(1 + key.len());
+    }
+    let word_starts = !text[..i]
+        .chars()
+        .next_back()
+        .is_some_and(|c| is_word(c) || c == '$');
+    (key.starts_with("PLACEHOLDER_")
+        && rest.starts_with(key)
+        && word_starts
+        && word_ends(key.len()))
+    .then_some(key.len())
+}
+
+/// Something in a file that still looks like a placeholder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// The token as written.
+    pub token: String,
+    /// Its line, from 1.
+    pub line: usize,
+    /// Its column (in characters), from 1.
+    pub column: usize,
+}
+
+impl Leftover {
+    /// `file:line:column: TOKEN has no value`, with the `substitute` entry
+    /// to add as the help.
+    pub fn message(&self, file: &str) -> (String, String) {
+        (
+            format!(
+                "{file}:{}:{}: the placeholder `{}` has no value",
+                self.line, self.column, self.token
+            ),
+            format!(
+                "add it to the step's `substitute`: {} = \"…\"",
+                if self.token.starts_with('<') {
+                    format!("\"{}\"", self.token)
+                } else {
+                    self.token.clone()
+                }
+            ),
+        )
+    }
+}
+
+/// What still looks like a placeholder in `text` (after substitution): a
+/// `PLACEHOLDER_…` word anywhere, and a `<lowercase>` token on an
+/// `image:` line (`<account>.dkr.ecr.<region>.amazonaws.com/<image>:<tag>`),
+/// plus `$NAME` / `${NAME}` for each name in `required`.
+pub fn leftovers(text: &str, required: &[String]) -> Vec<Leftover> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let column = |byte: usize| line[..byte].chars().count() + 1;
+        let mut push = |byte: usize, token: &str| {
+            found.push(Leftover {
+                token: token.to_string(),
+                line: n + 1,
+                column: column(byte),
+            })
+        };
+        for (i, _) in line.match_indices("PLACEHOLDER_") {
+            if line[..i].chars().next_back().is_some_and(is_word) {
+                continue;
+            }
+            let len = line[i..]
+                .find(|c: char| !is_word(c))
+                .unwrap_or(line.len() - i);
+            push(i, &line[i..i + len]);
+        }
+        if line
+            .trim_start()
+            .trim_start_matches("- ")
+            .starts_with("image:")
+        {
+            let mut from = 0;
+            while let Some(open) = line[from..].find('<').map(|o| o + from) {
+                let Some(close) = line[open..].find('>').map(|c| c + open) else {
+                    break;
+                };
+                let inner = &line[open + 1..close];
+                if !inner.is_empty()
+                    && inner.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-'
+                    })
+                {
+                    push(open, &line[open..=close]);
+                }
+                from = close + 1;
+            }
+        }
+        for name in required {
+            for (i, _) in line.match_indices('$') {
+                if let Some(len) = form_len(line, i, name) {
+                    push(i, &line[i..i + len]);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The problems of the local files `paths` (inside `workdir`) that input
+/// `input` names, filled with `subs`: each placeholder left, at its file,
+/// line and column, and each key of `subs` that matches nothing in any of
+/// them (a misspelt key). Files that cannot be read are left to the
+/// step's other checks.
+pub fn check_files(
+    input: &str,
+    workdir: &std::path::Path,
+    paths: &[&str],
+    subs: &Substitutions,
+) -> Vec<Problem> {
+    let texts: Vec<(&str, String)> = paths
+        .iter()
+        .filter(|p| !p.starts_with("http://") && !p.starts_with("https://"))
+        .filter_map(|p| {
+            let full = crate::file_input::inside_workdir(workdir, p).ok()?;
+            Some((*p, std::fs::read_to_string(full).ok()?))
+        })
+        .collect();
+    let mut problems = Vec::new();
+    for (path, text) in &texts {
+        for left in leftovers(&subs.apply(text), &[]) {
+            let (message, help) = left.message(path);
+            problems.push(Problem::at(input, message).with_help(help));
+        }
+    }
+    let raw: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
+    if !raw.is_empty() {
+        for key in subs.unused(&raw) {
+            problems.push(
+                Problem::at_path(&[INPUT, key], format!(
+                    "`{key}` matches nothing in {}",
+                    texts.iter().map(|(p, _)| format!("`{p}`")).collect::<Vec<_>>().join(", ")
+                ))
+                .on_key()
+                .with_help(if key.starts_with("PLACEHOLDER_") || key.starts_with('<') {
+                    "a key is the token exactly as the file writes it: check its spelling".to_string()
+                } else {
+                    format!("`{key}` fills `${key}` and `${{{key}}}` in the file (never the bare word): check its spelling")
+                }),
+            );
+        }
+    }
+    problems
+}
+
+/// The digest of the local files named by input `key`, each read with its
+/// tokens filled: what "changed?" compares, so an edit of the file and a
+/// new value of a token it uses are changes, and a value no file uses is
+/// not. `None` as [`crate::local_digest::files_digest`] gives it.
+pub fn digest_of_input(values: &Values, key: &str, workdir: &std::path::Path) -> Option<String> {
+    let subs = Substitutions::from_values(values).ok()?;
+    let paths = crate::local_digest::paths_of(values, key);
+    crate::local_digest::files_digest_with(workdir, paths, |text| subs.apply(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subs(pairs: &[(&str, &str)]) -> Substitutions {
+        Substitutions::from_map(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn exactly_the_named_tokens_change_in_each_form() {
+        let s = subs(&[
+            ("PLACEHOLDER_AWS_REGION", "us-west-2"),
+            ("<account>", "111122223333"),
+            ("<region>", "us-west-2"),
+            ("MAX_NODES", "2"),
+            ("IMAGE_URI", "repo/fsdp:1"),
+            ("GPU_PER_NODE", "8"),
+        ]);
+        let text = "region: PLACEHOLDER_AWS_REGION\n\
+                    zone: PLACEHOLDER_AWS_REGIONa PLACEHOLDER_AWS_REGION_2\n\
+                    image: <account>.dkr.ecr.<region>.amazonaws.com/<image>:<tag>\n\
+                    args: --nnodes $MAX_NODES --nproc ${GPU_PER_NODE} $MAX_NODES_X\n\
+                    image2: ${IMAGE_URI}\n\
+                    env: [{name: MAX_NODES, value: \"$PATH:$LD_LIBRARY_PATH\"}]\n";
+        let out = s.apply(text);
+        assert_eq!(
+            out,
+            "region: us-west-2\n\
+             zone: PLACEHOLDER_AWS_REGIONa PLACEHOLDER_AWS_REGION_2\n\
+             image: 111122223333.dkr.ecr.us-west-2.amazonaws.com/<image>:<tag>\n\
+             args: --nnodes 2 --nproc 8 $MAX_NODES_X\n\
+             image2: repo/fsdp:1\n\
+             env: [{name: MAX_NODES, value: \"$PATH:$LD_LIBRARY_PATH\"}]\n"
+        );
+        // One pass: a value holding a token is not filled again.
+        let s = subs(&[("A", "$B"), ("B", "x")]);
+        assert_eq!(s.apply("$A ${B}"), "$B x");
+        // The longer name wins where both match.
+        let s = subs(&[("MAX", "1"), ("MAX_NODES", "2")]);
+        assert_eq!(s.apply("$MAX_NODES $MAX"), "2 1");
+        // PLACEHOLDER_ keys fill their $ forms too; non-ASCII text passes.
+        let s = subs(&[("PLACEHOLDER_X", "v")]);
+        assert_eq!(s.apply("é ${PLACEHOLDER_X} $PLACEHOLDER_X"), "é v v");
+    }
+
+    #[test]
+    fn keys_that_match_nothing_are_named() {
+        let s = subs(&[
+            ("PLACEHOLDER_AZ_1", "a"),
+            ("PLACEHOLDER_AZ1", "b"),
+            ("N", "1"),
+        ]);
+        assert_eq!(
+            s.unused(&["zone: PLACEHOLDER_AZ_1\n", "n: $N"]),
+            vec!["PLACEHOLDER_AZ1"]
+        );
+    }
+
+    #[test]
+    fn leftovers_have_their_line_and_column() {
+        let text = "a: 1\n  zone: é PLACEHOLDER_AZ_1, xPLACEHOLDER_NO\n    - image: <account>.dkr.ecr.<region>.amazonaws.com/fsdp:<tag>\nnote: <not> an image\nargs: $MAX_NODES ${GPU} $PATH\n";
+        let left = leftovers(text, &["MAX_NODES".into(), "GPU".into()]);
+        let got: Vec<(String, usize, usize)> = left
+            .iter()
+            .map(|l| (l.token.clone(), l.line, l.column))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("PLACEHOLDER_AZ_1".into(), 2, 11),
+                ("<account>".into(), 3, 14),
+                ("<region>".into(), 3, 32),
+                ("<tag>".into(), 3, 60),
+                ("$MAX_NODES".into(), 5, 7),
+                ("${GPU}".into(), 5, 18),
+            ]
+        );
+        let (msg, help) = left[1].message("nccl-tests.yaml");
+        assert_eq!(
+            msg,
+            "nccl-tests.yaml:3:14: the placeholder `<account>` has no value"
+        );
+        assert_eq!(
+            help,
+            "add it to the step's `substitute`: \"<account>\" = \"…\""
+        );
+    }
+}
