@@ -181,25 +181,33 @@ pub(crate) async fn show(remote: &Remote, id: &str) -> Result<Option<Vec<JobLine
 }
 
 /// The id of the job (the array's id, for an array) whose comment is
-/// `comment`: among the jobs the controller knows, else among those
-/// accounting recorded in the last 30 days (it keeps comments only with
-/// `AccountingStoreFlags=job_comment`; without it, or without accounting,
-/// a job the controller forgot is not found).
+/// `comment`, among the jobs the controller knows.
 pub(crate) async fn find_by_comment(
     remote: &Remote,
     comment: &str,
 ) -> Result<Option<String>, ProviderError> {
     let ran = remote.run(&["scontrol", "show", "job", "-o"], None).await?;
-    if !ran.ok() && !ran.complaint().contains("No jobs in the system") {
+    if !ran.ok() {
+        if ran.complaint().contains("No jobs in the system") {
+            return Ok(None);
+        }
         return Err(controller_error(remote, "scontrol show job", &ran));
     }
-    let known = parse_jobs(&ran.stdout)
+    Ok(parse_jobs(&ran.stdout)
         .into_iter()
         .find(|j| j.get("Comment") == Some(comment))
-        .and_then(|j| j.get("ArrayJobId").or(j.get("JobId")).map(str::to_string));
-    if known.is_some() {
-        return Ok(known);
-    }
+        .and_then(|j| j.get("ArrayJobId").or(j.get("JobId")).map(str::to_string)))
+}
+
+/// The id of the job (the array's id) whose comment is `comment` among
+/// those accounting recorded in the last 30 days, for a job the controller
+/// has forgotten. Accounting keeps comments only with
+/// `AccountingStoreFlags=job_comment`; without it, or without accounting,
+/// `None`.
+pub(crate) async fn accounted_by_comment(
+    remote: &Remote,
+    comment: &str,
+) -> Result<Option<String>, ProviderError> {
     let ran = remote
         .run(
             &[

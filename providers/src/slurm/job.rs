@@ -146,7 +146,7 @@ async fn follow(
         .unwrap_or_default();
     let pattern = OutputPattern::of(&sbatch_args(values, "")?, &script);
     let mut output = Output::default();
-    let seen = run::run_to_end(ctx, remote, &mut output, (&name, &pattern), id).await?;
+    let seen = run::run_to_end(ctx, remote, &mut output, &name, &pattern, id).await?;
     let verdict = run::verdict(&name, &seen, &output, &matchers);
     if let Ok(applied) = &verdict {
         let captured: Values = applied
@@ -166,17 +166,21 @@ async fn follow(
 }
 
 /// The job this operation submitted: by its recorded id, else by the
-/// token's comment.
+/// token's comment, at the controller and then in accounting (a resume
+/// after the controller forgot the job). A create's own retry asks the
+/// controller only: the job it looks for was queued moments ago.
 async fn find(
     ctx: &OpContext,
     remote: &Remote,
     id: Option<&str>,
 ) -> Result<Option<Seen>, ProviderError> {
+    let comment = control::token_comment(&ctx.token);
     let id = match id {
         Some(id) => Some(id.to_string()),
-        None if !ctx.token.is_empty() => {
-            control::find_by_comment(remote, &control::token_comment(&ctx.token)).await?
-        }
+        None if !ctx.token.is_empty() => match control::find_by_comment(remote, &comment).await? {
+            Some(id) => Some(id),
+            None => control::accounted_by_comment(remote, &comment).await?,
+        },
         None => None,
     };
     match id {

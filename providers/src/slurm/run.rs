@@ -102,7 +102,8 @@ pub(crate) async fn run_to_end(
     ctx: &OpContext,
     remote: &Remote,
     output: &mut Output,
-    (name, pattern): (&str, &OutputPattern),
+    name: &str,
+    pattern: &OutputPattern,
     id: &str,
 ) -> Result<Seen, ProviderError> {
     let what = format!("job `{name}` ({id})");
