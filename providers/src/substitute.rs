@@ -249,10 +249,8 @@ pub fn leftovers(text: &str, required: &[String]) -> Vec<Leftover> {
 }
 
 /// The problems of the local files `paths` (inside `workdir`) that input
-/// `input` names, filled with `subs`: each placeholder left, at its file,
-/// line and column, and each key of `subs` that matches nothing in any of
-/// them (a misspelt key). Files that cannot be read are left to the
-/// step's other checks.
+/// `input` names, read here: see [`check_texts`]. URLs, and files that
+/// cannot be read, are left to the step's other checks.
 pub fn check_files(
     input: &str,
     workdir: &std::path::Path,
@@ -267,14 +265,23 @@ pub fn check_files(
             Some((*p, std::fs::read_to_string(full).ok()?))
         })
         .collect();
+    let texts: Vec<(&str, &str)> = texts.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    check_texts(input, &texts, subs)
+}
+
+/// The problems of files input `input` names, given as `(path, text as
+/// read)`, once filled with `subs`: each placeholder left, at its file,
+/// line and column, and each key of `subs` that matches nothing in any of
+/// them (a misspelt key).
+pub fn check_texts(input: &str, texts: &[(&str, &str)], subs: &Substitutions) -> Vec<Problem> {
     let mut problems = Vec::new();
-    for (path, text) in &texts {
+    for (path, text) in texts {
         for left in leftovers(&subs.apply(text), &[]) {
             let (message, help) = left.message(path);
             problems.push(Problem::at(input, message).with_help(help));
         }
     }
-    let raw: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
+    let raw: Vec<&str> = texts.iter().map(|(_, t)| *t).collect();
     if !raw.is_empty() {
         for key in subs.unused(&raw) {
             problems.push(
@@ -292,6 +299,22 @@ pub fn check_files(
         }
     }
     problems
+}
+
+/// The step's `substitute` when its value is known: `None` while a value
+/// in it is known only after apply (its checks wait for apply), an error
+/// when it is not a table.
+pub fn known_in(
+    inputs: &[(String, crate::contract::InputValue)],
+) -> Option<Result<Substitutions, ProviderError>> {
+    match inputs.iter().find(|(k, _)| k == INPUT) {
+        None => Some(Ok(Substitutions::default())),
+        Some((_, crate::contract::InputValue::Known(v))) => {
+            let values: Values = [(INPUT.to_string(), v.clone())].into_iter().collect();
+            Some(Substitutions::from_values(&values))
+        }
+        Some(_) => None,
+    }
 }
 
 /// The digest of the local files named by input `key`, each read with its

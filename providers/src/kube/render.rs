@@ -159,17 +159,20 @@ impl Sources {
     pub fn offline(&self, workdir: &Path) -> (Vec<Doc>, Vec<Problem>) {
         let mut docs = Vec::new();
         let mut problems = Vec::new();
+        let mut texts = Vec::new();
         for (i, file) in self.local_files() {
             match std::fs::read_to_string(workdir.join(file)) {
                 Err(e) => problems.push(cannot_read(i, file, &e)),
-                Ok(text) => match fill(file, &self.substitute.apply(&text), &self.values)
-                    .and_then(|t| parse(file, &t))
-                {
-                    Ok(d) => docs.extend(d),
-                    Err(e) => {
-                        problems.push(Problem::at_path(&["files", &i.to_string()], e.to_string()))
+                Ok(text) => {
+                    match fill(file, &self.substitute.apply(&text), &self.values)
+                        .and_then(|t| parse(file, &t))
+                    {
+                        Ok(d) => docs.extend(d),
+                        Err(e) => problems
+                            .push(Problem::at_path(&["files", &i.to_string()], e.to_string())),
                     }
-                },
+                    texts.push((file.as_str(), text));
+                }
             }
         }
         if let Some(text) = &self.inline {
@@ -178,11 +181,10 @@ impl Sources {
                 Err(e) => problems.push(Problem::at("manifest", e.to_string())),
             }
         }
-        let local: Vec<&str> = self.local_files().map(|(_, f)| f.as_str()).collect();
-        problems.extend(crate::substitute::check_files(
+        let texts: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
+        problems.extend(crate::substitute::check_texts(
             "files",
-            workdir,
-            &local,
+            &texts,
             &self.substitute,
         ));
         (docs, problems)

@@ -135,13 +135,11 @@ impl Provider for ParallelCluster {
             return vec![Problem::at("config", why)];
         }
         // Placeholders filled from values not known yet are checked at apply.
-        let substitute_known = inputs
-            .iter()
-            .all(|(k, v)| k != "substitute" || matches!(v, InputValue::Known(_)));
-        let substitute = Substitutions::from_values(&known).unwrap_or_default();
-        let Ok(text) = config::read(&ctx.workdir, path, &substitute) else {
+        let substitute = crate::substitute::known_in(inputs).and_then(Result::ok);
+        let Ok(raw) = config::read(&ctx.workdir, path, &Substitutions::default()) else {
             return Vec::new();
         };
+        let text = substitute.clone().unwrap_or_default().apply(&raw);
         let mut problems = Vec::new();
         match config::parse(&text) {
             Err(why) => problems.push(Problem::at("config", format!("{path}: {why}"))),
@@ -158,12 +156,11 @@ impl Provider for ParallelCluster {
                 }
             }
         }
-        if substitute_known {
-            problems.extend(crate::substitute::check_files(
+        if let Some(substitute) = &substitute {
+            problems.extend(crate::substitute::check_texts(
                 "config",
-                &ctx.workdir,
-                &[path],
-                &substitute,
+                &[(path, raw.as_str())],
+                substitute,
             ));
         }
         problems

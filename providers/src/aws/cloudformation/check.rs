@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::template::{self, Parameter};
-use crate::contract::{InputValue, Problem, Values};
+use crate::contract::{InputValue, Problem};
 use crate::suggest;
 
 /// The largest template CloudFormation takes inline, in bytes.
@@ -55,31 +55,21 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &Path) -> Vec<P
         ).with_help("split the template into nested stacks, or shorten it"));
     }
     // Placeholders filled from values not known yet are checked at apply.
-    let subs = match known(inputs, crate::substitute::INPUT) {
-        None => Some(crate::substitute::Substitutions::default()),
-        Some(InputValue::Known(v)) => {
-            let values: Values = [(crate::substitute::INPUT.to_string(), v.clone())]
-                .into_iter()
-                .collect();
-            match crate::substitute::Substitutions::from_values(&values) {
-                Ok(subs) => Some(subs),
-                Err(e) => {
-                    problems.push(Problem::at(crate::substitute::INPUT, e.message));
-                    return problems;
-                }
-            }
-        }
-        Some(_) => None,
-    };
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    if let Some(subs) = &subs {
-        problems.extend(crate::substitute::check_files(
-            "template",
-            workdir,
-            &[path],
-            subs,
-        ));
-        text = subs.apply(&text);
+    match crate::substitute::known_in(inputs) {
+        Some(Ok(subs)) => {
+            problems.extend(crate::substitute::check_texts(
+                "template",
+                &[(path.as_str(), text.as_str())],
+                &subs,
+            ));
+            text = subs.apply(&text);
+        }
+        Some(Err(e)) => {
+            problems.push(Problem::at(crate::substitute::INPUT, e.message));
+            return problems;
+        }
+        None => {}
     }
     let parsed = match template::parse(&text) {
         Ok(t) => t,

@@ -138,15 +138,11 @@ impl Provider for EksCluster {
         let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
         let mut out = Vec::new();
         // Placeholders filled from values not known yet are checked at apply.
-        let substitute_known = inputs
-            .iter()
-            .all(|(k, v)| k != crate::substitute::INPUT || matches!(v, InputValue::Known(_)));
-        if !substitute_known && known.contains_key("eksctl_config") {
-            return out;
-        }
-        let subs = match crate::substitute::Substitutions::from_values(&known) {
-            Ok(subs) => subs,
-            Err(e) => return vec![Problem::at(crate::substitute::INPUT, e.message)],
+        let subs = match crate::substitute::known_in(inputs) {
+            Some(Ok(subs)) => subs,
+            Some(Err(e)) => return vec![Problem::at(crate::substitute::INPUT, e.message)],
+            None if known.contains_key("eksctl_config") => return out,
+            None => Default::default(),
         };
         let cfg = match known.get("eksctl_config").and_then(Value::as_str) {
             Some(path) => {
