@@ -13,6 +13,7 @@ mod errors;
 mod fetch;
 mod job;
 mod jsonpath;
+pub mod kustomize;
 mod logs;
 mod manifest;
 mod objects;

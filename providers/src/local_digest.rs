@@ -33,17 +33,47 @@ pub fn files_digest_with<'a>(
         if p.starts_with("http://") || p.starts_with("https://") {
             continue;
         }
-        let mut bytes = std::fs::read(workdir.join(p)).ok()?;
-        if let Ok(text) = std::str::from_utf8(&bytes) {
-            bytes = fill(text).into_bytes();
+        for (name, path) in files_under(workdir, p)? {
+            let mut bytes = std::fs::read(path).ok()?;
+            if let Ok(text) = std::str::from_utf8(&bytes) {
+                bytes = fill(text).into_bytes();
+            }
+            hasher.update(name.as_bytes());
+            hasher.update([0]);
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
+            any = true;
         }
-        hasher.update(p.as_bytes());
-        hasher.update([0]);
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(&bytes);
-        any = true;
     }
     any.then(|| format!("sha256:{}", hex::encode(hasher.finalize())))
+}
+
+/// The file `p` itself, or every file under the folder `p` (a kustomize
+/// folder), sorted, each with the name it is hashed under.
+fn files_under(workdir: &Path, p: &str) -> Option<Vec<(String, std::path::PathBuf)>> {
+    let root = workdir.join(p);
+    if !root.is_dir() {
+        return Some(vec![(p.to_string(), root)]);
+    }
+    let mut out = Vec::new();
+    let mut pending = vec![root.clone()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).ok()? {
+            let path = entry.ok()?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(&root)
+                    .ok()?
+                    .to_string_lossy()
+                    .into_owned();
+                out.push((format!("{p}/{rel}"), path));
+            }
+        }
+    }
+    out.sort();
+    Some(out)
 }
 
 /// The digest of the local files named by the input `key` (one path or a
@@ -64,6 +94,22 @@ pub fn paths_of<'a>(inputs: &'a Values, key: &str) -> Vec<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_is_hashed_file_by_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("k/base")).unwrap();
+        std::fs::write(
+            dir.path().join("k/kustomization.yaml"),
+            "resources: [base]\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("k/base/a.yaml"), "a: 1\n").unwrap();
+        let one = files_digest(dir.path(), ["k"]).unwrap();
+        assert_eq!(one, files_digest(dir.path(), ["k"]).unwrap());
+        std::fs::write(dir.path().join("k/base/a.yaml"), "a: 2\n").unwrap();
+        assert_ne!(one, files_digest(dir.path(), ["k"]).unwrap());
+    }
 
     #[test]
     fn a_changed_file_changes_the_digest_and_urls_are_skipped() {

@@ -14,6 +14,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::fetch;
+use super::kustomize::{self, KustomizeError, is_kustomization_dir};
 use crate::contract::{Problem, ProviderError, Values};
 use crate::substitute::Substitutions;
 
@@ -112,6 +113,13 @@ impl Sources {
     pub async fn render(&self, workdir: &Path) -> Result<Vec<Doc>, ProviderError> {
         let mut docs = Vec::new();
         for file in &self.files {
+            if is_kustomization_dir(&workdir.join(file)) {
+                let built = self
+                    .kustomize(workdir, file)
+                    .map_err(|e| ProviderError::bad_input(e.to_string()))?;
+                docs.extend(built.0);
+                continue;
+            }
             let text = if fetch::is_url(file) {
                 fetch::get(file).await?
             } else {
@@ -160,7 +168,18 @@ impl Sources {
         let mut docs = Vec::new();
         let mut problems = Vec::new();
         let mut texts = Vec::new();
+        let mut kustomized = Vec::new();
         for (i, file) in self.local_files() {
+            if is_kustomization_dir(&workdir.join(file)) {
+                match self.kustomize(workdir, file) {
+                    Ok((d, read)) => {
+                        docs.extend(d);
+                        kustomized.extend(read);
+                    }
+                    Err(e) => problems.push(kustomize_problem(i, &e)),
+                }
+                continue;
+            }
             match std::fs::read_to_string(workdir.join(file)) {
                 Err(e) => problems.push(cannot_read(i, file, &e)),
                 Ok(text) => {
@@ -181,13 +200,37 @@ impl Sources {
                 Err(e) => problems.push(Problem::at("manifest", e.to_string())),
             }
         }
-        let texts: Vec<(&str, &str)> = texts.iter().map(|(f, t)| (*f, t.as_str())).collect();
+        let texts: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(f, t)| (*f, t.as_str()))
+            .chain(kustomized.iter().map(|(f, t)| (f.as_str(), t.as_str())))
+            .collect();
         problems.extend(crate::substitute::check_texts(
             "files",
             &texts,
             &self.substitute,
         ));
         (docs, problems)
+    }
+
+    /// The objects of the kustomize folder `dir`, each read file filled as
+    /// a plain file is, and the files read (as written).
+    #[allow(clippy::type_complexity)]
+    fn kustomize(
+        &self,
+        workdir: &Path,
+        dir: &str,
+    ) -> Result<(Vec<Doc>, Vec<(String, String)>), ManifestError> {
+        let prepare = |shown: &str, text: &str| {
+            fill(shown, &self.substitute.apply(text), &self.values).map_err(|e| e.to_string())
+        };
+        let built = kustomize::build(workdir, dir, &prepare).map_err(ManifestError::Kustomize)?;
+        let docs = built
+            .objects
+            .into_iter()
+            .map(|(source, object)| check(&source, object))
+            .collect::<Result<_, _>>()?;
+        Ok((docs, built.texts))
     }
 
     /// The local files (not URLs) with their index in `files`.
@@ -206,6 +249,18 @@ fn cannot_read(i: usize, file: &str, e: &std::io::Error) -> Problem {
         format!("could not read `{file}`: {e}"),
     )
     .with_help("paths are relative to the workflow file's folder")
+}
+
+/// The problem of the kustomize folder `files[i]`, with its next step.
+fn kustomize_problem(i: usize, e: &ManifestError) -> Problem {
+    let p = Problem::at_path(&["files", &i.to_string()], e.to_string());
+    match e {
+        ManifestError::Kustomize(k) => match &k.help {
+            Some(h) => p.with_help(h.clone()),
+            None => p,
+        },
+        _ => p,
+    }
 }
 
 /// A manifest that cannot be applied as written.
@@ -245,6 +300,9 @@ pub enum ManifestError {
         /// The file and document number.
         file: String,
     },
+    /// A kustomize folder that cannot be rendered.
+    #[error("{0}")]
+    Kustomize(KustomizeError),
     /// An object without a name.
     #[error("{file}: {kind} has no `metadata.name` (generateName cannot be applied idempotently)")]
     NoName {
