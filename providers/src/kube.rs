@@ -8,7 +8,9 @@
 //! signed from the AWS credentials.
 
 pub mod connection;
+mod crd_schema;
 mod drift;
+mod dry_run;
 mod errors;
 mod fetch;
 mod job;

@@ -15,6 +15,7 @@ mod support;
 mod eks;
 mod jobs;
 mod manifests;
+mod operator;
 
 use support::Project;
 

@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use super::crd_schema;
 use crate::contract::{Drift, SEALED_PREFIX};
 
 /// How many fields of one object are named; past that, one line counts them.
@@ -12,7 +13,21 @@ const NAMED: usize = 10;
 
 /// The fields of `applied` whose live value differs, for the object `label`.
 pub fn owned_drift(label: &str, applied: &Value, live: &Value) -> Vec<Drift> {
-    let secret = applied.get("kind").and_then(Value::as_str) == Some("Secret");
+    let kind = applied.get("kind").and_then(Value::as_str);
+    let secret = kind == Some("Secret");
+    // A server older than the CRD's CEL rules took the CRD without them
+    // (see `Kinds::apply`); it keeps none, so their absence is not drift.
+    let stripped;
+    let applied = if kind == Some("CustomResourceDefinition")
+        && !crd_schema::has_key(live, crd_schema::CEL_RULES)
+    {
+        let mut a = applied.clone();
+        crd_schema::remove_key(&mut a, crd_schema::CEL_RULES);
+        stripped = a;
+        &stripped
+    } else {
+        applied
+    };
     let mut found = Vec::new();
     compare("", applied, live, secret, &mut found);
     if found.len() > NAMED {

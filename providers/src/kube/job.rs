@@ -23,8 +23,8 @@ use super::objects::{KUBE_PACE, Kinds, Record};
 use super::render::{Doc, Sources};
 use crate::capture::Matchers;
 use crate::contract::{
-    Applied, InputValue, OpContext, Prior, Problem, Provider, ProviderError, ReadOutcome, Schema,
-    StepKind, ValidateContext, Values,
+    Applied, InputValue, OpContext, PlanDetail, Prior, Problem, Provider, ProviderError,
+    ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
 use crate::eks::shared_poll::Waiter;
 
@@ -198,13 +198,13 @@ impl<'a> Run<'a> {
                 ));
                 record.uid = existing.metadata.uid.clone().unwrap_or_default();
                 self.delete_job(&mut kinds, &record).await?;
-                record = kinds.apply(&doc).await?;
+                record = kinds.apply(&doc).await?.0;
             }
             Some(_) => {
                 return Err(crate::ownership::not_own(&record.label()));
             }
             None => {
-                record = kinds.apply(&doc).await?;
+                record = kinds.apply(&doc).await?.0;
                 self.ctx
                     .reporter
                     .event(&format!("started {}", record.label()));
@@ -379,6 +379,28 @@ impl Provider for KubeJob {
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
         crate::substitute::digest_of_input(inputs, "files", &ctx.workdir)
+    }
+
+    fn has_plan_detail(&self) -> bool {
+        true
+    }
+
+    /// When the cluster is there: whether it would take the job (a
+    /// server-side dry run; see [`super::dry_run`]).
+    async fn plan_detail(
+        &self,
+        ctx: &OpContext,
+        _prior: Option<Prior<'_>>,
+        desired: &Values,
+    ) -> Result<PlanDetail, ProviderError> {
+        let run = Run::new(ctx, desired)?;
+        let mut kinds = Kinds::new(run.conn.client().await?);
+        let doc = run.doc(&mut kinds).await?;
+        let ns = doc.namespace().unwrap_or("default").to_string();
+        Ok(PlanDetail {
+            lines: super::dry_run::lines(&mut kinds, &[doc], &ns).await,
+            replace_because: None,
+        })
     }
 
     fn schema(&self) -> &Schema {

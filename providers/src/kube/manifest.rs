@@ -20,8 +20,9 @@ use super::objects::{self, KUBE_PACE, Kinds, Record};
 use super::ready::{self, Readiness, WaitFor};
 use super::render::{Doc, Sources};
 use crate::contract::{
-    Applied, CONTENT_KEY, Drift, InputSpec, InputType, InputValue, OpContext, Prior, Problem,
-    Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
+    Applied, CONTENT_KEY, Drift, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
+    Problem, Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext,
+    Values,
 };
 use crate::eks::shared_poll::{Step, until};
 
@@ -219,7 +220,10 @@ impl<'a> Run<'a> {
                     records.push(want);
                 }
                 None => {
-                    let rec = kinds.apply(&placed).await?;
+                    let (rec, note) = kinds.apply(&placed).await?;
+                    if let Some(note) = note {
+                        self.ctx.reporter.event(&format!("warning: {note}"));
+                    }
                     let verb = if before.is_some() {
                         "configured"
                     } else {
@@ -384,6 +388,28 @@ impl Provider for KubeManifest {
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
         crate::substitute::digest_of_input(inputs, "files", &ctx.workdir)
+    }
+
+    fn has_plan_detail(&self) -> bool {
+        true
+    }
+
+    /// When the cluster is there: what it would refuse (a server-side dry
+    /// run of every object; see [`super::dry_run`]).
+    async fn plan_detail(
+        &self,
+        ctx: &OpContext,
+        _prior: Option<Prior<'_>>,
+        desired: &Values,
+    ) -> Result<PlanDetail, ProviderError> {
+        let run = Run::new(ctx, desired)?;
+        let docs = run.docs().await?;
+        let mut kinds = run.kinds().await?;
+        let ns = run.default_namespace().await?;
+        Ok(PlanDetail {
+            lines: super::dry_run::lines(&mut kinds, &docs, &ns).await,
+            replace_because: None,
+        })
     }
 
     fn schema(&self) -> &Schema {

@@ -5,13 +5,14 @@
 use std::collections::HashMap;
 
 use ::kube::Client;
-use ::kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use ::kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, ValidationDirective};
 use ::kube::core::{ApiResource, GroupVersionKind};
 use ::kube::discovery::Scope;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::crd_schema;
 use super::errors;
 use super::render::Doc;
 use crate::contract::ProviderError;
@@ -114,6 +115,9 @@ pub fn apply_order(docs: &[Doc]) -> Vec<Doc> {
 pub struct Kinds {
     client: Client,
     known: HashMap<(String, String), (ApiResource, bool)>,
+    /// The schema of each custom kind's CRD version, as the cluster serves
+    /// it (`None`: a built-in kind).
+    schemas: HashMap<(String, String), Option<Value>>,
 }
 
 impl Kinds {
@@ -122,6 +126,7 @@ impl Kinds {
         Kinds {
             client,
             known: HashMap::new(),
+            schemas: HashMap::new(),
         }
     }
 
@@ -149,6 +154,43 @@ impl Kinds {
         let found = (ar, caps.scope == Scope::Namespaced);
         self.known.insert(k, found.clone());
         Ok(found)
+    }
+
+    /// The `openAPIV3Schema` the cluster serves for a custom kind (read from
+    /// its CustomResourceDefinition once per kind); `None` for a built-in
+    /// kind, or a custom one without a structural schema.
+    pub async fn crd_schema(
+        &mut self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<Value>, ProviderError> {
+        let k = (api_version.to_string(), kind.to_string());
+        if let Some(found) = self.schemas.get(&k) {
+            return Ok(found.clone());
+        }
+        let (ar, _) = self.resolve(api_version, kind).await?;
+        let builtin = !ar.group.contains('.') || ar.group.ends_with("k8s.io");
+        let schema = if builtin {
+            None
+        } else {
+            let crds: Api<DynamicObject> = Api::all_with(
+                self.client.clone(),
+                &ApiResource::from_gvk(&GroupVersionKind::gvk(
+                    "apiextensions.k8s.io",
+                    "v1",
+                    "CustomResourceDefinition",
+                )),
+            );
+            let name = format!("{}.{}", ar.plural, ar.group);
+            let crd = crds
+                .get_opt(&name)
+                .await
+                .map_err(|e| errors::kube(&format!("read CustomResourceDefinition {name}"), e))?;
+            crd.and_then(|c| serde_json::to_value(c).ok())
+                .and_then(|c| crd_schema::version_schema(&c, &ar.version).cloned())
+        };
+        self.schemas.insert(k, schema.clone());
+        Ok(schema)
     }
 
     /// The API for objects of `ar` in `namespace` (ignored for cluster-scoped kinds).
@@ -204,17 +246,77 @@ impl Kinds {
     }
 
     /// Server-side applies the placed `doc` (field manager `flow`, taking
-    /// over conflicting fields) and returns its record.
-    pub async fn apply(&mut self, doc: &Doc) -> Result<Record, ProviderError> {
+    /// over conflicting fields) and returns its record, with a note when the
+    /// server is older than the object (see [`Kinds::server_side_apply`]).
+    pub async fn apply(&mut self, doc: &Doc) -> Result<(Record, Option<String>), ProviderError> {
         let mut record = Self::record_of(doc);
+        let (applied, note) = self.server_side_apply(doc, false).await?;
+        record.uid = applied.metadata.uid.unwrap_or_default();
+        Ok((record, note))
+    }
+
+    /// Asks the server whether it would apply the placed `doc` (a
+    /// server-side dry run: schema, admission and webhooks, nothing kept).
+    pub async fn dry_run(&mut self, doc: &Doc) -> Result<Option<String>, ProviderError> {
+        Ok(self.server_side_apply(doc, true).await?.1)
+    }
+
+    /// One server-side apply. A CustomResourceDefinition whose schema uses
+    /// fields the server predates (CEL `x-kubernetes-validations`, which
+    /// Kubernetes 1.25 added) is applied again without them, and the note
+    /// says how many rules were left out: the server would refuse the whole
+    /// CRD otherwise ("field not declared in schema"). Any other refusal is
+    /// the error.
+    async fn server_side_apply(
+        &mut self,
+        doc: &Doc,
+        dry_run: bool,
+    ) -> Result<(DynamicObject, Option<String>), ProviderError> {
+        let record = Self::record_of(doc);
+        if let Some(schema) = self.crd_schema(doc.api_version(), doc.kind()).await? {
+            let unknown = crd_schema::unknown_fields(&doc.object, &schema);
+            if let Some(refusal) = unknown_field_error(&record, doc, &unknown) {
+                return Err(refusal);
+            }
+        }
         let api = self.api_for(&record).await?;
-        let params = PatchParams::apply(super::FIELD_MANAGER).force();
-        let applied = api
+        let mut params = PatchParams::apply(super::FIELD_MANAGER).force();
+        params.dry_run = dry_run;
+        // Kubernetes 1.25 and later refuse unknown and duplicate fields;
+        // older servers ignore the parameter.
+        params.field_validation = Some(ValidationDirective::Strict);
+        let what = format!(
+            "{} {} ({})",
+            if dry_run { "dry-run apply" } else { "apply" },
+            record.label(),
+            doc.source
+        );
+        match api
             .patch(&record.name, &params, &Patch::Apply(&doc.object))
             .await
-            .map_err(|e| errors::kube(&format!("apply {} ({})", record.label(), doc.source), e))?;
-        record.uid = applied.metadata.uid.unwrap_or_default();
-        Ok(record)
+        {
+            Ok(o) => Ok((o, None)),
+            Err(e)
+                if doc.kind() == "CustomResourceDefinition"
+                    && crd_schema::predates_cel(&e.to_string()) =>
+            {
+                let mut object = doc.object.clone();
+                let rules = crd_schema::remove_key(&mut object, crd_schema::CEL_RULES);
+                let o = api
+                    .patch(&record.name, &params, &Patch::Apply(&object))
+                    .await
+                    .map_err(|e| errors::kube(&what, e))?;
+                Ok((
+                    o,
+                    Some(format!(
+                        "the API server predates CEL validation rules (`{}`, Kubernetes 1.25): {rules} rule(s) of {} were left out; the rest of its schema applies",
+                        crd_schema::CEL_RULES,
+                        record.label()
+                    )),
+                ))
+            }
+            Err(e) => Err(errors::kube(&what, e)),
+        }
     }
 
     /// The object `r` names as it is now, if it exists.
@@ -274,8 +376,40 @@ impl Kinds {
     }
 }
 
+/// The refusal of `doc` for fields its CRD's schema does not declare.
+fn unknown_field_error(
+    record: &Record,
+    doc: &Doc,
+    unknown: &[(String, Option<String>)],
+) -> Option<ProviderError> {
+    let first = unknown.first()?;
+    let fields: Vec<String> = unknown
+        .iter()
+        .map(|(path, close)| match close {
+            Some(c) => format!("`{path}` (did you mean `{c}`?)"),
+            None => format!("`{path}`"),
+        })
+        .collect();
+    let group = doc.api_version().split('/').next().unwrap_or_default();
+    Some(
+        ProviderError::invalid(format!(
+            "{} ({}): unknown field {}: the schema of its CustomResourceDefinition ({} in {group}, as the cluster serves it) does not declare {}",
+            record.label(),
+            doc.source,
+            fields.join(", "),
+            doc.kind(),
+            if unknown.len() == 1 { "it" } else { "them" },
+        ))
+        .with_help(format!(
+            "fix `{}` in the manifest: a field the schema does not declare is dropped by the API server (before Kubernetes 1.25) or refused",
+            first.0
+        )),
+    )
+}
+
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use serde_json::json;
 

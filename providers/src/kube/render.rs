@@ -390,6 +390,7 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<Doc>, ManifestError> {
 /// `object` if it has what server-side apply needs.
 fn check(source: &str, mut object: Value) -> Result<Doc, ManifestError> {
     quantities_as_strings(&mut object);
+    service_port_protocols(&mut object);
     let doc = Doc {
         source: source.to_string(),
         object,
@@ -432,6 +433,29 @@ fn quantities_as_strings(v: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(quantities_as_strings),
         _ => {}
+    }
+}
+
+/// A Service port without `protocol` gets `TCP`, the value the API server
+/// defaults it to: `protocol` is part of the ports' list key, and
+/// server-side apply on Kubernetes 1.20 refuses an item that omits it
+/// ("associative list with keys has an element that omits key field
+/// \"protocol\""), as the published training operator's Service does.
+fn service_port_protocols(object: &mut Value) {
+    if object.get("kind").and_then(Value::as_str) != Some("Service")
+        || object.get("apiVersion").and_then(Value::as_str) != Some("v1")
+    {
+        return;
+    }
+    let Some(ports) = object
+        .pointer_mut("/spec/ports")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+        port.entry("protocol")
+            .or_insert_with(|| Value::String("TCP".into()));
     }
 }
 
@@ -533,6 +557,19 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].path, ["files", "1"]);
         assert!(problems[0].message.contains("torchrec-typo.yaml"));
+    }
+
+    #[test]
+    fn service_ports_get_the_protocol_the_server_defaults() {
+        let docs = parse(
+            "svc.yaml",
+            "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  ports:\n  - {port: 8080}\n  - {port: 53, protocol: UDP}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            docs[0].object["spec"]["ports"],
+            serde_json::json!([{"port": 8080, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}])
+        );
     }
 
     #[test]
