@@ -127,10 +127,14 @@ struct Builder<'a> {
 impl Builder<'_> {
     /// `path` as shown in messages: relative to the workflow's folder.
     fn show(&self, path: &Path) -> String {
-        path.strip_prefix(self.workdir)
-            .unwrap_or(path)
-            .display()
-            .to_string()
+        let canonical_workdir = self.workdir.canonicalize();
+        let rel = path.strip_prefix(self.workdir).ok().or_else(|| {
+            canonical_workdir
+                .as_ref()
+                .ok()
+                .and_then(|w| path.strip_prefix(w).ok())
+        });
+        rel.unwrap_or(path).display().to_string()
     }
 
     /// The text of `path`, after `prepare`, recorded in `texts`.

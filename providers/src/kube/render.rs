@@ -114,9 +114,17 @@ impl Sources {
         let mut docs = Vec::new();
         for file in &self.files {
             if is_kustomization_dir(&workdir.join(file)) {
-                let built = self
-                    .kustomize(workdir, file)
-                    .map_err(|e| ProviderError::bad_input(e.to_string()))?;
+                let built = self.kustomize(workdir, file).map_err(|e| {
+                    let help = match &e {
+                        ManifestError::Kustomize(k) => k.help.clone(),
+                        _ => None,
+                    };
+                    let err = ProviderError::bad_input(e.to_string());
+                    match help {
+                        Some(h) => err.with_help(h),
+                        None => err,
+                    }
+                })?;
                 docs.extend(built.0);
                 continue;
             }

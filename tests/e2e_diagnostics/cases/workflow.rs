@@ -577,5 +577,17 @@ corpus! {
         never_says: &["$PATH"],
         ..BASE
     },
+    kustomize_outside_the_subset: Case {
+        file: "127-kustomize-outside-the-subset.toml",
+        codes: &["flow::invalid-input"],
+        at: &["11:10"],
+        problems: 1,
+        says: &[
+            "templates/kustomize-outside/kustomization.yaml:2:5:",
+            "is a remote resource",
+            "vendor it: copy the folder at a pinned commit",
+        ],
+        ..BASE
+    },
 
 }
