@@ -34,6 +34,27 @@ impl FieldSpec {
         })
     }
 
+    /// A spec of every kind at `path`, never creating it.
+    pub fn existing(path: &str) -> FieldSpec {
+        FieldSpec {
+            group: None,
+            version: None,
+            kind: None,
+            path: path.to_string(),
+            create: false,
+        }
+    }
+
+    /// The default specs `defaults` followed by `extra` (a level's
+    /// `configurations`).
+    pub fn with_extra(defaults: &[StaticSpec], extra: &[FieldSpec]) -> Vec<FieldSpec> {
+        defaults
+            .iter()
+            .map(StaticSpec::owned)
+            .chain(extra.iter().cloned())
+            .collect()
+    }
+
     /// Whether the spec applies to `object`.
     pub fn matches(&self, object: &Value) -> bool {
         let api_version = object

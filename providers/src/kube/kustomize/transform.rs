@@ -62,11 +62,7 @@ pub fn is_namespaced(kind: &str) -> bool {
 pub fn namespace(k: &Kustomization, config: &Config, set: &mut [Res]) {
     let Some(ns) = k.namespace() else { return };
     let value = json!(ns);
-    let specs: Vec<FieldSpec> = NAMESPACES
-        .iter()
-        .map(|s| s.owned())
-        .chain(config.namespace.iter().cloned())
-        .collect();
+    let specs = FieldSpec::with_extra(&NAMESPACES, &config.namespace);
     for res in set {
         let kind = res.kind().to_string();
         let obj = &mut res.object;
@@ -169,11 +165,7 @@ pub fn annotations(
     if pairs.is_empty() {
         return Ok(());
     }
-    let specs: Vec<FieldSpec> = ANNOTATIONS
-        .iter()
-        .map(|s| s.owned())
-        .chain(config.common_annotations.iter().cloned())
-        .collect();
+    let specs = FieldSpec::with_extra(&ANNOTATIONS, &config.common_annotations);
     for res in set {
         for spec in &specs {
             spec.visit(&mut res.object, &mut |v| merge_strings(v, &pairs));
@@ -236,14 +228,7 @@ pub fn images(k: &Kustomization, set: &mut [Res]) -> Result<(), KustomizeError> 
     for res in set {
         retag_containers(&mut res.object, &rules);
         for path in IMAGE_VOLUMES {
-            let spec = FieldSpec {
-                group: None,
-                version: None,
-                kind: None,
-                path: path.to_string(),
-                create: false,
-            };
-            spec.visit(&mut res.object, &mut |v| retag(v, &rules));
+            FieldSpec::existing(path).visit(&mut res.object, &mut |v| retag(v, &rules));
         }
     }
     Ok(())
@@ -354,14 +339,7 @@ pub fn references(set: &mut [Res]) {
             if kind != referrer {
                 continue;
             }
-            let spec = FieldSpec {
-                group: None,
-                version: None,
-                kind: None,
-                path: path.to_string(),
-                create: false,
-            };
-            spec.visit(&mut res.object, &mut |r| {
+            FieldSpec::existing(path).visit(&mut res.object, &mut |r| {
                 if target_kind == "ServiceAccount"
                     && r.get("kind").and_then(Value::as_str) != Some("ServiceAccount")
                 {
