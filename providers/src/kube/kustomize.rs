@@ -103,6 +103,7 @@ pub fn is_kustomization_dir(path: &Path) -> bool {
 pub fn build(workdir: &Path, dir: &str, prepare: Prepare) -> Result<Built, KustomizeError> {
     let mut b = Builder {
         workdir,
+        canonical_workdir: workdir.canonicalize().ok(),
         prepare,
         texts: Vec::new(),
         stack: Vec::new(),
@@ -118,6 +119,8 @@ pub fn build(workdir: &Path, dir: &str, prepare: Prepare) -> Result<Built, Kusto
 /// The state of one build.
 struct Builder<'a> {
     workdir: &'a Path,
+    /// `workdir` resolved, to show the canonical paths of folders.
+    canonical_workdir: Option<PathBuf>,
     prepare: Prepare<'a>,
     texts: Vec<(String, String)>,
     /// The folders being built, to refuse a cycle.
@@ -127,11 +130,9 @@ struct Builder<'a> {
 impl Builder<'_> {
     /// `path` as shown in messages: relative to the workflow's folder.
     fn show(&self, path: &Path) -> String {
-        let canonical_workdir = self.workdir.canonicalize();
         let rel = path.strip_prefix(self.workdir).ok().or_else(|| {
-            canonical_workdir
+            self.canonical_workdir
                 .as_ref()
-                .ok()
                 .and_then(|w| path.strip_prefix(w).ok())
         });
         rel.unwrap_or(path).display().to_string()

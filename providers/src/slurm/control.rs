@@ -208,34 +208,42 @@ pub(crate) async fn accounted_by_comment(
     remote: &Remote,
     comment: &str,
 ) -> Result<Option<String>, ProviderError> {
-    let ran = remote
-        .run(
-            &[
-                "sacct",
-                "-X",
-                "-n",
-                "-P",
-                "-S",
-                "now-30days",
-                "-o",
-                "JobID,Comment",
-            ],
-            None,
-        )
-        .await?;
-    if !ran.ok() {
+    let Some(out) = sacct(remote, &["-S", "now-30days"], "JobID,Comment").await? else {
         return Ok(None);
-    }
-    Ok(ran.stdout.lines().find_map(|l| {
+    };
+    Ok(out.lines().find_map(|l| {
         let (job, text) = l.split_once('|')?;
         (text == comment).then(|| job.split('_').next().unwrap_or(job).to_string())
     }))
 }
 
-/// The fields asked of `sacct`, in order; `WorkDir` last, as the one that
-/// may hold the separator.
-const ACCOUNTED: [&str; 8] = [
-    "JobId", "JobIDRaw", "JobName", "User", "JobState", "ExitCode", "NodeList", "WorkDir",
+/// What `sacct` prints for the jobs `select` chooses, one line per job
+/// (`-X`), without a header, fields `fields` separated by `|`; `None` when
+/// accounting is off or refuses.
+async fn sacct(
+    remote: &Remote,
+    select: &[&str],
+    fields: &str,
+) -> Result<Option<String>, ProviderError> {
+    let mut args = vec!["sacct", "-X", "-n", "-P"];
+    args.extend_from_slice(select);
+    args.extend(["-o", fields]);
+    let ran = remote.run(&args, None).await?;
+    Ok(ran.ok().then_some(ran.stdout))
+}
+
+/// The fields asked of `sacct`, in order, each with the `scontrol` name it
+/// is kept under (so a [`JobLine`] reads the same from both); `WorkDir`
+/// last, as the one that may hold the separator.
+const ACCOUNTED: [(&str, &str); 8] = [
+    ("JobID", "JobId"),
+    ("JobIDRaw", "JobIDRaw"),
+    ("JobName", "JobName"),
+    ("User", "User"),
+    ("State", "JobState"),
+    ("ExitCode", "ExitCode"),
+    ("NodeList", "NodeList"),
+    ("WorkDir", "WorkDir"),
 ];
 
 /// Job `id` as accounting recorded it (`sacct`), for a job the controller
@@ -245,25 +253,11 @@ pub(crate) async fn accounted(
     remote: &Remote,
     id: &str,
 ) -> Result<Option<Vec<JobLine>>, ProviderError> {
-    let ran = remote
-        .run(
-            &[
-                "sacct",
-                "-X",
-                "-n",
-                "-P",
-                "-j",
-                id,
-                "-o",
-                "JobID,JobIDRaw,JobName,User,State,ExitCode,NodeList,WorkDir",
-            ],
-            None,
-        )
-        .await?;
-    if !ran.ok() {
+    let fields: Vec<&str> = ACCOUNTED.iter().map(|(sacct, _)| *sacct).collect();
+    let Some(out) = sacct(remote, &["-j", id], &fields.join(",")).await? else {
         return Ok(None);
-    }
-    let lines: Vec<JobLine> = ran.stdout.lines().filter_map(accounted_line).collect();
+    };
+    let lines: Vec<JobLine> = out.lines().filter_map(accounted_line).collect();
     Ok((!lines.is_empty()).then_some(lines))
 }
 
@@ -276,7 +270,7 @@ fn accounted_line(line: &str) -> Option<JobLine> {
     let fields = ACCOUNTED
         .iter()
         .zip(values)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|((_, key), v)| (key.to_string(), v.to_string()))
         .collect();
     Some(JobLine { fields })
 }
