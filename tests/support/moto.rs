@@ -129,7 +129,10 @@ impl Moto {
             let log = dir.path().join("moto.log");
             let port = free_port();
             let out = File::create(&log).expect("moto log");
-            let child = Command::new(&server)
+            // moto's server through scripts/local-cloud/moto_server.py, which
+            // adds what moto's CloudFormation lacks to delete a VPC stack.
+            let child = Command::new(server.with_file_name("python"))
+                .arg(workspace_root().join("scripts/local-cloud/moto_server.py"))
                 .args(["-H", "127.0.0.1", "-p", &port.to_string()])
                 .stdin(Stdio::null())
                 .stdout(out.try_clone().expect("dup log"))

@@ -1,0 +1,136 @@
+"""moto's server (the local AWS API of the tests and the quickstart), with
+what its CloudFormation lacks to delete a VPC stack added.
+
+moto 5.2.5 creates AWS::EC2::RouteTable, AWS::EC2::Route and
+AWS::EC2::SubnetRouteTableAssociation from a template but cannot delete
+them: DeleteStack then fails with "The vpc ... has dependencies", so no
+stack that makes a VPC the way AWS's own templates do (a route table per
+subnet kind) could be destroyed. The three `delete` methods below do what
+AWS does: drop the association, the route, then the table. Nothing else of
+moto changes.
+
+Fn::Cidr, which moto does not evaluate (AWS's multi-AZ VPC template cuts
+its subnets with it), is evaluated as CloudFormation documents it: the
+first COUNT blocks of /(32 - BITS) (or /(128 - BITS)) inside the block. AWS::EC2::VPCCidrBlock (the same template's secondary
+blocks), which moto skips, associates the block with the VPC. And a
+resource another one refers to is made after what it `DependsOn` (moto
+made it at the first reference, so a subnet of a secondary block came
+before the block).
+
+Run with moto_server's arguments: python moto_server.py -H 127.0.0.1 -p PORT
+"""
+
+import ipaddress
+import sys
+
+import moto.cloudformation.parsing as parsing
+
+from moto.core.common_models import CloudFormationModel
+from moto.ec2.models import ec2_backends
+from moto.ec2.models.route_tables import Route, RouteTable
+from moto.ec2.models.subnets import SubnetRouteTableAssociation
+from moto.server import main
+
+
+def _delete_route_table(self, account_id, region_name):
+    backend = ec2_backends[account_id][region_name]
+    self._associations.clear()
+    self._routes.clear()
+    backend.delete_route_table(self.id)
+
+
+def _delete_route(self, account_id, region_name):
+    table = self.route_table
+    table._routes.pop(self.id, None)
+
+
+def _delete_association(self, account_id, region_name):
+    backend = ec2_backends[account_id][region_name]
+    table = backend.route_tables.get(self.route_table_id)
+    if table is not None:
+        for association_id, target in list(table._associations.items()):
+            if target == self.subnet_id:
+                table._associations.pop(association_id)
+
+
+_clean_json = parsing.clean_json
+
+
+def _clean_json_with_cidr(resource_json, resources_map):
+    if isinstance(resource_json, dict) and "Fn::Cidr" in resource_json:
+        block, count, bits = (
+            _clean_json_with_cidr(v, resources_map) for v in resource_json["Fn::Cidr"]
+        )
+        network = ipaddress.ip_network(block, strict=False)
+        prefix = network.max_prefixlen - int(bits)
+        subnets = network.subnets(new_prefix=prefix)
+        return [str(next(subnets)) for _ in range(int(count))]
+    if isinstance(resource_json, dict) and "Fn::Join" in resource_json:
+        # A `!Ref AWS::NoValue` item is left out, not joined as "None".
+        separator, items = resource_json["Fn::Join"]
+        items = _clean_json_with_cidr(items, resources_map)
+        return separator.join(str(item) for item in items if item is not None)
+    return _clean_json(resource_json, resources_map)
+
+
+class VpcCidrBlock(CloudFormationModel):
+    """AWS::EC2::VPCCidrBlock: a secondary IPv4 block of a VPC."""
+
+    # moto registers models by the service named in their module path.
+    __module__ = "moto.ec2.models.vpcs"
+
+    def __init__(self, association_id):
+        self.association_id = association_id
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::EC2::VPCCidrBlock"
+
+    @staticmethod
+    def cloudformation_name_type():
+        return ""
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls, resource_name, cloudformation_json, account_id, region_name, **kwargs
+    ):
+        properties = cloudformation_json["Properties"]
+        association = ec2_backends[account_id][region_name].associate_vpc_cidr_block(
+            properties["VpcId"],
+            cidr_block=properties.get("CidrBlock"),
+            amazon_provided_ipv6_cidr_block=bool(
+                properties.get("AmazonProvidedIpv6CidrBlock", False)
+            ),
+        )
+        return cls(association["association_id"])
+
+    @property
+    def physical_resource_id(self):
+        return self.association_id
+
+    def delete(self, account_id, region_name):
+        ec2_backends[account_id][region_name].disassociate_vpc_cidr_block(
+            self.association_id
+        )
+
+
+_resource = parsing.ResourceMap.__getitem__
+
+
+def _resource_after_its_dependencies(self, key):
+    if key not in self._parsed_resources:
+        depends_on = (self._resource_json_map.get(key) or {}).get("DependsOn", [])
+        for dependency in [depends_on] if isinstance(depends_on, str) else depends_on:
+            if dependency in self._resource_json_map:
+                _resource_after_its_dependencies(self, dependency)
+    return _resource(self, key)
+
+
+parsing.ResourceMap.__getitem__ = _resource_after_its_dependencies
+parsing.clean_json = _clean_json_with_cidr
+RouteTable.delete = _delete_route_table
+Route.delete = _delete_route
+SubnetRouteTableAssociation.delete = _delete_association
+
+if __name__ == "__main__":
+    sys.exit(main())
