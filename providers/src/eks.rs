@@ -15,6 +15,7 @@ mod eksctl;
 mod nodegroup;
 mod stack;
 pub mod token;
+mod vpc;
 mod waiting;
 
 use std::sync::Arc;

@@ -7,12 +7,13 @@
 //! One test binary, a module per subject: `manifests` (kube.manifest:
 //! apply, prune, drift, readiness, URLs, offline checks), `jobs` (kube.job
 //! and training operators' jobs), `eks` (clusters from eksctl files, the
-//! EKS connection).
+//! EKS connection), `eks_vpc` (the VPC made for an eksctl file without one).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod eks;
+mod eks_vpc;
 mod jobs;
 mod manifests;
 mod operator;

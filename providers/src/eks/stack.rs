@@ -52,6 +52,15 @@ fn outputs(stack: &Stack) -> Values {
         .collect()
 }
 
+/// The outputs of the stack `name` if it exists and is complete (nothing
+/// is created or waited for: plans read with this).
+pub async fn outputs_of(cfn: &Client, name: &str) -> Result<Option<Values>, ProviderError> {
+    Ok(describe(cfn, name)
+        .await?
+        .filter(|s| matches!(status(s), "CREATE_COMPLETE" | "UPDATE_COMPLETE"))
+        .map(|s| outputs(&s)))
+}
+
 /// Creates the stack `name` from `template` (unless it exists) and waits
 /// until it is complete; returns its outputs.
 pub async fn ensure(

@@ -35,6 +35,16 @@ pub(super) fn outputs(c: &aws_sdk_eks::types::Cluster, region: &str, spec: &Clus
     out.insert("oidc_issuer".into(), json!(issuer));
     out.insert("version".into(), json!(c.version().unwrap_or_default()));
     out.insert("role_arn".into(), json!(c.role_arn().unwrap_or_default()));
+    out.insert("subnet_ids".into(), json!(spec.subnet_ids));
+    if let Some(vpc) = &spec.made_vpc {
+        out.insert("vpc_id".into(), json!(vpc.vpc_id));
+        out.insert("private_subnet_ids".into(), json!(vpc.private));
+        out.insert("public_subnet_ids".into(), json!(vpc.public));
+        out.insert(
+            "shared_node_security_group_id".into(),
+            json!(vpc.shared_node_security_group),
+        );
+    }
     if let Some(sg) = c
         .resources_vpc_config()
         .and_then(|v| v.cluster_security_group_id())
@@ -112,8 +122,32 @@ pub(super) async fn region(ctx: &OpContext, spec: &ClusterSpec) -> Result<String
     Ok(region)
 }
 
-/// Makes what the cluster still lacks and waits for all of it: the role
-/// stack, the cluster, the OIDC stack, the node groups.
+/// The spec with the subnets of the VPC made for it, when it has one:
+/// the VPC stack is made (or waited for) when `make`, else only read (a
+/// plan), and left as it is when it does not exist yet.
+pub(super) async fn with_vpc(
+    ctx: &OpContext,
+    cfn: &aws_sdk_cloudformation::Client,
+    spec: &ClusterSpec,
+    make: bool,
+) -> Result<ClusterSpec, ProviderError> {
+    let mut spec = spec.clone();
+    let Some(request) = &spec.vpc else {
+        return Ok(spec);
+    };
+    let outputs = if make {
+        Some(stack::ensure(ctx, cfn, &spec.vpc_stack(), &request.template(&spec.name)).await?)
+    } else {
+        stack::outputs_of(cfn, &spec.vpc_stack()).await?
+    };
+    if let Some(outputs) = outputs {
+        spec.attach_vpc(&outputs)?;
+    }
+    Ok(spec)
+}
+
+/// Makes what the cluster still lacks and waits for all of it: the VPC
+/// stack, the role stack, the cluster, the OIDC stack, the node groups.
 pub(super) async fn converge(
     ctx: &OpContext,
     spec: &ClusterSpec,
@@ -121,6 +155,7 @@ pub(super) async fn converge(
     let region = region(ctx, spec).await?;
     let eks = super::super::client(ctx).await?;
     let cfn = stack::client(ctx).await?;
+    let spec = &with_vpc(ctx, &cfn, spec, true).await?;
     match waiting::find_cluster(&eks, &spec.name).await? {
         Some(c) => {
             let token = c.tags().and_then(|t| t.get(TOKEN));
@@ -196,6 +231,7 @@ pub(super) fn applied(
                 "scaling": [n.min_size, n.desired_size, n.max_size],
             })).collect::<Vec<_>>(),
             "role_stack": spec.role_arn.is_none(),
+            "vpc_stack": spec.vpc.is_some(),
             "oidc": spec.with_oidc,
         }),
     }

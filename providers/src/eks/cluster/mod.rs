@@ -32,7 +32,7 @@ use crate::contract::{
 
 use lifecycle::{
     access_differs, applied, converge, oidc_template, recorded_nodegroups, recorded_shapes, region,
-    shape, wait_active,
+    shape, wait_active, with_vpc,
 };
 pub use spec::ClusterSpec;
 
@@ -175,12 +175,18 @@ impl Provider for EksCluster {
             out.push(
                 Problem::at_path(
                     &[],
-                    "`subnet_ids` is required (or an `eksctl_config` that lists vpc.subnets)",
+                    "`subnet_ids` is required (or an `eksctl_config`, whose VPC flow makes as eksctl does when it lists no subnets)",
                 )
                 .with_help("EKS needs subnets in at least two availability zones"),
             );
         }
         if let Some(cfg) = cfg {
+            if let eksctl::Network::Unlisted { vpc_id } = &cfg.network
+                && !has("subnet_ids")
+            {
+                let (message, help) = spec::unlisted_subnets(vpc_id);
+                out.push(Problem::at("eksctl_config", message).with_help(help));
+            }
             for ng in &cfg.nodegroups {
                 for p in ng.problems() {
                     out.push(Problem::at(
@@ -210,6 +216,7 @@ impl Provider for EksCluster {
         let region = region(ctx, &after).await?;
         let eks = super::client(ctx).await?;
         let cfn = stack::client(ctx).await?;
+        let after = with_vpc(ctx, &cfn, &after, true).await?;
         let Some(cluster) = waiting::find_cluster(&eks, &after.name).await? else {
             return Err(ProviderError::fatal(format!(
                 "cluster `{}` is gone; plan again to create it",
@@ -369,7 +376,10 @@ impl Provider for EksCluster {
             )
             .await?;
         }
-        stack::delete(ctx, &cfn, &stack::name(&name, "role")).await
+        stack::delete(ctx, &cfn, &stack::name(&name, "role")).await?;
+        // The VPC made for an eksctl file without subnets, last, as eksctl
+        // deletes it (a no-op when there is none).
+        stack::delete(ctx, &cfn, &stack::name(&name, "vpc")).await
     }
 
     fn has_plan_detail(&self) -> bool {
@@ -387,6 +397,8 @@ impl Provider for EksCluster {
         match prior {
             None => detail.lines = spec.creation_lines(),
             Some(prior) => {
+                let cfn = stack::client(ctx).await?;
+                let spec = with_vpc(ctx, &cfn, &spec, false).await?;
                 let old = recorded_nodegroups(prior.private);
                 for ng in &spec.nodegroups {
                     match old.iter().find(|(n, _)| *n == ng.name) {
@@ -453,6 +465,8 @@ impl Provider for EksCluster {
             }
         }
         let region = lifecycle::region(ctx, &spec).await?;
+        let cfn = stack::client(ctx).await?;
+        let spec = with_vpc(ctx, &cfn, &spec, false).await?;
         Ok(lifecycle::applied(&c, &region, &spec))
     }
 
@@ -494,48 +508,4 @@ impl Provider for EksCluster {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::eksctl::EksctlConfig;
-    use super::*;
-    use crate::testing::values;
-    use serde_json::json;
-
-    #[test]
-    fn inputs_override_the_eksctl_file() {
-        let cfg = eksctl::parse(eksctl::P4D).unwrap();
-        let v = values(json!({"version": "1.34", "tags": {"team": "ml"}}));
-        let spec = ClusterSpec::merge(&v, cfg).unwrap();
-        assert_eq!(spec.name, "dlc-p4d");
-        assert_eq!(spec.version.as_deref(), Some("1.34"));
-        assert_eq!(spec.tags["team"], "ml");
-        assert!(spec.with_oidc);
-        let lines = spec.creation_lines();
-        assert!(lines[0].contains("flow-eks-dlc-p4d-role"), "{lines:?}");
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains("+ cluster dlc-p4d (Kubernetes 1.34")),
-            "{lines:?}"
-        );
-        assert!(lines.iter().any(|l| l.contains("managed node group p4d: p4d.24xlarge × 2..4 (desired 2); EFA: 4 interfaces per node; capacity reservation cr-0123")), "{lines:?}");
-        assert!(
-            lines.iter().any(|l| l.contains("`addons` is not acted on")),
-            "{lines:?}"
-        );
-    }
-
-    #[test]
-    fn name_comes_from_inputs_or_the_file() {
-        assert!(ClusterSpec::merge(&Values::new(), EksctlConfig::default()).is_err());
-        let spec = ClusterSpec::merge(
-            &values(json!({"name": "x", "subnet_ids": ["s"]})),
-            EksctlConfig::default(),
-        )
-        .unwrap();
-        assert_eq!(spec.name, "x");
-        assert_eq!(
-            oidc_template("https://oidc.eks")["Resources"]["OIDCProvider"]["Properties"]["Url"],
-            "https://oidc.eks"
-        );
-    }
-}
+mod tests;

@@ -7,16 +7,21 @@
 //! `managedNodeGroups` (name, instanceType/instanceTypes, minSize,
 //! desiredCapacity, maxSize, volumeSize, efaEnabled, privateNetworking,
 //! availabilityZones, capacityReservation, spot, amiFamily, labels, taints,
-//! tags, iam.instanceRoleARN). flow does not create VPCs: the file must list
-//! its subnets (a `cloudformation.stack` step makes the VPC, as in the
-//! runbooks). Anything else in the file is reported as ignored by `plan`.
+//! tags, iam.instanceRoleARN, instanceMarketOptions.marketType). A file
+//! whose `vpc` lists no subnets gets the VPC eksctl would make (see
+//! [`super::vpc`]), unless the step gives `subnet_ids`. Anything else in the
+//! file is reported as ignored by `plan`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
 
+mod network;
+
 use super::nodegroup::{NodegroupSpec, TaintSpec};
+use super::vpc::{VpcProblem, VpcRequest};
+pub use network::{Network, Placement};
 
 /// What an eksctl config file asks for.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -31,6 +36,10 @@ pub struct EksctlConfig {
     pub tags: BTreeMap<String, String>,
     /// Every subnet of `vpc.subnets` (private first), for the cluster.
     pub subnet_ids: Vec<String>,
+    /// Where the subnets come from.
+    pub network: Network,
+    /// Each node group's zones and subnet kind (as `nodegroups`).
+    pub placements: Vec<Placement>,
     /// `vpc.securityGroup`.
     pub security_group_ids: Vec<String>,
     /// `vpc.clusterEndpoints.publicAccess`.
@@ -79,11 +88,9 @@ pub enum ConfigProblem {
     /// It is YAML but not a `ClusterConfig`.
     #[error("not an eksctl ClusterConfig (`kind: ClusterConfig` missing)")]
     NotClusterConfig,
-    /// It names no subnets.
-    #[error(
-        "`vpc.subnets` lists no subnets: flow does not create VPCs from eksctl configs; make the VPC with a cloudformation.stack step and list its subnets under vpc.subnets.private/public (or set `subnet_ids` on the step)"
-    )]
-    NoSubnets,
+    /// The VPC eksctl would make cannot be made as written.
+    #[error("{0}")]
+    Vpc(#[from] VpcProblem),
     /// A managed node group has no name.
     #[error("managedNodeGroups[{0}]: a managed node group needs a `name`")]
     NodegroupWithoutName(usize),
@@ -99,8 +106,8 @@ pub enum ConfigProblem {
     },
 }
 
-/// Subnets of one kind (private or public) by availability zone.
-type Subnets = Vec<(String, String)>;
+/// Subnets of one kind (private or public): zone and id.
+pub type Subnets = Vec<(String, String)>;
 
 /// Reads the eksctl config at `path` (relative to `workdir`, inside it),
 /// its placeholders filled from `subs`.
@@ -137,9 +144,14 @@ pub fn parse(text: &str) -> Result<EksctlConfig, ConfigProblem> {
     let vpc = doc.get("vpc").cloned().unwrap_or(Value::Null);
     let private = subnets(vpc.pointer("/subnets/private"));
     let public = subnets(vpc.pointer("/subnets/public"));
-    if private.is_empty() && public.is_empty() {
-        return Err(ConfigProblem::NoSubnets);
-    }
+    let network = match s(&vpc, "id") {
+        _ if !(private.is_empty() && public.is_empty()) => Network::Listed,
+        Some(vpc_id) => Network::Unlisted { vpc_id },
+        None => Network::Made(VpcRequest::from_config(
+            &vpc,
+            strings(doc.get("availabilityZones")),
+        )?),
+    };
     let mut cfg = EksctlConfig {
         name: s(&meta, "name"),
         region: s(&meta, "region"),
@@ -150,6 +162,8 @@ pub fn parse(text: &str) -> Result<EksctlConfig, ConfigProblem> {
             .chain(public.iter())
             .map(|(_, id)| id.clone())
             .collect(),
+        network,
+        placements: Vec::new(),
         security_group_ids: s(&vpc, "securityGroup").into_iter().collect(),
         public_access: vpc
             .pointer("/clusterEndpoints/publicAccess")
@@ -177,8 +191,36 @@ pub fn parse(text: &str) -> Result<EksctlConfig, ConfigProblem> {
         .flatten()
         .enumerate()
     {
-        cfg.nodegroups
-            .push(nodegroup(&cluster, i, ng, &private, &public)?);
+        let (mut spec, placement) = nodegroup(&cluster, i, ng)?;
+        if cfg.network == Network::Listed {
+            spec.subnet_ids =
+                placement
+                    .subnets(&private, &public)
+                    .map_err(|why| ConfigProblem::Nodegroup {
+                        index: i,
+                        name: spec.name.clone(),
+                        why,
+                    })?;
+        } else if let Network::Made(vpc) = &cfg.network
+            && let Some(zone) = placement.zones.iter().find(|z| !vpc.zones.contains(z))
+        {
+            return Err(ConfigProblem::Nodegroup {
+                index: i,
+                name: spec.name.clone(),
+                why: if vpc.zones.is_empty() {
+                    format!(
+                        "lists availabilityZones ({zone}) but the config's `availabilityZones` is not set: list the cluster's zones there, as eksctl needs"
+                    )
+                } else {
+                    format!(
+                        "zone {zone} is not one of the config's availabilityZones {:?}",
+                        vpc.zones
+                    )
+                },
+            });
+        }
+        cfg.nodegroups.push(spec);
+        cfg.placements.push(placement);
     }
     const KNOWN: [&str; 7] = [
         "apiVersion",
@@ -199,14 +241,12 @@ pub fn parse(text: &str) -> Result<EksctlConfig, ConfigProblem> {
     Ok(cfg)
 }
 
-/// One managed node group of the file.
+/// One managed node group of the file (without subnets) and where it goes.
 fn nodegroup(
     cluster: &str,
     index: usize,
     ng: &Value,
-    private: &Subnets,
-    public: &Subnets,
-) -> Result<NodegroupSpec, ConfigProblem> {
+) -> Result<(NodegroupSpec, Placement), ConfigProblem> {
     let name = ng
         .get("name")
         .and_then(Value::as_str)
@@ -230,22 +270,10 @@ fn nodegroup(
         .get("privateNetworking")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let zones = strings(ng.get("availabilityZones"));
-    let pool = if private_networking || public.is_empty() {
-        private
-    } else {
-        public
+    let placement = Placement {
+        zones: strings(ng.get("availabilityZones")),
+        private_networking,
     };
-    let subnet_ids = pool
-        .iter()
-        .filter(|(az, _)| zones.is_empty() || zones.contains(az))
-        .map(|(_, id)| id.clone())
-        .collect::<Vec<_>>();
-    if subnet_ids.is_empty() {
-        return Err(problem(format!(
-            "no subnet of the VPC is in zones {zones:?}"
-        )));
-    }
     let efa = ng
         .get("efaEnabled")
         .and_then(Value::as_bool)
@@ -289,35 +317,50 @@ fn nodegroup(
                 .into(),
         })
         .collect();
-    Ok(NodegroupSpec {
-        cluster: cluster.to_string(),
-        name,
-        node_role_arn: ng
-            .pointer("/iam/instanceRoleARN")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        subnet_ids,
-        instance_types,
-        min_size: int("minSize").unwrap_or(desired),
-        desired_size: desired,
-        max_size: int("maxSize").unwrap_or(desired),
-        ami_type: ami_type.map(str::to_string),
-        labels: string_map(ng.get("labels")),
-        taints,
-        capacity_reservation_id: ng
-            .pointer("/capacityReservation/capacityReservationTarget/capacityReservationID")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        capacity_type: ng
+    let capacity_type = match ng
+        .pointer("/instanceMarketOptions/marketType")
+        .and_then(Value::as_str)
+    {
+        Some("capacity-block") => Some("CAPACITY_BLOCK".to_string()),
+        Some(other) => {
+            return Err(problem(format!(
+                "instanceMarketOptions.marketType `{other}` is not one eksctl knows (capacity-block)"
+            )));
+        }
+        None => ng
             .get("spot")
             .and_then(Value::as_bool)
             .filter(|s| *s)
             .map(|_| "SPOT".to_string()),
-        efa,
-        disk_size: int("volumeSize"),
-        security_group_ids: Vec::new(),
-        tags: string_map(ng.get("tags")),
-    })
+    };
+    Ok((
+        NodegroupSpec {
+            cluster: cluster.to_string(),
+            name,
+            node_role_arn: ng
+                .pointer("/iam/instanceRoleARN")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            subnet_ids: Vec::new(),
+            instance_types,
+            min_size: int("minSize").unwrap_or(desired),
+            desired_size: desired,
+            max_size: int("maxSize").unwrap_or(desired),
+            ami_type: ami_type.map(str::to_string),
+            labels: string_map(ng.get("labels")),
+            taints,
+            capacity_reservation_id: ng
+                .pointer("/capacityReservation/capacityReservationTarget/capacityReservationID")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            capacity_type,
+            efa,
+            disk_size: int("volumeSize"),
+            security_group_ids: Vec::new(),
+            tags: string_map(ng.get("tags")),
+        },
+        placement,
+    ))
 }
 
 /// `vpc.subnets.private` (or public): zone (or the entry's `az`) and id.
@@ -359,94 +402,7 @@ fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// The runbook's `eks-p4d-odcr.yaml`, with an existing VPC (for tests).
 #[cfg(test)]
-pub(super) const P4D: &str = r#"
-apiVersion: eksctl.io/v1alpha5
-kind: ClusterConfig
-metadata:
-  name: dlc-p4d
-  region: us-west-2
-  version: "1.33"
-availabilityZones: [us-west-2a, us-west-2b]
-iam:
-  withOIDC: true
-vpc:
-  subnets:
-    private:
-      us-west-2a: { id: subnet-a }
-      us-west-2b: { id: subnet-b }
-    public:
-      us-west-2a: { id: subnet-pa }
-  clusterEndpoints: { publicAccess: true, privateAccess: true }
-managedNodeGroups:
-  - name: sys
-    instanceType: c5.2xlarge
-    desiredCapacity: 1
-  - name: p4d
-    instanceType: p4d.24xlarge
-    minSize: 2
-    desiredCapacity: 2
-    maxSize: 4
-    volumeSize: 500
-    efaEnabled: true
-    privateNetworking: true
-    availabilityZones: [us-west-2b]
-    capacityReservation:
-      capacityReservationTarget:
-        capacityReservationID: cr-0123
-addons:
-  - name: vpc-cni
-"#;
-
+mod tests;
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_cluster_and_its_node_groups() {
-        let c = parse(P4D).unwrap();
-        assert_eq!(c.name.as_deref(), Some("dlc-p4d"));
-        assert_eq!(c.region.as_deref(), Some("us-west-2"));
-        assert_eq!(c.version.as_deref(), Some("1.33"));
-        assert_eq!(c.subnet_ids, ["subnet-a", "subnet-b", "subnet-pa"]);
-        assert!(c.with_oidc);
-        assert_eq!(c.public_access, Some(true));
-        assert_eq!(c.ignored, ["addons"]);
-        let sys = &c.nodegroups[0];
-        assert_eq!((sys.min_size, sys.desired_size, sys.max_size), (1, 1, 1));
-        assert_eq!(sys.subnet_ids, ["subnet-pa"]);
-        assert_eq!(sys.ami_type, None);
-        let p4d = &c.nodegroups[1];
-        assert_eq!(p4d.cluster, "dlc-p4d");
-        assert_eq!(p4d.subnet_ids, ["subnet-b"]);
-        assert_eq!((p4d.min_size, p4d.desired_size, p4d.max_size), (2, 2, 4));
-        assert_eq!(p4d.efa_interfaces(), 4);
-        assert_eq!(p4d.capacity_reservation_id.as_deref(), Some("cr-0123"));
-        assert_eq!(p4d.disk_size, Some(500));
-        assert_eq!(p4d.ami_type.as_deref(), Some("AL2_x86_64_GPU"));
-    }
-
-    #[test]
-    fn refuses_configs_it_cannot_carry_out() {
-        assert!(matches!(
-            parse("kind: Other").unwrap_err(),
-            ConfigProblem::NotClusterConfig
-        ));
-        let no_vpc = "kind: ClusterConfig\nmetadata: {name: x}\n";
-        let e = parse(no_vpc).unwrap_err();
-        assert!(matches!(e, ConfigProblem::NoSubnets));
-        assert!(e.to_string().contains("does not create VPCs"));
-        let bad_zone = P4D.replace("[us-west-2b]", "[eu-west-1a]");
-        let e = parse(&bad_zone).unwrap_err();
-        assert!(
-            matches!(&e, ConfigProblem::Nodegroup { index: 1, .. }),
-            "{e}"
-        );
-        assert!(
-            e.to_string()
-                .starts_with("managedNodeGroups[1]: node group `"),
-            "{e}"
-        );
-    }
-}
+pub(super) use tests::{ODCR, P4D};
