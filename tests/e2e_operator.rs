@@ -271,24 +271,27 @@ fn the_plan_prices_what_it_starts() {
     p.write("wf.toml", GPU_CLUSTER);
     let text = p.run(&["plan", "wf.toml"]).expect(0);
     assert!(
-        text.stdout.contains("≈ $65.55/h (2 × p4d.24xlarge)"),
+        text.stdout.contains("≈ $43.92/h (2 × p4d.24xlarge)"),
         "{}",
         text.stdout
     );
     assert!(
-        text.stdout.contains("Cost: this plan starts ≈ $66.02/h"),
+        text.stdout.contains(
+            "Cost: this plan starts ≈ $44.39/h (on-demand, us-east-1 prices of 2026-11-01)"
+        ),
         "{}",
         text.stdout
     );
     let json = p.run(&["plan", "wf.toml", "--json"]).expect(0);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let total = v["cost"]["starts_per_hour"].as_f64().unwrap();
-    // 2 × $32.7726 for the nodes, 1200 GiB × $0.290 / 730 h for the file system.
+    // 2 × $21.957642 for the nodes, 1200 GiB × $0.290 / 730 h for the file system.
     assert!(
-        (total - (2.0 * 32.7726 + 1200.0 * 0.290 / 730.0)).abs() < 1e-6,
+        (total - (2.0 * 21.957642 + 1200.0 * 0.290 / 730.0)).abs() < 1e-6,
         "{total}"
     );
     assert_eq!(v["cost"]["prices"]["date"], "2026-11-01");
+    assert_eq!(v["cost"]["regions"][0]["region"], "us-east-1");
     let nodes = v["changes"]
         .as_array()
         .unwrap()
@@ -296,6 +299,7 @@ fn the_plan_prices_what_it_starts() {
         .find(|c| c["step"] == "gpu_nodes")
         .unwrap();
     assert_eq!(nodes["cost"]["items"][0], "2 × p4d.24xlarge");
+    assert_eq!(nodes["cost"]["region"], "us-east-1");
 
     // A price table of one's own overrides single entries.
     p.write("prices.toml", "[instances]\n\"p4d.24xlarge\" = 10.0\n");
@@ -306,5 +310,82 @@ fn the_plan_prices_what_it_starts() {
         own.stdout.contains("≈ $20.00/h (2 × p4d.24xlarge)"),
         "{}",
         own.stdout
+    );
+}
+
+#[test]
+fn each_step_is_priced_in_its_own_region() {
+    let p = Project::new();
+    // The workflow's region, us-west-2: its own table, and the line says so.
+    p.write("wf.toml", &GPU_CLUSTER.replace("us-east-1", "us-west-2"));
+    let west = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        west.stdout.contains(
+            "Cost: this plan starts ≈ $44.39/h (on-demand, us-west-2 prices of 2026-11-01)"
+        ),
+        "{}",
+        west.stdout
+    );
+
+    // Tokyo charges more for the nodes; FSx there is not in the table, so
+    // the file system is priced at us-east-1's and both its line and the
+    // total say so.
+    p.write(
+        "wf.toml",
+        &GPU_CLUSTER.replace("us-east-1", "ap-northeast-1"),
+    );
+    let tokyo = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        tokyo.stdout.contains("≈ $60.20/h (2 × p4d.24xlarge)"),
+        "{}",
+        tokyo.stdout
+    );
+    assert!(
+        tokyo.stdout.contains(
+            "FSx for Lustre PERSISTENT_1/200 at us-east-1's price: not in the ap-northeast-1 table"
+        ),
+        "{}",
+        tokyo.stdout
+    );
+    assert!(
+        tokyo.stdout.contains(
+            "(on-demand, prices of 2026-11-01: ap-northeast-1 with FSx for Lustre \
+             PERSISTENT_1/200 at us-east-1's, not in its table)"
+        ),
+        "{}",
+        tokyo.stdout
+    );
+
+    // A region the table has no prices of: priced at us-east-1's, said.
+    p.write("wf.toml", &GPU_CLUSTER.replace("us-east-1", "eu-north-1"));
+    let north = p.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        north.stdout.contains(
+            "Cost: this plan starts ≈ $44.39/h (on-demand, prices of 2026-11-01: \
+             eu-north-1 priced at us-east-1's, no table for it)"
+        ),
+        "{}",
+        north.stdout
+    );
+
+    // No region in the workflow: AWS_REGION decides, as for the AWS SDK.
+    p.write(
+        "wf.toml",
+        &GPU_CLUSTER.replace("region = \"us-east-1\"\n", ""),
+    );
+    let env = p
+        .run_env(
+            &["plan", "wf.toml"],
+            &[
+                ("AWS_REGION", "us-west-2"),
+                ("AWS_DEFAULT_REGION", "eu-west-1"),
+            ],
+        )
+        .expect(0);
+    assert!(
+        env.stdout
+            .contains("(on-demand, us-west-2 prices of 2026-11-01)"),
+        "{}",
+        env.stdout
     );
 }

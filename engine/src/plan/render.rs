@@ -48,6 +48,7 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         .chain(plan.deferred.iter().map(|d| d.step.len() + 3))
         .max()
         .unwrap_or(0);
+    let mixed_regions = plan.cost.as_ref().is_some_and(|c| c.mixed_regions());
     for c in &changed {
         let sign = paint_action(style, c.action, c.action.sign());
         let _ = writeln!(
@@ -83,7 +84,10 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
             if !cost.items.is_empty() {
                 line.push_str(&format!(" ({})", cost.items.join(", ")));
             }
-            for u in &cost.unpriced {
+            if let Some(region) = cost.region.as_ref().filter(|_| mixed_regions) {
+                line.push_str(&format!(" in {region}"));
+            }
+            for u in cost.unpriced.iter().chain(&cost.notes) {
                 line.push_str(&format!("; {u}"));
             }
             let _ = writeln!(out, "      {}", style.warn(&line));
@@ -168,11 +172,8 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         if cost.stops_per_hour > 0.0 {
             line.push_str(&format!(" and stops ≈ {}/h", dollars(cost.stops_per_hour)));
         }
-        if let Some(meta) = &cost.prices {
-            line.push_str(&format!(
-                " (on-demand, {} prices of {})",
-                meta.region, meta.date
-            ));
+        if let Some(note) = cost.prices_note() {
+            line.push_str(&format!(" ({note})"));
         }
         let _ = writeln!(out, "{}", style.warn(&line));
     }
@@ -341,5 +342,75 @@ mod drift_tests {
             "{text}"
         );
         assert!(render_drift(&[], &Style::default()).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+
+    /// A plan (as JSON, the way `--out` saves it) creating `west` in
+    /// us-west-2 and `north` in eu-north-1, which the table has no prices of.
+    const MIXED: &str = r#"{
+        "workflow": "costed", "state_serial": 0,
+        "changes": [
+            {"step": "west", "action": "create", "provider": "eks.nodegroup", "reason": "new step",
+             "inputs": [], "known_after_apply": false, "depends_on": [],
+             "cost": {"before_per_hour": 0.0, "after_per_hour": 43.92, "items": ["2 × p4d.24xlarge"],
+                      "unpriced": [], "region": "us-west-2", "notes": []}},
+            {"step": "north", "action": "create", "provider": "eks.nodegroup", "reason": "new step",
+             "inputs": [], "known_after_apply": false, "depends_on": [],
+             "cost": {"before_per_hour": 0.0, "after_per_hour": 0.68, "items": ["2 × c5.2xlarge"],
+                      "unpriced": [], "region": "eu-north-1",
+                      "notes": ["priced at us-east-1's: the price table has no eu-north-1 prices"]}}
+        ],
+        "cost": {"starts_per_hour": 44.6, "stops_per_hour": 0.0,
+                 "prices": {"date": "2026-11-01", "currency": "USD", "region": "us-east-1"},
+                 "regions": [{"region": "eu-north-1", "has_table": false, "borrowed": []},
+                             {"region": "us-west-2", "has_table": true, "borrowed": []}]}
+    }"#;
+
+    #[test]
+    fn the_total_line_names_each_region_and_each_fallback() {
+        let plan: Plan = serde_json::from_str(MIXED).unwrap();
+        let text = render_text(&plan, &Style::default());
+        assert!(
+            text.contains("      ≈ $43.92/h (2 × p4d.24xlarge) in us-west-2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "      ≈ $0.68/h (2 × c5.2xlarge) in eu-north-1; \
+                 priced at us-east-1's: the price table has no eu-north-1 prices\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Cost: this plan starts ≈ $44.60/h (on-demand, prices of 2026-11-01: \
+                 eu-north-1 priced at us-east-1's, no table for it; us-west-2)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn one_region_is_named_without_repeating_it_on_each_step() {
+        let mut plan: Plan = serde_json::from_str(MIXED).unwrap();
+        plan.changes.truncate(1);
+        let cost = plan.cost.as_mut().unwrap();
+        cost.regions.remove(0);
+        cost.starts_per_hour = 43.92;
+        let text = render_text(&plan, &Style::default());
+        assert!(
+            text.contains("      ≈ $43.92/h (2 × p4d.24xlarge)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Cost: this plan starts ≈ $43.92/h (on-demand, us-west-2 prices of 2026-11-01)"
+            ),
+            "{text}"
+        );
     }
 }
