@@ -91,6 +91,18 @@ fn an_eksctl_config_without_vpc_gets_the_vpc_eksctl_makes() {
             plan.stdout
         );
     }
+    // The node groups are priced, in the workflow's region (moto answers
+    // these tests in us-east-1 only).
+    for item in [
+        "(1 × c5.2xlarge, 2 × p4de.24xlarge, 1 × p5.48xlarge)",
+        "(on-demand, us-east-1 prices of ",
+    ] {
+        assert!(
+            plan.stdout.contains(item),
+            "{item} missing from\n{}",
+            plan.stdout
+        );
+    }
     // The VPC is planned before the cluster.
     let vpc_at = plan.stdout.find("+ stack flow-eks-odcr-vpc").unwrap();
     assert!(vpc_at < plan.stdout.find("+ cluster odcr").unwrap());

@@ -125,6 +125,19 @@ impl Provider for EksCluster {
         "eks.cluster"
     }
 
+    /// The nodes of the eksctl file's node groups (the control plane's
+    /// hourly fee is not priced).
+    fn capacity(&self, inputs: &Values, ctx: &ValidateContext) -> Vec<crate::contract::Capacity> {
+        ClusterSpec::load(inputs, &ctx.workdir)
+            .map(|spec| {
+                spec.nodegroups
+                    .iter()
+                    .filter_map(|ng| ng.capacity())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
         crate::substitute::digest_of_input(inputs, "eksctl_config", &ctx.workdir)
     }

@@ -150,13 +150,7 @@ impl Provider for EksNodegroup {
         let Some(Ok(spec)) = NodegroupSpec::for_checks(inputs) else {
             return Vec::new();
         };
-        let Some(instance_type) = spec.instance_types.first() else {
-            return Vec::new();
-        };
-        vec![crate::contract::Capacity::Instances {
-            instance_type: instance_type.clone(),
-            count: spec.desired_size.max(0) as u32,
-        }]
+        spec.capacity().into_iter().collect()
     }
 
     fn schema(&self) -> &Schema {

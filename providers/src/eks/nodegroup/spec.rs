@@ -225,6 +225,15 @@ impl NodegroupSpec {
             .unwrap_or(0)
     }
 
+    /// The nodes it keeps running: `desired_size` of the first instance
+    /// type (EKS launches the first type that has capacity).
+    pub fn capacity(&self) -> Option<crate::contract::Capacity> {
+        Some(crate::contract::Capacity::Instances {
+            instance_type: self.instance_types.first()?.clone(),
+            count: self.desired_size.max(0) as u32,
+        })
+    }
+
     /// Whether the nodes run on an EC2 capacity block (`CAPACITY_BLOCK`).
     pub fn on_capacity_block(&self) -> bool {
         self.capacity_type.as_deref() == Some("CAPACITY_BLOCK")
