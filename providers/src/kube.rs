@@ -82,6 +82,7 @@ fn manifest_inputs() -> Vec<InputSpec> {
         crate::substitute::input_spec(
             "The published files' own placeholders and their values, filled before `values`, e.g. { \"<account>\" = \"${steps.caller.outputs.account}\", MAX_NODES = \"2\" } (PLACEHOLDER_X, <x>, $X and ${X} forms)",
         ),
+        crate::substitute::required_spec(),
         InputSpec::optional(
             "namespace",
             InputType::String,

@@ -25,10 +25,22 @@ use crate::contract::{InputSpec, InputType, Problem, ProviderError, Values};
 /// The name of the input.
 pub const INPUT: &str = "substitute";
 
+/// The input that names the `$NAME` tokens a file must not keep unfilled.
+pub const REQUIRED: &str = "required_placeholders";
+
 /// The `substitute` input's schema entry; `example` shows a key of the
 /// step's files.
 pub fn input_spec(example: &'static str) -> InputSpec {
     InputSpec::optional(INPUT, InputType::Map(Box::new(InputType::String)), example)
+}
+
+/// The `required_placeholders` input's schema entry.
+pub fn required_spec() -> InputSpec {
+    InputSpec::optional(
+        REQUIRED,
+        InputType::List(Box::new(InputType::String)),
+        "Names whose `$NAME` / `${NAME}` must be filled by `substitute` (e.g. [\"MAX_NODES\", \"IMAGE_URI\"]): one left in a file is an error at its line and column",
+    )
 }
 
 /// The tokens to fill and their values.
@@ -37,6 +49,8 @@ pub struct Substitutions {
     /// `(key, value)`, longest key first, so `$MAX_NODES_PER_GROUP` is not
     /// taken for `$MAX_NODES`.
     entries: Vec<(String, String)>,
+    /// Names whose `$NAME` must not be left in a file.
+    required: Vec<String>,
 }
 
 impl Substitutions {
@@ -52,7 +66,28 @@ impl Substitutions {
                 ));
             }
         };
-        Ok(Substitutions::from_map(map))
+        let required = match values.get(REQUIRED) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(names)) => names
+                .iter()
+                .map(|n| n.as_str().map(|n| n.trim_start_matches('$').to_string()))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    ProviderError::bad_input("`required_placeholders` must be a list of names")
+                })?,
+            Some(_) => {
+                return Err(ProviderError::bad_input(
+                    "`required_placeholders` must be a list of names",
+                ));
+            }
+        };
+        Ok(Substitutions::from_map(map).requiring(required))
+    }
+
+    /// The same, with `names` required (see [`REQUIRED`]).
+    pub fn requiring(mut self, names: Vec<String>) -> Substitutions {
+        self.required = names;
+        self
     }
 
     /// From `(key, value)` pairs.
@@ -60,7 +95,10 @@ impl Substitutions {
         let mut entries: Vec<(String, String)> =
             map.into_iter().filter(|(k, _)| !k.is_empty()).collect();
         entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
-        Substitutions { entries }
+        Substitutions {
+            entries,
+            required: Vec::new(),
+        }
     }
 
     /// Whether there is nothing to fill.
@@ -185,7 +223,12 @@ impl Leftover {
                 if self.token.starts_with('<') {
                     format!("\"{}\"", self.token)
                 } else {
-                    self.token.clone()
+                    // `$X` and `${X}` are filled by the key `X`.
+                    self.token
+                        .trim_start_matches('$')
+                        .trim_start_matches('{')
+                        .trim_end_matches('}')
+                        .to_string()
                 }
             ),
         )
@@ -276,7 +319,7 @@ pub fn check_files(
 pub fn check_texts(input: &str, texts: &[(&str, &str)], subs: &Substitutions) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (path, text) in texts {
-        for left in leftovers(&subs.apply(text), &[]) {
+        for left in leftovers(&subs.apply(text), &subs.required) {
             let (message, help) = left.message(path);
             problems.push(Problem::at(input, message).with_help(help));
         }
@@ -307,14 +350,17 @@ pub fn check_texts(input: &str, texts: &[(&str, &str)], subs: &Substitutions) ->
 pub fn known_in(
     inputs: &[(String, crate::contract::InputValue)],
 ) -> Option<Result<Substitutions, ProviderError>> {
-    match inputs.iter().find(|(k, _)| k == INPUT) {
-        None => Some(Ok(Substitutions::default())),
-        Some((_, crate::contract::InputValue::Known(v))) => {
-            let values: Values = [(INPUT.to_string(), v.clone())].into_iter().collect();
-            Some(Substitutions::from_values(&values))
+    let mut values = Values::new();
+    for key in [INPUT, REQUIRED] {
+        match inputs.iter().find(|(k, _)| k == key) {
+            None => {}
+            Some((_, crate::contract::InputValue::Known(v))) => {
+                values.insert(key.to_string(), v.clone());
+            }
+            Some(_) => return None,
         }
-        Some(_) => None,
     }
+    Some(Substitutions::from_values(&values))
 }
 
 /// The digest of the local files named by input `key`, each read with its
@@ -388,6 +434,31 @@ mod tests {
             s.unused(&["zone: PLACEHOLDER_AZ_1\n", "n: $N"]),
             vec!["PLACEHOLDER_AZ1"]
         );
+    }
+
+    #[test]
+    fn required_names_left_unfilled_are_problems_at_their_place() {
+        let values: Values = serde_json::from_value(serde_json::json!({
+            "substitute": {"MAX_NODES": "2"},
+            "required_placeholders": ["MAX_NODES", "$GPU_PER_NODE", "IMAGE_URI"],
+        }))
+        .unwrap();
+        let subs = Substitutions::from_values(&values).unwrap();
+        let text = "replicas: $MAX_NODES\nlimits: {gpu: $GPU_PER_NODE}\nenv: $PATH\n";
+        let problems = check_texts("manifests", &[("fsdp.yaml-template", text)], &subs);
+        let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            ["fsdp.yaml-template:2:15: the placeholder `$GPU_PER_NODE` has no value"]
+        );
+        assert_eq!(
+            problems[0].help.as_deref(),
+            Some("add it to the step's `substitute`: GPU_PER_NODE = \"…\"")
+        );
+        let bad: Values =
+            serde_json::from_value(serde_json::json!({"required_placeholders": "MAX_NODES"}))
+                .unwrap();
+        assert!(Substitutions::from_values(&bad).is_err());
     }
 
     #[test]

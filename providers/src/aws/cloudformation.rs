@@ -74,6 +74,7 @@ impl CloudFormationStack {
                     crate::substitute::input_spec(
                         "Placeholders in the template and their values (PLACEHOLDER_X, <x>, $X and ${X} forms); a template's own ${AWS::Region} and !Sub names stay unless named here",
                     ),
+                    crate::substitute::required_spec(),
                     InputSpec::optional(
                         "parameters",
                         InputType::Map(Box::new(InputType::Any)),

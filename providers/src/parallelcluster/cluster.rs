@@ -45,6 +45,7 @@ impl ParallelCluster {
                     crate::substitute::input_spec(
                         "Placeholders in the configuration and their values, e.g. { PLACEHOLDER_FSX_ID = \"${steps.fsx.outputs.file_system_id}\" } (PLACEHOLDER_X, <x>, $X and ${X} forms)",
                     ),
+                    crate::substitute::required_spec(),
                     InputSpec::optional(
                         "suppress_validators",
                         InputType::List(Box::new(InputType::String)),

@@ -589,5 +589,17 @@ corpus! {
         ],
         ..BASE
     },
+    required_placeholder_left: Case {
+        file: "128-required-placeholder-left.toml",
+        codes: &["flow::invalid-input"],
+        at: &["11:9"],
+        problems: 1,
+        says: &[
+            "templates/fsdp-job.yaml-template:19:35: the placeholder `$GPU_PER_NODE`",
+            "add it to the step's `substitute`: GPU_PER_NODE = \"…\"",
+        ],
+        never_says: &["`$PATH", "`$MAX_NODES`", "`${IMAGE_URI}`"],
+        ..BASE
+    },
 
 }

@@ -66,6 +66,7 @@ impl EksCluster {
                     crate::substitute::input_spec(
                         "Placeholders in the eksctl config and their values, e.g. { PLACEHOLDER_AWS_REGION = \"${vars.region}\" } (PLACEHOLDER_X, <x>, $X and ${X} forms)",
                     ),
+                    crate::substitute::required_spec(),
                     InputSpec::optional(
                         "version",
                         String,
