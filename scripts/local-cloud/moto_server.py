@@ -15,7 +15,8 @@ first COUNT blocks of /(32 - BITS) (or /(128 - BITS)) inside the block. AWS::EC2
 blocks), which moto skips, associates the block with the VPC. And a
 resource another one refers to is made after what it `DependsOn` (moto
 made it at the first reference, so a subnet of a secondary block came
-before the block).
+before the block). A deleted stack's outputs are not evaluated again
+(moto did when the stack was described, and so made its VPC anew).
 
 Run with moto_server's arguments: python moto_server.py -H 127.0.0.1 -p PORT
 """
@@ -25,6 +26,7 @@ import sys
 
 import moto.cloudformation.parsing as parsing
 
+from moto.cloudformation.models import Stack
 from moto.core.common_models import CloudFormationModel
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.route_tables import Route, RouteTable
@@ -126,6 +128,24 @@ def _resource_after_its_dependencies(self, key):
     return _resource(self, key)
 
 
+class _NoOutputs:
+    """The outputs of a deleted stack: none."""
+
+    exports = []
+
+    def values(self):
+        return []
+
+
+_delete_stack = Stack.delete
+
+
+def _delete_stack_and_its_outputs(self):
+    _delete_stack(self)
+    self.output_map = _NoOutputs()
+
+
+Stack.delete = _delete_stack_and_its_outputs
 parsing.ResourceMap.__getitem__ = _resource_after_its_dependencies
 parsing.clean_json = _clean_json_with_cidr
 RouteTable.delete = _delete_route_table

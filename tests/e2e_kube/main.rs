@@ -7,7 +7,8 @@
 //! One test binary, a module per subject: `manifests` (kube.manifest:
 //! apply, prune, drift, readiness, URLs, offline checks), `jobs` (kube.job
 //! and training operators' jobs), `eks` (clusters from eksctl files, the
-//! EKS connection), `eks_vpc` (the VPC made for an eksctl file without one).
+//! EKS connection), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
+//! published files, unmodified).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -17,6 +18,7 @@ mod eks_vpc;
 mod jobs;
 mod manifests;
 mod operator;
+mod upstream;
 
 use support::Project;
 

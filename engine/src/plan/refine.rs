@@ -52,7 +52,10 @@ pub async fn refine_plan(
         let files = flow_providers::ValidateContext {
             workdir: loaded.workflow.dir_of(decl).to_path_buf(),
         };
-        let lines = provider.plan_lines(&desired.actual, &files);
+        let mut lines = provider.plan_lines(&desired.actual, &files);
+        if change.action == Action::Create && !desired.is_known() {
+            lines.extend(provider.creation_lines(&desired.actual, &desired.unknown, &files));
+        }
         if !lines.is_empty() {
             offline.insert(change.step.clone(), lines);
         }

@@ -293,6 +293,20 @@ pub trait Provider: Send + Sync {
         Vec::new()
     }
 
+    /// What creating the step does, for a plan that cannot ask
+    /// [`Provider::plan_detail`] because inputs named in `unknown` are known
+    /// only after apply (a cluster whose subnets another step makes): read
+    /// offline from the `known` inputs and the files they name. The default
+    /// shows nothing.
+    fn creation_lines(
+        &self,
+        _known: &Values,
+        _unknown: &[String],
+        _ctx: &ValidateContext,
+    ) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether [`Provider::plan_detail`] has anything to say; when false the
     /// planner does not even ask (large plans stay instant).
     fn has_plan_detail(&self) -> bool {

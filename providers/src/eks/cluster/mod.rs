@@ -396,6 +396,33 @@ impl Provider for EksCluster {
         stack::delete(ctx, &cfn, &stack::name(&name, "vpc")).await
     }
 
+    /// The creation lines with the inputs known after apply shown as such
+    /// (subnets from a VPC step), unless the file itself is not known yet.
+    fn creation_lines(
+        &self,
+        known: &Values,
+        unknown: &[String],
+        ctx: &ValidateContext,
+    ) -> Vec<String> {
+        let later = serde_json::json!("(known after apply)");
+        let mut inputs = known.clone();
+        for key in unknown {
+            match key.as_str() {
+                "eksctl_config" | "substitute" | "name" => return Vec::new(),
+                "subnet_ids" | "security_group_ids" | "public_access_cidrs" => {
+                    inputs.insert(key.clone(), serde_json::json!([later]));
+                }
+                "version" | "role_arn" => {
+                    inputs.insert(key.clone(), later.clone());
+                }
+                _ => {}
+            }
+        }
+        ClusterSpec::load(&inputs, &ctx.workdir)
+            .map(|spec| spec.creation_lines())
+            .unwrap_or_default()
+    }
+
     fn has_plan_detail(&self) -> bool {
         true
     }
