@@ -601,5 +601,17 @@ corpus! {
         never_says: &["`$PATH", "`$MAX_NODES`", "`${IMAGE_URI}`"],
         ..BASE
     },
+    eksctl_vpc_id_without_subnets: Case {
+        file: "129-eksctl-vpc-id-without-subnets.toml",
+        codes: &["flow::invalid-input"],
+        at: &["10:17"],
+        problems: 1,
+        says: &[
+            "sets `vpc.id` (vpc-0123456789abcdef0) but lists no subnets",
+            "eksctl would not make a VPC then",
+            "or set `subnet_ids` on the step",
+        ],
+        ..BASE
+    },
 
 }

@@ -195,10 +195,13 @@ impl Provider for EksCluster {
             );
         }
         if let Some(cfg) = cfg {
-            if let eksctl::Network::Unlisted { vpc_id } = &cfg.network
-                && !has("subnet_ids")
-            {
-                let (message, help) = spec::unlisted_subnets(vpc_id);
+            let refused = match &cfg.network {
+                _ if has("subnet_ids") => None,
+                eksctl::Network::Unlisted { vpc_id } => Some(spec::unlisted_subnets(vpc_id)),
+                eksctl::Network::Unmakeable(why) => Some(spec::unmakeable_vpc(why)),
+                _ => None,
+            };
+            if let Some((message, help)) = refused {
                 out.push(Problem::at("eksctl_config", message).with_help(help));
             }
             for ng in &cfg.nodegroups {

@@ -64,6 +64,15 @@ pub(super) fn unlisted_subnets(vpc_id: &str) -> (String, &'static str) {
     )
 }
 
+/// What is wrong with the VPC an eksctl file without subnets asks for,
+/// and what to do.
+pub(super) fn unmakeable_vpc(why: &str) -> (String, &'static str) {
+    (
+        format!("the eksctl config lists no subnets, so eksctl would make the VPC, but {why}"),
+        "fix the config, or give the cluster's subnets in `subnet_ids` (or under vpc.subnets)",
+    )
+}
+
 impl ClusterSpec {
     /// The spec from a step's inputs (reading `eksctl_config` in `workdir`).
     pub fn load(v: &Values, workdir: &std::path::Path) -> Result<Self, ProviderError> {
@@ -118,6 +127,10 @@ impl ClusterSpec {
                 return Err(ProviderError::bad_input(message).with_help(help));
             }
             Network::Made(request) => vpc = Some(request.clone()),
+            Network::Unmakeable(why) => {
+                let (message, help) = unmakeable_vpc(why);
+                return Err(ProviderError::bad_input(message).with_help(help));
+            }
             Network::Listed | Network::None => {}
         }
         Ok(ClusterSpec {

@@ -88,6 +88,16 @@ fn a_named_vpc_without_subnets_says_what_eksctl_would_do() {
             .contains("vpc.subnets.private")
     );
     assert!(ClusterSpec::merge(&values(json!({"subnet_ids": ["s"]})), cfg).is_ok());
+    // A VPC eksctl could not make is refused only when it would be made.
+    let one_zone = "kind: ClusterConfig\nmetadata: {name: x}\navailabilityZones: [a]\n";
+    let cfg = eksctl::parse(one_zone).unwrap();
+    let e = ClusterSpec::merge(&Values::new(), cfg.clone()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("eksctl would make the VPC, but `availabilityZones` names one zone"),
+        "{e}"
+    );
+    assert!(ClusterSpec::merge(&values(json!({"subnet_ids": ["s"]})), cfg).is_ok());
 }
 
 #[test]

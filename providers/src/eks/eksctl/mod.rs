@@ -20,7 +20,7 @@ use serde_json::Value;
 mod network;
 
 use super::nodegroup::{NodegroupSpec, TaintSpec};
-use super::vpc::{VpcProblem, VpcRequest};
+use super::vpc::VpcRequest;
 pub use network::{Network, Placement};
 
 /// What an eksctl config file asks for.
@@ -88,9 +88,6 @@ pub enum ConfigProblem {
     /// It is YAML but not a `ClusterConfig`.
     #[error("not an eksctl ClusterConfig (`kind: ClusterConfig` missing)")]
     NotClusterConfig,
-    /// The VPC eksctl would make cannot be made as written.
-    #[error("{0}")]
-    Vpc(#[from] VpcProblem),
     /// A managed node group has no name.
     #[error("managedNodeGroups[{0}]: a managed node group needs a `name`")]
     NodegroupWithoutName(usize),
@@ -147,10 +144,10 @@ pub fn parse(text: &str) -> Result<EksctlConfig, ConfigProblem> {
     let network = match s(&vpc, "id") {
         _ if !(private.is_empty() && public.is_empty()) => Network::Listed,
         Some(vpc_id) => Network::Unlisted { vpc_id },
-        None => Network::Made(VpcRequest::from_config(
-            &vpc,
-            strings(doc.get("availabilityZones")),
-        )?),
+        None => match VpcRequest::from_config(&vpc, strings(doc.get("availabilityZones"))) {
+            Ok(request) => Network::Made(request),
+            Err(problem) => Network::Unmakeable(problem.to_string()),
+        },
     };
     let mut cfg = EksctlConfig {
         name: s(&meta, "name"),
@@ -204,20 +201,24 @@ pub fn parse(text: &str) -> Result<EksctlConfig, ConfigProblem> {
         } else if let Network::Made(vpc) = &cfg.network
             && let Some(zone) = placement.zones.iter().find(|z| !vpc.zones.contains(z))
         {
-            return Err(ConfigProblem::Nodegroup {
-                index: i,
-                name: spec.name.clone(),
-                why: if vpc.zones.is_empty() {
-                    format!(
-                        "lists availabilityZones ({zone}) but the config's `availabilityZones` is not set: list the cluster's zones there, as eksctl needs"
-                    )
-                } else {
-                    format!(
-                        "zone {zone} is not one of the config's availabilityZones {:?}",
-                        vpc.zones
-                    )
-                },
-            });
+            let why = if vpc.zones.is_empty() {
+                format!(
+                    "lists availabilityZones ({zone}) but the config's `availabilityZones` is not set: list the cluster's zones there, as eksctl needs"
+                )
+            } else {
+                format!(
+                    "zone {zone} is not one of the config's availabilityZones {:?}",
+                    vpc.zones
+                )
+            };
+            cfg.network = Network::Unmakeable(
+                ConfigProblem::Nodegroup {
+                    index: i,
+                    name: spec.name.clone(),
+                    why,
+                }
+                .to_string(),
+            );
         }
         cfg.nodegroups.push(spec);
         cfg.placements.push(placement);

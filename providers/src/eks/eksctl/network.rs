@@ -16,6 +16,10 @@ pub enum Network {
     },
     /// No `vpc.subnets` and no `vpc.id`: eksctl makes the VPC.
     Made(VpcRequest),
+    /// The same, but the VPC cannot be made as the file asks (one zone, a
+    /// bad block, a node group's zone outside the file's): an error unless
+    /// the step gives `subnet_ids`, which then win.
+    Unmakeable(String),
     /// No file (a cluster from inputs alone).
     #[default]
     None,
