@@ -1,22 +1,24 @@
 """moto's server (the local AWS API of the tests and the quickstart), with
-what its CloudFormation lacks to delete a VPC stack added.
+what its CloudFormation lacks to make and delete VPC stacks as AWS does.
+Each gap was reproduced against moto 5.2.5 (scripts/local-cloud/
+requirements.txt) before it was filled here; nothing else of moto changes.
 
-moto 5.2.5 creates AWS::EC2::RouteTable, AWS::EC2::Route and
-AWS::EC2::SubnetRouteTableAssociation from a template but cannot delete
-them: DeleteStack then fails with "The vpc ... has dependencies", so no
-stack that makes a VPC the way AWS's own templates do (a route table per
-subnet kind) could be destroyed. The three `delete` methods below do what
-AWS does: drop the association, the route, then the table. Nothing else of
-moto changes.
-
-Fn::Cidr, which moto does not evaluate (AWS's multi-AZ VPC template cuts
-its subnets with it), is evaluated as CloudFormation documents it: the
-first COUNT blocks of /(32 - BITS) (or /(128 - BITS)) inside the block. AWS::EC2::VPCCidrBlock (the same template's secondary
-blocks), which moto skips, associates the block with the VPC. And a
-resource another one refers to is made after what it `DependsOn` (moto
-made it at the first reference, so a subnet of a secondary block came
-before the block). A deleted stack's outputs are not evaluated again
-(moto did when the stack was described, and so made its VPC anew).
+- AWS::EC2::RouteTable, AWS::EC2::Route and
+  AWS::EC2::SubnetRouteTableAssociation are created but never deleted:
+  DeleteStack then fails with "The vpc ... has dependencies". The `delete`
+  methods below drop the association, the route, then the table.
+- Fn::Cidr (AWS's multi-AZ VPC template cuts its subnets with it) is not
+  evaluated: here it is, as CloudFormation documents it (the first COUNT
+  blocks of /(32 - BITS), or /(128 - BITS), inside the block).
+- AWS::EC2::VPCCidrBlock (the same template's secondary blocks) is
+  skipped: here it associates the block with the VPC.
+- `!Ref AWS::NoValue` inside Fn::Join is joined as "None": here it is left
+  out.
+- A resource another one refers to was made at the first reference, before
+  what it `DependsOn` (a subnet of a secondary block before the block):
+  here its dependencies come first.
+- Describing a deleted stack evaluated its outputs again and so made its
+  VPC anew: here a deleted stack has no outputs.
 
 Run with moto_server's arguments: python moto_server.py -H 127.0.0.1 -p PORT
 """
