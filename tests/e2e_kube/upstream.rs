@@ -1,14 +1,19 @@
 //! The runbook's published files as a user brings them
 //! (tests/fixtures/upstream/, unmodified: their digests are checked), wired
 //! by tests/fixtures/upstream/runbook.toml, the README's "bring your
-//! runbook" workflow: validated and planned whole, the AWS half (the
-//! multi-AZ VPC template and the eksctl config without `vpc:`) applied to
-//! moto and destroyed.
+//! runbook" workflow: validated and planned whole, then applied whole and
+//! destroyed: the AWS half (the multi-AZ VPC template and the eksctl config
+//! without `vpc:`) on moto, the Kubernetes half (the NCCL MPIJob of
+//! kubeflow.org/v2beta1 and the FSDP PyTorchJob) on a real kube-apiserver
+//! that stands in for the EKS cluster's, with the operators the runbook
+//! assumes installed from their vendored manifests.
 
+use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use crate::support::Project;
+use crate::support::kube::{KubeServer, Options};
 use crate::support::moto::Moto;
+use crate::support::{Project, copy_dir, workspace_root};
 
 fn upstream() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/upstream")
@@ -43,13 +48,50 @@ fn the_published_files_are_copied_unmodified() {
     }
 }
 
+/// What the runbook assumes the cluster already runs ("Kubeflow MPI operator
+/// deployed to your cluster", the training operator), installed by flow from
+/// the vendored manifests, unchanged: the MPI operator v0.8.0 (MPIJob
+/// kubeflow.org/v2beta1) and the training operator's PyTorchJob CRD (its
+/// MPIJob CRD has the same name; see workflows/manifests/mpi-operator/SOURCE).
+/// The test cluster's driver plays both controllers.
+const OPERATORS: &str = r#"
+[workflow]
+name = "operators"
+
+[steps.mpi_operator]
+provider = "kube.manifest"
+[steps.mpi_operator.inputs]
+kubeconfig = "KUBECONFIG"
+files = ["mpi-operator/mpi-operator.yaml"]
+
+[steps.pytorchjob_crd]
+provider = "kube.manifest"
+[steps.pytorchjob_crd.inputs]
+kubeconfig = "KUBECONFIG"
+files = ["training-operator/base/crds/kubeflow.org_pytorchjobs.yaml"]
+"#;
+
+const TOKEN: &str = "hf_secret_for_the_test_only";
+
 #[test]
 fn the_runbook_files_run_unmodified() {
     let moto = Moto::start();
+    let Some(k) = KubeServer::start_with(Options {
+        eks_sts: Some(moto.addr),
+        eks_cluster: "eks-p4de-odcr".into(),
+    }) else {
+        return;
+    };
+    let p = Project::new();
+    let ca = p.write("api-server-ca.pem", &k.ca_pem);
+    let ca = ca.to_string_lossy().into_owned();
     let env = moto.env();
     let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    env.push(("HF_TOKEN", "hf_secret_for_the_test_only"));
-    let p = Project::new();
+    env.push(("HF_TOKEN", TOKEN));
+    // moto's clusters have no API server: the connection the eks.cluster
+    // step hands on reaches the test one, with a token signed for the cluster.
+    env.push(("FLOW_EKS_API_SERVER", &k.url));
+    env.push(("FLOW_EKS_API_SERVER_CA", &ca));
     for (name, _) in recorded() {
         let text = std::fs::read_to_string(upstream().join(&name)).unwrap();
         p.write(&name, &text);
@@ -78,9 +120,9 @@ fn the_runbook_files_run_unmodified() {
             plan.stdout
         );
     }
-    assert!(!plan.all().contains("hf_secret_for_the_test_only"));
+    let mut said = vec![plan.all()];
 
-    // The AWS half: the VPC template's subnets, split, become the cluster's.
+    // The AWS half first: the VPC template's subnets, split, become the cluster's.
     let apply = p
         .run_env(
             &[
@@ -94,6 +136,7 @@ fn the_runbook_files_run_unmodified() {
         )
         .expect(0);
     assert!(apply.stdout.contains("2 created"), "{}", apply.all());
+    said.push(apply.all());
     let private = p
         .run_env(&["output", "runbook.toml", "vpc.PrivateSubnets"], &env)
         .expect(0)
@@ -124,10 +167,111 @@ fn the_runbook_files_run_unmodified() {
             .contains(&"flow-eks-eks-p4de-odcr-vpc".to_string())
     );
 
+    // The operators the runbook assumes, then the rest of the runbook: the
+    // NCCL test and the FSDP job, through the cluster step's connection.
+    let manifests = workspace_root().join("workflows/manifests");
+    for dir in ["mpi-operator", "training-operator"] {
+        copy_dir(&manifests.join(dir), &p.path().join(dir));
+    }
+    p.write(
+        "operators.toml",
+        &OPERATORS.replace("KUBECONFIG", &k.kubeconfig_path()),
+    );
+    p.run_env(&["apply", "operators.toml", "--auto-approve"], &env)
+        .expect(0);
+    let apply = p
+        .run_env(&["apply", "runbook.toml", "--auto-approve"], &env)
+        .expect(0);
+    assert!(apply.stdout.contains("2 created"), "{}", apply.all());
+    said.push(apply.all());
+
+    // The MPIJob as published, its one placeholder filled and nothing else
+    // touched: the container's own `$PATH` and `$LD_LIBRARY_PATH` stay.
+    let nccl = k
+        .get("/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs/nccl-tests")
+        .expect("the NCCL MPIJob, kubeflow.org/v2beta1");
+    let launcher =
+        &nccl["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        launcher["image"],
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/fsdp:nccl"
+    );
+    assert_eq!(
+        launcher["env"][0]["value"],
+        "$PATH:/opt/amazon/efa/bin:/usr/bin"
+    );
+    assert!(
+        launcher["env"][1]["value"]
+            .as_str()
+            .unwrap()
+            .ends_with(":$LD_LIBRARY_PATH")
+    );
+    let worker = &nccl["spec"]["mpiReplicaSpecs"]["Worker"];
+    assert_eq!(worker["replicas"], 2);
+    assert_eq!(
+        worker["template"]["spec"]["containers"][0]["image"],
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/fsdp:nccl"
+    );
+    // The job ran to its end and its log passed the step's success pattern.
+    assert!(
+        nccl["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Succeeded" && c["status"] == "True"),
+        "{nccl}"
+    );
+
+    // The FSDP template, its envsubst-style placeholders filled as numbers
+    // where the schema wants numbers.
+    let fsdp = k
+        .get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/fsdp")
+        .expect("the FSDP PyTorchJob");
+    assert_eq!(fsdp["spec"]["elasticPolicy"]["maxReplicas"], 2);
+    let worker = &fsdp["spec"]["pytorchReplicaSpecs"]["Worker"];
+    assert_eq!(worker["replicas"], 2);
+    let container = &worker["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["image"],
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/fsdp:fsdp"
+    );
+    // Quantities: the server keeps them as strings.
+    assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], "8");
+    assert_eq!(
+        container["resources"]["limits"]["vpc.amazonaws.com/efa"],
+        "4"
+    );
+    let command: Vec<&str> = container["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.as_str())
+        .collect();
+    assert!(command.contains(&"--nproc_per_node=8"), "{command:?}");
+    assert!(command.contains(&"--nnodes=1:2"), "{command:?}");
+    // The published template puts the token in the pod's environment: that
+    // is where it goes, and nowhere of flow's.
+    let token_env = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "HF_TOKEN")
+        .expect("HF_TOKEN in the pod's environment");
+    assert_eq!(token_env["value"], TOKEN);
+
     let d = p
         .run_env(&["destroy", "runbook.toml", "--auto-approve"], &env)
         .expect(0);
-    assert!(d.stdout.contains("2 deleted"), "{}", d.all());
+    assert!(d.stdout.contains("4 deleted"), "{}", d.all());
+    said.push(d.all());
+    assert!(
+        k.get("/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs/nccl-tests")
+            .is_none()
+    );
+    assert!(
+        k.get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/fsdp")
+            .is_none()
+    );
     assert!(moto.stacks().is_empty(), "{:?}", moto.stacks());
     let xml = moto.query_call("ec2", "Action=DescribeVpcs&Version=2016-11-15");
     assert_eq!(
@@ -135,4 +279,57 @@ fn the_runbook_files_run_unmodified() {
         1,
         "only the default VPC is left: {xml}"
     );
+    p.run_env(&["destroy", "operators.toml", "--auto-approve"], &env)
+        .expect(0);
+
+    // The token, in clear or encoded, in nothing flow printed or wrote.
+    let forms = [
+        TOKEN.to_string(),
+        base64::engine::general_purpose::STANDARD.encode(TOKEN),
+        hex::encode(TOKEN),
+    ];
+    for text in &said {
+        for form in &forms {
+            assert!(!text.contains(form.as_str()), "{form} in\n{text}");
+        }
+    }
+    // The scan reads state as stored: the cluster's name is there in clear.
+    let files = files_under(p.path());
+    assert!(
+        files.iter().any(|f| {
+            f.components().any(|c| c.as_os_str() == ".flow")
+                && std::fs::read(f)
+                    .unwrap()
+                    .windows(13)
+                    .any(|w| w == b"eks-p4de-odcr")
+        }),
+        "no state file holds the cluster's name: {files:?}"
+    );
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        for form in &forms {
+            assert!(
+                !bytes.windows(form.len()).any(|w| w == form.as_bytes()),
+                "{form} in {}",
+                file.display()
+            );
+        }
+    }
+}
+
+/// Every file under `dir`, state and logs included.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
 }

@@ -607,7 +607,8 @@ corpus! {
         at: &["10:17"],
         problems: 1,
         says: &[
-            "sets `vpc.id` (vpc-0123456789abcdef0) but lists no subnets",
+            "templates/eksctl-vpc-id-only.yaml:7:3: the eksctl config sets `vpc.id`",
+            "lists no subnets",
             "eksctl would not make a VPC then",
             "or set `subnet_ids` on the step",
         ],

@@ -165,11 +165,14 @@ async fn tick(client: &kube::Client, held: &HashSet<String>) {
         let pods = j.data["spec"]["completions"].as_i64().unwrap_or(1).max(1);
         run_job(client, &jobs, &j, held, "job-name", &[("", pods)]).await;
     }
-    for (kind, plural, specs) in [
-        ("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs"),
-        ("MPIJob", "mpijobs", "mpiReplicaSpecs"),
+    // The training operator's v1 kinds, and the MPI operator's v2beta1
+    // MPIJob (a cluster serves one of the two MPIJob versions).
+    for (version, kind, plural, specs) in [
+        ("v1", "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs"),
+        ("v1", "MPIJob", "mpijobs", "mpiReplicaSpecs"),
+        ("v2beta1", "MPIJob", "mpijobs", "mpiReplicaSpecs"),
     ] {
-        let r = ar("kubeflow.org", "v1", kind, plural);
+        let r = ar("kubeflow.org", version, kind, plural);
         for j in list(client, &r).await {
             let specs = j.data["spec"][specs]
                 .as_object()

@@ -197,7 +197,18 @@ impl Provider for EksCluster {
         if let Some(cfg) = cfg {
             let refused = match &cfg.network {
                 _ if has("subnet_ids") => None,
-                eksctl::Network::Unlisted { vpc_id } => Some(spec::unlisted_subnets(vpc_id)),
+                eksctl::Network::Unlisted { vpc_id } => {
+                    let (message, help) = spec::unlisted_subnets(vpc_id);
+                    // Where the file names the VPC, as a placeholder left is.
+                    let message = match known.get("eksctl_config").and_then(Value::as_str) {
+                        Some(path) => {
+                            let place = eksctl::place_of(&ctx.workdir, path, &["vpc", "id"]);
+                            format!("{place}: {message}")
+                        }
+                        None => message,
+                    };
+                    Some((message, help))
+                }
                 eksctl::Network::Unmakeable(why) => Some(spec::unmakeable_vpc(why)),
                 _ => None,
             };

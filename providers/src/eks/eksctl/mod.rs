@@ -129,6 +129,21 @@ pub fn load(
     })
 }
 
+/// `path:line:column` of `keys` (`["vpc", "id"]`) in the eksctl file at
+/// `path`, for an error about that field; just `path` when the file cannot
+/// be read or the field is not found.
+pub fn place_of(workdir: &Path, path: &str, keys: &[&str]) -> String {
+    let segs: Vec<crate::yaml_path::Seg> = keys
+        .iter()
+        .map(|k| crate::yaml_path::Seg::Key(k.to_string()))
+        .collect();
+    crate::file_input::inside_workdir(workdir, path)
+        .ok()
+        .and_then(|full| std::fs::read_to_string(full).ok())
+        .and_then(|text| crate::yaml_path::locate(&text, &segs))
+        .map_or_else(|| path.to_string(), |(l, c)| format!("{path}:{l}:{c}"))
+}
+
 /// Parses an eksctl config's text.
 pub fn parse(text: &str) -> Result<EksctlConfig, ConfigProblem> {
     let doc: Value =
