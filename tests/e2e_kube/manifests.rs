@@ -353,7 +353,10 @@ fn bad_inputs_are_reported_before_anything_runs() {
         "bad.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {image: \"${vars.image}\"}\n",
     );
-    p.write("cluster.yaml", "kind: ClusterConfig\nmetadata: {name: x}\n");
+    p.write(
+        "cluster.yaml",
+        "kind: ClusterConfig\nmetadata: {name: x}\nvpc:\n  id: vpc-1\n",
+    );
     p.write(
         "wf.toml",
         r#"
@@ -396,7 +399,7 @@ eksctl_config = "cluster.yaml"
         "not a valid regex",
         "flow does not know how many EFA interfaces `m5.large` has",
         "scaling must have min ≤ desired ≤ max",
-        "flow does not create VPCs from eksctl configs",
+        "cluster.yaml:4:3: the eksctl config sets `vpc.id` (vpc-1) but lists no subnets",
     ] {
         assert!(out.contains(expected), "{expected} missing from\n{out}");
     }
