@@ -1,8 +1,14 @@
-//! What a job's logs (a Kubernetes or Batch job's) must show and what is taken from them:
-//! `success_pattern` (a regex some line must match) and `capture` (named
-//! regexes; the first group of the last match becomes an output, or the
-//! whole match when the regex has no group: the last, because training logs
-//! print a figure again and again and the final one is what counts).
+//! What a job's logs (a Kubernetes, Batch or Slurm job's) must show and
+//! what is taken from them:
+//! - `success_pattern`: a regex some line must match;
+//! - `capture`: named regexes; the first group of the last match becomes an
+//!   output, or the whole match when the regex has no group (the last,
+//!   because training logs print a figure again and again and the final one
+//!   is what counts);
+//! - `parse`: a program whose output is read into typed values (see
+//!   [`crate::metrics`]: nccl-tests, torchrun, torchrec);
+//! - `expect`: gates on those values (`busbw = ">= 300"`); a value that
+//!   fails its gate, or is missing, fails the step.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +16,11 @@ use regex_lite::Regex;
 use serde_json::Value;
 
 use crate::contract::{InputSpec, InputType, Problem, Values};
+use crate::metrics::gate::{self, Gate};
+use crate::metrics::{Kind, Program, Unreadable};
 
-/// The `success_pattern` and `capture` inputs, for the schema of a job kind.
+/// The `success_pattern`, `capture`, `parse` and `expect` inputs, for the
+/// schema of a job kind.
 pub fn input_specs() -> Vec<InputSpec> {
     vec![
         InputSpec::optional(
@@ -24,14 +33,45 @@ pub fn input_specs() -> Vec<InputSpec> {
             InputType::Map(Box::new(InputType::String)),
             "Outputs taken from the logs: name = regex; the first group of the last match (a number when it is one)",
         ),
+        InputSpec::optional(
+            "parse",
+            InputType::String,
+            "The program whose output the logs hold, read into outputs: nccl-tests, torchrun or torchrec",
+        ),
+        InputSpec::optional(
+            "expect",
+            InputType::Map(Box::new(InputType::String)),
+            "Gates on captured or parsed outputs: name = \">= 300\", \"< 2.5\", \"between 0.75 0.85\", \"decreasing\"; one that fails fails the step",
+        ),
     ]
 }
 
-/// The compiled `success_pattern` and `capture` of a step.
+/// Where a value a gate judges comes from.
+#[derive(Debug, Clone)]
+enum Source {
+    Capture(String),
+    Program(Program, Kind),
+}
+
+/// The compiled `success_pattern`, `capture`, `parse` and `expect` of a step.
 #[derive(Debug, Clone, Default)]
 pub struct Matchers {
     success: Option<Regex>,
     captures: Vec<(String, Regex)>,
+    program: Option<Program>,
+    gates: Vec<(String, Gate)>,
+}
+
+fn strings(values: &Values, key: &str) -> BTreeMap<String, String> {
+    values
+        .get(key)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl Matchers {
@@ -54,33 +94,158 @@ impl Matchers {
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Matchers { success, captures })
+        Ok(Matchers {
+            success,
+            captures,
+            ..Matchers::default()
+        })
     }
 
-    /// The matchers a step's `success_pattern` and `capture` inputs ask for
-    /// (absent inputs, or ones not known yet, ask for nothing).
-    pub fn from_values(values: &Values) -> Result<Matchers, Problem> {
-        let captures: BTreeMap<String, String> = values
-            .get("capture")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
+    /// Adds `parse`'s program: its outputs join the captures.
+    pub fn reading(mut self, program: Option<&str>) -> Result<Matchers, Problem> {
+        self.program = program
+            .map(|name| {
+                Program::from_name(name).ok_or_else(|| {
+                    let names: Vec<&str> = Program::ALL.iter().map(|p| p.name()).collect();
+                    let mut p = Problem::at(
+                        "parse",
+                        format!(
+                            "flow reads no program called `{name}`: it reads {}",
+                            names.join(", ")
+                        ),
+                    );
+                    if let Some(c) = crate::suggest::closest(name, names.iter().copied()) {
+                        p = p.with_help(format!("did you mean `{c}`?"));
+                    }
+                    p
+                })
             })
-            .unwrap_or_default();
+            .transpose()?;
+        Ok(self)
+    }
+
+    /// Adds `expect`'s gates, each checked against what fills its value.
+    pub fn gated(self, gates: &BTreeMap<String, String>) -> Result<Matchers, Problem> {
+        let (m, mut problems) = self.gated_all(gates);
+        match problems.is_empty() {
+            true => Ok(m),
+            false => Err(problems.remove(0)),
+        }
+    }
+
+    /// The gates that can be judged, and a problem for each other one.
+    fn gated_all(mut self, gates: &BTreeMap<String, String>) -> (Matchers, Vec<Problem>) {
+        let mut problems = Vec::new();
+        for (name, text) in gates {
+            match self.gate(name, text) {
+                Ok(gate) => self.gates.push((name.clone(), gate)),
+                Err(p) => problems.push(p),
+            }
+        }
+        (self, problems)
+    }
+
+    /// One gate of `expect`, checked against what fills its value.
+    fn gate(&self, name: &str, text: &str) -> Result<Gate, Problem> {
+        let gate = Gate::parse(text).map_err(|e| {
+            Problem::at_path(&["expect", name], e).with_help(format!("a gate is {}", gate::FORMS))
+        })?;
+        match self.source(name) {
+            None => Err(self.unfilled(name)),
+            Some(Source::Program(program, kind)) if kind != gate.judges() => {
+                let fitting: Vec<&str> = program
+                    .outputs()
+                    .iter()
+                    .filter(|o| o.kind == gate.judges())
+                    .map(|o| o.name)
+                    .collect();
+                Err(Problem::at_path(
+                    &["expect", name],
+                    format!(
+                        "`{text}` judges {}, but {name} is {}",
+                        gate.judges().describe(),
+                        kind.describe()
+                    ),
+                )
+                .with_help(format!(
+                    "{} of {}'s output: {}",
+                    match gate.judges() {
+                        Kind::Table => "the tables",
+                        _ => "the numbers",
+                    },
+                    program.name(),
+                    fitting.join(", ")
+                )))
+            }
+            _ => Ok(gate),
+        }
+    }
+
+    /// The problem of a gate whose value nothing fills, with the names that are filled.
+    fn unfilled(&self, name: &str) -> Problem {
+        let mut known: Vec<&str> = self.captures.iter().map(|(n, _)| n.as_str()).collect();
+        if let Some(p) = self.program {
+            known.extend(p.outputs().iter().map(|o| o.name));
+        }
+        let p = Problem::at_path(
+            &["expect", name],
+            format!("`{name}` is neither captured nor read by `parse`, so nothing fills it"),
+        );
+        match crate::suggest::closest(name, known.iter().copied()) {
+            Some(c) => p.with_help(format!("did you mean `{c}`?")),
+            None if known.is_empty() => p.with_help(
+                "add a `capture` regex of that name, or `parse` the program's output (nccl-tests, torchrun, torchrec)",
+            ),
+            None => p.with_help(format!("the step's values are {}", known.join(", "))),
+        }
+    }
+
+    /// Every problem of a step's `success_pattern`, `capture`, `parse` and
+    /// `expect` inputs, for validate (each gate on its own).
+    pub fn problems(values: &Values) -> Vec<Problem> {
+        let read = Matchers::new(
+            values.get("success_pattern").and_then(Value::as_str),
+            &strings(values, "capture"),
+        )
+        .and_then(|m| m.reading(values.get("parse").and_then(Value::as_str)));
+        match read {
+            Ok(m) => m.gated_all(&strings(values, "expect")).1,
+            Err(p) => vec![p],
+        }
+    }
+
+    /// What fills `name`: a capture of that name, else `parse`'s program.
+    fn source(&self, name: &str) -> Option<Source> {
+        if let Some((_, re)) = self.captures.iter().find(|(n, _)| n == name) {
+            return Some(Source::Capture(re.as_str().to_string()));
+        }
+        let p = self.program?;
+        let spec = p.outputs().iter().find(|o| o.name == name)?;
+        Some(Source::Program(p, spec.kind))
+    }
+
+    /// The matchers a step's `success_pattern`, `capture`, `parse` and
+    /// `expect` inputs ask for (absent inputs, or ones not known yet, ask
+    /// for nothing).
+    pub fn from_values(values: &Values) -> Result<Matchers, Problem> {
         Matchers::new(
             values.get("success_pattern").and_then(Value::as_str),
-            &captures,
-        )
+            &strings(values, "capture"),
+        )?
+        .reading(values.get("parse").and_then(Value::as_str))?
+        .gated(&strings(values, "expect"))
     }
 
     /// Whether the logs are needed at all.
     pub fn is_empty(&self) -> bool {
-        self.success.is_none() && self.captures.is_empty()
+        self.success.is_none()
+            && self.captures.is_empty()
+            && self.program.is_none()
+            && self.gates.is_empty()
     }
 
-    /// The captured outputs from `logs`, or why the logs do not show success.
+    /// The captured and parsed outputs from `logs`, or why the logs do not
+    /// show success (a gate that fails among them).
     pub fn check(&self, logs: &str) -> Result<Values, LogsMiss> {
         if let Some(re) = &self.success
             && !re.is_match(logs)
@@ -90,6 +255,12 @@ impl Matchers {
             });
         }
         let mut out = Values::new();
+        let mut lines = BTreeMap::new();
+        if let Some(p) = self.program {
+            let reading = p.read(logs).map_err(LogsMiss::Unreadable)?;
+            out.extend(reading.values);
+            lines.extend(reading.lines);
+        }
         for (name, re) in &self.captures {
             let Some(caps) = re.captures_iter(logs).last() else {
                 return Err(LogsMiss::NoCapture {
@@ -97,15 +268,66 @@ impl Matchers {
                     pattern: re.as_str().to_string(),
                 });
             };
-            let text = caps
-                .get(1)
-                .or_else(|| caps.get(0))
-                .map_or("", |m| m.as_str())
-                .trim();
+            let whole = caps.get(0).expect("a match");
+            lines.insert(name.clone(), line_at(logs, whole.start()).to_string());
+            let text = caps.get(1).unwrap_or(whole).as_str().trim();
             out.insert(name.clone(), number_or_text(text));
+        }
+        for (name, gate) in &self.gates {
+            let Some(value) = out.get(name) else {
+                let from = match self.source(name) {
+                    Some(Source::Program(p, _)) => format!("{}'s output", p.name()),
+                    Some(Source::Capture(re)) => format!("capture /{re}/"),
+                    None => "nothing".into(),
+                };
+                return Err(LogsMiss::NoValue {
+                    name: name.clone(),
+                    gate: gate.text.clone(),
+                    from,
+                });
+            };
+            gate.judge(name, value)
+                .map_err(|why| LogsMiss::GateFailed {
+                    why,
+                    line: lines.get(name).cloned().unwrap_or_default(),
+                })?;
         }
         Ok(out)
     }
+
+    /// The gates, as the plan shows them (`busbw >= 300`).
+    pub fn gates(&self) -> Vec<String> {
+        self.gates
+            .iter()
+            .map(|(name, g)| format!("{name} {}", g.text))
+            .collect()
+    }
+}
+
+/// The plan's line for a job step's gates: what `expect` will check.
+pub fn plan_lines(inputs: &Values) -> Vec<String> {
+    let Ok(m) = Matchers::from_values(inputs) else {
+        return Vec::new();
+    };
+    let gates = m.gates();
+    if gates.is_empty() {
+        return Vec::new();
+    }
+    let read = m
+        .program
+        .map(|p| format!(" on its {} output", p.name()))
+        .unwrap_or_default();
+    vec![format!(
+        "gates{read}: {}; a value that fails one fails the step",
+        gates.join(", ")
+    )]
+}
+
+/// The whole line of `text` that byte `at` is on.
+fn line_at(text: &str, at: usize) -> &str {
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    text[start..end].trim()
 }
 
 /// What a finished job's logs did not show.
@@ -125,14 +347,51 @@ pub enum LogsMiss {
         /// The pattern.
         pattern: String,
     },
+    /// `parse` found nothing of its program's in the logs.
+    #[error("parse: {0}")]
+    Unreadable(Unreadable),
+    /// A gate's value was not in the logs.
+    #[error("expect `{name} {gate}`: the logs gave no {name} ({from} has none)")]
+    NoValue {
+        /// The value's name.
+        name: String,
+        /// The gate as written.
+        gate: String,
+        /// What was to fill it.
+        from: String,
+    },
+    /// A value failed its gate.
+    #[error("expect: {why}{}", if .line.is_empty() { String::new() } else { format!(" (log line: `{}`)", .line) })]
+    GateFailed {
+        /// The value, the gate and why it failed.
+        why: String,
+        /// The log line the value came from.
+        line: String,
+    },
+}
+impl LogsMiss {
+    /// What to do about it, for the step's error.
+    pub fn help(&self) -> &'static str {
+        match self {
+            LogsMiss::GateFailed { .. } => {
+                "the job ran and its output was read, but a value failed its gate in `expect`: the whole log is in `flow logs FILE STEP`"
+            }
+            _ => {
+                "the job ran but its log did not show what `success_pattern`, `capture`, `parse` and `expect` ask for: read it with `flow logs FILE STEP`"
+            }
+        }
+    }
 }
 
 /// Shows each captured output live (`captured busbw = 186.437`).
 pub fn report(reporter: &dyn crate::contract::Reporter, captured: &Values) {
     for (name, value) in captured {
-        let shown = value
-            .as_str()
-            .map_or_else(|| value.to_string(), str::to_string);
+        let shown = match value {
+            Value::String(s) => s.clone(),
+            Value::Array(a) => format!("a table of {} entries", a.len()),
+            Value::Object(o) => format!("a table of {} entries", o.len()),
+            v => v.to_string(),
+        };
         reporter.event(&format!("captured {name} = {shown}"));
     }
 }
@@ -178,6 +437,99 @@ mod tests {
         );
         assert_eq!(number_or_text("GPU 0: A100"), Value::from("GPU 0: A100"));
         assert_eq!(number_or_text("8"), Value::from(8));
+    }
+
+    fn values(v: serde_json::Value) -> Values {
+        v.as_object().unwrap().clone()
+    }
+
+    const BATCH_EFA: &str = include_str!("metrics/testdata/nccl-tests-batch-efa.txt");
+
+    #[test]
+    fn parsed_values_pass_their_gates_or_fail_the_step_with_value_threshold_and_line() {
+        let m = Matchers::from_values(&values(serde_json::json!({
+            "parse": "nccl-tests",
+            "expect": {"busbw": ">= 100", "out_of_bounds": "== 0"}
+        })))
+        .unwrap();
+        let out = m.check(BATCH_EFA).unwrap();
+        assert_eq!(out["busbw"], serde_json::json!(156.742));
+        assert_eq!(m.gates(), ["busbw >= 100", "out_of_bounds == 0"]);
+
+        // The same run judged against p5's EFA rate: it fails, saying why.
+        let strict = Matchers::from_values(&values(serde_json::json!({
+            "parse": "nccl-tests", "expect": {"busbw": ">= 300"}
+        })))
+        .unwrap();
+        let e = strict.check(BATCH_EFA).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "expect: busbw = 156.742 is not >= 300 (log line: `# Avg bus bandwidth    : 156.742`)"
+        );
+        // A table without its average line: the gate names what had none.
+        let p5 = include_str!("metrics/testdata/nccl-tests-slurm-p5.txt");
+        let e = strict.check(p5).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "expect `busbw >= 300`: the logs gave no busbw (nccl-tests's output has none)"
+        );
+        // Output of something else entirely: its first lines are shown.
+        let e = strict
+            .check("Segmentation fault\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("parse: the output is not nccl-tests output"),
+            "{e}"
+        );
+        assert!(e.contains("  | Segmentation fault"), "{e}");
+    }
+
+    #[test]
+    fn captured_values_are_gated_with_their_line() {
+        let m = Matchers::from_values(&values(serde_json::json!({
+            "capture": {"loss": "loss: ([0-9.]+)"}, "expect": {"loss": "< 2.5"}
+        })))
+        .unwrap();
+        assert!(m.check("step 1 loss: 3.1\nstep 2 loss: 2.2\n").is_ok());
+        let e = m.check("step 1 loss: 2.2\nstep 2 loss: 3.1\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "expect: loss = 3.1 is not < 2.5 (log line: `step 2 loss: 3.1`)"
+        );
+        let e = m.check("nothing\n").unwrap_err();
+        assert!(matches!(e, LogsMiss::NoCapture { .. }), "{e}");
+    }
+
+    #[test]
+    fn gates_that_cannot_be_judged_point_at_their_entry() {
+        let problem = |v: serde_json::Value| Matchers::from_values(&values(v)).unwrap_err();
+        let p = problem(serde_json::json!({"parse": "nccl"}));
+        assert_eq!(p.path, ["parse"]);
+        assert_eq!(p.help.as_deref(), Some("did you mean `nccl-tests`?"));
+        let p = problem(serde_json::json!({"parse": "nccl-tests", "expect": {"busbww": ">= 1"}}));
+        assert_eq!(p.path, ["expect", "busbww"]);
+        assert_eq!(p.help.as_deref(), Some("did you mean `busbw`?"));
+        let p = problem(serde_json::json!({"expect": {"busbw": ">= 1"}}));
+        assert!(p.help.unwrap().contains("add a `capture` regex"));
+        let p = problem(serde_json::json!({"parse": "nccl-tests", "expect": {"sizes": ">= 1"}}));
+        assert_eq!(p.path, ["expect", "sizes"]);
+        assert!(
+            p.message
+                .contains("judges a number, but sizes is a table of numbers"),
+            "{}",
+            p.message
+        );
+        let p = problem(serde_json::json!({"parse": "torchrun", "expect": {"loss": ">= fast"}}));
+        assert_eq!(p.path, ["expect", "loss"]);
+        assert!(p.help.unwrap().starts_with("a gate is `>= N`"));
+        // A table judged as one: losses going down.
+        let m = Matchers::from_values(&values(serde_json::json!({
+            "parse": "torchrun", "expect": {"losses": "decreasing", "loss": "< 2"}
+        })))
+        .unwrap();
+        let log = "step 1/3 completed (loss: 1.9)\nstep 2/3 completed (loss: 1.6)\nstep 3/3 completed (loss: 1.4)\n";
+        assert!(m.check(log).is_ok());
     }
 
     #[test]

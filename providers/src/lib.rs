@@ -11,6 +11,7 @@ pub(crate) mod file_input;
 pub(crate) mod inputs;
 pub mod kube;
 pub mod local_digest;
+pub mod metrics;
 pub mod null;
 pub mod ownership;
 pub mod parallelcluster;

@@ -225,3 +225,93 @@ fn interrupt_deletes_the_running_job() {
             .is_none()
     );
 }
+
+/// An NCCL test gated on its bandwidth: `parse` reads nccl-tests' table,
+/// the plan shows the gate, a bandwidth under it fails the step with the
+/// value, the threshold and the log line and stops the step that uses it;
+/// with the threshold met, the next apply runs the job again and goes on.
+#[test]
+fn a_bandwidth_under_its_gate_fails_the_job_and_stops_its_dependents() {
+    let Some(k) = KubeServer::start() else { return };
+    let p = Project::new();
+    fixture(&p, "pytorchjob-crd.yaml");
+    fixture(&p, "nccl-test.yaml");
+    let workflow = nccl_workflow(&k, "gated", "Succeeded")
+        .replace(
+            "[steps.operator]",
+            "[vars.min_busbw]\ntype = \"number\"\ndefault = 100\n\n[steps.operator]",
+        )
+        .replace(
+            "capture = { busbw = \"Avg bus bandwidth\\\\s*:\\\\s*([0-9.]+)\" }",
+            "parse = \"nccl-tests\"\nexpect = { busbw = \">= ${vars.min_busbw}\", out_of_bounds = \"== 0\" }",
+        );
+    assert!(workflow.contains("parse = \"nccl-tests\""), "{workflow}");
+    p.write("wf.toml", &workflow);
+    let plan = p
+        .run(&["plan", "wf.toml", "--var", "min_busbw=99999"])
+        .expect(0);
+    assert!(
+        plan.stdout.contains(
+            "gates on its nccl-tests output: busbw >= 99999, out_of_bounds == 0; a value that fails one fails the step"
+        ),
+        "{}",
+        plan.all()
+    );
+    let apply = p
+        .run(&[
+            "apply",
+            "wf.toml",
+            "--auto-approve",
+            "--var",
+            "min_busbw=99999",
+        ])
+        .expect(1);
+    let all = apply.all();
+    assert!(
+        all.contains(
+            "expect: busbw = 186.437 is not >= 99999 (log line: `# Avg bus bandwidth    : 186.437`)"
+        ),
+        "{all}"
+    );
+    assert!(all.contains("a value failed its gate in `expect`"), "{all}");
+    // The job ran (the server has it, finished); the step that uses its
+    // bandwidth did not.
+    let job = k
+        .get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/gated")
+        .expect("the job ran");
+    assert!(
+        job["status"]["conditions"]
+            .to_string()
+            .contains("Succeeded")
+    );
+    assert_ne!(p.run(&["output", "wf.toml", "report.busbw"]).code, 0);
+
+    // The threshold met: the job runs again and the rest goes on.
+    let apply = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(
+        apply.all().contains("captured busbw = 186.437"),
+        "{}",
+        apply.all()
+    );
+    assert!(
+        apply
+            .all()
+            .contains("captured sizes = a table of 1 entries"),
+        "{}",
+        apply.all()
+    );
+    assert_eq!(
+        p.run(&["output", "wf.toml", "report.busbw"])
+            .expect(0)
+            .stdout
+            .trim(),
+        "186.437"
+    );
+    assert_eq!(
+        p.run(&["output", "wf.toml", "nccl.busbw_peak"])
+            .expect(0)
+            .stdout
+            .trim(),
+        "171.04"
+    );
+}

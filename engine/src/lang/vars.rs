@@ -259,13 +259,18 @@ pub fn parse_flag_value(ty: VarType, raw: &str) -> Result<Value, BadVarValue> {
             .parse::<i64>()
             .map(Value::from)
             .map_err(|_| bad()),
-        VarType::Number => raw
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
-            .ok_or_else(bad),
+        // A whole number stays whole (`300`, not `300.0`, in the text it
+        // is put into), as the same default written in the file does.
+        VarType::Number => match raw.trim().parse::<i64>() {
+            Ok(i) => Ok(Value::from(i)),
+            Err(_) => raw
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(bad),
+        },
         VarType::Bool => match raw.trim() {
             "true" => Ok(Value::Bool(true)),
             "false" => Ok(Value::Bool(false)),
@@ -302,5 +307,20 @@ pub fn node_to_json(node: &Node) -> Value {
                 .map(|e| (e.key.clone(), node_to_json(&e.value)))
                 .collect(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_number_given_for_a_number_stays_whole() {
+        let v = parse_flag_value(VarType::Number, "99999").unwrap();
+        assert_eq!(v.to_string(), "99999");
+        let v = parse_flag_value(VarType::Number, " 2.5 ").unwrap();
+        assert_eq!(v.to_string(), "2.5");
+        assert!(parse_flag_value(VarType::Number, "fast").is_err());
+        assert!(parse_flag_value(VarType::Number, "NaN").is_err());
     }
 }

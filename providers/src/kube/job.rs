@@ -277,13 +277,9 @@ impl<'a> Run<'a> {
                 self.ctx
                     .reporter
                     .event(&format!("{} succeeded", record.label()));
-                let captured = matchers
-                    .check(&follower.text())
-                    .map_err(|e| {
-                        ProviderError::fatal(format!("{}: {e}", record.label())).with_help(
-                            "the job ran but its log did not show what `success_pattern` and `capture` look for: read it with `flow logs FILE STEP`",
-                        )
-                    })?;
+                let captured = matchers.check(&follower.text()).map_err(|e| {
+                    ProviderError::fatal(format!("{}: {e}", record.label())).with_help(e.help())
+                })?;
                 crate::capture::report(self.ctx.reporter.as_ref(), &captured);
                 let mut outputs = Values::new();
                 outputs.insert("name".into(), json!(record.name));
@@ -403,6 +399,11 @@ impl Provider for KubeJob {
         })
     }
 
+    /// The gates `expect` will check.
+    fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
+        crate::capture::plan_lines(inputs)
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }
@@ -417,9 +418,7 @@ impl Provider for KubeJob {
                 "give `files` (a YAML file or URL) or an inline `manifest` holding the job",
             ));
         }
-        if let Err(p) = Matchers::from_values(&known) {
-            out.push(p);
-        }
+        out.extend(Matchers::problems(&known));
         let all_known = inputs.iter().all(|(k, v)| {
             !matches!(k.as_str(), "values" | "substitute" | "files" | "manifest")
                 || matches!(v, InputValue::Known(_))

@@ -195,6 +195,11 @@ impl Provider for SlurmJob {
         "slurm.job"
     }
 
+    /// The gates `expect` will check.
+    fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
+        crate::capture::plan_lines(inputs)
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }
@@ -261,9 +266,7 @@ impl Provider for SlurmJob {
                 _ => {}
             }
         }
-        if let Err(p) = Matchers::from_values(&known_inputs(inputs)) {
-            problems.push(p);
-        }
+        problems.extend(Matchers::problems(&known_inputs(inputs)));
         problems
     }
 

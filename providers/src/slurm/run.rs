@@ -196,9 +196,7 @@ pub(crate) fn verdict(
         ));
     }
     let captured = matchers.check(output.text()).map_err(|why| {
-        ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(
-            "the job completed but its output did not show what `success_pattern` and `capture` look for: read it with `flow logs FILE STEP`",
-        )
+        ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(why.help())
     })?;
     Ok(applied(seen, captured))
 }

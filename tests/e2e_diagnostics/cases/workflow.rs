@@ -601,6 +601,20 @@ corpus! {
         never_says: &["`$PATH", "`$MAX_NODES`", "`${IMAGE_URI}`"],
         ..BASE
     },
+    expect_gates_that_cannot_judge: Case {
+        file: "130-expect-gates-that-cannot-judge.toml",
+        codes: &["flow::invalid-input"],
+        at: &["16:20", "16:58", "16:83"],
+        problems: 3,
+        says: &[
+            "`at least 300` is not a gate",
+            "`>= 100` judges a number, but sizes is a table of numbers",
+            "the numbers of nccl-tests's output: busbw, busbw_peak",
+            "`out_of_bound` is neither captured nor read by `parse`",
+            "did you mean `out_of_bounds`?",
+        ],
+        ..BASE
+    },
     eksctl_vpc_id_without_subnets: Case {
         file: "129-eksctl-vpc-id-without-subnets.toml",
         codes: &["flow::invalid-input"],

@@ -103,6 +103,11 @@ impl Provider for BatchJob {
         "batch.job"
     }
 
+    /// The gates `expect` will check.
+    fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
+        crate::capture::plan_lines(inputs)
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }
@@ -125,9 +130,7 @@ impl Provider for BatchJob {
                 _ => {}
             }
         }
-        if let Err(p) = Matchers::from_values(&crate::contract::known_inputs(inputs)) {
-            problems.push(p);
-        }
+        problems.extend(Matchers::problems(&crate::contract::known_inputs(inputs)));
         problems
     }
 

@@ -247,9 +247,9 @@ pub(super) fn outcome(
             Err(why) if logs.stream().is_none() => Err(ProviderError::fatal(format!(
                 "{what}: {why} (Batch named no log stream for it)"
             )).with_help("the job definition's log configuration decides where its logs go: give the step `log_group` if it is not /aws/batch/job")),
-            Err(why) => Err(ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(
-                "the job ran but its log did not show what `success_pattern` and `capture` look for: read it with `flow logs FILE STEP`",
-            )),
+            Err(why) => {
+                Err(ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(why.help()))
+            }
         };
     }
     let reason = job

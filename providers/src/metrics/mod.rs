@@ -1,0 +1,194 @@
+//! The output of the programs the runbooks run, read into typed values that
+//! gates can judge: nccl-tests (the results table, the average bus
+//! bandwidth, the out-of-bounds count), torchrun training logs (loss per
+//! step, throughput) and TorchRec's DLRM example (AUROC). A job step asks
+//! for one with `parse = "nccl-tests"`; its values become outputs, next to
+//! what `capture` takes with regexes. The formats each reader follows are
+//! named in its module, and `testdata/SOURCES` says where the real outputs
+//! its tests read were published.
+
+pub mod gate;
+mod nccl;
+mod tags;
+mod torchrec;
+mod torchrun;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::contract::Values;
+
+/// What a value is, as far as a gate cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A number.
+    Number,
+    /// A table of numbers (message size → bandwidths, step → loss).
+    Table,
+    /// Text.
+    Text,
+}
+
+impl Kind {
+    /// The kind of a value as found.
+    pub fn of(value: &Value) -> Kind {
+        match value {
+            Value::Number(_) => Kind::Number,
+            Value::Object(_) | Value::Array(_) => Kind::Table,
+            _ => Kind::Text,
+        }
+    }
+
+    /// How an error names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Kind::Number => "a number",
+            Kind::Table => "a table of numbers",
+            Kind::Text => "text",
+        }
+    }
+}
+
+/// A program whose output flow reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    /// NVIDIA's nccl-tests (`all_reduce_perf` and the other `*_perf`).
+    NcclTests,
+    /// A training script started by torchrun (the FSDP test case, the
+    /// llama-recipes fine-tuning script).
+    Torchrun,
+    /// TorchRec's DLRM example.
+    Torchrec,
+}
+
+/// One value a program's reader gives: its name, kind and meaning.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputSpec {
+    /// The output's name.
+    pub name: &'static str,
+    /// What it is.
+    pub kind: Kind,
+    /// What it means, for the docs and errors.
+    pub about: &'static str,
+}
+
+impl Program {
+    /// Every program, in the order the docs list them.
+    pub const ALL: [Program; 3] = [Program::NcclTests, Program::Torchrun, Program::Torchrec];
+
+    /// The program `parse` names (`"nccl-tests"`).
+    pub fn from_name(name: &str) -> Option<Program> {
+        Program::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Its name in `parse`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Program::NcclTests => "nccl-tests",
+            Program::Torchrun => "torchrun",
+            Program::Torchrec => "torchrec",
+        }
+    }
+
+    /// The outputs its reader gives.
+    pub fn outputs(self) -> &'static [OutputSpec] {
+        match self {
+            Program::NcclTests => nccl::OUTPUTS,
+            Program::Torchrun => torchrun::OUTPUTS,
+            Program::Torchrec => torchrec::OUTPUTS,
+        }
+    }
+
+    /// Reads `text`, the job's whole output.
+    pub fn read(self, text: &str) -> Result<Reading, Unreadable> {
+        let lines: Vec<&str> = text.lines().map(tags::strip).collect();
+        let reading = match self {
+            Program::NcclTests => nccl::read(&lines),
+            Program::Torchrun => torchrun::read(&lines),
+            Program::Torchrec => torchrec::read(&lines),
+        };
+        reading.ok_or_else(|| Unreadable {
+            program: self,
+            head: text.lines().take(5).map(str::to_string).collect(),
+        })
+    }
+}
+
+/// What a reader found: values by output name, and for each the line of
+/// the output it came from (shown when a gate fails).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    /// The values.
+    pub values: Values,
+    /// The line each value was read from.
+    pub lines: BTreeMap<String, String>,
+}
+
+impl Reading {
+    fn put(&mut self, name: &str, value: Value, line: &str) {
+        self.values.insert(name.to_string(), value);
+        self.lines.insert(name.to_string(), line.trim().to_string());
+    }
+}
+
+/// Output a reader found nothing of its program's in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the output is not {} output ({}); its first lines:\n{}", .program.name(), .program.expected(), shown(.head))]
+pub struct Unreadable {
+    /// The program it was read as.
+    pub program: Program,
+    /// The output's first 5 lines.
+    pub head: Vec<String>,
+}
+
+impl Program {
+    /// What its reader looks for, for [`Unreadable`].
+    fn expected(self) -> &'static str {
+        match self {
+            Program::NcclTests => "no results table under a `#  size  count  type …  busbw` header",
+            Program::Torchrun => "no `Batch N Loss: X` or `step N/M completed (loss: X)` line",
+            Program::Torchrec => "no `AUROC over STAGE set: X` line",
+        }
+    }
+}
+
+fn shown(head: &[String]) -> String {
+    if head.is_empty() {
+        return "  (the output is empty)".into();
+    }
+    head.iter()
+        .map(|l| format!("  | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A float as a JSON number (finite ones only).
+fn number(f: f64) -> Option<Value> {
+    serde_json::Number::from_f64(f).map(Value::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_named_as_parse_names_them() {
+        for p in Program::ALL {
+            assert_eq!(Program::from_name(p.name()), Some(p));
+        }
+        assert_eq!(Program::from_name("nccl"), None);
+    }
+
+    #[test]
+    fn output_of_another_program_shows_its_first_five_lines() {
+        let text = "a\nb\nc\nd\ne\nf\n";
+        let e = Program::NcclTests.read(text).unwrap_err();
+        assert_eq!(e.head, ["a", "b", "c", "d", "e"]);
+        let said = e.to_string();
+        assert!(said.contains("not nccl-tests output"), "{said}");
+        assert!(said.contains("  | e") && !said.contains("  | f"), "{said}");
+        let empty = Program::Torchrec.read("").unwrap_err().to_string();
+        assert!(empty.contains("(the output is empty)"), "{empty}");
+    }
+}

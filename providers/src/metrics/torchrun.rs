@@ -1,0 +1,162 @@
+//! Training logs of scripts torchrun starts, in the two forms the runbooks'
+//! test cases print:
+//!
+//! - the FSDP test case's `train.py` (awsome-distributed-training,
+//!   `3.test_cases/pytorch/FSDP/src/train.py`), through the logging format
+//!   of `model_utils/train_utils.py`:
+//!   `2025-06-20 14:17:10 I [train.py:103] Batch 90 Loss: 7.24291, Speed: 9.41 samples/sec, lr: 0.000010`;
+//! - llama-recipes' `finetuning.py` (the HyperPod and Batch fine-tuning
+//!   cases): `Training Epoch: 1/1, step 100/307 completed (loss: 1.6624)`.
+//!
+//! Throughput in tokens is read where a script prints it (`1234.5 tokens/s`,
+//! `tokens/sec`).
+
+use regex_lite::Regex;
+use serde_json::{Value, json};
+
+use super::{Kind, OutputSpec, Reading, number};
+
+/// What the reader gives.
+pub(super) const OUTPUTS: &[OutputSpec] = &[
+    OutputSpec {
+        name: "loss",
+        kind: Kind::Number,
+        about: "the last loss logged",
+    },
+    OutputSpec {
+        name: "loss_first",
+        kind: Kind::Number,
+        about: "the first loss logged",
+    },
+    OutputSpec {
+        name: "losses",
+        kind: Kind::Table,
+        about: "every loss logged, as `[step, loss]` pairs in the log's order",
+    },
+    OutputSpec {
+        name: "samples_per_s",
+        kind: Kind::Number,
+        about: "the mean of the logged `Speed: X samples/sec`",
+    },
+    OutputSpec {
+        name: "tokens_per_s",
+        kind: Kind::Number,
+        about: "the mean of the logged `X tokens/s`",
+    },
+];
+
+struct Patterns {
+    fsdp: Regex,
+    recipes: Regex,
+    tokens: Regex,
+}
+
+fn patterns() -> &'static Patterns {
+    static P: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
+    P.get_or_init(|| Patterns {
+        fsdp: Regex::new(r"Batch (\d+) Loss: ([0-9.eE+-]+)(?:, Speed: ([0-9.eE+-]+) samples/sec)?")
+            .expect("valid"),
+        recipes: Regex::new(r"step (\d+)/\d+ completed \(loss: ([0-9.eE+-]+)\)").expect("valid"),
+        tokens: Regex::new(r"([0-9]+(?:\.[0-9]+)?)\s*tokens/s(?:ec)?\b").expect("valid"),
+    })
+}
+
+fn mean(xs: &[f64]) -> Option<Value> {
+    if xs.is_empty() {
+        return None;
+    }
+    number(xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// Reads every loss line and the throughput figures.
+pub(super) fn read(lines: &[&str]) -> Option<Reading> {
+    let p = patterns();
+    let mut losses: Vec<(u64, f64, &str)> = Vec::new();
+    let mut samples = Vec::new();
+    let mut tokens = Vec::new();
+    let (mut samples_line, mut tokens_line) = ("", "");
+    for line in lines {
+        if let Some(c) = p.fsdp.captures(line).or_else(|| p.recipes.captures(line))
+            && let (Ok(step), Ok(loss)) = (c[1].parse::<u64>(), c[2].parse::<f64>())
+            && loss.is_finite()
+        {
+            losses.push((step, loss, line));
+            if let Some(speed) = c.get(3).and_then(|s| s.as_str().parse::<f64>().ok()) {
+                samples.push(speed);
+                samples_line = line;
+            }
+        }
+        if let Some(c) = p.tokens.captures(line)
+            && let Ok(t) = c[1].parse::<f64>()
+        {
+            tokens.push(t);
+            tokens_line = line;
+        }
+    }
+    let (&(_, first, first_line), &(_, last, last_line)) = (losses.first()?, losses.last()?);
+    let mut out = Reading::default();
+    out.put("loss", number(last)?, last_line);
+    out.put("loss_first", number(first)?, first_line);
+    let pairs: Vec<Value> = losses.iter().map(|(s, l, _)| json!([s, l])).collect();
+    out.put("losses", Value::Array(pairs), last_line);
+    if let Some(m) = mean(&samples) {
+        out.put("samples_per_s", m, samples_line);
+    }
+    if let Some(m) = mean(&tokens) {
+        out.put("tokens_per_s", m, tokens_line);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Program;
+    use super::*;
+
+    #[test]
+    fn reads_the_fsdp_test_cases_published_log() {
+        let path = format!(
+            "{}/src/metrics/testdata/fsdp-train.txt",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let r = Program::Torchrun
+            .read(&std::fs::read_to_string(path).unwrap())
+            .unwrap();
+        assert_eq!(r.values["loss"], json!(7.50217));
+        assert_eq!(r.values["loss_first"], json!(7.24291));
+        assert_eq!(r.values["losses"][0], json!([90, 7.24291]));
+        assert_eq!(r.values["losses"].as_array().unwrap().len(), 8);
+        let speed = r.values["samples_per_s"].as_f64().unwrap();
+        assert!((speed - 8.95625).abs() < 1e-9, "{speed}");
+        assert!(!r.values.contains_key("tokens_per_s"));
+        assert!(
+            r.lines["loss"].contains("Batch 97 Loss: 7.50217"),
+            "{:?}",
+            r.lines
+        );
+    }
+
+    #[test]
+    fn reads_llama_recipes_steps_and_tokens() {
+        let path = format!(
+            "{}/../scripts/local-cloud/outputs/finetuning.py.txt",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let r = Program::Torchrun
+            .read(&std::fs::read_to_string(path).unwrap())
+            .unwrap();
+        assert_eq!(
+            r.values["losses"],
+            json!([[100, 1.6624], [200, 1.5127], [306, 1.4419]])
+        );
+        let r = Program::Torchrun
+            .read("step 1/2 completed (loss: 2.0)\n812.5 tokens/s\n787.5 tokens/sec\n")
+            .unwrap();
+        assert_eq!(r.values["tokens_per_s"], json!(800.0));
+    }
+
+    #[test]
+    fn a_log_without_losses_is_not_read() {
+        assert!(Program::Torchrun.read("Epoch 1 | Batchsize: 32\n").is_err());
+    }
+}
