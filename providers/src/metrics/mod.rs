@@ -168,6 +168,17 @@ fn number(f: f64) -> Option<Value> {
     serde_json::Number::from_f64(f).map(Value::Number)
 }
 
+/// A sample of real output: `testdata/NAME`, or with `../` a file of the
+/// workspace (the local cloud's emulated outputs).
+#[cfg(test)]
+fn sample(name: &str) -> String {
+    let path = match name.strip_prefix("../") {
+        Some(rest) => format!("{}/../{rest}", env!("CARGO_MANIFEST_DIR")),
+        None => format!("{}/src/metrics/testdata/{name}", env!("CARGO_MANIFEST_DIR")),
+    };
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,9 +165,8 @@ mod tests {
     use super::*;
 
     fn read_file(name: &str) -> Reading {
-        let path = format!("{}/src/metrics/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
         Program::NcclTests
-            .read(&std::fs::read_to_string(path).unwrap())
+            .read(&super::super::sample(name))
             .unwrap()
     }
 
@@ -207,13 +206,7 @@ mod tests {
 
     #[test]
     fn reads_the_local_clouds_emulated_output() {
-        let path = format!(
-            "{}/../scripts/local-cloud/outputs/all_reduce_perf.txt",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let r = Program::NcclTests
-            .read(&std::fs::read_to_string(path).unwrap())
-            .unwrap();
+        let r = read_file("../scripts/local-cloud/outputs/all_reduce_perf.txt");
         assert_eq!(r.values["busbw"], json!(17.9053));
     }
 

@@ -55,12 +55,8 @@ mod tests {
 
     #[test]
     fn reads_each_sets_auroc() {
-        let path = format!(
-            "{}/src/metrics/testdata/torchrec-dlrm.txt",
-            env!("CARGO_MANIFEST_DIR")
-        );
         let r = Program::Torchrec
-            .read(&std::fs::read_to_string(path).unwrap())
+            .read(&super::super::sample("torchrec-dlrm.txt"))
             .unwrap();
         assert_eq!(r.values["auroc_val"], json!(0.7983516216278076));
         assert_eq!(r.values["auroc_test"], json!(0.7981059551239014));

@@ -115,12 +115,8 @@ mod tests {
 
     #[test]
     fn reads_the_fsdp_test_cases_published_log() {
-        let path = format!(
-            "{}/src/metrics/testdata/fsdp-train.txt",
-            env!("CARGO_MANIFEST_DIR")
-        );
         let r = Program::Torchrun
-            .read(&std::fs::read_to_string(path).unwrap())
+            .read(&super::super::sample("fsdp-train.txt"))
             .unwrap();
         assert_eq!(r.values["loss"], json!(7.50217));
         assert_eq!(r.values["loss_first"], json!(7.24291));
@@ -138,12 +134,10 @@ mod tests {
 
     #[test]
     fn reads_llama_recipes_steps_and_tokens() {
-        let path = format!(
-            "{}/../scripts/local-cloud/outputs/finetuning.py.txt",
-            env!("CARGO_MANIFEST_DIR")
-        );
         let r = Program::Torchrun
-            .read(&std::fs::read_to_string(path).unwrap())
+            .read(&super::super::sample(
+                "../scripts/local-cloud/outputs/finetuning.py.txt",
+            ))
             .unwrap();
         assert_eq!(
             r.values["losses"],
