@@ -2,8 +2,9 @@
 //!
 //! `run` creates or updates it and reports outputs by appending `key=value`
 //! lines to the file named by `$FLOW_OUTPUT`; `destroy`, if given, deletes
-//! it. Both run with `sh -c` in the workflow file's folder (or `workdir`),
-//! with the inherited environment plus `env` and:
+//! it. Both run with `sh` in the workflow file's folder (or `workdir`), the
+//! script read from a sealed in-memory file and never from the command line
+//! (the `script` module), with the inherited environment plus `env` and:
 //!
 //! - `FLOW_STEP`: the step's name;
 //! - `FLOW_OPERATION_TOKEN`: the operation's token, the same when flow
@@ -23,6 +24,7 @@ mod checks;
 mod group;
 mod inputs;
 mod outputs;
+mod script;
 mod shell;
 mod transcript;
 

@@ -166,3 +166,81 @@ env = { IMAGE = "${steps.build.outputs.digest}", REGION = "x", TOKEN = "${vars.t
         );
     }
 }
+
+/// A secret written into an `exec` script (not only passed through `env`)
+/// is in no process's command line while the script runs: `sh` reads the
+/// script from a sealed in-memory file, its argv is `sh /dev/fd/3`. Every
+/// process's `/proc/PID/cmdline` is read while the script sleeps; the
+/// scan proves it saw the script running by finding its `sleep` there.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_secret_in_an_exec_script_is_in_no_command_line() {
+    use base64::Engine as _;
+    let p = Project::new();
+    let secret = "hf_InTheScriptItself_987";
+    let marker = p.path().join("slept");
+    p.write(
+        "wf.toml",
+        &format!(
+            r#"
+[vars.hf_token]
+sensitive = true
+env = "HF_TOKEN"
+
+[steps.login]
+provider = "exec"
+[steps.login.inputs]
+run = "TOKEN='${{vars.hf_token}}'; sleep 7.3141; touch {}; echo length=${{#TOKEN}} >> $FLOW_OUTPUT"
+"#,
+            marker.display()
+        ),
+    );
+    let child = p
+        .cmd(&["apply", "wf.toml", "--auto-approve"])
+        .env("HF_TOKEN", secret)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let forms = [
+        secret.to_string(),
+        base64::engine::general_purpose::STANDARD.encode(secret),
+    ];
+    let started = std::time::Instant::now();
+    let mut saw_the_script = None;
+    while !marker.exists() && started.elapsed() < std::time::Duration::from_secs(60) {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            for form in &forms {
+                assert!(
+                    !line.contains(form.as_str()),
+                    "{form} in {:?}: {line}",
+                    entry.path()
+                );
+            }
+            if line.contains("sleep 7.3141") {
+                saw_the_script = Some(entry.path());
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        saw_the_script.is_some(),
+        "the scan never saw the script's sleep running"
+    );
+    // The script ran with the secret it was given.
+    let length = p.run_env(
+        &["output", "wf.toml", "login.length"],
+        &[("HF_TOKEN", secret)],
+    );
+    assert_eq!(length.stdout.trim(), secret.len().to_string());
+}

@@ -1,6 +1,7 @@
-//! Running one shell command to completion: `sh -c` in its own process
-//! group, its output streamed line by line to a [`Transcript`], its exit
-//! status turned into a result.
+//! Running one shell command to completion: `sh` reading the script from a
+//! sealed in-memory file, never from its command line (see [`Script`]), in
+//! its own process group, its output streamed line by line to a
+//! [`Transcript`], its exit status turned into a result.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -12,6 +13,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use super::group::{GroupGuard, die_with_parent};
+use super::script::Script;
 use super::transcript::Transcript;
 use crate::contract::{ProviderError, Reporter};
 
@@ -23,7 +25,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 pub(super) struct Shell<'a> {
     /// The input the script comes from (`run`, `destroy`), for messages.
     pub label: &'static str,
-    /// The script given to `sh -c`.
+    /// The script `sh` runs.
     pub script: &'a str,
     /// The folder it runs in.
     pub dir: &'a Path,
@@ -37,10 +39,12 @@ impl Shell<'_> {
     ///
     /// Dropping the future kills the command's whole process group.
     pub async fn run(&self, reporter: &dyn Reporter) -> Result<(), ProviderError> {
+        let script = Script::new(self.script).map_err(|e| {
+            ProviderError::fatal(format!("could not hand `{}` to the shell: {e}", self.label))
+        })?;
         let mut command = Command::new("sh");
+        script.hand_to(&mut command);
         command
-            .arg("-c")
-            .arg(self.script)
             .current_dir(self.dir)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
