@@ -696,3 +696,31 @@ fn lock_timeout_waits_for_the_holder_and_a_lost_local_copy_is_rebuilt_from_s3() 
     assert!(plan.stdout.contains("No changes."), "{}", plan.stdout);
     assert!(a.p.path().join(".flow/wf/db").is_dir());
 }
+
+/// The run history of an S3 state is shared too: a job run in one checkout
+/// is written once as `KEY.runs/ID.json` and listed by the other.
+#[test]
+fn runs_recorded_in_one_checkout_are_listed_in_the_other() {
+    let moto = Moto::start();
+    let state = format!(
+        "[workflow.state]\nbackend = \"s3\"\nbucket = \"{BUCKET}\"\nkey = \"{KEY}\"\nregion = \"us-east-1\"\nlease = \"60s\"\n"
+    );
+    let text = support::aws::BATCH_CHAIN.replace(
+        "region = \"us-east-1\"\n",
+        &format!("region = \"us-east-1\"\n\n{state}"),
+    );
+    assert!(text.contains("backend = \"s3\""), "{text}");
+    let (a, b) = checkouts(&moto, &text);
+    a.apply().expect(0);
+    let objects = moto.objects(BUCKET, &format!("{KEY}.runs/"));
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    let runs = b.run(&["runs", "wf.toml", "--json"]).expect(0).stdout;
+    let runs: serde_json::Value = serde_json::from_str(&runs).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["step"], "nccl");
+    assert_eq!(runs[0]["outcome"], "succeeded");
+    assert_eq!(
+        objects[0],
+        format!("{KEY}.runs/{}.json", runs[0]["id"].as_str().unwrap())
+    );
+}

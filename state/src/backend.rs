@@ -7,6 +7,7 @@ use crate::commit::Committer;
 use crate::error::StateError;
 use crate::layout::StateLayout;
 use crate::records::StepRecord;
+use crate::runs::RunLog;
 use crate::store::Store;
 
 /// An open, locked state.
@@ -28,6 +29,8 @@ pub trait StateBackend: Send + Sync + std::fmt::Debug {
     fn committer(&self) -> Committer;
     /// Keeps a copy of the state as it is now; says where.
     fn backup(&self) -> Result<String, StateError>;
+    /// The run history, kept where the state is kept.
+    fn run_log(&self) -> RunLog;
     /// Warnings from opening (a lock taken over), to show once.
     fn notes(&self) -> Vec<String> {
         Vec::new()
@@ -58,5 +61,8 @@ impl StateBackend for Store {
     }
     fn backup(&self) -> Result<String, StateError> {
         Store::backup(self).map(|p| p.display().to_string())
+    }
+    fn run_log(&self) -> RunLog {
+        Store::run_log(self)
     }
 }

@@ -46,6 +46,11 @@ impl StateLayout {
         self.logs().join(format!("{}.log", file_name_for(step)))
     }
 
+    /// The run history: `root/runs.jsonl`.
+    pub fn runs(&self) -> PathBuf {
+        self.root.join("runs.jsonl")
+    }
+
     /// The directory of JSON backups: `root/backups`.
     pub fn backups(&self) -> PathBuf {
         self.root.join("backups")

@@ -8,7 +8,8 @@
 //! changes into one transaction and one flush.
 //!
 //! Modules, lowest first; each uses only those above it in this list:
-//! - `timefmt`, `records`, `holder` (who holds a lock), `error`;
+//! - `timefmt`, `records`, `holder` (who holds a lock), `error`, `runs`
+//!   (the run history's records and log);
 //! - `layout` (where the files are), `lock`, `db`, `meta`, `mark` (what a
 //!   local copy of an S3 state remembers of it), `watermark`;
 //! - `snapshot` (a consistent copy of a whole state), `migrate`;
@@ -39,6 +40,7 @@ mod meta;
 mod migrate;
 pub mod records;
 pub mod remote;
+pub mod runs;
 mod snapshot;
 mod store;
 pub mod timefmt;
@@ -53,4 +55,5 @@ pub use layout::StateLayout;
 pub use lock::{LockInfo, StateLock};
 pub use records::*;
 pub use remote::{S3Backend, S3Location, S3Options};
+pub use runs::{GateVerdict, RunLog, RunOutcome, RunRecord};
 pub use store::Store;

@@ -141,6 +141,11 @@ impl Store {
         value.map(|v| self.decode(name.as_bytes(), &v)).transpose()
     }
 
+    /// The state's run history (see [`RunLog`](crate::runs::RunLog)).
+    pub fn run_log(&self) -> crate::runs::RunLog {
+        crate::runs::RunLog::new(self.layout.runs())
+    }
+
     /// The number of batches committed since the state was created.
     pub fn serial(&self) -> u64 {
         self.serial.load(Ordering::SeqCst)

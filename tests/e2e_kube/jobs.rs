@@ -314,4 +314,91 @@ fn a_bandwidth_under_its_gate_fails_the_job_and_stops_its_dependents() {
             .trim(),
         "171.04"
     );
+
+    // Both runs are in the history, the failed one with its verdict; it
+    // outlives destroy.
+    p.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    let json = p
+        .run(&["runs", "wf.toml", "nccl", "--json"])
+        .expect(0)
+        .stdout;
+    let runs: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{json}");
+    let (failed, passed) = (&runs[0], &runs[1]);
+    assert_eq!(failed["outcome"], "failed");
+    assert_eq!(failed["verdicts"][0]["gate"], ">= 99999");
+    assert_eq!(failed["verdicts"][0]["passed"], false);
+    assert_eq!(
+        failed["values"]["busbw"], 186.437,
+        "values kept on a failed gate"
+    );
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("busbw = 186.437 is not >= 99999"),
+        "{failed}"
+    );
+    assert_eq!(passed["outcome"], "succeeded");
+    assert_eq!(
+        passed["values"]["sizes"]["2147483648"]["out_of_place"]["busbw"],
+        171.04
+    );
+    assert_eq!(passed["provider"], "kube.job");
+    assert_ne!(
+        failed["inputs_digest"], passed["inputs_digest"],
+        "the gate's threshold is an input"
+    );
+    assert!(
+        passed["log"].as_str().unwrap().ends_with("nccl.log"),
+        "{passed}"
+    );
+    let list = p.run(&["runs", "wf.toml"]).expect(0).stdout;
+    assert_eq!(
+        list.lines().filter(|l| l.contains(" nccl ")).count(),
+        2,
+        "{list}"
+    );
+    assert!(
+        list.contains("failed") && list.contains("1/2") && list.contains("2/2"),
+        "{list}"
+    );
+    let (a, b) = (
+        failed["id"].as_str().unwrap(),
+        passed["id"].as_str().unwrap(),
+    );
+    let cmp = p.run(&["compare", a, b]).expect(0).stdout;
+    assert!(
+        cmp.lines()
+            .any(|l| l.starts_with("busbw ") && l.contains("186.437") && l.ends_with("+0.0 %")),
+        "{cmp}"
+    );
+    assert!(cmp.contains("busbw at 2 GiB"), "{cmp}");
+    let missing = p.run(&["compare", a, "no-such-run"]);
+    assert_ne!(missing.code, 0);
+    assert!(
+        missing.all().contains("there is no run `no-such-run`"),
+        "{}",
+        missing.all()
+    );
+
+    // A line damaged (a crash in the middle of writing it) is named and
+    // skipped; the next apply records its run after it.
+    let history = p.path().join(".flow/wf/runs.jsonl");
+    let mut text = std::fs::read_to_string(&history).unwrap();
+    text.push_str("{\"id\":\"cut-short\",\"step\":\"nccl\",\"outc\n");
+    std::fs::write(&history, text).unwrap();
+    let listed = p.run(&["runs", "wf.toml"]).expect(0);
+    assert!(
+        listed
+            .stderr
+            .contains("warning: line 3 of the run history is damaged and skipped"),
+        "{}",
+        listed.all()
+    );
+    assert_eq!(listed.stdout.lines().count(), 3, "{}", listed.stdout);
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let listed = p.run(&["runs", "wf.toml", "nccl"]).expect(0);
+    assert_eq!(listed.stdout.lines().count(), 4, "{}", listed.all());
 }

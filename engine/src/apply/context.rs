@@ -42,6 +42,8 @@ pub struct RunSettings {
     pub profile: Option<String>,
     /// The workflow, for resolving inputs (None for destroy).
     pub loaded: Option<Arc<Loaded>>,
+    /// Where each job step's run is recorded (the state's run history).
+    pub history: Option<flow_state::RunLog>,
 }
 
 /// What every step of one run shares.

@@ -108,6 +108,8 @@ pub struct StepReporter {
     log: Mutex<LogFile>,
     redactor: Arc<Redactor>,
     sink: Arc<dyn EventSink>,
+    /// What the step's job measured, for the run history.
+    measured: Mutex<Option<flow_providers::Measured>>,
 }
 
 impl StepReporter {
@@ -128,6 +130,7 @@ impl StepReporter {
             }),
             redactor,
             sink,
+            measured: Mutex::new(None),
         }
     }
 
@@ -195,6 +198,25 @@ impl Reporter for StepReporter {
 
     fn log(&self, line: &str) {
         self.write(&self.redactor.redact(line), false, false);
+    }
+
+    fn measured(&self, measured: &flow_providers::Measured) {
+        *self.measured.lock().unwrap_or_else(|e| e.into_inner()) = Some(measured.clone());
+    }
+}
+
+impl StepReporter {
+    /// What the step's job measured, if it told (once).
+    pub fn take_measured(&self) -> Option<flow_providers::Measured> {
+        self.measured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// The redactor its lines go through.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 }
 

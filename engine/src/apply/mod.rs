@@ -10,6 +10,7 @@
 pub mod context;
 pub mod error;
 pub mod events;
+mod history;
 pub mod job;
 pub mod journal;
 mod operation;

@@ -4,7 +4,7 @@
 //! keeps the intent, so the next apply reconciles the operation.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use flow_state::Status;
 
@@ -19,16 +19,25 @@ use crate::plan::Action;
 
 /// Carry out `job` within `timeout`. On timeout the intent stays in state, so
 /// the next apply reconciles the operation through the provider.
+/// A job step's run is recorded in the state's run history (`history`).
 pub async fn run_step(ctx: Arc<RunContext>, job: StepJob, timeout: Option<Duration>) -> Outcome {
     let name = job.change.step.clone();
+    let settings = ctx.settings();
+    let reporter = Arc::new(StepReporter::new(
+        &name,
+        &settings.layout.log_file(&name),
+        settings.redactor.clone(),
+        ctx.sink().clone(),
+    ));
+    let (started, clock) = (SystemTime::now(), Instant::now());
     let result = match timeout {
-        Some(t) => match tokio::time::timeout(t, converge(&ctx, &job)).await {
+        Some(t) => match tokio::time::timeout(t, converge(&ctx, &job, &reporter)).await {
             Ok(r) => r,
             Err(_) => Err(StepError::TimedOut(t)),
         },
-        None => converge(&ctx, &job).await,
+        None => converge(&ctx, &job, &reporter).await,
     };
-    match result {
+    let outcome = match result {
         Ok(outcome) => outcome,
         Err(error) => {
             let failure = ctx.failure(&name, &error);
@@ -39,10 +48,16 @@ pub async fn run_step(ctx: Arc<RunContext>, job: StepJob, timeout: Option<Durati
             }
             Outcome::Failed(failure)
         }
-    }
+    };
+    super::history::record(&ctx, &job, &reporter, started, clock.elapsed(), &outcome).await;
+    outcome
 }
 
-async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, StepError> {
+async fn converge(
+    ctx: &Arc<RunContext>,
+    job: &StepJob,
+    reporter: &Arc<StepReporter>,
+) -> Result<Outcome, StepError> {
     let name = &job.change.step;
     let settings = ctx.settings();
     let provider = match (&job.decl, &settings.loaded) {
@@ -50,12 +65,6 @@ async fn converge(ctx: &Arc<RunContext>, job: &StepJob) -> Result<Outcome, StepE
         _ => recorded_provider(&settings.registry, name, &job.change.provider)
             .map_err(StepError::UnknownProvider)?,
     };
-    let reporter = Arc::new(StepReporter::new(
-        name,
-        &settings.layout.log_file(name),
-        settings.redactor.clone(),
-        ctx.sink().clone(),
-    ));
     reporter.remark(&format!(
         "{} ({})",
         job.change.action.word(),

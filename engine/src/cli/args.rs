@@ -52,6 +52,11 @@ pub enum Command {
     /// Adopt an existing object (a stack, a cluster, a bucket…) as a step's,
     /// without changing it.
     Import(ImportArgs),
+    /// List the recorded runs of the workflow's job steps (they outlive
+    /// destroy).
+    Runs(RunsArgs),
+    /// Print two runs' measured values side by side with the change in percent.
+    Compare(CompareArgs),
     /// Inspect the state.
     #[command(subcommand)]
     State(StateCommand),
@@ -262,6 +267,37 @@ pub struct OutputArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `flow runs`.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// The workflow file.
+    pub file: PathBuf,
+    /// Only this step's runs.
+    pub step: Option<String>,
+    /// Where the state is.
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Print JSON: every field of each run.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `flow compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The earlier run's id (as `flow runs` lists it).
+    pub run_a: String,
+    /// The later run's id.
+    pub run_b: String,
+    /// The workflow whose state holds the runs (default: every local state
+    /// under ./.flow is searched).
+    #[arg(long, short = 'w', value_name = "FILE")]
+    pub workflow: Option<PathBuf>,
+    /// Where the state is (with --workflow).
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 /// `flow state ...`.

@@ -12,6 +12,7 @@ pub mod run_apply;
 pub mod run_destroy;
 pub mod run_import;
 pub mod run_plan;
+pub mod runs;
 pub mod state_admin;
 pub mod state_open;
 
@@ -56,6 +57,8 @@ pub fn run(cli: Cli) -> i32 {
             }
         }
         Command::Output(a) => inspect::output(a),
+        Command::Runs(a) => runs::runs(a),
+        Command::Compare(a) => runs::compare(a),
         Command::Import(a) => block_on(run_import::import(a, ui, &registry)),
         Command::State(StateCommand::List { file, state, json }) => {
             inspect::state_list(file, state, *json, ui)

@@ -67,6 +67,7 @@ pub fn run_context(
             backoff: Backoff::default(),
             profile: loaded.and_then(|l| l.workflow.profile.clone()),
             loaded: loaded.map(|l| Arc::new(l.clone())),
+            history: Some(store.run_log()),
         },
         store.committer(),
         records,

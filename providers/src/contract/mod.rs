@@ -92,6 +92,30 @@ pub trait Reporter: Send + Sync {
     fn event(&self, message: &str);
     /// A line of output for the step's log only.
     fn log(&self, line: &str);
+    /// What a job's output measured and how its gates judged it, for the
+    /// run history (sent before the step's result, pass or fail). The
+    /// default keeps nothing.
+    fn measured(&self, _measured: &Measured) {}
+}
+
+/// What a job's output measured, and each gate's verdict on it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// What `capture` took and `parse` read.
+    pub values: Values,
+    /// Each gate of `expect`, in order.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// One gate's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The value judged.
+    pub name: String,
+    /// The gate as written.
+    pub gate: String,
+    /// Why it failed; `None` when it passed.
+    pub failed: Option<String>,
 }
 
 /// A reporter that drops everything: for provider calls nobody watches

@@ -277,10 +277,11 @@ impl<'a> Run<'a> {
                 self.ctx
                     .reporter
                     .event(&format!("{} succeeded", record.label()));
-                let captured = matchers.check(&follower.text()).map_err(|e| {
-                    ProviderError::fatal(format!("{}: {e}", record.label())).with_help(e.help())
-                })?;
-                crate::capture::report(self.ctx.reporter.as_ref(), &captured);
+                let captured = matchers
+                    .judge(&follower.text(), self.ctx.reporter.as_ref())
+                    .map_err(|e| {
+                        ProviderError::fatal(format!("{}: {e}", record.label())).with_help(e.help())
+                    })?;
                 let mut outputs = Values::new();
                 outputs.insert("name".into(), json!(record.name));
                 outputs.insert("namespace".into(), json!(record.namespace));

@@ -147,22 +147,7 @@ async fn follow(
     let pattern = OutputPattern::of(&sbatch_args(values, "")?, &script);
     let mut output = Output::default();
     let seen = run::run_to_end(ctx, remote, &mut output, &name, &pattern, id).await?;
-    let verdict = run::verdict(&name, &seen, &output, &matchers);
-    if let Ok(applied) = &verdict {
-        let captured: Values = applied
-            .outputs
-            .iter()
-            .filter(|(k, _)| {
-                values
-                    .get("capture")
-                    .and_then(|c| c.get(k.as_str()))
-                    .is_some()
-            })
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        crate::capture::report(ctx.reporter.as_ref(), &captured);
-    }
-    verdict
+    run::verdict(&name, &seen, &output, &matchers, ctx.reporter.as_ref())
 }
 
 /// The job this operation submitted: by its recorded id, else by the

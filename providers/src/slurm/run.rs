@@ -160,13 +160,15 @@ pub(crate) async fn run_to_end(
 }
 
 /// The step's verdict on a finished job: success with its outputs (and what
-/// `capture` took), or a failure naming Slurm's state, what it means, and
+/// `capture` took and `parse` read, shown and told to `reporter` with the
+/// gates' verdicts), or a failure naming Slurm's state, what it means, and
 /// the last lines the job printed.
 pub(crate) fn verdict(
     name: &str,
     seen: &Seen,
     output: &Output,
     matchers: &Matchers,
+    reporter: &dyn crate::contract::Reporter,
 ) -> Result<Applied, ProviderError> {
     let what = format!("job `{name}` ({})", seen.id);
     let tail = || match output.tail(5) {
@@ -195,7 +197,7 @@ pub(crate) fn verdict(
             "the job's whole output is in the step's log (`flow logs FILE STEP`) and in its output file on the cluster",
         ));
     }
-    let captured = matchers.check(output.text()).map_err(|why| {
+    let captured = matchers.judge(output.text(), reporter).map_err(|why| {
         ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(why.help())
     })?;
     Ok(applied(seen, captured))
@@ -241,7 +243,14 @@ mod tests {
         let job = seen(
             "JobId=8 JobState=OUT_OF_MEMORY Reason=OutOfMemory ExitCode=0:125 StdOut=/x/8.out",
         );
-        let err = verdict("train", &job, &Output::default(), &Matchers::default()).unwrap_err();
+        let err = verdict(
+            "train",
+            &job,
+            &Output::default(),
+            &Matchers::default(),
+            &crate::contract::Silent,
+        )
+        .unwrap_err();
         assert_eq!(
             err.message,
             "job `train` (8) ended OUT_OF_MEMORY, exit code 0:125: a process was killed for using more memory than allowed"
@@ -251,7 +260,14 @@ mod tests {
         );
         assert!(array.finished() && !array.succeeded());
         assert_eq!(array.state(), "TIMEOUT");
-        let err = verdict("sweep", &array, &Output::default(), &Matchers::default()).unwrap_err();
+        let err = verdict(
+            "sweep",
+            &array,
+            &Output::default(),
+            &Matchers::default(),
+            &crate::contract::Silent,
+        )
+        .unwrap_err();
         assert!(
             err.message.contains("(task 8_2) ended TIMEOUT"),
             "{}",
@@ -266,9 +282,23 @@ mod tests {
             json!({"capture": {"busbw": "Avg bus bandwidth\\s*:\\s*([0-9.]+)"}}),
         ))
         .unwrap();
-        let err = verdict("nccl", &job, &Output::default(), &busbw).unwrap_err();
+        let err = verdict(
+            "nccl",
+            &job,
+            &Output::default(),
+            &busbw,
+            &crate::contract::Silent,
+        )
+        .unwrap_err();
         assert!(err.message.contains("capture `busbw`"), "{}", err.message);
-        let ok = verdict("nccl", &job, &Output::default(), &Matchers::default()).unwrap();
+        let ok = verdict(
+            "nccl",
+            &job,
+            &Output::default(),
+            &Matchers::default(),
+            &crate::contract::Silent,
+        )
+        .unwrap();
         assert_eq!(ok.id.as_deref(), Some("8"));
         assert_eq!(ok.outputs["state"], "COMPLETED");
         assert_eq!(ok.outputs["nodes"], "vm");

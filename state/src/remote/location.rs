@@ -47,6 +47,11 @@ impl S3Location {
     pub fn backups_prefix(&self) -> String {
         format!("{}.backups/", self.key)
     }
+
+    /// Where the state's runs are kept: `KEY.runs/`.
+    pub fn runs_prefix(&self) -> String {
+        format!("{}.runs/", self.key)
+    }
 }
 
 impl fmt::Display for S3Location {

@@ -7,7 +7,8 @@
 //! Modules, lowest first: `location`, `client` (the S3 calls and how their
 //! failures are sorted), `lease` (the lock), `publish` (the writer's S3
 //! side), `sync` (the local copy and S3 on opening), `replace` (what push
-//! and restore share when they replace the object whole), `restore`; this
+//! and restore share when they replace the object whole), `restore`, `runs`
+//! (the run history's objects); this
 //! file puts them together with `push` and `pull`.
 
 mod client;
@@ -16,6 +17,7 @@ mod location;
 mod publish;
 mod replace;
 mod restore;
+mod runs;
 mod sync;
 
 use std::path::Path;
@@ -282,6 +284,13 @@ impl StateBackend for S3Backend {
 
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
+    }
+
+    /// The local copy's history, each run also written to `KEY.runs/`.
+    fn run_log(&self) -> crate::runs::RunLog {
+        self.store.run_log().mirrored(Arc::new(runs::S3Runs {
+            remote: self.remote.clone(),
+        }))
     }
 }
 

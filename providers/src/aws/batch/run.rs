@@ -217,13 +217,10 @@ pub(super) async fn finish(
         ctx.reporter.log(&format!("logs not read: {}", e.message));
     }
     let checked = if status(job) == "SUCCEEDED" {
-        matchers.check(logs.text())
+        matchers.judge(logs.text(), ctx.reporter.as_ref())
     } else {
         Ok(Values::new())
     };
-    if let Ok(captured) = &checked {
-        crate::capture::report(ctx.reporter.as_ref(), captured);
-    }
     outcome(name, job, logs, checked)
 }
 

@@ -247,6 +247,37 @@ impl Matchers {
     /// The captured and parsed outputs from `logs`, or why the logs do not
     /// show success (a gate that fails among them).
     pub fn check(&self, logs: &str) -> Result<Values, LogsMiss> {
+        let (out, lines) = self.read(logs)?;
+        match self.verdicts(&out, &lines).into_iter().find_map(|(_, e)| e) {
+            Some(miss) => Err(miss),
+            None => Ok(out),
+        }
+    }
+
+    /// As [`Matchers::check`], and tells `reporter` what was taken (live,
+    /// `captured busbw = 186.4`) and every gate's verdict (for the run
+    /// history), failing or not.
+    pub fn judge(
+        &self,
+        logs: &str,
+        reporter: &dyn crate::contract::Reporter,
+    ) -> Result<Values, LogsMiss> {
+        let (out, lines) = self.read(logs)?;
+        report(reporter, &out);
+        let verdicts = self.verdicts(&out, &lines);
+        reporter.measured(&crate::contract::Measured {
+            values: out.clone(),
+            verdicts: verdicts.iter().map(|(v, _)| v.clone()).collect(),
+        });
+        match verdicts.into_iter().find_map(|(_, e)| e) {
+            Some(miss) => Err(miss),
+            None => Ok(out),
+        }
+    }
+
+    /// `success_pattern` checked, `parse`'s values and the captures taken,
+    /// each with the log line it came from.
+    fn read(&self, logs: &str) -> Result<(Values, BTreeMap<String, String>), LogsMiss> {
         if let Some(re) = &self.success
             && !re.is_match(logs)
         {
@@ -273,26 +304,47 @@ impl Matchers {
             let text = caps.get(1).unwrap_or(whole).as_str().trim();
             out.insert(name.clone(), number_or_text(text));
         }
-        for (name, gate) in &self.gates {
-            let Some(value) = out.get(name) else {
-                let from = match self.source(name) {
-                    Some(Source::Program(p, _)) => format!("{}'s output", p.name()),
-                    Some(Source::Capture(re)) => format!("capture /{re}/"),
-                    None => "nothing".into(),
+        Ok((out, lines))
+    }
+
+    /// Each gate's verdict on `out`, with the failure it makes when it fails.
+    fn verdicts(
+        &self,
+        out: &Values,
+        lines: &BTreeMap<String, String>,
+    ) -> Vec<(crate::contract::Verdict, Option<LogsMiss>)> {
+        self.gates
+            .iter()
+            .map(|(name, gate)| {
+                let miss = match out.get(name) {
+                    None => {
+                        let from = match self.source(name) {
+                            Some(Source::Program(p, _)) => format!("{}'s output", p.name()),
+                            Some(Source::Capture(re)) => format!("capture /{re}/"),
+                            None => "nothing".into(),
+                        };
+                        Some(LogsMiss::NoValue {
+                            name: name.clone(),
+                            gate: gate.text.clone(),
+                            from,
+                        })
+                    }
+                    Some(value) => gate
+                        .judge(name, value)
+                        .err()
+                        .map(|why| LogsMiss::GateFailed {
+                            why,
+                            line: lines.get(name).cloned().unwrap_or_default(),
+                        }),
                 };
-                return Err(LogsMiss::NoValue {
+                let verdict = crate::contract::Verdict {
                     name: name.clone(),
                     gate: gate.text.clone(),
-                    from,
-                });
-            };
-            gate.judge(name, value)
-                .map_err(|why| LogsMiss::GateFailed {
-                    why,
-                    line: lines.get(name).cloned().unwrap_or_default(),
-                })?;
-        }
-        Ok(out)
+                    failed: miss.as_ref().map(ToString::to_string),
+                };
+                (verdict, miss)
+            })
+            .collect()
     }
 
     /// The gates, as the plan shows them (`busbw >= 300`).
@@ -384,7 +436,7 @@ impl LogsMiss {
 }
 
 /// Shows each captured output live (`captured busbw = 186.437`).
-pub fn report(reporter: &dyn crate::contract::Reporter, captured: &Values) {
+fn report(reporter: &dyn crate::contract::Reporter, captured: &Values) {
     for (name, value) in captured {
         let shown = match value {
             Value::String(s) => s.clone(),
@@ -410,136 +462,4 @@ fn number_or_text(text: &str) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NCCL: &str = "#  Out of bounds values : 0 OK\n# Avg bus bandwidth    : 186.437 \n#\n";
-
-    #[test]
-    fn captures_the_first_group_of_the_last_match_as_a_number() {
-        let caps = BTreeMap::from([(
-            "busbw".to_string(),
-            r"Avg bus bandwidth\s*:\s*([0-9.]+)".to_string(),
-        )]);
-        let m = Matchers::new(Some("Out of bounds values : 0 OK"), &caps).unwrap();
-        let out = m.check(NCCL).unwrap();
-        assert_eq!(out["busbw"], serde_json::json!(186.437));
-        let err = m.check("nothing").unwrap_err();
-        assert!(matches!(err, LogsMiss::NoSuccess { .. }));
-        assert!(err.to_string().contains("success_pattern"), "{err}");
-        let epochs = BTreeMap::from([("epoch".to_string(), r"Epoch (\d+) \|".to_string())]);
-        let last = Matchers::new(None, &epochs).unwrap();
-        let out = last.check("Epoch 8 | a\nEpoch 9 | b\n").unwrap();
-        assert_eq!(out["epoch"], serde_json::json!(9), "the last match counts");
-        let only = Matchers::new(None, &caps).unwrap();
-        assert!(
-            matches!(only.check("x").unwrap_err(), LogsMiss::NoCapture { name, .. } if name == "busbw")
-        );
-        assert_eq!(number_or_text("GPU 0: A100"), Value::from("GPU 0: A100"));
-        assert_eq!(number_or_text("8"), Value::from(8));
-    }
-
-    fn values(v: serde_json::Value) -> Values {
-        v.as_object().unwrap().clone()
-    }
-
-    const BATCH_EFA: &str = include_str!("metrics/testdata/nccl-tests-batch-efa.txt");
-
-    #[test]
-    fn parsed_values_pass_their_gates_or_fail_the_step_with_value_threshold_and_line() {
-        let m = Matchers::from_values(&values(serde_json::json!({
-            "parse": "nccl-tests",
-            "expect": {"busbw": ">= 100", "out_of_bounds": "== 0"}
-        })))
-        .unwrap();
-        let out = m.check(BATCH_EFA).unwrap();
-        assert_eq!(out["busbw"], serde_json::json!(156.742));
-        assert_eq!(m.gates(), ["busbw >= 100", "out_of_bounds == 0"]);
-
-        // The same run judged against p5's EFA rate: it fails, saying why.
-        let strict = Matchers::from_values(&values(serde_json::json!({
-            "parse": "nccl-tests", "expect": {"busbw": ">= 300"}
-        })))
-        .unwrap();
-        let e = strict.check(BATCH_EFA).unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "expect: busbw = 156.742 is not >= 300 (log line: `# Avg bus bandwidth    : 156.742`)"
-        );
-        // A table without its average line: the gate names what had none.
-        let p5 = include_str!("metrics/testdata/nccl-tests-slurm-p5.txt");
-        let e = strict.check(p5).unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "expect `busbw >= 300`: the logs gave no busbw (nccl-tests's output has none)"
-        );
-        // Output of something else entirely: its first lines are shown.
-        let e = strict
-            .check("Segmentation fault\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("parse: the output is not nccl-tests output"),
-            "{e}"
-        );
-        assert!(e.contains("  | Segmentation fault"), "{e}");
-    }
-
-    #[test]
-    fn captured_values_are_gated_with_their_line() {
-        let m = Matchers::from_values(&values(serde_json::json!({
-            "capture": {"loss": "loss: ([0-9.]+)"}, "expect": {"loss": "< 2.5"}
-        })))
-        .unwrap();
-        assert!(m.check("step 1 loss: 3.1\nstep 2 loss: 2.2\n").is_ok());
-        let e = m.check("step 1 loss: 2.2\nstep 2 loss: 3.1\n").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "expect: loss = 3.1 is not < 2.5 (log line: `step 2 loss: 3.1`)"
-        );
-        let e = m.check("nothing\n").unwrap_err();
-        assert!(matches!(e, LogsMiss::NoCapture { .. }), "{e}");
-    }
-
-    #[test]
-    fn gates_that_cannot_be_judged_point_at_their_entry() {
-        let problem = |v: serde_json::Value| Matchers::from_values(&values(v)).unwrap_err();
-        let p = problem(serde_json::json!({"parse": "nccl"}));
-        assert_eq!(p.path, ["parse"]);
-        assert_eq!(p.help.as_deref(), Some("did you mean `nccl-tests`?"));
-        let p = problem(serde_json::json!({"parse": "nccl-tests", "expect": {"busbww": ">= 1"}}));
-        assert_eq!(p.path, ["expect", "busbww"]);
-        assert_eq!(p.help.as_deref(), Some("did you mean `busbw`?"));
-        let p = problem(serde_json::json!({"expect": {"busbw": ">= 1"}}));
-        assert!(p.help.unwrap().contains("add a `capture` regex"));
-        let p = problem(serde_json::json!({"parse": "nccl-tests", "expect": {"sizes": ">= 1"}}));
-        assert_eq!(p.path, ["expect", "sizes"]);
-        assert!(
-            p.message
-                .contains("judges a number, but sizes is a table of numbers"),
-            "{}",
-            p.message
-        );
-        let p = problem(serde_json::json!({"parse": "torchrun", "expect": {"loss": ">= fast"}}));
-        assert_eq!(p.path, ["expect", "loss"]);
-        assert!(p.help.unwrap().starts_with("a gate is `>= N`"));
-        // A table judged as one: losses going down.
-        let m = Matchers::from_values(&values(serde_json::json!({
-            "parse": "torchrun", "expect": {"losses": "decreasing", "loss": "< 2"}
-        })))
-        .unwrap();
-        let log = "step 1/3 completed (loss: 1.9)\nstep 2/3 completed (loss: 1.6)\nstep 3/3 completed (loss: 1.4)\n";
-        assert!(m.check(log).is_ok());
-    }
-
-    #[test]
-    fn bad_regexes_point_at_their_input() {
-        let p = Matchers::new(Some("("), &BTreeMap::new()).unwrap_err();
-        assert_eq!(p.path, ["success_pattern"]);
-        let caps = BTreeMap::from([("x".to_string(), "[".to_string())]);
-        assert_eq!(
-            Matchers::new(None, &caps).unwrap_err().path,
-            ["capture", "x"]
-        );
-    }
-}
+mod tests;
