@@ -196,14 +196,19 @@ fn side_by_side(a: &RunRecord, b: &RunRecord) -> String {
         .max()
         .unwrap_or(0)
         .max(5);
-    let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v}"));
-    let mut out = format!(
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), figure);
+    let said = |r: &RunRecord| {
+        let outcome = match r.outcome {
+            RunOutcome::Succeeded => "succeeded",
+            RunOutcome::Failed => "failed",
+        };
+        format!("{} ({} {}, {outcome})", r.id, r.step, r.started)
+    };
+    let mut out = format!("A  {}\nB  {}\n\n", said(a), said(b));
+    out.push_str(&format!(
         "{:<w$}  {:>14}  {:>14}  {:>8}\n",
-        "VALUE",
-        short(&a.id),
-        short(&b.id),
-        "CHANGE"
-    );
+        "VALUE", "A", "B", "CHANGE"
+    ));
     for n in names {
         let (x, y) = (get(&left, n), get(&right, n));
         let change = match (x, y) {
@@ -220,9 +225,15 @@ fn side_by_side(a: &RunRecord, b: &RunRecord) -> String {
     out
 }
 
-/// A run id shortened to its time and tail for a column head.
-fn short(id: &str) -> String {
-    id.get(..15).unwrap_or(id).to_string()
+/// A number as a column shows it: at most 4 decimals, no trailing zeros.
+fn figure(v: f64) -> String {
+    let text = format!("{v:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.to_string()
+    }
 }
 
 /// Plain values first, then per-size rows in size order.
@@ -334,6 +345,14 @@ mod tests {
         let at = |s: &str| t.find(s).unwrap();
         assert!(at("busbw at 1 KiB") < at("busbw at 8 MiB"), "{t}");
         assert!(at("busbw ") < at("busbw at 1 KiB"), "{t}");
+    }
+
+    #[test]
+    fn figures_keep_four_decimals_at_most() {
+        assert_eq!(figure(13.23529411764706), "13.2353");
+        assert_eq!(figure(150.0), "150");
+        assert_eq!(figure(0.5), "0.5");
+        assert_eq!(figure(-0.00001), "0");
     }
 
     #[test]
