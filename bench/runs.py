@@ -7,6 +7,7 @@ seeded into a local state by state/examples/seed_runs.rs:
   1. `flow runs wf.toml` (the table of every run);
   2. `flow runs wf.toml nccl --json` (one step's runs, every field).
 Target: each under 200 ms (median).
+3. `flow report` of a state with 100 such runs: under 1 s, the page under 2 MB.
 
 Usage: bench/runs.py [--flow PATH] [--runs N] [--count N]
 Builds the release binaries first unless --flow is given.
@@ -70,6 +71,26 @@ def main():
                 f"(runs: {', '.join(f'{w * 1000:.0f}' for w, _ in results)} ms)"
             )
         print(f"  target                     < 200 ms each -> {'PASS' if ok else 'FAIL'}")
+        bench_report(flow, seed, a.runs)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def bench_report(flow, seed, runs, count=100):
+    """`flow report` of a state with `count` runs: < 1 s and < 2 MB."""
+    d = tempfile.mkdtemp(prefix="flow-bench-report-")
+    try:
+        with open(os.path.join(d, "wf.toml"), "w") as f:
+            f.write('[workflow]\nname = "bench-report"\n\n[steps.nccl]\nprovider = "null"\n')
+        subprocess.run([seed, os.path.join(d, ".flow", "wf"), str(count)], check=True)
+        results = sorted(timed(flow, ["report", "wf.toml", "-o", "report.html"], d) for _ in range(runs))
+        wall = results[len(results) // 2][0]
+        size = os.path.getsize(os.path.join(d, "report.html"))
+        ok = wall < 1 and size < 2 << 20
+        print(f"report of {count} runs")
+        print(f"  flow report                median {wall * 1000:.0f} ms, page {size / 1024:.0f} KB "
+              f"(runs: {', '.join(f'{w * 1000:.0f}' for w, _ in results)} ms)")
+        print(f"  target                     < 1 s and < 2 MB -> {'PASS' if ok else 'FAIL'}")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

@@ -8,5 +8,6 @@ pub mod diag;
 pub mod lang;
 pub mod pipeline;
 pub mod plan;
+pub mod report;
 pub mod secrets;
 pub mod style;

@@ -46,6 +46,11 @@ impl StateLayout {
         self.logs().join(format!("{}.log", file_name_for(step)))
     }
 
+    /// When each step of the last apply or destroy ran: `root/last-run.json`.
+    pub fn last_run(&self) -> PathBuf {
+        self.root.join("last-run.json")
+    }
+
     /// The run history: `root/runs.jsonl`.
     pub fn runs(&self) -> PathBuf {
         self.root.join("runs.jsonl")

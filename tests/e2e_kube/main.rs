@@ -8,7 +8,8 @@
 //! apply, prune, drift, readiness, URLs, offline checks), `jobs` (kube.job
 //! and training operators' jobs), `eks` (clusters from eksctl files, the
 //! EKS connection), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
-//! published files, unmodified).
+//! published files, unmodified), `report` (`flow report` opened in a real
+//! browser).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -18,6 +19,7 @@ mod eks_vpc;
 mod jobs;
 mod manifests;
 mod operator;
+mod report;
 mod upstream;
 
 use support::Project;

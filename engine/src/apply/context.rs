@@ -58,6 +58,21 @@ pub struct RunContext {
     interrupt: tokio::sync::watch::Sender<bool>,
     /// Retries made so far in this run.
     retries: AtomicU32,
+    /// When each step ran in this run, for `flow report`'s Gantt chart.
+    timeline: Mutex<Vec<StepSpan>>,
+}
+
+/// When one step ran, and how it ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StepSpan {
+    /// The step.
+    pub step: String,
+    /// Start, in milliseconds since the Unix epoch.
+    pub start_ms: u64,
+    /// End, in milliseconds since the Unix epoch.
+    pub end_ms: u64,
+    /// `created`, `updated`, `failed`, … (the outcome's word).
+    pub outcome: String,
 }
 
 impl RunContext {
@@ -76,7 +91,24 @@ impl RunContext {
             cancel,
             interrupt,
             retries: AtomicU32::new(0),
+            timeline: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Notes when a step ran.
+    pub fn note_span(&self, span: StepSpan) {
+        self.timeline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(span);
+    }
+
+    /// When each step of this run ran, in the order they ended.
+    pub fn timeline(&self) -> Vec<StepSpan> {
+        self.timeline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The settings the run was started with.

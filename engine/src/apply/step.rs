@@ -49,7 +49,24 @@ pub async fn run_step(ctx: Arc<RunContext>, job: StepJob, timeout: Option<Durati
             Outcome::Failed(failure)
         }
     };
-    super::history::record(&ctx, &job, &reporter, started, clock.elapsed(), &outcome).await;
+    let took = clock.elapsed();
+    super::history::record(&ctx, &job, &reporter, started, took, &outcome).await;
+    let start_ms = started
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let word = match &outcome {
+        super::events::Outcome::Done(a) => a.word().to_string(),
+        super::events::Outcome::Unchanged => "unchanged".into(),
+        super::events::Outcome::Failed(_) => "failed".into(),
+        super::events::Outcome::Skipped(_) => "skipped".into(),
+        super::events::Outcome::NotStarted => "not started".into(),
+    };
+    ctx.note_span(super::context::StepSpan {
+        step: name.clone(),
+        start_ms,
+        end_ms: start_ms + took.as_millis() as u64,
+        outcome: word,
+    });
     outcome
 }
 

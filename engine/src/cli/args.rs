@@ -57,6 +57,9 @@ pub enum Command {
     Runs(RunsArgs),
     /// Print two runs' measured values side by side with the change in percent.
     Compare(CompareArgs),
+    /// Write one self-contained HTML page: the graph by status, where the
+    /// last run's time went, bandwidth and loss curves, the latest runs.
+    Report(ReportArgs),
     /// Inspect the state.
     #[command(subcommand)]
     State(StateCommand),
@@ -282,6 +285,19 @@ pub struct RunsArgs {
     /// Print JSON: every field of each run.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `flow report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The workflow.
+    #[command(flatten)]
+    pub workflow: WorkflowArgs,
+    /// Only this step's runs in the curves and the table.
+    pub step: Option<String>,
+    /// Where to write the page (default: report.html in the state folder).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// `flow compare`.

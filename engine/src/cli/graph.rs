@@ -82,8 +82,18 @@ pub fn render(loaded: &Loaded, shades: &BTreeMap<String, Shade>, format: GraphFo
     match format {
         GraphFormat::Dot => dot(loaded, shades),
         GraphFormat::Mermaid => mermaid(loaded, shades),
-        GraphFormat::Svg => svg(loaded, shades),
+        GraphFormat::Svg => svg(loaded, shades, &BTreeMap::new()),
     }
+}
+
+/// The SVG picture with a note under each step's provider (`flow report`
+/// puts how long the step took in its last run there).
+pub fn svg_with_notes(
+    loaded: &Loaded,
+    shades: &BTreeMap<String, Shade>,
+    notes: &BTreeMap<String, String>,
+) -> String {
+    svg(loaded, shades, notes)
 }
 
 fn shade(shades: &BTreeMap<String, Shade>, step: &str) -> Shade {
@@ -160,7 +170,11 @@ const GAP_X: f64 = 70.0;
 const MARGIN: f64 = 24.0;
 const CHAR_W: f64 = 7.2;
 
-fn svg(loaded: &Loaded, shades: &BTreeMap<String, Shade>) -> String {
+fn svg(
+    loaded: &Loaded,
+    shades: &BTreeMap<String, Shade>,
+    notes: &BTreeMap<String, String>,
+) -> String {
     let order = loaded.dag.topo_order().unwrap_or_default();
     // Column = longest path from a root.
     let mut column: BTreeMap<&str, usize> = BTreeMap::new();
@@ -202,8 +216,13 @@ fn svg(loaded: &Loaded, shades: &BTreeMap<String, Shade>) -> String {
         *slot = members.into_iter().map(|(n, _)| n).collect();
     }
     let provider_of = |n: &str| loaded.workflow.step(n).map_or("", |s| s.provider.as_str());
-    let width_of =
-        |n: &str| (n.len().max(provider_of(n).len() + 2) as f64 * CHAR_W + 28.0).max(90.0);
+    let second_line = |n: &str| match notes.get(n) {
+        Some(note) => format!("{} · {note}", provider_of(n)),
+        None => provider_of(n).to_string(),
+    };
+    let width_of = |n: &str| {
+        (n.len().max(second_line(n).chars().count() + 2) as f64 * CHAR_W + 28.0).max(90.0)
+    };
     let col_w: Vec<f64> = by_column
         .iter()
         .map(|c| c.iter().map(|n| width_of(n)).fold(90.0, f64::max))
@@ -259,7 +278,7 @@ fn svg(loaded: &Loaded, shades: &BTreeMap<String, Shade>) -> String {
             out,
             r##"  <g><title>{name} ({provider}): {status}</title><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{BOX_H}" rx="7" fill="{fill}" stroke="{stroke}" stroke-width="1.6"/><text x="{tx:.1}" y="{ty1:.1}" font-size="13" text-anchor="middle" fill="#111">{name}</text><text x="{tx:.1}" y="{ty2:.1}" font-size="10.5" text-anchor="middle" fill="#555">{provider}</text></g>"##,
             name = xml(&step.name),
-            provider = xml(&step.provider),
+            provider = xml(&second_line(&step.name)),
             status = s.name(),
             tx = x + w / 2.0,
             ty1 = y + 19.0,

@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod logs;
 pub mod progress;
 pub mod refresh;
+pub mod report;
 pub mod run;
 pub mod run_apply;
 pub mod run_destroy;
@@ -59,6 +60,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Output(a) => inspect::output(a),
         Command::Runs(a) => runs::runs(a),
         Command::Compare(a) => runs::compare(a),
+        Command::Report(a) => report::report(a, &registry),
         Command::Import(a) => block_on(run_import::import(a, ui, &registry)),
         Command::State(StateCommand::List { file, state, json }) => {
             inspect::state_list(file, state, *json, ui)

@@ -86,6 +86,7 @@ pub async fn run_jobs(
         edges.iter().map(|(a, b)| (a.as_str(), b.as_str())),
     );
     let mut signals = Signals::new();
+    let started_ms = now_ms();
     let mut report = run_all(ctx.clone(), jobs, &dag, parallelism, timeouts, &mut signals).await;
     // Every step's result must be on disk before the run counts as done.
     for (step, error) in ctx.settle().await {
@@ -95,7 +96,43 @@ pub async fn run_jobs(
             }
         }
     }
+    keep_timeline(&ctx, started_ms);
     report
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// When each step of this run ran, kept in the state folder
+/// (`last-run.json`, replaced whole) for `flow report`'s Gantt chart. A
+/// file that cannot be written costs the chart, never the run.
+fn keep_timeline(ctx: &RunContext, started_ms: u64) {
+    let steps = ctx.timeline();
+    if steps.is_empty() {
+        return;
+    }
+    let doc = serde_json::json!({"started_ms": started_ms, "ended_ms": now_ms(), "steps": steps});
+    let path = ctx.settings().layout.last_run();
+    let tmp = path.with_extension("json.tmp");
+    let written = (|| {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(doc.to_string().as_bytes())?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        eprintln!("warning: {} not written: {e}", path.display());
+    }
 }
 pub fn finish(report: &Report, ui: Ui, what: &str) -> CliResult<i32> {
     if ui.json {
