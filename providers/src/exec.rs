@@ -73,6 +73,11 @@ impl Exec {
                         InputType::String,
                         "Folder to run in, relative to the workflow file's folder",
                     ),
+                    InputSpec::optional(
+                        "expect",
+                        InputType::Map(Box::new(InputType::String)),
+                        "Gates on the outputs `run` writes: name = \">= 300\", \"between 0.75 0.85\"; one that fails, or an output not written, fails the step",
+                    ),
                 ],
                 open_inputs: false,
             },
@@ -118,12 +123,22 @@ impl Exec {
         outputs::parse(label, &String::from_utf8_lossy(&bytes))
     }
 
-    /// Runs `run` and makes its outputs the step's.
-    async fn apply(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
-        let inputs = ExecInputs::from_values(inputs)?;
+    /// Runs `run` and makes its outputs the step's, once `expect`'s gates
+    /// passed them.
+    async fn apply(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
+        let inputs = ExecInputs::from_values(values)?;
+        let gates = crate::capture::Matchers::on_outputs(&inputs.expect)
+            .map_err(|p| ProviderError::bad_input(p.message))?;
         let outputs = self
             .run_script(ctx, &inputs, "run", &inputs.run, Vec::new())
             .await?;
+        gates
+            .judge_outputs(&outputs, ctx.reporter.as_ref())
+            .map_err(|e| {
+                ProviderError::fatal(e.to_string()).with_help(
+                    "the script ran, but an output it wrote failed its gate in `expect` (or it wrote none of that name): its output is in `flow logs FILE STEP`",
+                )
+            })?;
         Ok(Applied {
             id: None,
             outputs,

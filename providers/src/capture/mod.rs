@@ -60,6 +60,8 @@ pub struct Matchers {
     captures: Vec<(String, Regex)>,
     program: Option<Program>,
     gates: Vec<(String, Gate)>,
+    /// Gates on a script's own outputs (`exec`), not on a log's values.
+    on_outputs: bool,
 }
 
 fn strings(values: &Values, key: &str) -> BTreeMap<String, String> {
@@ -319,6 +321,7 @@ impl Matchers {
                 let miss = match out.get(name) {
                     None => {
                         let from = match self.source(name) {
+                            _ if self.on_outputs => "the script's $FLOW_OUTPUT".into(),
                             Some(Source::Program(p, _)) => format!("{}'s output", p.name()),
                             Some(Source::Capture(re)) => format!("capture /{re}/"),
                             None => "nothing".into(),
@@ -345,6 +348,67 @@ impl Matchers {
                 (verdict, miss)
             })
             .collect()
+    }
+
+    /// Gates on the outputs a script writes (`exec`'s `expect`): any name
+    /// may be judged, as the outputs are known only once the script ran.
+    pub fn on_outputs(gates: &BTreeMap<String, String>) -> Result<Matchers, Problem> {
+        let mut m = Matchers {
+            on_outputs: true,
+            ..Matchers::default()
+        };
+        for (name, text) in gates {
+            let gate = Gate::parse(text).map_err(|e| {
+                Problem::at_path(&["expect", name], e)
+                    .with_help(format!("a gate is {}", gate::FORMS))
+            })?;
+            m.gates.push((name.clone(), gate));
+        }
+        Ok(m)
+    }
+
+    /// Every gate of a script's `expect` that does not parse, for validate.
+    pub fn output_problems(values: &Values) -> Vec<Problem> {
+        strings(values, "expect")
+            .iter()
+            .filter_map(|(name, text)| {
+                Gate::parse(text).err().map(|e| {
+                    Problem::at_path(&["expect", name], e)
+                        .with_help(format!("a gate is {}", gate::FORMS))
+                })
+            })
+            .collect()
+    }
+
+    /// Judges a script's `outputs` by the gates and tells `reporter` the
+    /// verdicts (for the run history); the first that fails is the error.
+    pub fn judge_outputs(
+        &self,
+        outputs: &Values,
+        reporter: &dyn crate::contract::Reporter,
+    ) -> Result<(), LogsMiss> {
+        // A script writes text: `17.5` is judged as the number it is.
+        let outputs: Values = outputs
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => (k.clone(), number_or_text(s.trim())),
+                v => (k.clone(), v.clone()),
+            })
+            .collect();
+        let verdicts = self.verdicts(&outputs, &BTreeMap::new());
+        let judged: Values = self
+            .gates
+            .iter()
+            .filter_map(|(n, _)| Some((n.clone(), outputs.get(n)?.clone())))
+            .collect();
+        reporter.measured(&crate::contract::Measured {
+            values: judged,
+            verdicts: verdicts.iter().map(|(v, _)| v.clone()).collect(),
+        });
+        match verdicts.into_iter().find_map(|(_, e)| e) {
+            Some(miss) => Err(miss),
+            None => Ok(()),
+        }
     }
 
     /// The gates, as the plan shows them (`busbw >= 300`).
@@ -403,7 +467,7 @@ pub enum LogsMiss {
     #[error("parse: {0}")]
     Unreadable(Unreadable),
     /// A gate's value was not in the logs.
-    #[error("expect `{name} {gate}`: the logs gave no {name} ({from} has none)")]
+    #[error("expect `{name} {gate}`: no {name} was found ({from} has none)")]
     NoValue {
         /// The value's name.
         name: String,

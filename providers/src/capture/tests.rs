@@ -60,7 +60,7 @@ fn parsed_values_pass_their_gates_or_fail_the_step_with_value_threshold_and_line
     let e = strict.check(p5).unwrap_err().to_string();
     assert_eq!(
         e,
-        "expect `busbw >= 300`: the logs gave no busbw (nccl-tests's output has none)"
+        "expect `busbw >= 300`: no busbw was found (nccl-tests's output has none)"
     );
     // Output of something else entirely: its first lines are shown.
     let e = strict

@@ -9,7 +9,8 @@ use crate::contract::{InputValue, Problem};
 /// The problems with the known inputs among `inputs`; `base` is the workflow
 /// file's folder.
 pub(super) fn problems(inputs: &[(String, InputValue)], base: &Path) -> Vec<Problem> {
-    let mut problems = Vec::new();
+    let mut problems =
+        crate::capture::Matchers::output_problems(&crate::contract::known_inputs(inputs));
     for (name, value) in inputs {
         match (name.as_str(), value) {
             ("workdir", InputValue::Known(Value::String(workdir))) => {

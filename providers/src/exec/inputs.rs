@@ -20,6 +20,8 @@ pub(super) struct ExecInputs {
     /// Environment variables left out because state holds them only as
     /// sealed secrets (`"env"` when the whole table is sealed).
     pub sealed: Vec<String>,
+    /// Gates on the outputs: output name → gate (`">= 300"`).
+    pub expect: std::collections::BTreeMap<String, String>,
 }
 
 impl ExecInputs {
@@ -62,6 +64,15 @@ impl ExecInputs {
             env,
             workdir: string(inputs, "workdir")?,
             sealed,
+            expect: inputs
+                .get("expect")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 

@@ -266,3 +266,41 @@ fn validate_reports_a_missing_workdir() {
     assert_eq!(problems.len(), 1);
     assert_eq!(problems[0].path, vec!["workdir".to_string()]);
 }
+
+#[tokio::test]
+async fn expect_gates_the_outputs_the_script_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, _) = op_context(dir.path(), "bench", "tok-gates");
+    let run = "echo busbw=17.5 >> \"$FLOW_OUTPUT\"";
+    let ok = values(json!({"run": run, "expect": {"busbw": ">= 10"}}));
+    let applied = Exec::new().create(&ctx, &ok).await.unwrap();
+    assert_eq!(applied.outputs["busbw"], json!("17.5"));
+    let low = values(json!({"run": run, "expect": {"busbw": ">= 100"}}));
+    let e = Exec::new().create(&ctx, &low).await.unwrap_err();
+    assert_eq!(e.message, "expect: busbw = 17.5 is not >= 100");
+    let missing = values(json!({"run": run, "expect": {"loss": "< 2"}}));
+    let e = Exec::new().create(&ctx, &missing).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "expect `loss < 2`: no loss was found (the script's $FLOW_OUTPUT has none)"
+    );
+}
+
+#[test]
+fn validate_points_at_a_gate_that_does_not_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let problems = Exec::new().validate(
+        &[
+            ("run".into(), InputValue::Known(json!("true"))),
+            (
+                "expect".into(),
+                InputValue::Known(json!({"busbw": "at least 3"})),
+            ),
+        ],
+        &ValidateContext {
+            workdir: dir.path().to_path_buf(),
+        },
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].path, ["expect", "busbw"]);
+}
