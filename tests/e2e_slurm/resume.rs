@@ -101,7 +101,20 @@ fn kill_once(
     std::thread::sleep(Duration::from_secs(3));
     let resumed = flow(&p, &slurm, &["apply", "--auto-approve", "wf.toml"]);
     assert_eq!(resumed.code, 0, "{}\n{}", resumed.all(), slurm.logs());
-    // Accounting records every submission, whatever the controller keeps.
+    // Accounting records every submission, whatever the controller keeps;
+    // slurmctld hands the records to slurmdbd on its own time (seconds on a
+    // busy machine), so wait for the first before counting.
+    wait_until(
+        Duration::from_secs(60),
+        "accounting to record the job",
+        || {
+            slurm
+                .accounted_named(name)
+                .iter()
+                .any(|j| j.1 == "COMPLETED")
+        },
+    );
+    std::thread::sleep(Duration::from_secs(2));
     let jobs = slurm.accounted_named(name);
     assert_eq!(
         jobs.len(),
