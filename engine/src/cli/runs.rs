@@ -95,9 +95,16 @@ fn table(runs: &[RunSummary]) -> String {
             [
                 r.id.clone(),
                 r.step.clone(),
-                match r.outcome {
-                    RunOutcome::Succeeded => "succeeded".into(),
-                    RunOutcome::Failed => "failed".into(),
+                {
+                    let outcome = match r.outcome {
+                        RunOutcome::Succeeded => "succeeded",
+                        RunOutcome::Failed => "failed",
+                    };
+                    // Output flow's local cloud made up, not measured.
+                    match r.values.iter().any(|(k, _)| k == "emulated") {
+                        true => format!("{outcome} (emulated)"),
+                        false => outcome.to_string(),
+                    }
                 },
                 humantime::format_duration(std::time::Duration::from_secs(
                     r.duration_ms.div_ceil(1000),
@@ -110,6 +117,7 @@ fn table(runs: &[RunSummary]) -> String {
                 },
                 r.values
                     .iter()
+                    .filter(|(k, _)| k != "emulated")
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect::<Vec<_>>()
                     .join(" "),

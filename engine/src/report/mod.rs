@@ -162,8 +162,14 @@ fn label(r: &RunRecord, newest: bool, figure: Option<String>) -> String {
     } else {
         ""
     };
+    // Made up by flow's local cloud, not measured: said on the curve.
+    let emulated = if r.values.contains_key("emulated") {
+        " (emulated)"
+    } else {
+        ""
+    };
     format!(
-        "{}{when}{tail}{outcome}",
+        "{}{when}{tail}{outcome}{emulated}",
         if newest { "newest: " } else { "" }
     )
 }
@@ -330,7 +336,8 @@ mod tests {
                 run(
                     &format!("r{i}"),
                     "nccl",
-                    json!({"busbw": 90 + i, "sizes": sizes(40.0 + i as f64)}),
+                    json!({"busbw": 90 + i, "sizes": sizes(40.0 + i as f64),
+                           "emulated": "flow local cloud: emulated"}),
                 )
             })
             .chain([run(
@@ -367,7 +374,7 @@ mod tests {
         let busbw = &busbw[..busbw.find("</svg>").unwrap()];
         assert_eq!(busbw.matches("<polyline").count(), 6);
         assert!(
-            busbw.contains("newest: 2026-11-26 07:00:00, avg 97 GB/s"),
+            busbw.contains("newest: 2026-11-26 07:00:00, avg 97 GB/s (emulated)"),
             "{busbw}"
         );
         assert!(

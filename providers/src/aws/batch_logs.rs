@@ -159,7 +159,7 @@ impl JobLogs {
             if self.text.len() > before {
                 last_news = Instant::now();
             }
-            if matchers.is_empty() || matchers.check(&self.text).is_ok() {
+            if matchers.is_empty() || matchers.satisfied(&self.text) {
                 return read;
             }
             let waited_enough = if self.text.is_empty() {

@@ -256,6 +256,13 @@ impl Matchers {
         }
     }
 
+    /// Whether `logs` hold all that is read from them (success, captures,
+    /// `parse`), whatever the gates then say: more lines would not change
+    /// the verdict, so nothing more need be waited for.
+    pub fn satisfied(&self, logs: &str) -> bool {
+        self.read(logs).is_ok()
+    }
+
     /// As [`Matchers::check`], and tells `reporter` what was taken (live,
     /// `captured busbw = 186.4`) and every gate's verdict (for the run
     /// history), failing or not.
@@ -486,6 +493,12 @@ pub enum LogsMiss {
     },
 }
 impl LogsMiss {
+    /// Whether the log's last lines help to understand it (not for a
+    /// failed gate, whose error quotes the line it judged).
+    pub fn wants_tail(&self) -> bool {
+        !matches!(self, LogsMiss::GateFailed { .. })
+    }
+
     /// What to do about it, for the step's error.
     pub fn help(&self) -> &'static str {
         match self {

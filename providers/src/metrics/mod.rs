@@ -108,12 +108,26 @@ impl Program {
             Program::Torchrun => torchrun::read(&lines),
             Program::Torchrec => torchrec::read(&lines),
         };
-        reading.ok_or_else(|| Unreadable {
+        let mut reading = reading.ok_or_else(|| Unreadable {
             program: self,
             head: text.lines().take(5).map(str::to_string).collect(),
-        })
+        })?;
+        // Output flow's local cloud made up says so: the run is labelled.
+        if let Some(note) = lines
+            .iter()
+            .find_map(|l| l.trim_start().strip_prefix(EMULATED))
+        {
+            let note = format!("{}{note}", EMULATED.trim_start_matches("# "));
+            reading.put("emulated", serde_json::Value::String(note.clone()), &note);
+        }
+        Ok(reading)
     }
 }
+
+/// The first line of output flow's local cloud emulates
+/// (`scripts/local-cloud/batch_compute.py`); a reading of it gets an
+/// `emulated` value holding the line.
+pub const EMULATED: &str = "# flow local cloud: emulated";
 
 /// What a reader found: values by output name, and for each the line of
 /// the output it came from (shown when a gate fails).
@@ -189,6 +203,23 @@ mod tests {
             assert_eq!(Program::from_name(p.name()), Some(p));
         }
         assert_eq!(Program::from_name("nccl"), None);
+    }
+
+    #[test]
+    fn output_the_local_cloud_made_up_is_labelled_emulated() {
+        let text = format!(
+            "{EMULATED} all_reduce_perf on p5.48xlarge\n{}",
+            sample("nccl-tests-batch-efa.txt")
+        );
+        let r = Program::NcclTests.read(&text).unwrap();
+        assert_eq!(
+            r.values["emulated"],
+            "flow local cloud: emulated all_reduce_perf on p5.48xlarge"
+        );
+        let real = Program::NcclTests
+            .read(&sample("nccl-tests-batch-efa.txt"))
+            .unwrap();
+        assert!(!real.values.contains_key("emulated"));
     }
 
     #[test]

@@ -198,7 +198,12 @@ pub(crate) fn verdict(
         ));
     }
     let captured = matchers.judge(output.text(), reporter).map_err(|why| {
-        ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(why.help())
+        let tail = if why.wants_tail() {
+            tail()
+        } else {
+            String::new()
+        };
+        ProviderError::fatal(format!("{what}: {why}{tail}")).with_help(why.help())
     })?;
     Ok(applied(seen, captured))
 }

@@ -245,7 +245,8 @@ pub(super) fn outcome(
                 "{what}: {why} (Batch named no log stream for it)"
             )).with_help("the job definition's log configuration decides where its logs go: give the step `log_group` if it is not /aws/batch/job")),
             Err(why) => {
-                Err(ProviderError::fatal(format!("{what}: {why}{}", tail())).with_help(why.help()))
+                let tail = if why.wants_tail() { tail() } else { String::new() };
+                Err(ProviderError::fatal(format!("{what}: {why}{tail}")).with_help(why.help()))
             }
         };
     }
