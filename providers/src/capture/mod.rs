@@ -394,6 +394,10 @@ impl Matchers {
         outputs: &Values,
         reporter: &dyn crate::contract::Reporter,
     ) -> Result<(), LogsMiss> {
+        // No gate, nothing judged: the step is no run to record.
+        if self.gates.is_empty() {
+            return Ok(());
+        }
         // A script writes text: `17.5` is judged as the number it is.
         let outputs: Values = outputs
             .iter()

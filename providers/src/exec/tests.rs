@@ -304,3 +304,32 @@ fn validate_points_at_a_gate_that_does_not_parse() {
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].path, ["expect", "busbw"]);
 }
+
+#[tokio::test]
+async fn a_script_without_gates_reports_no_measurement() {
+    /// Counts what it is told was measured.
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+    impl crate::contract::Reporter for Counting {
+        fn event(&self, _: &str) {}
+        fn log(&self, _: &str) {}
+        fn measured(&self, _: &crate::contract::Measured) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mut ctx, _) = op_context(dir.path(), "plain", "tok-plain");
+    let counting = std::sync::Arc::new(Counting::default());
+    ctx.reporter = counting.clone();
+    let run = "echo x=1 >> \"$FLOW_OUTPUT\"";
+    Exec::new()
+        .create(&ctx, &values(json!({"run": run})))
+        .await
+        .unwrap();
+    assert_eq!(counting.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+    Exec::new()
+        .create(&ctx, &values(json!({"run": run, "expect": {"x": "== 1"}})))
+        .await
+        .unwrap();
+    assert_eq!(counting.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
