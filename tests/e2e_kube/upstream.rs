@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::support::kube::{KubeServer, Options};
 use crate::support::moto::Moto;
-use crate::support::{Project, copy_dir, workspace_root};
+use crate::support::{Project, copy_dir, files_under, workspace_root};
 
 fn upstream() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/upstream")
@@ -315,21 +315,4 @@ fn the_runbook_files_run_unmodified() {
             );
         }
     }
-}
-
-/// Every file under `dir`, state and logs included.
-fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
 }
