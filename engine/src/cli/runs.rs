@@ -194,10 +194,13 @@ fn local_histories() -> CliResult<Vec<RunRecord>> {
 /// One row per number both runs (or either) measured, with the change.
 fn side_by_side(a: &RunRecord, b: &RunRecord) -> String {
     let (left, right) = (numbers(a), numbers(b));
-    let mut names: Vec<&String> = left.iter().chain(&right).map(|(n, _)| n).collect();
-    names.sort_by_key(|n| order(n));
-    names.dedup();
-    let get = |list: &[(String, f64)], n: &str| list.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+    // Plain values first, then per-size rows in size order.
+    let mut keyed: Vec<(&Order, &String)> =
+        left.iter().chain(&right).map(|(o, n, _)| (o, n)).collect();
+    keyed.sort();
+    keyed.dedup();
+    let names: Vec<&String> = keyed.into_iter().map(|(_, n)| n).collect();
+    let get = |list: &[Number], n: &str| list.iter().find(|(_, k, _)| k == n).map(|(_, _, v)| *v);
     let w = names
         .iter()
         .map(|n| n.chars().count())
@@ -244,21 +247,19 @@ fn figure(v: f64) -> String {
     }
 }
 
-/// Plain values first, then per-size rows in size order.
-fn order(name: &str) -> (u8, u64, String) {
-    match name.strip_prefix("busbw at ") {
-        Some(rest) => (1, size_bytes(rest), name.to_string()),
-        None => (0, 0, name.to_string()),
-    }
-}
+/// Where a number's row goes: plain values (0) before sizes (1, by bytes).
+type Order = (u8, u64);
+
+/// A row of a run's numbers: its place, its name, its value.
+type Number = (Order, String, f64);
 
 /// The numbers of a run: its number values, and for an nccl-tests size
 /// table the out-of-place bus bandwidth at each size (`busbw at 8 MiB`).
-fn numbers(run: &RunRecord) -> Vec<(String, f64)> {
+fn numbers(run: &RunRecord) -> Vec<Number> {
     let mut out = Vec::new();
     for (k, v) in &run.values {
         if let Some(x) = v.as_f64() {
-            out.push((k.clone(), x));
+            out.push(((0, 0), k.clone(), x));
         } else if k == "sizes"
             && let Some(sizes) = v.as_object()
         {
@@ -267,7 +268,7 @@ fn numbers(run: &RunRecord) -> Vec<(String, f64)> {
                     size.parse::<u64>(),
                     row.pointer("/out_of_place/busbw").and_then(Value::as_f64),
                 ) {
-                    out.push((format!("busbw at {}", human_size(bytes)), bw));
+                    out.push(((1, bytes), format!("busbw at {}", human_size(bytes)), bw));
                 }
             }
         }
@@ -285,18 +286,6 @@ fn human_size(bytes: u64) -> String {
         unit += 1;
     }
     format!("{v} {}", UNITS[unit])
-}
-
-/// The inverse of [`human_size`], for ordering.
-fn size_bytes(text: &str) -> u64 {
-    let mut parts = text.split(' ');
-    let n: u64 = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-    let unit = parts.next().unwrap_or("B");
-    let power = ["B", "KiB", "MiB", "GiB", "TiB"]
-        .iter()
-        .position(|u| *u == unit)
-        .unwrap_or(0) as u32;
-    n.saturating_mul(1024u64.saturating_pow(power))
 }
 
 #[cfg(test)]
@@ -368,6 +357,5 @@ mod tests {
         assert_eq!(human_size(8_388_608), "8 MiB");
         assert_eq!(human_size(17_179_869_184), "16 GiB");
         assert_eq!(human_size(1000), "1000 B");
-        assert_eq!(size_bytes("8 MiB"), 8_388_608);
     }
 }
