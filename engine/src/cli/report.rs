@@ -31,9 +31,7 @@ pub fn report(args: &ReportArgs, registry: &Registry) -> CliResult<i32> {
             );
         }
         let (runs, damaged) = log.all().map_err(|e| CliError::msg(e.to_string()))?;
-        for d in damaged {
-            eprintln!("warning: {d} is damaged and skipped: {}", d.why);
-        }
+        super::runs::warn_damaged(&damaged);
         let records = store.steps().map_err(|e| CliError::msg(e.to_string()))?;
         Ok((records, runs))
     })?;

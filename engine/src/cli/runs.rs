@@ -40,7 +40,8 @@ fn history(file: &Path, args: &StateArgs, command: &str) -> CliResult<Vec<RunRec
     Ok(runs)
 }
 
-fn warn_damaged(damaged: &[Unreadable]) {
+/// Warns of each history line that could not be read (skipped, never fatal).
+pub(super) fn warn_damaged(damaged: &[Unreadable]) {
     for d in damaged {
         eprintln!("warning: {d} is damaged and skipped: {}", d.why);
     }
