@@ -174,85 +174,80 @@ fn label(r: &RunRecord, newest: bool, figure: Option<String>) -> String {
     )
 }
 
-/// The bus bandwidth of each message size, out of place.
-fn bandwidth(step: &str, runs: &[&RunRecord]) -> Option<String> {
-    let picked = recent(runs, "sizes");
-    if picked.is_empty() {
-        return None;
-    }
-    let last = picked.len() - 1;
-    let series: Vec<Series> = picked
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let mut points: Vec<(f64, f64)> = r.values["sizes"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter_map(|(size, row)| {
-                    Some((
-                        size.parse::<f64>().ok()?,
-                        row.pointer("/out_of_place/busbw")?.as_f64()?,
-                    ))
-                })
-                .collect();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let avg = r.values.get("busbw").and_then(Value::as_f64);
-            Series {
-                label: label(r, i == last, avg.map(|a| format!("avg {a} GB/s"))),
-                points,
-                newest: i == last,
-            }
-        })
-        .collect();
-    Some(chart::lines(
-        &Axes {
-            id: &format!("busbw-chart-{}", slug(step)),
-            x: "message size",
-            y: "bus bandwidth, out of place (GB/s)",
-            log2_x: true,
-        },
-        &series,
-    ))
-}
-
-/// The loss at each logged step.
-fn loss(step: &str, runs: &[&RunRecord]) -> Option<String> {
-    let picked = recent(runs, "losses");
-    if picked.is_empty() {
-        return None;
-    }
-    let last = picked.len() - 1;
+/// The newest run with `key` and the ones before it as curves on `axes`:
+/// `points` draws a run, `figure` names it in the legend.
+fn curves(
+    runs: &[&RunRecord],
+    key: &str,
+    axes: &Axes,
+    points: impl Fn(&RunRecord) -> Vec<(f64, f64)>,
+    figure: impl Fn(&RunRecord) -> Option<String>,
+) -> Option<String> {
+    let picked = recent(runs, key);
+    let last = picked.len().checked_sub(1)?;
     let series: Vec<Series> = picked
         .iter()
         .enumerate()
         .map(|(i, r)| Series {
-            label: label(
-                r,
-                i == last,
-                r.values
-                    .get("loss")
-                    .and_then(Value::as_f64)
-                    .map(|l| format!("last {l}")),
-            ),
-            points: r.values["losses"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| Some((p.get(0)?.as_f64()?, p.get(1)?.as_f64()?)))
-                .collect(),
+            label: label(r, i == last, figure(r)),
+            points: points(r),
             newest: i == last,
         })
         .collect();
-    Some(chart::lines(
-        &Axes {
-            id: &format!("loss-chart-{}", slug(step)),
-            x: "training step",
-            y: "loss",
-            log2_x: false,
-        },
-        &series,
-    ))
+    Some(chart::lines(axes, &series))
+}
+
+/// The bus bandwidth of each message size, out of place.
+fn bandwidth(step: &str, runs: &[&RunRecord]) -> Option<String> {
+    let axes = Axes {
+        id: &format!("busbw-chart-{}", slug(step)),
+        x: "message size",
+        y: "bus bandwidth, out of place (GB/s)",
+        log2_x: true,
+    };
+    let points = |r: &RunRecord| {
+        let mut points: Vec<(f64, f64)> = r.values["sizes"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(size, row)| {
+                Some((
+                    size.parse::<f64>().ok()?,
+                    row.pointer("/out_of_place/busbw")?.as_f64()?,
+                ))
+            })
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        points
+    };
+    let average = |r: &RunRecord| {
+        let avg = r.values.get("busbw").and_then(Value::as_f64)?;
+        Some(format!("avg {avg} GB/s"))
+    };
+    curves(runs, "sizes", &axes, points, average)
+}
+
+/// The loss at each logged step.
+fn loss(step: &str, runs: &[&RunRecord]) -> Option<String> {
+    let axes = Axes {
+        id: &format!("loss-chart-{}", slug(step)),
+        x: "training step",
+        y: "loss",
+        log2_x: false,
+    };
+    let points = |r: &RunRecord| {
+        r.values["losses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some((p.get(0)?.as_f64()?, p.get(1)?.as_f64()?)))
+            .collect()
+    };
+    let last = |r: &RunRecord| {
+        let loss = r.values.get("loss").and_then(Value::as_f64)?;
+        Some(format!("last {loss}"))
+    };
+    curves(runs, "losses", &axes, points, last)
 }
 
 /// The newest run's gates, as a list.
