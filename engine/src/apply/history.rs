@@ -4,7 +4,7 @@
 //! written is said in the step's log and never fails the step.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use flow_providers::StepKind;
 use flow_state::{GateVerdict, RunOutcome, RunRecord};
@@ -20,7 +20,7 @@ pub async fn record(
     ctx: &RunContext,
     job: &StepJob,
     reporter: &StepReporter,
-    started: SystemTime,
+    started_ms: u64,
     took: Duration,
     outcome: &Outcome,
 ) {
@@ -47,9 +47,6 @@ pub async fn record(
         serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
     };
     let measured = measured.unwrap_or_default();
-    let started_ms = started
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
     let inputs = ctx
         .journal()
         .record(name)

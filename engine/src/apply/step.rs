@@ -50,10 +50,10 @@ pub async fn run_step(ctx: Arc<RunContext>, job: StepJob, timeout: Option<Durati
         }
     };
     let took = clock.elapsed();
-    super::history::record(&ctx, &job, &reporter, started, took, &outcome).await;
     let start_ms = started
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
+    super::history::record(&ctx, &job, &reporter, start_ms, took, &outcome).await;
     let word = match &outcome {
         super::events::Outcome::Done(a) => a.word().to_string(),
         super::events::Outcome::Unchanged => "unchanged".into(),
