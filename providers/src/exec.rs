@@ -4,7 +4,9 @@
 //! lines to the file named by `$FLOW_OUTPUT`; `destroy`, if given, deletes
 //! it. Both run with `sh` in the workflow file's folder (or `workdir`), the
 //! script read from a sealed in-memory file and never from the command line
-//! (the `script` module), with the inherited environment plus `env` and:
+//! (the `script` module). The environment is not flow's: only the variables
+//! in [`DEFAULT_PASS`] and the step's `pass_env` pass (the `environment`
+//! module), then the step's `env` and:
 //!
 //! - `FLOW_STEP`: the step's name;
 //! - `FLOW_OPERATION_TOKEN`: the operation's token, the same when flow
@@ -21,6 +23,7 @@
 //! the `group` module for what survives a `kill -9` of flow itself.
 
 mod checks;
+mod environment;
 mod group;
 mod inputs;
 mod outputs;
@@ -35,6 +38,7 @@ use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
     ReadOutcome, Schema, StepKind, ValidateContext, Values, is_sealed,
 };
+pub use environment::DEFAULT_PASS;
 use inputs::ExecInputs;
 use shell::Shell;
 
@@ -66,7 +70,12 @@ impl Exec {
                     InputSpec::optional(
                         "env",
                         InputType::Map(Box::new(InputType::String)),
-                        "Environment variables added for both commands",
+                        "Environment variables set for both commands",
+                    ),
+                    InputSpec::optional(
+                        "pass_env",
+                        InputType::List(Box::new(InputType::String)),
+                        "Variables of flow's environment the commands get besides PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TERM, TZ and TMPDIR: names, or prefixes ending in `*` (\"AWS_*\")",
                     ),
                     InputSpec::optional(
                         "workdir",
@@ -113,6 +122,7 @@ impl Exec {
             label,
             script,
             dir: &dir,
+            pass_env: &inputs.pass_env,
             env,
         }
         .run(ctx.reporter.as_ref())

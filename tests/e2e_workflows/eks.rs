@@ -61,7 +61,7 @@ fn eks_p4d_end_to_end() {
     let Some(c) = EksCloud::start("eks-p4d.toml", "eks-p4d", &[("HF_TOKEN", token)]) else {
         return;
     };
-    let tool = container_tool_var();
+    let tool = container_tool_var(&c.l);
     let apply =
         c.l.flow(&["apply"], &["--auto-approve", "--var", &tool])
             .expect(0);

@@ -40,7 +40,7 @@ spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{request
     l.p.run(&["apply", "cluster.toml", "--auto-approve"])
         .expect(0);
     let kubeconfig = format!("kubeconfig={}", k.kubeconfig_path());
-    let tool = container_tool_var();
+    let tool = container_tool_var(&l);
     let vars = [
         "--var",
         &kubeconfig,
@@ -128,7 +128,7 @@ fn hyperpod_cpu_ddp_makes_its_own_cluster_end_to_end() {
     let Some(c) = EksCloud::start("hyperpod-cpu-ddp.toml", "ml-cluster", &[]) else {
         return;
     };
-    let tool = container_tool_var();
+    let tool = container_tool_var(&c.l);
     let vars = [
         "--var",
         "create_cluster=true",

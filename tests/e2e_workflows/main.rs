@@ -87,10 +87,23 @@ impl Local {
             std::env::var("PATH").unwrap_or_default()
         );
         self.env.push(("PATH".into(), path));
-        self.env.push((
-            "CONTAINER_TOOL_LOG".into(),
-            tool_log.to_string_lossy().into_owned(),
-        ));
+        // exec steps see only the variables they pass on, so the stand-in
+        // learns where to log from a wrapper rather than flow's environment.
+        let wrapper = self.p.write(
+            "container-tool",
+            &format!(
+                "#!/bin/sh\nCONTAINER_TOOL_LOG='{}' exec '{}' \"$@\"\n",
+                tool_log.display(),
+                workspace_root()
+                    .join("tests/fixtures/bin/container-tool")
+                    .display()
+            ),
+        );
+        std::fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("wrapper made executable");
         tool_log
     }
 
@@ -183,13 +196,12 @@ fn between(s: &str, start: &str, end: &str) -> Option<String> {
     Some(s[from..to].to_string())
 }
 
-/// `--var container_tool=…`: the stand-in container tool, whose push puts
-/// the image into moto's ECR.
-fn container_tool_var() -> String {
+/// `--var container_tool=…`: the stand-in container tool (through the
+/// wrapper [`Local::image_tools`] wrote), whose push puts the image into
+/// moto's ECR.
+fn container_tool_var(l: &Local) -> String {
     format!(
         "container_tool={}",
-        workspace_root()
-            .join("tests/fixtures/bin/container-tool")
-            .display()
+        l.p.path().join("container-tool").display()
     )
 }

@@ -19,6 +19,9 @@ pub(super) fn problems(inputs: &[(String, InputValue)], base: &Path) -> Vec<Prob
             ("env", InputValue::Known(Value::Object(table))) => {
                 problems.extend(table.keys().filter_map(|key| env_name_problem(key)));
             }
+            ("pass_env", InputValue::Known(Value::Array(patterns))) => {
+                problems.extend(patterns.iter().filter_map(pass_env_problem));
+            }
             _ => {}
         }
     }
@@ -50,6 +53,22 @@ fn env_name_problem(key: &str) -> Option<Problem> {
         )
         .on_key()
         .with_help("names must be non-empty and contain no `=`"),
+    )
+}
+
+/// A problem if `pattern` is not a name or a `PREFIX*` that `pass_env`
+/// can take.
+fn pass_env_problem(pattern: &Value) -> Option<Problem> {
+    let text = pattern.as_str()?;
+    if super::environment::valid_pattern(text) {
+        return None;
+    }
+    Some(
+        Problem::at(
+            "pass_env",
+            format!("{text:?} is not an environment variable's name, or a prefix ending in `*`"),
+        )
+        .with_help("name each variable flow's environment passes to the commands (`AWS_PROFILE`), or a prefix (`AWS_*`); letters, digits and `_` only"),
     )
 }
 
@@ -93,5 +112,19 @@ mod tests {
         let bad = check("env", InputValue::Known(json!({"A=B": "x", "": "y"})), base);
         assert_eq!(bad.len(), 2);
         assert_eq!(bad[1].path, vec!["env".to_string(), "A=B".to_string()]);
+    }
+
+    #[test]
+    fn pass_env_takes_names_and_prefixes() {
+        let base = Path::new(".");
+        let good = json!(["AWS_PROFILE", "AWS_*"]);
+        assert!(check("pass_env", InputValue::Known(good), base).is_empty());
+        let bad = check(
+            "pass_env",
+            InputValue::Known(json!(["A B", "*", "OK"])),
+            base,
+        );
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad[0].message.contains("\"A B\""), "{}", bad[0].message);
     }
 }

@@ -15,6 +15,9 @@ pub(super) struct ExecInputs {
     pub destroy: Option<String>,
     /// Extra environment variables, in the order given.
     pub env: Vec<(String, String)>,
+    /// Names (or `PREFIX*`) of flow's environment variables the commands
+    /// get besides [`DEFAULT_PASS`](super::environment::DEFAULT_PASS).
+    pub pass_env: Vec<String>,
     /// The folder to run in, relative to the workflow file's folder.
     pub workdir: Option<String>,
     /// Environment variables left out because state holds them only as
@@ -62,6 +65,7 @@ impl ExecInputs {
             run,
             destroy: string(inputs, "destroy")?,
             env,
+            pass_env: strings(inputs, "pass_env")?,
             workdir: string(inputs, "workdir")?,
             sealed,
             expect: inputs
@@ -96,6 +100,26 @@ fn string(inputs: &Values, name: &str) -> Result<Option<String>, ProviderError> 
     }
 }
 
+/// The list-of-strings input `name` (empty if unset).
+fn strings(inputs: &Values, name: &str) -> Result<Vec<String>, ProviderError> {
+    match inputs.get(name) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str().map(str::to_string).ok_or_else(|| {
+                    ProviderError::bad_input(format!(
+                        "`{name}` must be a list of strings, not one holding {item}"
+                    ))
+                })
+            })
+            .collect(),
+        Some(other) => Err(ProviderError::bad_input(format!(
+            "`{name}` must be a list of strings, not {other}"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +133,7 @@ mod tests {
             "destroy": "make clean",
             "env": {"A": "1", "B": "2"},
             "workdir": "sub",
+            "pass_env": ["AWS_PROFILE", "AWS_*"],
         }));
         let parsed = ExecInputs::from_values(&inputs).unwrap();
         assert_eq!(parsed.run, "make");
@@ -118,6 +143,7 @@ mod tests {
             vec![("A".into(), "1".into()), ("B".into(), "2".into())]
         );
         assert_eq!(parsed.dir(Path::new("/base")), Path::new("/base/sub"));
+        assert_eq!(parsed.pass_env, ["AWS_PROFILE", "AWS_*"]);
     }
 
     #[test]

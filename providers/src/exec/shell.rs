@@ -29,7 +29,10 @@ pub(super) struct Shell<'a> {
     pub script: &'a str,
     /// The folder it runs in.
     pub dir: &'a Path,
-    /// Variables added to the inherited environment, later ones winning.
+    /// Names (or `PREFIX*`) of flow's variables passed on besides
+    /// [`DEFAULT_PASS`](super::environment::DEFAULT_PASS).
+    pub pass_env: &'a [String],
+    /// Variables set on top of the passed ones, later ones winning.
     pub env: Vec<(String, String)>,
 }
 
@@ -46,6 +49,11 @@ impl Shell<'_> {
         script.hand_to(&mut command);
         command
             .current_dir(self.dir)
+            .env_clear()
+            .envs(super::environment::inherited(
+                std::env::vars_os(),
+                self.pass_env,
+            ))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -192,8 +200,41 @@ mod tests {
             label: "run",
             script,
             dir,
+            pass_env: &[],
             env: Vec::new(),
         }
+    }
+
+    /// The names of the variables a command run with `pass_env` sees.
+    async fn names_seen(pass_env: &[String]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let reporter = RecordingReporter::default();
+        Shell {
+            pass_env,
+            env: vec![("SET_BY_STEP".into(), "1".into())],
+            ..shell("env | cut -d= -f1", dir.path())
+        }
+        .run(&reporter)
+        .await
+        .unwrap();
+        reporter.logs()
+    }
+
+    /// cargo sets `CARGO_PKG_NAME` in the environment of the test process:
+    /// a variable of flow's own environment that is in no default list.
+    #[tokio::test]
+    async fn commands_get_only_the_passed_part_of_flows_environment() {
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let seen = names_seen(&[]).await;
+        assert!(seen.contains(&"PATH".to_string()), "{seen:?}");
+        assert!(seen.contains(&"SET_BY_STEP".to_string()), "{seen:?}");
+        assert!(!seen.iter().any(|n| n.starts_with("CARGO_")), "{seen:?}");
+        let passed = names_seen(&["CARGO_PKG_*".to_string()]).await;
+        assert!(passed.contains(&"CARGO_PKG_NAME".to_string()), "{passed:?}");
+        assert!(
+            !passed.contains(&"CARGO_MANIFEST_DIR".to_string()),
+            "{passed:?}"
+        );
     }
 
     #[tokio::test]
