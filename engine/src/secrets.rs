@@ -1,9 +1,23 @@
-//! Secrets: digests for state, and redaction of everything printed or logged.
+//! Secrets: fingerprints for state, and redaction of everything printed or
+//! logged.
+//!
+//! Fingerprints are HMAC-SHA-256 under the user's key
+//! ([`flow_providers::fingerprint`]), kept outside state. States written
+//! before that hold seals salted with a salt kept in the state itself
+//! (`sealed:sha256:…`): [`seal`] also works out that old form for the same
+//! value when the state has such a salt, so [`upgrade_legacy_seals`] can
+//! tell an unchanged secret from a changed one until the step is applied
+//! again and its record holds only keyed seals.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use flow_providers::Values;
+use flow_providers::fingerprint;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// The salted SHA-256 of a value's JSON text, hex.
+/// The salted SHA-256 of a value's JSON text, hex: the legacy seal's body.
 fn salted_hex(salt: &[u8], value: &Value) -> String {
     let mut h = Sha256::new();
     h.update(salt);
@@ -11,29 +25,80 @@ fn salted_hex(salt: &[u8], value: &Value) -> String {
     hex::encode(h.finalize())
 }
 
-/// A salted digest of a value, `sha256:<hex>`: what a sensitive output's
-/// marker and a saved plan keep instead of the value.
-pub fn digest(salt: &[u8], value: &Value) -> String {
-    format!("sha256:{}", salted_hex(salt, value))
+/// The keyed fingerprint of a value's JSON text,
+/// `hmac-sha256:<key id>:<hex>`: what a sensitive output's marker and a
+/// saved plan keep instead of the value.
+pub fn digest(value: &Value) -> String {
+    fingerprint::current().fingerprint(value.to_string().as_bytes())
 }
 
-/// A sensitive input as kept in state: `sealed:sha256:<hex>` (the same
-/// salted digest as [`digest`], marked so that [`flow_providers::is_sealed`]
-/// never mistakes a plain `sha256:` value, such as an image digest, for it).
-pub fn seal(salt: &[u8], value: &Value) -> String {
-    flow_providers::seal_hex(&salted_hex(salt, value))
+/// Legacy seal → keyed seal, for every value sealed in this process whose
+/// state has a legacy salt.
+static LEGACY: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
+
+/// A sensitive input as kept in state:
+/// `sealed:hmac-sha256:<key id>:<hex>` (marked so that
+/// [`flow_providers::is_sealed`] never mistakes a plain `sha256:` value,
+/// such as an image digest, for it). `legacy_salt` is the salt of a state
+/// written before fingerprints were keyed (all zeros for none): the old seal
+/// of the same value is remembered for [`upgrade_legacy_seals`].
+pub fn seal(legacy_salt: &[u8], value: &Value) -> String {
+    let sealed = fingerprint::current().seal(value.to_string().as_bytes());
+    if legacy_salt.iter().any(|&b| b != 0) {
+        let old = flow_providers::seal_hex(&salted_hex(legacy_salt, value));
+        LEGACY
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .insert(old, sealed.clone());
+    }
+    sealed
+}
+
+/// Recorded inputs with each legacy seal of a value sealed in this process
+/// replaced by that value's keyed seal, so that comparing them with
+/// desired inputs sees an unchanged secret as unchanged. A legacy seal of
+/// another value stays, and compares as changed.
+pub fn upgrade_legacy_seals(recorded: &Values) -> Values {
+    let known = LEGACY.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(known) = known.as_ref() else {
+        return recorded.clone();
+    };
+    fn walk(v: &Value, known: &HashMap<String, String>) -> Value {
+        match v {
+            Value::String(s) => match known.get(s) {
+                Some(new) => Value::String(new.clone()),
+                None => v.clone(),
+            },
+            Value::Array(items) => Value::Array(items.iter().map(|i| walk(i, known)).collect()),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), walk(v, known)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    recorded
+        .iter()
+        .map(|(k, v)| (k.clone(), walk(v, known)))
+        .collect()
 }
 
 /// The placeholder kept in state for a sensitive output: an object
-/// `{"sensitive": "sha256:<hex>"}`, which no plain output is confused with.
-pub fn sensitive_marker(salt: &[u8], value: &Value) -> Value {
-    serde_json::json!({ "sensitive": digest(salt, value) })
+/// `{"sensitive": "hmac-sha256:<key id>:<hex>"}`, which no plain output is
+/// confused with.
+pub fn sensitive_marker(value: &Value) -> Value {
+    serde_json::json!({ "sensitive": digest(value) })
 }
 
-/// Whether a stored value is the placeholder of a sensitive output.
+/// Whether a stored value is the placeholder of a sensitive output (keyed,
+/// or salted by an older flow).
 pub fn is_sensitive_marker(value: &Value) -> bool {
     matches!(value, Value::Object(m) if m.len() == 1
-        && m.get("sensitive").and_then(Value::as_str).is_some_and(|s| s.starts_with("sha256:")))
+    && m.get("sensitive").and_then(Value::as_str).is_some_and(|s| {
+        s.starts_with("sha256:") || fingerprint::key_id_of(s).is_some()
+    }))
 }
 
 /// Replaces every known secret in text with `(sensitive)`. Shared by the
@@ -180,21 +245,53 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn digests_are_salted_and_stable() {
+    fn digests_are_keyed_and_stable() {
         let v = json!("hunter22");
-        assert_eq!(digest(b"a", &v), digest(b"a", &v));
-        assert_ne!(digest(b"a", &v), digest(b"b", &v));
-        assert!(!digest(b"a", &v).contains("hunter22"));
+        assert_eq!(digest(&v), digest(&v));
+        assert_ne!(digest(&v), digest(&json!("hunter23")));
+        assert!(!digest(&v).contains("hunter22"));
+        let plain = hex::encode(Sha256::digest(v.to_string().as_bytes()));
+        assert!(!digest(&v).contains(&plain), "not an unkeyed SHA-256");
+        assert!(is_sensitive_marker(&sensitive_marker(&v)));
     }
 
     #[test]
     fn seals_are_recognised_and_plain_digests_are_not() {
         let v = json!("hunter22");
-        let sealed = seal(b"a", &v);
-        assert_eq!(sealed, format!("sealed:{}", digest(b"a", &v)));
+        let sealed = seal(&[0; 32], &v);
+        assert_eq!(sealed, format!("sealed:{}", digest(&v)));
         assert!(flow_providers::is_sealed(&json!(sealed)));
-        assert!(!flow_providers::is_sealed(&json!(digest(b"a", &v))));
-        assert_ne!(seal(b"a", &v), seal(b"b", &v));
+        assert!(!flow_providers::is_sealed(&json!(digest(&v))));
+        assert!(!flow_providers::is_sealed(&json!(format!(
+            "sha256:{}",
+            "ab".repeat(32)
+        ))));
+    }
+
+    #[test]
+    fn legacy_seals_of_an_unchanged_value_are_upgraded_and_others_are_not() {
+        let salt = [7u8; 32];
+        let same = json!("legacy-secret-same");
+        let recorded: Values = [
+            (
+                "TOKEN".to_string(),
+                json!(flow_providers::seal_hex(&salted_hex(&salt, &same))),
+            ),
+            (
+                "OTHER".to_string(),
+                json!(flow_providers::seal_hex(&salted_hex(
+                    &salt,
+                    &json!("legacy-secret-was")
+                ))),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let now = seal(&salt, &same);
+        seal(&salt, &json!("legacy-secret-changed"));
+        let upgraded = upgrade_legacy_seals(&recorded);
+        assert_eq!(upgraded["TOKEN"], json!(now));
+        assert_eq!(upgraded["OTHER"], recorded["OTHER"]);
     }
 
     #[test]
@@ -232,7 +329,7 @@ mod tests {
 
     #[test]
     fn markers_are_recognised() {
-        assert!(is_sensitive_marker(&sensitive_marker(b"s", &json!("x"))));
+        assert!(is_sensitive_marker(&sensitive_marker(&json!("x"))));
         assert!(!is_sensitive_marker(&json!({"sensitive": "plain"})));
     }
 }

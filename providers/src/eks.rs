@@ -12,6 +12,7 @@
 mod cluster;
 mod efa;
 mod eksctl;
+pub mod endpoint;
 mod nodegroup;
 mod stack;
 pub mod token;

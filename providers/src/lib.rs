@@ -8,6 +8,7 @@ pub mod eks;
 pub mod error_chain;
 pub mod exec;
 pub(crate) mod file_input;
+pub mod fingerprint;
 pub(crate) mod inputs;
 pub mod kube;
 pub mod local_digest;

@@ -216,6 +216,12 @@ node_role_arn = "arn:aws:iam::123456789012:role/nodes"
 /// An EKS connection: the `eks.cluster` step's name, and a token presigned
 /// from the AWS credentials, accepted by an API server that authenticates
 /// EKS tokens as EKS does (a token webhook calling STS, here moto's).
+///
+/// The token goes only where DescribeCluster says the cluster is: a
+/// `cluster` input naming another endpoint (here the test API server) gets
+/// nothing, the server sees no token. The loopback stand-in
+/// `FLOW_EKS_API_SERVER` is what reaches the test server; a stand-in that
+/// is not loopback is refused before any token is made.
 #[test]
 fn eks_connection_authenticates_with_a_signed_token() {
     let moto = Moto::start();
@@ -225,9 +231,14 @@ fn eks_connection_authenticates_with_a_signed_token() {
     }) else {
         return;
     };
-    let env = moto.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let moto_env = moto.env();
+    let env: Vec<(&str, &str)> = moto_env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let p = Project::new();
+    let ca_file = p.write("api-server-ca.pem", &k.ca_pem);
+    let ca_file = ca_file.to_string_lossy();
     p.write(
         "wf.toml",
         &format!(
@@ -243,10 +254,10 @@ name = "dlc"
 subnet_ids = ["subnet-0a", "subnet-0b"]
 role_arn = "arn:aws:iam::123456789012:role/eks"
 
-# moto's clusters have no API server: point the connection at the test one,
-# keeping the cluster name (bound into the token) from the eks step.
+# A connection whose endpoint is not the one EKS describes for `dlc`.
 [steps.etcd]
 provider = "kube.manifest"
+timeout = "20s"
 [steps.etcd.inputs]
 cluster = {{ name = "${{steps.eks.outputs.name}}", endpoint = "{url}", certificate_authority = "{ca}", region = "us-east-1" }}
 namespace = "default"
@@ -261,7 +272,58 @@ data: {{cluster: "${{steps.eks.outputs.name}}"}}
             ca = k.ca_base64()
         ),
     );
-    p.run_env(&["apply", "wf.toml", "--auto-approve"], &env)
+    // moto's cluster has no API server at the endpoint it describes: the
+    // apply fails there, and the test server never saw a token.
+    let elsewhere = p.run_env(&["apply", "wf.toml", "--auto-approve"], &env);
+    assert_ne!(elsewhere.code, 0, "{}", elsewhere.all());
+    let (_, described) = moto.rest_call("eks", "GET", "/clusters/dlc", "");
+    let described: serde_json::Value = serde_json::from_str(&described).unwrap();
+    let described = described["cluster"]["endpoint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!described.contains("127.0.0.1"), "{described}");
+    assert!(
+        k.eks_identities().is_empty(),
+        "the token reached the endpoint the input named: {:?}",
+        k.eks_identities()
+    );
+    assert!(
+        k.get("/api/v1/namespaces/default/configmaps/etcd-config")
+            .is_none()
+    );
+
+    let refused = p
+        .run_env(
+            &["apply", "wf.toml", "--auto-approve"],
+            &[
+                env.clone(),
+                vec![
+                    ("FLOW_EKS_API_SERVER", "https://10.9.8.7:6443"),
+                    ("FLOW_EKS_API_SERVER_CA", &ca_file),
+                ],
+            ]
+            .concat(),
+        )
+        .expect(1);
+    assert!(
+        refused
+            .all()
+            .contains("FLOW_EKS_API_SERVER=https://10.9.8.7:6443 is not a loopback address"),
+        "{}",
+        refused.all()
+    );
+    assert!(k.eks_identities().is_empty());
+
+    let stand_in = [
+        env.clone(),
+        vec![
+            ("FLOW_EKS_API_SERVER", k.url.as_str()),
+            ("FLOW_EKS_API_SERVER_CA", &ca_file),
+        ],
+    ]
+    .concat();
+    p.run_env(&["apply", "wf.toml", "--auto-approve"], &stand_in)
         .expect(0);
     let cm = k
         .get("/api/v1/namespaces/default/configmaps/etcd-config")
@@ -272,7 +334,7 @@ data: {{cluster: "${{steps.eks.outputs.name}}"}}
         !who.is_empty() && who.iter().all(|a| a.starts_with("arn:aws:")),
         "{who:?}"
     );
-    p.run_env(&["destroy", "wf.toml", "--auto-approve"], &env)
+    p.run_env(&["destroy", "wf.toml", "--auto-approve"], &stand_in)
         .expect(0);
     assert!(
         k.get("/api/v1/namespaces/default/configmaps/etcd-config")

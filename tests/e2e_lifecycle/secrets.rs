@@ -115,7 +115,7 @@ env = { IMAGE = "${steps.build.outputs.digest}", REGION = "x", TOKEN = "${vars.t
     );
 
     // The digest passed on as an input is recorded and shown as it is; the
-    // secret beside it is sealed (`sealed:sha256:`) and shown masked.
+    // secret beside it is sealed (`sealed:hmac-sha256:`) and shown masked.
     let show = p.run(&["state", "show", "wf.toml", "deploy"]).expect(0);
     assert!(
         show.stdout.contains(&format!("\"IMAGE\": \"{digest}\"")),
@@ -129,9 +129,33 @@ env = { IMAGE = "${steps.build.outputs.digest}", REGION = "x", TOKEN = "${vars.t
     );
     let sealed_in_state = p.state_files().iter().any(|f| {
         let bytes = std::fs::read(f).unwrap_or_default();
-        String::from_utf8_lossy(&bytes).contains("sealed:sha256:")
+        String::from_utf8_lossy(&bytes).contains("sealed:hmac-sha256:")
     });
     assert!(sealed_in_state, "no seal found in state");
+    // The seal is keyed: state holds no plain SHA-256 of the secret (which
+    // a guess could be checked against), and the key is not in state but
+    // in the user's config folder, readable by the user alone.
+    let plain = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(format!("\"{secret}\"").as_bytes()))
+    };
+    let key_file = p.config_dir().join("fingerprint.key");
+    let key = std::fs::read_to_string(&key_file).expect("the key was made");
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&key_file).unwrap().permissions()
+        ) & 0o777,
+        0o600
+    );
+    for f in p.state_files() {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap_or_default()).into_owned();
+        assert!(
+            !text.contains(&plain),
+            "an unkeyed digest of the secret in {}",
+            f.display()
+        );
+        assert!(!text.contains(key.trim()), "the key in {}", f.display());
+    }
 
     // Unchanged: nothing to do (the plain digest compares equal).
     p.run_env(&["plan", "wf.toml", "--detailed-exitcode"], &env)
@@ -158,7 +182,20 @@ env = { IMAGE = "${steps.build.outputs.digest}", REGION = "x", TOKEN = "${vars.t
         "{}",
         changed.stdout
     );
-    for r in [&o, &one, &text, &show, &changed] {
+    // Another user's key (another config folder) cannot tell whether the
+    // secret is the same: the seal compares as changed.
+    let other_user = p.path().join("other-user");
+    let other = p
+        .run_env(
+            &["plan", "wf.toml", "--detailed-exitcode"],
+            &[
+                ("API_TOKEN", secret),
+                ("FLOW_CONFIG_DIR", other_user.to_str().unwrap()),
+            ],
+        )
+        .expect(2);
+    assert!(other.stdout.contains("(sensitive)"), "{}", other.stdout);
+    for r in [&o, &one, &text, &show, &changed, &other] {
         assert!(
             !r.all().contains("secret-token"),
             "secret printed:\n{}",
@@ -243,4 +280,90 @@ run = "TOKEN='${{vars.hf_token}}'; sleep 7.3141; touch {}; echo length=${{#TOKEN
         &[("HF_TOKEN", secret)],
     );
     assert_eq!(length.stdout.trim(), secret.len().to_string());
+}
+
+/// A saved plan holds no secret, nor anything to check a guess against
+/// without the user's key: the plan says which values to give again, apply
+/// checks them against their keyed fingerprint, and refuses a different
+/// value, a missing one, and a plan made under another key.
+#[test]
+fn a_saved_plan_holds_no_secret_and_names_what_to_give_again() {
+    let p = Project::new();
+    p.write(
+        "wf.toml",
+        r#"
+[vars.token]
+sensitive = true
+env = "API_TOKEN"
+
+[steps.use]
+provider = "exec"
+[steps.use.inputs]
+run = "test ${#TOKEN} = 6"
+env = { TOKEN = "${vars.token}" }
+"#,
+    );
+    let planned = p
+        .run_env(
+            &["plan", "wf.toml", "--out", "wf.plan"],
+            &[("API_TOKEN", "abc123")],
+        )
+        .expect(0);
+    assert!(
+        planned
+            .stdout
+            .contains("The plan holds no secret: give token again at apply."),
+        "{}",
+        planned.stdout
+    );
+    let file = p.read("wf.plan");
+    let plain = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(b"\"abc123\""))
+    };
+    assert!(!file.contains("abc123") && !file.contains(&plain), "{file}");
+    assert!(!file.contains("\"salt\""), "{file}");
+    assert!(
+        file.contains("\"sensitive_digest\": \"hmac-sha256:"),
+        "{file}"
+    );
+
+    let missing = p.run(&["apply", "wf.plan"]).expect(1);
+    assert!(
+        missing.stderr.contains("variable `token` has no value"),
+        "{}",
+        missing.stderr
+    );
+    let wrong = p
+        .run_env(&["apply", "wf.plan"], &[("API_TOKEN", "abc124")])
+        .expect(1);
+    assert!(
+        wrong
+            .stderr
+            .contains("sensitive variable `token` is not the value the plan was made with"),
+        "{}",
+        wrong.stderr
+    );
+    let other_user = p.path().join("other-user");
+    let other = p
+        .run_env(
+            &["apply", "wf.plan"],
+            &[
+                ("API_TOKEN", "abc123"),
+                ("FLOW_CONFIG_DIR", other_user.to_str().unwrap()),
+            ],
+        )
+        .expect(1);
+    assert!(
+        other
+            .stderr
+            .contains("the plan was made with fingerprint key"),
+        "{}",
+        other.stderr
+    );
+    p.run_env(&["apply", "wf.plan"], &[("API_TOKEN", "abc123")])
+        .expect(0);
+    for r in [&planned, &missing, &wrong, &other] {
+        assert!(!r.all().contains("abc123"), "{}", r.all());
+    }
 }

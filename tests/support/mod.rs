@@ -113,8 +113,15 @@ impl Project {
             .current_dir(self.dir.path())
             .env("NO_COLOR", "1")
             .env("COLUMNS", "100")
+            // Each project has its own fingerprint key, as each user does.
+            .env("FLOW_CONFIG_DIR", self.config_dir())
             .stdin(Stdio::null());
         c
+    }
+
+    /// The folder of this project's user config (its fingerprint key).
+    pub fn config_dir(&self) -> PathBuf {
+        self.dir.path().join(".user-config")
     }
 
     /// Run `flow ARGS` to the end.

@@ -30,8 +30,9 @@ pub struct RunSettings {
     pub layout: StateLayout,
     /// The workflow file's folder.
     pub workdir: PathBuf,
-    /// The state's digest salt.
-    pub salt: [u8; 32],
+    /// The salt of a state written before fingerprints were keyed (see
+    /// [`crate::secrets::seal`]); zeros for none.
+    pub legacy_salt: [u8; 32],
     /// Masks secrets in everything written or shown.
     pub redactor: Arc<Redactor>,
     /// Where events go.

@@ -207,11 +207,7 @@ impl Op<'_> {
         rec.status = Status::Applied;
         rec.resource_id = applied.id.clone();
         rec.inputs = stored.clone();
-        rec.outputs = kept_outputs(
-            &applied.outputs,
-            &self.ctx.settings().redactor,
-            &self.ctx.settings().salt,
-        );
+        rec.outputs = kept_outputs(&applied.outputs, &self.ctx.settings().redactor);
         rec.private = applied.private.clone();
         rec.provider = self.job.change.provider.clone();
         rec.depends_on = self.job.depends_on.clone();

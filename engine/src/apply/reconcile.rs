@@ -55,7 +55,10 @@ impl Op<'_> {
             let change = if rec.provider != self.job.change.provider || replace_requested {
                 flow_providers::Change::Replace(vec![])
             } else {
-                self.provider.diff(&rec.inputs, &desired.stored)
+                self.provider.diff(
+                    &crate::secrets::upgrade_legacy_seals(&rec.inputs),
+                    &desired.stored,
+                )
             };
             let wanted = match change {
                 // A failed last attempt, or a change outside flow that no
@@ -186,11 +189,8 @@ impl Op<'_> {
                             rec.applied = true;
                             rec.resource_id = applied.id;
                             rec.inputs = flight.inputs.clone();
-                            rec.outputs = kept_outputs(
-                                &applied.outputs,
-                                &self.ctx.settings().redactor,
-                                &self.ctx.settings().salt,
-                            );
+                            rec.outputs =
+                                kept_outputs(&applied.outputs, &self.ctx.settings().redactor);
                             rec.private = applied.private;
                         }
                         // What a failed create left (a rolled-back stack)

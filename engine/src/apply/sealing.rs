@@ -1,5 +1,5 @@
 //! Secrets in a step's inputs and outputs during a run: recorded inputs
-//! hold seals (`sealed:sha256:…`) where secrets were, and outputs that carry
+//! hold seals (`sealed:hmac-sha256:…`) where secrets were, and outputs that carry
 //! a secret are kept in state as a sensitive marker, never in clear.
 
 use flow_providers::Values;
@@ -9,13 +9,13 @@ use crate::lang::inputs::Desired;
 use crate::secrets::{Redactor, sensitive_marker};
 
 /// `outputs` as kept in state: each value that carries a secret known to
-/// `redactor` replaced by its sensitive marker (salted with `salt`).
-pub fn kept_outputs(outputs: &Values, redactor: &Redactor, salt: &[u8; 32]) -> Values {
+/// `redactor` replaced by its sensitive marker.
+pub fn kept_outputs(outputs: &Values, redactor: &Redactor) -> Values {
     outputs
         .iter()
         .map(|(k, v)| {
             let kept = if redactor.touches(v) {
-                sensitive_marker(salt, v)
+                sensitive_marker(v)
             } else {
                 v.clone()
             };

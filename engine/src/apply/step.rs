@@ -90,7 +90,7 @@ async fn converge(
     let resolved = match (&job.decl, &settings.loaded) {
         (Some(decl), Some(loaded)) => Some(
             loaded
-                .resolve_inputs(decl, &settings.salt, &|s, k| ctx.lookup(s, k))
+                .resolve_inputs(decl, &settings.legacy_salt, &|s, k| ctx.lookup(s, k))
                 .map(|mut desired| {
                     desired.add_content_digest(provider.as_ref(), loaded.workflow.dir_of(decl));
                     // Text functions made from secrets is masked from now on,

@@ -35,6 +35,12 @@ pub fn run(cli: Cli) -> i32 {
         json: false,
     };
     let registry = Registry::builtin();
+    if fingerprints_kept(&cli.command)
+        && let Err(e) = install_fingerprint_key()
+    {
+        report(&e);
+        return e.exit_code();
+    }
     let result = match &cli.command {
         Command::Validate(a) => run_plan::validate(a, ui, &registry),
         Command::Plan(a) => run_plan::plan(a, ui, &registry),
@@ -101,6 +107,33 @@ pub fn run(cli: Cli) -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// Whether `command` keeps or compares fingerprints of secrets (in state or
+/// a plan file), and so needs the user's key rather than a passing one.
+fn fingerprints_kept(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Plan(_) | Command::Apply(_) | Command::Destroy(_) | Command::Import(_)
+    )
+}
+
+/// Loads (or makes, the first time) the user's fingerprint key and makes
+/// it the process's.
+fn install_fingerprint_key() -> Result<(), CliError> {
+    use flow_providers::fingerprint;
+    let dir = fingerprint::config_dir().ok_or_else(|| {
+        CliError::help(
+            "no folder for flow's fingerprint key: HOME is not set",
+            format!(
+                "set HOME, XDG_CONFIG_HOME or {} to a folder of yours",
+                fingerprint::CONFIG_DIR_ENV
+            ),
+        )
+    })?;
+    let key = fingerprint::load_or_create(&dir).map_err(|e| CliError::help(e.message, e.help))?;
+    fingerprint::install(key);
+    Ok(())
 }
 
 /// Run a future to completion on a fresh multi-threaded runtime.

@@ -61,7 +61,7 @@ pub fn run_context(
             workflow_file: file.to_path_buf(),
             layout: store.layout().clone(),
             workdir: workdir(file),
-            salt: store.salt(),
+            legacy_salt: store.salt(),
             redactor: Arc::new(redactor),
             sink: sink_for(ui, ui.json, plan.changes.len(), width),
             backoff: Backoff::default(),

@@ -104,12 +104,12 @@ async fn apply_round(
             .map(Round::Done);
     }
     let prices = crate::cost::PriceTable::choose(None).ok();
-    let salt = store.salt();
+    let legacy_salt = store.salt();
     let request = PlanRequest {
         loaded,
         registry,
         records: &refresh.records,
-        salt: &salt,
+        legacy_salt: &legacy_salt,
         serial: store.serial(),
         targets: &args.target,
         replace: &args.replace,
@@ -270,15 +270,9 @@ async fn apply_saved(
     let loaded = load_workflow(&saved.workflow_path, &vars, registry)?;
     for (name, v) in &saved.vars {
         if let SavedVar::SensitiveDigest(d) = v {
-            let now = loaded
-                .vars
-                .get(name)
-                .map(|v| digest(saved.salt.as_bytes(), &v.value));
+            let now = loaded.vars.get(name).map(|v| digest(&v.value));
             if now.as_deref() != Some(d.as_str()) {
-                return Err(CliError::help(
-                    format!("sensitive variable `{name}` is not the value the plan was made with"),
-                    "give it the same value (secrets are not stored in plan files)",
-                ));
+                return Err(given_again_differs(name, d, now.as_deref()));
             }
         }
     }
@@ -306,12 +300,12 @@ async fn apply_saved(
     let (records, moves) = moved_records(&loaded, Some(store))?;
     let refresh = refreshed(&loaded, registry, records, request).await?;
     let prices = crate::cost::PriceTable::choose(None).ok();
-    let salt = store.salt();
+    let legacy_salt = store.salt();
     let request = PlanRequest {
         loaded: &loaded,
         registry,
         records: &refresh.records,
-        salt: &salt,
+        legacy_salt: &legacy_salt,
         serial: store.serial(),
         targets: &saved.targets,
         replace: &saved.replace,
@@ -369,6 +363,30 @@ async fn apply_saved(
     }
     Ok(code)
 }
+
+/// The error for a sensitive variable given at apply whose fingerprint is
+/// not the one the plan saved (`saved`): another value, none, or the plan
+/// made with another fingerprint key.
+fn given_again_differs(name: &str, saved: &str, now: Option<&str>) -> CliError {
+    use flow_providers::fingerprint::key_id_of;
+    match (key_id_of(saved), now.and_then(key_id_of)) {
+        (Some(then), Some(mine)) if then != mine => CliError::help(
+            format!(
+                "sensitive variable `{name}` cannot be checked: the plan was made with fingerprint key {then}, and yours is {mine}"
+            ),
+            "apply the plan as the user who made it, share one key file (docs/reliability.md), or make the plan again",
+        ),
+        (_, None) => CliError::help(
+            format!("sensitive variable `{name}` is not given; the plan does not hold secrets"),
+            "give it again as when planning (its environment variable, --var or a var file)",
+        ),
+        _ => CliError::help(
+            format!("sensitive variable `{name}` is not the value the plan was made with"),
+            "give it the same value (secrets are not stored in plan files)",
+        ),
+    }
+}
+
 /// Carry out `plan` on what `refresh` found: back state up, write the
 /// moves and what refresh rewrote, then run the steps.
 #[allow(clippy::too_many_arguments)]

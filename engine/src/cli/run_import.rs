@@ -58,9 +58,9 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
         }
     }
     let outputs = PlannedOutputs::new(&records);
-    let salt = existing.as_ref().map(|s| s.salt()).unwrap_or_default();
+    let legacy_salt = existing.as_ref().map(|s| s.salt()).unwrap_or_default();
     let mut desired = loaded
-        .resolve_inputs(step, &salt, &|s, k| outputs.lookup(s, k))
+        .resolve_inputs(step, &legacy_salt, &|s, k| outputs.lookup(s, k))
         .map_err(diagnostics)?;
     if !desired.is_known() {
         return Err(CliError::help(
@@ -87,7 +87,6 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
     let store = match existing {
         Some(store) => store,
         None => {
-            // A state made just now has its own salt: seal the inputs with it.
             let store = open(&target, &wf_args.state, "flow import", Access::Write).await?;
             desired = loaded
                 .resolve_inputs(step, &store.salt(), &|s, k| outputs.lookup(s, k))
@@ -95,14 +94,13 @@ pub async fn import(args: &ImportArgs, ui: Ui, registry: &Registry) -> CliResult
             store
         }
     };
-    let salt = store.salt();
     desired.add_content_digest(provider.as_ref(), loaded.workflow.dir_of(step));
     let mut rec = StepRecord::new(&args.step, &step.provider, now_secs());
     rec.status = Status::Applied;
     rec.applied = true;
     rec.resource_id = applied.id.clone();
     rec.inputs = desired.stored.clone();
-    rec.outputs = kept_outputs(&applied.outputs, &loaded.redactor(), &salt);
+    rec.outputs = kept_outputs(&applied.outputs, &loaded.redactor());
     rec.private = applied.private;
     rec.depends_on = loaded.deps_of(&args.step);
     rec.prevent_destroy = step.prevent_destroy;

@@ -9,7 +9,7 @@ use super::state_open::{Access, StateTarget, open_if_exists, target_with};
 use crate::lang::vars::VarInputs;
 use crate::pipeline::make_plan;
 use crate::plan::render::{render_json, render_text};
-use crate::plan::saved::{FORMAT, SavedPlan, text_digest};
+use crate::plan::saved::{FORMAT, SavedPlan, VERSION, text_digest};
 use crate::plan::{Plan, PlanRequest};
 
 /// The variables a workflow command was given.
@@ -61,7 +61,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
         // The lock is held while state is read, not while real objects are.
         let store = open_if_exists(&target, &wf_args.state, "flow plan", Access::Plan).await?;
         let (records, moves) = moved_records(&loaded, store.as_deref())?;
-        let salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
+        let legacy_salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
         let serial = store.as_ref().map_or(0, |s| s.serial());
         drop(store);
         // Refresh never writes state during plan: what it finds is shown only.
@@ -76,7 +76,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
             loaded: &loaded,
             registry,
             records: &refresh.records,
-            salt: &salt,
+            legacy_salt: &legacy_salt,
             serial,
             targets: &args.target,
             replace: &args.replace,
@@ -97,9 +97,10 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
         })
         .map_err(CliError::Diagnostics)
     })?;
-    if let Some(out) = &args.out {
-        save(&plan, &loaded, &target, args, out)?;
-    }
+    let give_again = match &args.out {
+        Some(out) => save(&plan, &loaded, &target, args, out)?,
+        None => Vec::new(),
+    };
     if args.json {
         println!("{}", render_json(&plan));
     } else if !ui.quiet || plan.has_changes() {
@@ -110,6 +111,12 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
                 out.display(),
                 out.display()
             );
+            if !give_again.is_empty() {
+                println!(
+                    "The plan holds no secret: give {} again at apply.",
+                    give_again.join(", ")
+                );
+            }
         }
     }
     Ok(
@@ -127,23 +134,26 @@ fn save(
     target: &StateTarget,
     args: &PlanArgs,
     out: &std::path::Path,
-) -> CliResult {
+) -> Result<Vec<String>, CliError> {
     let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let salt = crate::apply::job::new_token();
     let saved = SavedPlan {
         format: FORMAT.into(),
-        version: 1,
+        version: VERSION,
         workflow_path: abs(&args.workflow.file),
         workflow_digest: text_digest(&loaded.workflow.source.text),
         state_dir: abs(&target.dir),
         state_url: target.s3.as_ref().map(|l| l.to_string()),
-        vars: SavedPlan::vars_for_saving(&loaded.vars, &salt),
-        salt,
+        vars: SavedPlan::vars_for_saving(&loaded.vars),
         targets: args.target.clone(),
         replace: args.replace.clone(),
         plan: plan.clone(),
     };
     saved
         .write(out)
-        .map_err(|e| CliError::msg(format!("cannot write the plan to {}: {e}", out.display())))
+        .map_err(|e| CliError::msg(format!("cannot write the plan to {}: {e}", out.display())))?;
+    Ok(saved
+        .to_give_again()
+        .into_iter()
+        .map(str::to_string)
+        .collect())
 }

@@ -310,7 +310,7 @@ mod tests {
             loaded: &loaded,
             registry: &registry,
             records: &records,
-            salt: &[0u8; 32],
+            legacy_salt: &[0u8; 32],
             serial: 0,
             targets: &[],
             replace: &[],

@@ -78,7 +78,12 @@ impl Desired {
 /// `value` (the evaluation of `node`) with only the parts that carry a secret
 /// replaced by seals: table entries are sealed one by one, so that
 /// `env = { REGION = "x", TOKEN = "${vars.token}" }` keeps `REGION` readable.
-fn seal(node: &Node, value: &Value, is_secret: &dyn Fn(&Node) -> bool, salt: &[u8]) -> Value {
+fn seal(
+    node: &Node,
+    value: &Value,
+    is_secret: &dyn Fn(&Node) -> bool,
+    legacy_salt: &[u8],
+) -> Value {
     match (&node.kind, value) {
         (NodeKind::Table(entries), Value::Object(map)) => Value::Object(
             map.iter()
@@ -87,14 +92,14 @@ fn seal(node: &Node, value: &Value, is_secret: &dyn Fn(&Node) -> bool, salt: &[u
                     let secret = entry.is_none_or(|e| is_secret(&e.value));
                     let kept = match (secret, entry) {
                         (false, _) => v.clone(),
-                        (true, Some(e)) => seal(&e.value, v, is_secret, salt),
-                        (true, None) => Value::String(secrets::seal(salt, v)),
+                        (true, Some(e)) => seal(&e.value, v, is_secret, legacy_salt),
+                        (true, None) => Value::String(secrets::seal(legacy_salt, v)),
                     };
                     (k.clone(), kept)
                 })
                 .collect(),
         ),
-        _ => Value::String(secrets::seal(salt, value)),
+        _ => Value::String(secrets::seal(legacy_salt, value)),
     }
 }
 
@@ -112,7 +117,7 @@ pub fn mask_sealed(value: &Value) -> Value {
 
 /// Resolve `step` of `wf` (run by `provider`) with the variables `vars` and
 /// `outputs` giving earlier steps' outputs: every value interpolated and
-/// coerced to its input's type, secrets sealed with `salt` in the stored
+/// coerced to its input's type, secrets sealed with `legacy_salt` in the stored
 /// form, and each input that waits for an output listed as unknown. Every
 /// reference problem comes back, each with its span.
 pub fn resolve_inputs(
@@ -120,10 +125,10 @@ pub fn resolve_inputs(
     vars: &VarValues,
     step: &StepDecl,
     provider: &dyn Provider,
-    salt: &[u8],
+    legacy_salt: &[u8],
     outputs: &dyn Fn(&str, &str) -> Lookup,
 ) -> Result<Desired, Vec<Diag>> {
-    let (desired, errors) = resolve_each(wf, vars, step, provider, salt, outputs);
+    let (desired, errors) = resolve_each(wf, vars, step, provider, legacy_salt, outputs);
     if errors.is_empty() {
         Ok(desired)
     } else {
@@ -139,7 +144,7 @@ pub fn resolve_each(
     vars: &VarValues,
     step: &StepDecl,
     provider: &dyn Provider,
-    salt: &[u8],
+    legacy_salt: &[u8],
     outputs: &dyn Fn(&str, &str) -> Lookup,
 ) -> (Desired, Vec<Diag>) {
     let schema = provider.schema();
@@ -185,8 +190,8 @@ pub fn resolve_each(
                         let whole = !ev.sensitive || secret_input;
                         let kept = match (secret, whole) {
                             (false, _) => v.clone(),
-                            (true, true) => Value::String(secrets::seal(salt, &v)),
-                            (true, false) => seal(&input.value, &v, &is_secret, salt),
+                            (true, true) => Value::String(secrets::seal(legacy_salt, &v)),
+                            (true, false) => seal(&input.value, &v, &is_secret, legacy_salt),
                         };
                         desired.stored.insert(input.key.clone(), kept);
                         desired.actual.insert(input.key.clone(), v);
@@ -206,7 +211,7 @@ mod tests {
     #[test]
     fn only_seals_are_masked_for_display() {
         let image = format!("sha256:{}", "ab".repeat(32));
-        let sealed = crate::secrets::seal(b"salt", &json!("hunter22"));
+        let sealed = crate::secrets::seal(b"legacy_salt", &json!("hunter22"));
         assert_eq!(
             mask_sealed(&json!({"IMAGE": image, "TOKEN": sealed, "(content)": image})),
             json!({"IMAGE": image, "TOKEN": "(sensitive)", "(content)": image})

@@ -61,11 +61,11 @@ impl Loaded {
     }
 
     /// `step`'s inputs by the one resolver ([`resolve_inputs`]), with
-    /// `outputs` giving earlier steps' outputs and secrets sealed with `salt`.
+    /// `outputs` giving earlier steps' outputs and secrets sealed with `legacy_salt`.
     pub fn resolve_inputs(
         &self,
         step: &StepDecl,
-        salt: &[u8],
+        legacy_salt: &[u8],
         outputs: &dyn Fn(&str, &str) -> Lookup,
     ) -> Result<Desired, Vec<Diag>> {
         resolve_inputs(
@@ -73,7 +73,7 @@ impl Loaded {
             &self.vars,
             step,
             self.provider(step).as_ref(),
-            salt,
+            legacy_salt,
             outputs,
         )
     }

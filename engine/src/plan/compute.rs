@@ -23,8 +23,9 @@ pub struct PlanRequest<'a> {
     pub registry: &'a flow_providers::Registry,
     /// What state holds, by step name.
     pub records: &'a BTreeMap<String, StepRecord>,
-    /// The state's digest salt.
-    pub salt: &'a [u8],
+    /// The salt of a state written before fingerprints were keyed (see
+    /// [`crate::secrets::seal`]); zeros for none.
+    pub legacy_salt: &'a [u8],
     /// The state's serial.
     pub serial: u64,
     /// `--target` steps (with what they need); empty for all.
@@ -84,7 +85,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
         let step = wf.step(name).expect("dag node is a step");
         let provider = req.loaded.provider(step);
         let lookup = |s: &str, k: &str| outputs.lookup(s, k);
-        let mut desired = match req.loaded.resolve_inputs(step, req.salt, &lookup) {
+        let mut desired = match req.loaded.resolve_inputs(step, req.legacy_salt, &lookup) {
             Ok(d) => d,
             Err(errs) => {
                 errs.into_iter().for_each(|e| diags.push(e));
@@ -318,7 +319,10 @@ fn plan_step(
     let diff = if rec.provider != provider_name {
         Change::Replace(vec![])
     } else {
-        provider.diff(&rec.inputs, &desired.stored)
+        provider.diff(
+            &crate::secrets::upgrade_legacy_seals(&rec.inputs),
+            &desired.stored,
+        )
     };
     let (action, mut reason, forcing) = match (&diff, forced) {
         (_, true) => (

@@ -24,7 +24,7 @@ pub async fn refine_plan(
     plan: &mut Plan,
     loaded: &Loaded,
     records: &BTreeMap<String, StepRecord>,
-    salt: &[u8],
+    legacy_salt: &[u8],
     parallelism: usize,
 ) {
     let mut tasks: JoinSet<(String, Result<PlanDetail, LookFailed>)> = JoinSet::new();
@@ -46,7 +46,7 @@ pub async fn refine_plan(
         };
         let provider = loaded.provider(decl).clone();
         let lookup = |s: &str, k: &str| outputs.lookup(s, k);
-        let Ok(desired) = loaded.resolve_inputs(decl, salt, &lookup) else {
+        let Ok(desired) = loaded.resolve_inputs(decl, legacy_salt, &lookup) else {
             continue;
         };
         let files = flow_providers::ValidateContext {

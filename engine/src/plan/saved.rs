@@ -14,7 +14,12 @@ use crate::lang::vars::VarValues;
 /// What marks a file as a saved plan.
 pub const FORMAT: &str = "flow-plan";
 
-/// A variable's value as saved: secrets only as a salted digest.
+/// The plan file layout this flow writes and reads. Version 1 kept the salt
+/// of its secrets' digests beside them; version 2 keeps only keyed
+/// fingerprints, whose key stays in the user's config folder.
+pub const VERSION: u32 = 2;
+
+/// A variable's value as saved: secrets only as a keyed fingerprint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SavedVar {
@@ -40,8 +45,6 @@ pub struct SavedPlan {
     /// The S3 state the plan was made against (`s3://bucket/key`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_url: Option<String>,
-    /// Salt for the digests of sensitive variables.
-    pub salt: String,
     /// Every variable's value.
     pub vars: BTreeMap<String, SavedVar>,
     /// `--target` steps.
@@ -58,17 +61,27 @@ pub fn text_digest(text: &str) -> String {
 }
 
 impl SavedPlan {
-    /// Save vars with secrets digested under a fresh salt.
-    pub fn vars_for_saving(vars: &VarValues, salt: &str) -> BTreeMap<String, SavedVar> {
+    /// Save vars with secrets only as their keyed fingerprints.
+    pub fn vars_for_saving(vars: &VarValues) -> BTreeMap<String, SavedVar> {
         vars.iter()
             .map(|(k, v)| {
                 let saved = if v.sensitive {
-                    SavedVar::SensitiveDigest(crate::secrets::digest(salt.as_bytes(), &v.value))
+                    SavedVar::SensitiveDigest(crate::secrets::digest(&v.value))
                 } else {
                     SavedVar::Value(v.value.clone())
                 };
                 (k.clone(), saved)
             })
+            .collect()
+    }
+
+    /// The sensitive variables the plan does not hold, which must be given
+    /// again at apply.
+    pub fn to_give_again(&self) -> Vec<&str> {
+        self.vars
+            .iter()
+            .filter(|(_, v)| matches!(v, SavedVar::SensitiveDigest(_)))
+            .map(|(k, _)| k.as_str())
             .collect()
     }
 
@@ -98,6 +111,13 @@ impl SavedPlan {
             return Ok(None);
         }
         match serde_json::from_str::<SavedPlan>(&text) {
+            Ok(p) if p.format == FORMAT && p.version != VERSION => Err(UnreadablePlan {
+                path: path.to_path_buf(),
+                detail: format!(
+                    "it was made by another version of flow (plan file version {}, this flow reads {VERSION}); make the plan again with `flow plan --out`",
+                    p.version
+                ),
+            }),
             Ok(p) if p.format == FORMAT => Ok(Some(p)),
             Ok(_) => Ok(None),
             Err(e) if text.contains(FORMAT) => Err(UnreadablePlan {

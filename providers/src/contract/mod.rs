@@ -438,25 +438,32 @@ pub fn import_missing(what: &str, id: &str) -> ProviderError {
 /// [`Provider::content_digest`]; it is never passed to the provider as an input.
 pub const CONTENT_KEY: &str = "(content)";
 
-/// What a sealed secret in state starts with: state keeps a sensitive input
-/// only as `sealed:sha256:<64 hex>`, a salted SHA-256 of its value. The
-/// `sealed:` keeps it apart from plain values shaped `sha256:<hex>` (image
-/// digests, the [`CONTENT_KEY`] digest), which are not secrets. State schema 1
-/// wrote seals without it; the state crate's migration to schema 2 adds it.
+/// What a sealed secret in state started with before fingerprints were
+/// keyed: `sealed:sha256:<64 hex>`, a SHA-256 salted with a salt kept in
+/// the state itself. Still recognised, and compared through the state's
+/// salt until the step is applied again (see the engine's `secrets`
+/// module); new seals are [`crate::fingerprint::FingerprintKey::seal`]s.
+/// The `sealed:` keeps both apart from plain values shaped `sha256:<hex>`
+/// (image digests, the [`CONTENT_KEY`] digest), which are not secrets.
 pub const SEALED_PREFIX: &str = "sealed:sha256:";
 
-/// The sealed form of a SHA-256 given as hex: `sealed:sha256:<hex>`.
+/// The legacy sealed form of a salted SHA-256 given as hex:
+/// `sealed:sha256:<hex>`.
 pub fn seal_hex(hex: &str) -> String {
     format!("{SEALED_PREFIX}{hex}")
 }
 
-/// Whether a recorded input is a sealed secret (see [`SEALED_PREFIX`]), so a
-/// provider reading [`Prior::inputs`] (on delete, say) can tell that it has
-/// the seal where the value used to be. Plain `sha256:<hex>` is not sealed.
+/// Whether a recorded input is a sealed secret (a keyed
+/// `sealed:hmac-sha256:<key id>:<hex>` or a legacy [`SEALED_PREFIX`] one),
+/// so a provider reading [`Prior::inputs`] (on delete, say) can tell that
+/// it has the seal where the value used to be. Plain `sha256:<hex>` is not
+/// sealed.
 pub fn is_sealed(value: &Value) -> bool {
     value.as_str().is_some_and(|s| {
-        s.strip_prefix(SEALED_PREFIX)
-            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        let legacy = s
+            .strip_prefix(SEALED_PREFIX)
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        legacy || (s.starts_with("sealed:") && crate::fingerprint::key_id_of(s).is_some())
     })
 }
 

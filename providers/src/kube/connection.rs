@@ -9,10 +9,16 @@
 //!   AWS credentials of the step's region and profile (see
 //!   [`crate::eks::token`]) and made anew every ten minutes (tokens last 15).
 //!
+//! The token goes only to the endpoint DescribeCluster returns for the
+//! cluster's name, with the certificate authority it returns: the
+//! `endpoint` and `certificate_authority` of the `cluster` input are not
+//! trusted with it (state, or a hand-written input, could name any host).
+//!
 //! `FLOW_EKS_API_SERVER` (a URL) and `FLOW_EKS_API_SERVER_CA` (a PEM file)
 //! send every `cluster` connection to another API server, keeping the EKS
-//! token: for a private endpoint reached through a tunnel, and for the
+//! token: for a private endpoint reached through a local tunnel, and for the
 //! local API server that stands in for EKS in the tests and the quickstart.
+//! The URL must name a loopback address; any other is refused.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -178,20 +184,16 @@ impl Connection {
                     })?;
                 Ok((config, ns))
             }
-            Target::Eks {
-                name,
-                endpoint,
-                certificate_authority,
-                region,
-            } => {
+            Target::Eks { name, region, .. } => {
                 let mut ctx = self.ctx.clone();
                 if region.is_some() {
                     ctx.region = region.clone();
                 }
+                let stand_in = api_server_override()?;
                 let sdk = crate::eks::sdk_config(&ctx).await?;
+                let described = crate::eks::endpoint::described(&sdk, name).await?;
+                let (endpoint, certificate_authority) = stand_in.unwrap_or(described);
                 let token = crate::eks::token::eks_token(&sdk, name).await?;
-                let (endpoint, certificate_authority) = api_server_override()?
-                    .unwrap_or((endpoint.clone(), certificate_authority.clone()));
                 let kc = eks_kubeconfig(&endpoint, &certificate_authority, &token)?;
                 let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
@@ -229,11 +231,20 @@ fn resolve(workdir: &Path, path: Option<&str>) -> Result<PathBuf, ProviderError>
 }
 
 /// The endpoint and base64 CA that [`API_SERVER_ENV`] and
-/// [`API_SERVER_CA_ENV`] put in place of an EKS cluster's, if set.
+/// [`API_SERVER_CA_ENV`] put in place of an EKS cluster's, if set (and
+/// loopback: see [`loopback_host`]).
 fn api_server_override() -> Result<Option<(String, String)>, ProviderError> {
     let Some(url) = std::env::var(API_SERVER_ENV).ok().filter(|u| !u.is_empty()) else {
         return Ok(None);
     };
+    if !loopback_host(&url) {
+        return Err(ProviderError::bad_input(format!(
+            "{API_SERVER_ENV}={url} is not a loopback address: flow sends an EKS token only to the cluster's own endpoint, or to a stand-in on this machine"
+        ))
+        .with_help(format!(
+            "unset {API_SERVER_ENV} to reach the cluster at the endpoint EKS describes; for a private endpoint, tunnel it to a local port and name https://127.0.0.1:PORT"
+        )));
+    }
     let ca = match std::env::var_os(API_SERVER_CA_ENV) {
         Some(path) => {
             let pem = std::fs::read(&path).map_err(|e| {
@@ -251,6 +262,22 @@ fn api_server_override() -> Result<Option<(String, String)>, ProviderError> {
         }
     };
     Ok(Some((url, ca)))
+}
+
+/// Whether `url`'s host is this machine: `localhost`, or an address in
+/// 127.0.0.0/8 or `::1`. Anything unparsable is not.
+fn loopback_host(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let Some(host) = uri.host() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A one-cluster kubeconfig for an EKS endpoint and token.
@@ -298,6 +325,30 @@ mod tests {
         assert_eq!(p, PathBuf::from("/w/kc.yaml"));
         let p = resolve(Path::new("/w"), Some("/abs/kc")).unwrap();
         assert_eq!(p, PathBuf::from("/abs/kc"));
+    }
+
+    #[test]
+    fn only_loopback_hosts_stand_in_for_eks() {
+        for ok in [
+            "https://127.0.0.1:6443",
+            "https://127.8.9.10",
+            "https://localhost:1",
+            "https://[::1]:6443",
+            "http://LOCALHOST",
+        ] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for refused in [
+            "https://10.0.0.1:6443",
+            "https://evil.example",
+            "https://127.0.0.1.evil.example",
+            "https://localhost.evil.example",
+            "https://[::2]",
+            "not a url",
+            "/just/a/path",
+        ] {
+            assert!(!loopback_host(refused), "{refused}");
+        }
     }
 
     #[test]

@@ -10,7 +10,6 @@ use ::kube::core::{ApiResource, GroupVersionKind};
 use ::kube::discovery::Scope;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::crd_schema;
 use super::errors;
@@ -41,7 +40,9 @@ pub struct Record {
     /// The uid the server gave it.
     #[serde(default)]
     pub uid: String,
-    /// A digest of what was applied, to re-apply only what changed.
+    /// A keyed fingerprint of what was applied (see [`crate::fingerprint`]:
+    /// a Secret's data must not be guessable from state), to re-apply only
+    /// what changed.
     #[serde(default)]
     pub digest: String,
 }
@@ -241,7 +242,7 @@ impl Kinds {
             namespace: doc.namespace().map(str::to_string),
             name: doc.name().to_string(),
             uid: String::new(),
-            digest: hex::encode(Sha256::digest(doc.object.to_string().as_bytes())),
+            digest: crate::fingerprint::current().fingerprint(doc.object.to_string().as_bytes()),
         }
     }
 
