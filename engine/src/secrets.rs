@@ -101,18 +101,26 @@ pub fn is_sensitive_marker(value: &Value) -> bool {
     }))
 }
 
-/// Replaces every known secret in text with `(sensitive)`. Shared by the
-/// steps of an apply, which add the text functions make from secrets as
-/// they resolve their inputs.
+/// Replaces every known secret in text with `(sensitive)`: sensitive
+/// variables, text the language's functions make from them (added by the
+/// steps of an apply as they resolve their inputs), inputs a provider's
+/// schema marks secret, and values providers mark themselves
+/// ([`flow_providers::sensitive`]: a key they generate), each with its
+/// encoded forms.
 #[derive(Debug, Default)]
 pub struct Redactor {
     secrets: std::sync::RwLock<Vec<String>>,
+    /// How many of [`flow_providers::sensitive`]'s values are taken.
+    provider_seen: std::sync::atomic::AtomicUsize,
 }
 
 impl Clone for Redactor {
     fn clone(&self) -> Self {
         Redactor {
             secrets: std::sync::RwLock::new(self.read().clone()),
+            provider_seen: std::sync::atomic::AtomicUsize::new(
+                self.provider_seen.load(std::sync::atomic::Ordering::SeqCst),
+            ),
         }
     }
 }
@@ -122,7 +130,23 @@ pub const MASK: &str = "(sensitive)";
 
 impl Redactor {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<String>> {
+        self.take_provider_marks();
         self.secrets.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds the values providers marked since the last look.
+    fn take_provider_marks(&self) {
+        use std::sync::atomic::Ordering;
+        let seen = self.provider_seen.load(Ordering::SeqCst);
+        let (new, now) = flow_providers::sensitive::marked_since(seen);
+        if now != seen
+            && self
+                .provider_seen
+                .compare_exchange(seen, now, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            new.iter().for_each(|v| self.add_text(v));
+        }
     }
 
     /// Remember every string inside `value` as a secret (numbers and booleans
@@ -161,7 +185,13 @@ impl Redactor {
     }
 
     fn add_form(&self, s: &str) {
-        if s.chars().count() < 3 || self.read().iter().any(|x| x == s) {
+        let known = self
+            .secrets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|x| x == s);
+        if s.chars().count() < 3 || known {
             return;
         }
         let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
@@ -203,18 +233,50 @@ impl Redactor {
 /// Shortest encoded fragment worth masking: shorter ones match too much.
 const MIN_ENCODED: usize = 8;
 
-/// The forms a secret takes once encoded by a function or a file format,
-/// so that `base64encode(vars.token)` or a token inside `jsonencode(…)`
-/// is masked too: its JSON-escaped text, and its base64 at each of the
-/// three byte alignments it can have inside longer encoded text (the
-/// characters that depend on the neighbouring bytes left out).
+/// Bytes a URL leaves as they are (RFC 3986's unreserved characters).
+const URL_KEEPS: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The forms a secret takes once encoded by a function, a file format or a
+/// shell, so that `base64encode(vars.token)`, a token inside
+/// `jsonencode(…)`, in a URL's query or quoted in a script line is masked
+/// too: its JSON-escaped text, its URL-encoded text (`%20` and `+` for a
+/// space), its text inside single quotes (a quote in it written `'\''` or,
+/// as Python's `shlex.quote` does, `'"'"'`) and double quotes, and
+/// backslash-escaped as bash's `printf %q` does, and its base64 at each of the three byte alignments
+/// it can have inside longer encoded text (the characters that depend on
+/// the neighbouring bytes left out).
 fn encoded_forms(secret: &str) -> Vec<String> {
     use base64::Engine as _;
     let mut out = Vec::new();
     let json = Value::String(secret.to_string()).to_string();
-    let json = &json[1..json.len() - 1];
-    if json != secret {
-        out.push(json.to_string());
+    let url = percent_encoding::utf8_percent_encode(secret, URL_KEEPS).to_string();
+    let shell_escaped: String = secret
+        .chars()
+        .flat_map(|c| {
+            let special = !(c.is_alphanumeric() || "-._/:@%+=".contains(c));
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect();
+    for form in [
+        json[1..json.len() - 1].to_string(),
+        url.replace("%20", "+"),
+        url,
+        secret.replace('\'', r"'\''"),
+        secret.replace('\'', r#"'"'"'"#),
+        secret
+            .replace('\\', r"\\")
+            .replace('"', r#"\""#)
+            .replace('$', r"\$")
+            .replace('`', r"\`"),
+        shell_escaped,
+    ] {
+        if form != secret && !out.contains(&form) {
+            out.push(form);
+        }
     }
     if secret.len() < 6 {
         return out;
@@ -325,6 +387,34 @@ mod tests {
         let in_json = json!({"t": "line1\"quoted\"\nline2"}).to_string();
         assert!(r.redact(&in_json).contains(MASK), "{in_json}");
         assert!(!r.redact("nothing secret here").contains(MASK));
+    }
+
+    #[test]
+    fn url_encoded_and_shell_quoted_secrets_are_masked() {
+        let secret = "p@ss w'rd$&\"x";
+        let r = Redactor::default();
+        r.add(&json!(secret));
+        for shown in [
+            "https://h/?token=p%40ss%20w%27rd%24%26%22x&b=1",
+            "https://h/?token=p%40ss+w%27rd%24%26%22x&b=1",
+            r#"echo 'p@ss w'\''rd$&"x'"#,
+            r#"echo "p@ss w'rd\$&\"x""#,
+            r#"echo p@ss\ w\'rd\$\&\"x"#,
+        ] {
+            let masked = r.redact(shown);
+            assert!(masked.contains(MASK), "{shown} -> {masked}");
+            assert!(!masked.contains("rd"), "{shown} -> {masked}");
+        }
+    }
+
+    #[test]
+    fn values_providers_mark_are_masked_in_every_redactor() {
+        let r = Redactor::default();
+        let copy = r.clone();
+        flow_providers::sensitive::mark("generated-private-key-body");
+        assert_eq!(r.redact("k=generated-private-key-body"), "k=(sensitive)");
+        assert_eq!(copy.redact("k=generated-private-key-body"), "k=(sensitive)");
+        assert!(r.touches(&json!({"o": "generated-private-key-body"})));
     }
 
     #[test]

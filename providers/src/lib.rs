@@ -17,6 +17,7 @@ pub mod null;
 pub mod ownership;
 pub mod parallelcluster;
 pub mod registry;
+pub mod sensitive;
 pub mod slurm;
 pub mod substitute;
 

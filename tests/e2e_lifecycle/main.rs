@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod leaks;
 mod plans_and_destroy;
 mod resume;
 mod secrets;

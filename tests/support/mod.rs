@@ -6,6 +6,7 @@ pub mod aws;
 pub mod fault_proxy;
 pub mod kube;
 pub mod moto;
+pub mod secret_scan;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};

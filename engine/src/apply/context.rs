@@ -168,6 +168,9 @@ impl RunContext {
     pub fn lookup(&self, step: &str, key: &str) -> Lookup {
         if let Some(outs) = self.outputs.lock().expect("outputs").get(step) {
             return match outs.get(key) {
+                // State keeps such an output only as a marker; in this
+                // apply its value is at hand, and stays a secret.
+                Some(v) if self.settings.redactor.touches(v) => Lookup::Secret(v.clone()),
                 Some(v) => Lookup::Known(v.clone()),
                 None => Lookup::Missing(outs.keys().cloned().collect()),
             };

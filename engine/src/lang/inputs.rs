@@ -103,6 +103,17 @@ fn seal(
     }
 }
 
+/// Every string (and number, as text) inside `value`, appended to `out`.
+fn strings_of(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|v| strings_of(v, out)),
+        Value::Object(map) => map.values().for_each(|v| strings_of(v, out)),
+        Value::Bool(_) | Value::Null => {}
+    }
+}
+
 /// A stored value for display: sealed secrets shown as `(sensitive)`.
 pub fn mask_sealed(value: &Value) -> Value {
     match value {
@@ -157,7 +168,11 @@ pub fn resolve_each(
         outputs: &no_outputs,
         ..cx
     };
-    let is_secret = |node: &Node| offline.evaluate(step, node).map_or(true, |ev| ev.sensitive);
+    // An output made from a secret in this apply is one too.
+    let is_secret = |node: &Node| {
+        offline.evaluate(step, node).map_or(true, |ev| ev.sensitive)
+            || cx.evaluate(step, node).is_ok_and(|ev| ev.sensitive)
+    };
     for input in &step.inputs {
         match cx.evaluate(step, &input.value) {
             Err(e) => {
@@ -187,6 +202,11 @@ pub fn resolve_each(
                             .insert(input.key.clone(), Value::String(UNKNOWN.into()));
                     }
                     Some(v) => {
+                        // An input the provider calls secret is masked
+                        // wherever it shows, even when written in clear.
+                        if secret_input {
+                            strings_of(&v, &mut desired.derived_secrets);
+                        }
                         let whole = !ev.sensitive || secret_input;
                         let kept = match (secret, whole) {
                             (false, _) => v.clone(),

@@ -21,6 +21,9 @@ use flow_providers::suggest::closest;
 pub enum Lookup {
     /// Known now.
     Known(Value),
+    /// Known now, and carrying a secret (an output made from one during
+    /// this apply): what uses it is sensitive too.
+    Secret(Value),
     /// Not known until the step is applied.
     Unknown,
     /// The step is applied but has no such output; the keys it has.
@@ -385,7 +388,7 @@ fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
             };
             let mut values = Vec::with_capacity(names.len());
             for name in &names {
-                match output(r, name, key, scope)? {
+                match output(r, name, key, scope, taint)? {
                     Some(v) => values.push(v),
                     None => return Ok(None),
                 }
@@ -400,7 +403,7 @@ fn lookup(r: &Reference, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
                 Some(index) => Some(instance_key(step, index, scope)?),
                 None => None,
             };
-            output(r, instance.as_deref().unwrap_or(step), key, scope)
+            output(r, instance.as_deref().unwrap_or(step), key, scope, taint)
         }
     }
 }
@@ -436,8 +439,18 @@ pub fn key_text(value: Option<Value>, sensitive: bool) -> Result<String, (String
 }
 
 /// Output `key` of step `step` (an instance's address when indexed).
-fn output(r: &Reference, step: &str, key: &str, scope: &Scope) -> Result<Option<Value>, EvalError> {
+fn output(
+    r: &Reference,
+    step: &str,
+    key: &str,
+    scope: &Scope,
+    taint: &mut Taint,
+) -> Result<Option<Value>, EvalError> {
     match (scope.outputs)(step, key) {
+        Lookup::Secret(v) => {
+            taint.sensitive = true;
+            Ok(Some(v))
+        }
         Lookup::Known(v) => {
             if crate::secrets::is_sensitive_marker(&v) {
                 return Err(bad_reference(

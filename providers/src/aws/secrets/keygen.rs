@@ -62,6 +62,7 @@ fn pair(key: &PrivateKey) -> Result<KeyPair, ProviderError> {
     let private = key
         .to_openssh(LineEnding::LF)
         .map_err(|e| ProviderError::fatal(format!("could not encode the SSH key: {e}")))?;
+    crate::sensitive::mark(&private);
     let public = key
         .public_key()
         .to_openssh()
