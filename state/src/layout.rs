@@ -41,7 +41,9 @@ impl StateLayout {
 
     /// The log of one step: `root/logs/<step>.log`. Characters other than
     /// ASCII letters, digits, `_` and `-` are percent-encoded, so that any
-    /// step name maps to its own file inside `logs/`.
+    /// step name maps to its own file inside `logs/`; a name whose file
+    /// name would pass [`MAX_FILE_STEM`] bytes is cut there and ends in a
+    /// digest of the whole name, so it still maps to a file of its own.
     pub fn log_file(&self, step: &str) -> PathBuf {
         self.logs().join(format!("{}.log", file_name_for(step)))
     }
@@ -80,16 +82,32 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<(), StateError> {
         .map_err(|e| StateError::io(dir, e))
 }
 
+/// The longest file name (without `.log`) a step's log gets: file systems
+/// take 255 bytes per name, and a 255-byte step name, or an instance key of
+/// non-ASCII text (three bytes each, nine once percent-encoded), passes it.
+pub const MAX_FILE_STEM: usize = 200;
+
 fn file_name_for(step: &str) -> String {
     let mut out = String::with_capacity(step.len());
+    let mut cut = None;
     for b in step.bytes() {
+        let before = out.len();
         if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
         }
+        if out.len() > MAX_FILE_STEM - 33 && cut.is_none() {
+            cut = Some(before);
+        }
     }
-    out
+    if out.len() <= MAX_FILE_STEM {
+        return out;
+    }
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(step.as_bytes()));
+    out.truncate(cut.unwrap_or(0));
+    format!("{out}~{}", &digest[..32])
 }
 
 #[cfg(test)]
@@ -116,6 +134,25 @@ mod tests {
         let l = StateLayout::new(".flow");
         assert_eq!(l.log_file("../x"), Path::new(".flow/logs/%2E%2E%2Fx.log"));
         assert_eq!(l.log_file("a.b"), Path::new(".flow/logs/a%2Eb.log"));
+        let long = "s".repeat(255);
+        let unicode = format!("each[\"{}\"]", "語".repeat(85));
+        let name = |step: &str| {
+            l.log_file(step)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        };
+        for step in [long.as_str(), &unicode] {
+            assert!(name(step).len() <= MAX_FILE_STEM + 4, "{}", name(step));
+            assert_eq!(name(step), name(step), "stable");
+        }
+        assert_ne!(name(&long), name(&format!("{}t", &long[..254])));
+        assert!(name(&long).starts_with("sss"));
+        assert_eq!(
+            name(&"s".repeat(MAX_FILE_STEM)),
+            format!("{}.log", "s".repeat(MAX_FILE_STEM))
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod support;
 
 mod leaks;
+mod names;
 mod plans_and_destroy;
 mod resume;
 mod secrets;

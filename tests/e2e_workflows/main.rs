@@ -106,15 +106,6 @@ impl Local {
         .expect("wrapper made executable");
         tool_log
     }
-
-    /// Every file of the state folder as text (lossy), for secret checks.
-    fn state_text(&self) -> String {
-        support::files_under(&self.p.path().join("state"))
-            .iter()
-            .filter_map(|f| std::fs::read(f).ok())
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .collect()
-    }
 }
 
 /// `flow ARGS` as on a fresh machine: no AWS credentials, configuration or
