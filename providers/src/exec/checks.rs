@@ -20,7 +20,12 @@ pub(super) fn problems(inputs: &[(String, InputValue)], base: &Path) -> Vec<Prob
                 problems.extend(table.keys().filter_map(|key| env_name_problem(key)));
             }
             ("pass_env", InputValue::Known(Value::Array(patterns))) => {
-                problems.extend(patterns.iter().filter_map(pass_env_problem));
+                problems.extend(
+                    patterns
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, p)| pass_env_problem(i, p)),
+                );
             }
             _ => {}
         }
@@ -58,14 +63,14 @@ fn env_name_problem(key: &str) -> Option<Problem> {
 
 /// A problem if `pattern` is not a name or a `PREFIX*` that `pass_env`
 /// can take.
-fn pass_env_problem(pattern: &Value) -> Option<Problem> {
+fn pass_env_problem(index: usize, pattern: &Value) -> Option<Problem> {
     let text = pattern.as_str()?;
     if super::environment::valid_pattern(text) {
         return None;
     }
     Some(
-        Problem::at(
-            "pass_env",
+        Problem::at_path(
+            &["pass_env", &index.to_string()],
             format!("{text:?} is not an environment variable's name, or a prefix ending in `*`"),
         )
         .with_help("name each variable flow's environment passes to the commands (`AWS_PROFILE`), or a prefix (`AWS_*`); letters, digits and `_` only"),

@@ -615,6 +615,18 @@ corpus! {
         ],
         ..BASE
     },
+    exec_pass_env_not_a_name: Case {
+        file: "131-exec-pass-env-not-a-name.toml",
+        codes: &["flow::invalid-input"],
+        at: &["11:28", "11:33"],
+        problems: 2,
+        says: &[
+            "\"*\" is not an environment variable's name, or a prefix ending in `*`",
+            "\"AWS REGION\" is not an environment variable's name",
+            "(`AWS_*`); letters, digits and `_` only",
+        ],
+        ..BASE
+    },
     eksctl_vpc_id_without_subnets: Case {
         file: "129-eksctl-vpc-id-without-subnets.toml",
         codes: &["flow::invalid-input"],
