@@ -367,3 +367,36 @@ env = { TOKEN = "${vars.token}" }
         assert!(!r.all().contains("abc123"), "{}", r.all());
     }
 }
+
+/// A fingerprint key others can read is refused before anything is read or
+/// written, with the command that fixes it; a garbled one too.
+#[test]
+fn a_fingerprint_key_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    p.write(
+        "wf.toml",
+        "[steps.a]\nprovider = \"exec\"\n[steps.a.inputs]\nrun = \"true\"\n",
+    );
+    p.run(&["plan", "wf.toml"]).expect(0);
+    let key = p.config_dir().join("fingerprint.key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let open = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
+    assert!(
+        open.stderr.contains("is readable by others (mode 644)")
+            && open
+                .stderr
+                .contains(&format!("chmod 600 {}", key.display())),
+        "{}",
+        open.stderr
+    );
+    assert!(!p.path().join(".flow").exists(), "state was made");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&key, "garbage\n").unwrap();
+    let garbled = p.run(&["plan", "wf.toml"]).expect(1);
+    assert!(
+        garbled.stderr.contains("is not 64 hex digits"),
+        "{}",
+        garbled.stderr
+    );
+}
