@@ -127,6 +127,7 @@ impl StepReporter {
                 file: None,
                 pending: Vec::new(),
                 last: String::new(),
+                unwritable: false,
             }),
             redactor,
             sink,
@@ -153,8 +154,21 @@ impl StepReporter {
             log.pending.push(text);
             return;
         }
-        if log.file.is_none() {
-            log.file = open_log(&log.path).ok();
+        if log.file.is_none() && !log.unwritable {
+            match open_log(&log.path) {
+                Ok(file) => log.file = Some(file),
+                // Said once, where the user looks; the step goes on.
+                Err(e) => {
+                    log.unwritable = true;
+                    self.sink.emit(Event::Progress {
+                        step: self.step.clone(),
+                        message: format!(
+                            "flow: cannot write this step's log {}: {e}",
+                            log.path.display()
+                        ),
+                    });
+                }
+            }
         }
         let pending = std::mem::take(&mut log.pending);
         if let Some(f) = log.file.as_mut() {
@@ -225,6 +239,8 @@ struct LogFile {
     file: Option<std::fs::File>,
     pending: Vec<String>,
     last: String,
+    /// The file could not be opened (said once; not tried again).
+    unwritable: bool,
 }
 
 fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
@@ -237,4 +253,41 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         .append(true)
         .mode(0o600)
         .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow_providers::Reporter;
+
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<String>>);
+
+    impl EventSink for Recorded {
+        fn emit(&self, event: Event) {
+            if let Event::Progress { message, .. } = event {
+                self.0.lock().unwrap().push(message);
+            }
+        }
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_written_is_said_once_and_the_step_goes_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let sink = Arc::new(Recorded::default());
+        let reporter = StepReporter::new(
+            "s",
+            &file.join("logs/s.log"),
+            Arc::new(Redactor::default()),
+            sink.clone(),
+        );
+        reporter.log("one");
+        reporter.log("two");
+        let said = sink.0.lock().unwrap().clone();
+        let warnings: Vec<&String> = said.iter().filter(|m| m.contains("cannot write")).collect();
+        assert_eq!(warnings.len(), 1, "{said:?}");
+        assert!(warnings[0].contains("a-file/logs/s.log"), "{said:?}");
+    }
 }
