@@ -103,17 +103,6 @@ fn seal(
     }
 }
 
-/// Every string (and number, as text) inside `value`, appended to `out`.
-fn strings_of(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => out.push(s.clone()),
-        Value::Number(n) => out.push(n.to_string()),
-        Value::Array(items) => items.iter().for_each(|v| strings_of(v, out)),
-        Value::Object(map) => map.values().for_each(|v| strings_of(v, out)),
-        Value::Bool(_) | Value::Null => {}
-    }
-}
-
 /// A stored value for display: sealed secrets shown as `(sensitive)`.
 pub fn mask_sealed(value: &Value) -> Value {
     match value {
@@ -205,7 +194,7 @@ pub fn resolve_each(
                         // An input the provider calls secret is masked
                         // wherever it shows, even when written in clear.
                         if secret_input {
-                            strings_of(&v, &mut desired.derived_secrets);
+                            crate::lang::expr::ops::strings_in(&v, &mut desired.derived_secrets);
                         }
                         let whole = !ev.sensitive || secret_input;
                         let kept = match (secret, whole) {

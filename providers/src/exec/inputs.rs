@@ -65,7 +65,7 @@ impl ExecInputs {
             run,
             destroy: string(inputs, "destroy")?,
             env,
-            pass_env: strings(inputs, "pass_env")?,
+            pass_env: crate::inputs::str_list(inputs, "pass_env")?,
             workdir: string(inputs, "workdir")?,
             sealed,
             expect: inputs
@@ -96,26 +96,6 @@ fn string(inputs: &Values, name: &str) -> Result<Option<String>, ProviderError> 
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(other) => Err(ProviderError::bad_input(format!(
             "`{name}` must be a string, not {other}"
-        ))),
-    }
-}
-
-/// The list-of-strings input `name` (empty if unset).
-fn strings(inputs: &Values, name: &str) -> Result<Vec<String>, ProviderError> {
-    match inputs.get(name) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| {
-                item.as_str().map(str::to_string).ok_or_else(|| {
-                    ProviderError::bad_input(format!(
-                        "`{name}` must be a list of strings, not one holding {item}"
-                    ))
-                })
-            })
-            .collect(),
-        Some(other) => Err(ProviderError::bad_input(format!(
-            "`{name}` must be a list of strings, not {other}"
         ))),
     }
 }
