@@ -3,7 +3,7 @@
 //! A backup is one file `backups/state-<serial>-<unix secs>.json` holding
 //! the meta (schema version, serial, salt) and every record as stored.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -93,7 +93,8 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
         Ok(trees) => (trees, None),
         Err(StateError::Corrupt { .. }) => {
             let aside = root.join(format!("db.damaged-{}", now_secs()));
-            fs::rename(layout.db(), &aside).map_err(|e| StateError::io(layout.db(), e))?;
+            crate::durable::rename_durably(&layout.db(), &aside)
+                .map_err(|e| StateError::io(layout.db(), e))?;
             (db::open(&layout)?, Some(aside))
         }
         Err(e) => return Err(e),
@@ -157,8 +158,7 @@ pub(crate) fn write(
             f.write_all(&text)?;
             f.sync_all()
         })
-        .and_then(|()| fs::rename(&tmp, &path))
-        .and_then(|()| File::open(&dir)?.sync_all());
+        .and_then(|()| crate::durable::rename_durably(&tmp, &path));
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(StateError::io(&path, e));

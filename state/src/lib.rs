@@ -10,6 +10,7 @@
 //! Modules, lowest first; each uses only those above it in this list:
 //! - `timefmt`, `records`, `holder` (who holds a lock), `error`, `runs`
 //!   (the run history's records and log);
+//! - `durable` (renames that fsync their folder);
 //! - `layout` (where the files are), `lock`, `db`, `meta`, `mark` (what a
 //!   local copy of an S3 state remembers of it), `watermark`;
 //! - `snapshot` (a consistent copy of a whole state), `migrate`;
@@ -31,6 +32,7 @@ pub mod backend;
 pub mod backup;
 mod commit;
 mod db;
+pub mod durable;
 pub mod error;
 mod holder;
 pub mod layout;
