@@ -17,10 +17,8 @@ use crate::lock::StateLock;
 use crate::meta;
 use crate::migrate::{self, MIGRATIONS};
 use crate::records::{SCHEMA_VERSION, StepRecord, now_secs};
+use crate::retention::{self, Aged};
 use crate::snapshot::{FORMAT, Snapshot, from_hex};
-
-/// How many backups are kept; older ones are deleted when a new one is written.
-pub const KEEP_BACKUPS: usize = 10;
 
 /// One backup file, as listed by [`list_backups`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +29,15 @@ pub struct BackupInfo {
     pub serial: u64,
     /// When it was taken (seconds since the Unix epoch).
     pub created_at: u64,
+}
+
+impl BackupInfo {
+    fn aged(&self) -> Aged {
+        Aged {
+            serial: self.serial,
+            created_at: self.created_at,
+        }
+    }
 }
 
 /// What [`restore`] did.
@@ -48,7 +55,8 @@ pub struct Restored {
     pub damaged: Option<PathBuf>,
 }
 
-/// The backups of the state at `root`, newest first. Creates nothing.
+/// The backups of the state at `root`, newest (highest serial) first.
+/// Creates nothing.
 pub fn list_backups(root: &Path) -> Result<Vec<BackupInfo>, StateError> {
     let dir = StateLayout::new(root).backups();
     let entries = match fs::read_dir(&dir) {
@@ -68,7 +76,7 @@ pub fn list_backups(root: &Path) -> Result<Vec<BackupInfo>, StateError> {
             });
         }
     }
-    found.sort_by_key(|b| std::cmp::Reverse((b.created_at, b.serial)));
+    retention::sort_newest_first(&mut found, BackupInfo::aged);
     Ok(found)
 }
 
@@ -167,9 +175,13 @@ pub(crate) fn write(
     Ok(path)
 }
 
+/// Deletes the backups retention lets go (see the `retention` module),
+/// never `keep`.
 fn prune(root: &Path, keep: Option<&Path>) -> Result<(), StateError> {
     let keep = keep.and_then(|k| fs::canonicalize(k).ok());
-    for old in list_backups(root)?.into_iter().skip(KEEP_BACKUPS) {
+    let listed = list_backups(root)?;
+    for i in retention::to_prune(&listed, BackupInfo::aged, now_secs()) {
+        let old = &listed[i];
         if keep.is_some() && fs::canonicalize(&old.path).ok() == keep {
             continue;
         }
@@ -288,7 +300,7 @@ pub(crate) fn replace_contents(
 }
 
 /// `state-<serial>-<secs>.json` → (serial, secs).
-fn parse_name(name: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_name(name: &str) -> Option<(u64, u64)> {
     let middle = name.strip_prefix("state-")?.strip_suffix(".json")?;
     let (serial, secs) = middle.split_once('-')?;
     Some((serial.parse().ok()?, secs.parse().ok()?))
@@ -298,6 +310,7 @@ fn parse_name(name: &str) -> Option<(u64, u64)> {
 mod tests {
     use super::*;
     use crate::commit::Mutation;
+    use crate::retention::KEEP_BACKUPS;
     use crate::store::Store;
     use std::os::unix::fs::PermissionsExt;
 
@@ -379,19 +392,63 @@ mod tests {
     }
 
     #[test]
-    fn keeps_the_newest_ten() {
+    fn keeps_the_newest_twenty_by_serial() {
         let (_tmp, root) = root();
         let store = Store::open(&root, "flow apply").unwrap();
         let mut written = Vec::new();
-        for i in 0..13 {
+        for i in 0..23 {
             put(&store, &[&format!("s{i}")]);
             written.push(store.backup().unwrap());
         }
         let listed = list_backups(&root).unwrap();
         assert_eq!(listed.len(), KEEP_BACKUPS);
-        assert_eq!(listed[0].path, written[12]);
+        assert_eq!(listed[0].path, written[22]);
         assert_eq!(listed[0].serial, store.serial());
         assert!(!written[0].exists() && !written[2].exists() && written[3].exists());
+    }
+
+    #[test]
+    fn a_clock_that_went_back_loses_no_new_backup() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        for i in 0..25 {
+            put(&store, &[&format!("s{i}")]);
+        }
+        let dir = StateLayout::new(&root).backups();
+        // Twenty backups written an hour "later" by a clock that was ahead,
+        // at lower serials than the one taken now (by wall clock, the new
+        // one would be the oldest of all).
+        let ahead = now_secs() + 3600;
+        for serial in 0..20 {
+            fs::write(dir.join(format!("state-{serial}-{ahead}.json")), "{}").unwrap();
+        }
+        let newest = store.backup().unwrap();
+        assert!(newest.exists(), "the newest backup by serial was pruned");
+        let listed = list_backups(&root).unwrap();
+        assert_eq!(listed.len(), KEEP_BACKUPS);
+        assert_eq!(listed[0].path, newest);
+        assert!(!dir.join(format!("state-0-{ahead}.json")).exists());
+    }
+
+    #[test]
+    fn month_old_backups_go_but_the_newest_three_stay() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        let dir = StateLayout::new(&root).backups();
+        let old = now_secs() - retention::KEEP_BACKUPS_FOR.as_secs() - 60;
+        for serial in 100..105 {
+            fs::write(dir.join(format!("state-{serial}-{old}.json")), "{}").unwrap();
+        }
+        // The new backup is at serial 0: below them all, so the three
+        // highest serials stay although they are old; the new one stays
+        // because it is recent.
+        store.backup().unwrap();
+        let serials: Vec<u64> = list_backups(&root)
+            .unwrap()
+            .iter()
+            .map(|b| b.serial)
+            .collect();
+        assert_eq!(serials, [104, 103, 102, 0]);
     }
 
     #[test]

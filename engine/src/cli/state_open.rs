@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use flow_state::remote::LockOptions;
-use flow_state::{S3Backend, S3Location, S3Options, StateBackend, Store};
+use flow_state::{ReadOnlyStore, S3Backend, S3Location, S3Options, StateBackend, Store};
 
 use super::args::StateArgs;
 use super::common::{CliError, CliResult, state_dir};
@@ -185,6 +185,11 @@ pub async fn open_if_exists(
     access: Access,
 ) -> CliResult<Option<Backend>> {
     let backend: Option<Backend> = match &target.s3 {
+        // Plan and the commands that only show things never write a local
+        // state (nor migrate it): they read a private copy of it.
+        None if access != Access::Write => {
+            ReadOnlyStore::open_if_exists(&target.dir, command)?.map(|s| Box::new(s) as Backend)
+        }
         None => Store::open_if_exists(&target.dir, command)?.map(|s| Box::new(s) as Backend),
         Some(loc) => {
             let client = s3_client(loc).await?;
