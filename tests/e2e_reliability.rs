@@ -515,3 +515,39 @@ fn plan_on_an_old_schema_state_changes_no_byte_of_it() {
         "apply migrates, after a backup"
     );
 }
+
+/// A state folder whose db/ was deleted, with its watermark and backups
+/// still there, is refused by every command, naming the restore and the
+/// way to start afresh; nothing is created. Restoring the newest backup
+/// brings it back.
+#[test]
+fn a_deleted_database_is_refused_not_taken_for_a_new_state() {
+    let p = Project::new();
+    p.write(
+        "wf.toml",
+        "[steps.a]\nprovider = \"exec\"\n[steps.a.inputs]\nrun = \"echo a >> runs.log\"\n",
+    );
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let db = p.path().join(".flow/wf/db");
+    std::fs::remove_dir_all(&db).unwrap();
+    for args in [
+        &["apply", "wf.toml", "--auto-approve"][..],
+        &["plan", "wf.toml"][..],
+        &["state", "list", "wf.toml"][..],
+    ] {
+        let refused = p.run(args).expect(1);
+        let text = refused.stderr.clone();
+        assert!(text.contains("has no database (db/ is missing)"), "{text}");
+        assert!(text.contains("flow state restore"), "{text}");
+        assert!(text.contains("delete the whole state folder"), "{text}");
+        assert!(!db.exists(), "{args:?} created a database");
+    }
+    assert_eq!(p.read("runs.log"), "a\n", "the step ran again");
+
+    let newest = p.newest_backup("wf.toml");
+    p.run(&["state", "restore", "wf.toml", &newest]).expect(0);
+    // The only backup was taken before the first apply, so `a` is created
+    // again; the state converges.
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    p.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+}

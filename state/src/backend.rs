@@ -98,7 +98,7 @@ impl StateBackend for ReadOnlyStore {
         Err(self.refuse())
     }
     fn run_log(&self) -> RunLog {
-        RunLog::new(self.layout().runs())
+        ReadOnlyStore::run_log(self)
     }
     fn notes(&self) -> Vec<String> {
         self.warnings().to_vec()

@@ -92,6 +92,12 @@ impl ReadOnlyStore {
         &self.warnings
     }
 
+    /// The state's run history (read; appending is not refused, but no
+    /// read-only command appends).
+    pub fn run_log(&self) -> crate::runs::RunLog {
+        crate::runs::RunLog::new(self.layout.runs())
+    }
+
     /// A committer that refuses every change.
     pub fn committer(&self) -> Committer {
         Committer::refusing(&self.layout.root, &self.command)
