@@ -288,8 +288,9 @@ run = "echo $FLOW_OPERATION_TOKEN >> filler-tokens.log; if [ ! -f space-is-back 
 
 /// The wall clock jumps back an hour between applies (an LD_PRELOAD library
 /// shifts it for `flow`): every apply converges, and backups, which are
-/// named with the wall clock, are still kept and listed by serial, so the
-/// ones taken after the jump are not mistaken for the oldest and pruned.
+/// named with the wall clock, are still kept (as many as the workflow's
+/// `keep_backups` says) and listed by serial, so the ones taken after the
+/// jump are not mistaken for the oldest and pruned.
 #[test]
 fn a_clock_jumping_back_an_hour_loses_no_backup_and_converges() {
     if let Err(why) = support::clock::library() {
@@ -298,7 +299,7 @@ fn a_clock_jumping_back_an_hour_loses_no_backup_and_converges() {
     let p = Project::new();
     let wf = |i: usize| {
         format!(
-            "[steps.a]\nprovider = \"exec\"\n[steps.a.inputs]\nrun = \"echo x={i} >> $FLOW_OUTPUT; date +%s >> clock.log\"\n"
+            "[workflow.state]\nkeep_backups = 15\n\n[steps.a]\nprovider = \"exec\"\n[steps.a.inputs]\nrun = \"echo x={i} >> $FLOW_OUTPUT; date +%s >> clock.log\"\n"
         )
     };
     let mut taken = Vec::new();
@@ -332,10 +333,10 @@ fn a_clock_jumping_back_an_hour_loses_no_backup_and_converges() {
     let (before, after) = (backup_secs(&taken[11]), backup_secs(&taken[12]));
     assert!(after < before, "{} then {}", taken[11], taken[12]);
 
-    // 24 backups taken, 20 kept: the 20 highest serials, newest first,
-    // which are all 12 taken after the jump.
+    // 24 backups taken, 15 kept (`keep_backups = 15`): the 15 highest
+    // serials, newest first, all 12 taken after the jump among them.
     let listed = backups(&p);
-    assert_eq!(listed.len(), 20, "{listed:?}");
+    assert_eq!(listed.len(), 15, "{listed:?}");
     let serials: Vec<u64> = listed.iter().map(|(s, _)| *s).collect();
     let mut sorted = serials.clone();
     sorted.sort_by(|a, b| b.cmp(a));

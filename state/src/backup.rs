@@ -17,7 +17,7 @@ use crate::lock::StateLock;
 use crate::meta;
 use crate::migrate::{self, MIGRATIONS};
 use crate::records::{SCHEMA_VERSION, StepRecord, now_secs};
-use crate::retention::{self, Aged};
+use crate::retention::{self, Aged, Retention};
 use crate::snapshot::{FORMAT, Snapshot, from_hex};
 
 /// One backup file, as listed by [`list_backups`].
@@ -86,6 +86,15 @@ pub fn list_backups(root: &Path) -> Result<Vec<BackupInfo>, StateError> {
 /// and writes everything in one transaction. A database that cannot be
 /// opened at all is moved aside to `db.damaged-<unix secs>` first.
 pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
+    restore_keeping(root, file, &Retention::default())
+}
+
+/// Like [`restore`], pruning the backups by `retention`.
+pub fn restore_keeping(
+    root: &Path,
+    file: &Path,
+    retention: &Retention,
+) -> Result<Restored, StateError> {
     let layout = StateLayout::new(root);
     layout.ensure()?;
     let _lock = StateLock::acquire(&layout, "flow state restore")?;
@@ -114,7 +123,7 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
         match crate::snapshot::read(root, &trees) {
             Ok(current) => {
                 old_serial = current.serial;
-                previous = Some(write(&layout, &current, Some(file))?);
+                previous = Some(write(&layout, &current, Some(file), retention)?);
             }
             // Unreadable content is what a restore is for: replace it anyway.
             Err(StateError::Corrupt { .. }) => {
@@ -143,11 +152,12 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
 }
 
 /// Writes `snap` into the backups of `layout` (atomically, mode 0600), then
-/// prunes old backups, never deleting `keep`.
+/// prunes old backups by `retention`, never deleting `keep`.
 pub(crate) fn write(
     layout: &StateLayout,
     snap: &Snapshot,
     keep: Option<&Path>,
+    retention: &Retention,
 ) -> Result<PathBuf, StateError> {
     let dir = layout.backups();
     crate::layout::create_private_dir(&dir)?;
@@ -171,16 +181,16 @@ pub(crate) fn write(
         let _ = fs::remove_file(&tmp);
         return Err(StateError::io(&path, e));
     }
-    prune(&layout.root, keep)?;
+    prune(&layout.root, keep, retention)?;
     Ok(path)
 }
 
 /// Deletes the backups retention lets go (see the `retention` module),
 /// never `keep`.
-fn prune(root: &Path, keep: Option<&Path>) -> Result<(), StateError> {
+fn prune(root: &Path, keep: Option<&Path>, retention: &Retention) -> Result<(), StateError> {
     let keep = keep.and_then(|k| fs::canonicalize(k).ok());
     let listed = list_backups(root)?;
-    for i in retention::to_prune(&listed, BackupInfo::aged, now_secs()) {
+    for i in retention::to_prune(&listed, BackupInfo::aged, now_secs(), retention) {
         let old = &listed[i];
         if keep.is_some() && fs::canonicalize(&old.path).ok() == keep {
             continue;
@@ -405,6 +415,26 @@ mod tests {
         assert_eq!(listed[0].path, written[22]);
         assert_eq!(listed[0].serial, store.serial());
         assert!(!written[0].exists() && !written[2].exists() && written[3].exists());
+    }
+
+    #[test]
+    fn a_store_keeps_as_many_as_it_is_told() {
+        let (_tmp, root) = root();
+        let rule = Retention {
+            keep: 4,
+            max_age: retention::KEEP_BACKUPS_FOR,
+        };
+        let store = Store::open_keeping(&root, "flow apply", rule).unwrap();
+        for i in 0..7 {
+            put(&store, &[&format!("s{i}")]);
+            store.backup().unwrap();
+        }
+        let serials: Vec<u64> = list_backups(&root)
+            .unwrap()
+            .iter()
+            .map(|b| b.serial)
+            .collect();
+        assert_eq!(serials, [7, 6, 5, 4]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::layout::StateLayout;
 use crate::meta;
 use crate::migrate::{self, Migration};
 use crate::records::SCHEMA_VERSION;
+use crate::retention::Retention;
 use crate::snapshot;
 use crate::watermark;
 
@@ -63,13 +64,14 @@ pub(crate) fn check_never_committed(layout: &StateLayout) -> Result<(), StateErr
 }
 
 /// Initializes a blank database, refuses unknown versions and migrates old
-/// ones with `registry` (after taking a backup). `mark` is the commit
+/// ones with `registry` (after taking a backup, pruned by `retention`). `mark` is the commit
 /// watermark of an existing database.
 pub(crate) fn check_schema(
     layout: &StateLayout,
     trees: &Trees,
     mark: Option<u64>,
     registry: &[Migration],
+    retention: &Retention,
 ) -> Result<(), StateError> {
     let root = &layout.root;
     match meta::read_version(root, &trees.meta)? {
@@ -95,7 +97,7 @@ pub(crate) fn check_schema(
                 return Ok(());
             }
             migrate::check(found, SCHEMA_VERSION, registry)?;
-            backup::write(layout, &snapshot::read(root, trees)?, None)?;
+            backup::write(layout, &snapshot::read(root, trees)?, None, retention)?;
             migrate::upgrade(root, trees, found, SCHEMA_VERSION, registry)
         }
     }
@@ -229,7 +231,7 @@ mod tests {
             .insert("vpc", r#"{"name":"vpc","old":true}"#)
             .unwrap();
 
-        check_schema(&layout, &trees, Some(0), &registry).unwrap();
+        check_schema(&layout, &trees, Some(0), &registry, &Retention::default()).unwrap();
         assert_eq!(
             meta::read_version(&root, &trees.meta).unwrap(),
             Some(SCHEMA_VERSION)

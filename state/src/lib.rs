@@ -60,7 +60,7 @@ mod watermark;
 mod writer;
 
 pub use backend::StateBackend;
-pub use backup::{BackupInfo, Restored, list_backups, restore};
+pub use backup::{BackupInfo, Restored, list_backups, restore, restore_keeping};
 pub use commit::{Committer, Mutation, Pending};
 pub use error::StateError;
 pub use layout::StateLayout;
@@ -68,6 +68,6 @@ pub use lock::{LockInfo, StateLock};
 pub use readonly::ReadOnlyStore;
 pub use records::*;
 pub use remote::{S3Backend, S3Location, S3Options};
-pub use retention::{KEEP_BACKUPS, KEEP_BACKUPS_FOR, KEEP_NEWEST};
+pub use retention::{KEEP_BACKUPS, KEEP_BACKUPS_FOR, KEEP_NEWEST, Retention};
 pub use runs::{GateVerdict, RunLog, RunOutcome, RunRecord};
 pub use store::Store;

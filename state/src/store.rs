@@ -16,6 +16,7 @@ use crate::lock::StateLock;
 use crate::meta;
 use crate::migrate::MIGRATIONS;
 use crate::records::StepRecord;
+use crate::retention::Retention;
 use crate::snapshot::Snapshot;
 use crate::watermark::{self, Watermark};
 use crate::writer::{Halted, Publish};
@@ -42,6 +43,7 @@ pub struct Store {
     writer: Option<JoinHandle<()>>,
     halted: Halted,
     warnings: Vec<String>,
+    retention: Retention,
     // Declared last so it is released after the database is closed.
     _lock: StateLock,
 }
@@ -62,19 +64,31 @@ impl Store {
     /// A local state that is the copy of an S3 state is refused: the S3
     /// state is the truth, and writing the copy alone would fork it.
     pub fn open(root: &Path, command: &str) -> Result<Store, StateError> {
-        Store::open_with(root, command, NoDatabase::Refuse, |layout, trees| {
+        Store::open_keeping(root, command, Retention::default())
+    }
+
+    /// Like [`Store::open`], keeping backups by `retention` (the workflow's
+    /// `keep_backups` and `keep_backups_for`).
+    pub fn open_keeping(
+        root: &Path,
+        command: &str,
+        retention: Retention,
+    ) -> Result<Store, StateError> {
+        let no_db = NoDatabase::Refuse;
+        Store::open_with(root, command, no_db, retention, |layout, trees| {
             refuse_s3_copy(&layout.root, trees).map(|()| None)
         })
     }
 
-    /// Like [`Store::open`], with `no_db` saying what a state folder without
-    /// a database means, and `prepare` run on the checked database
+    /// Like [`Store::open_keeping`], with `no_db` saying what a state folder
+    /// without a database means, and `prepare` run on the checked database
     /// before anything reads it: the S3 backend brings the local copy up to
     /// date there and returns where each batch is published next.
     pub(crate) fn open_with(
         root: &Path,
         command: &str,
         no_db: NoDatabase,
+        retention: Retention,
         prepare: impl FnOnce(&StateLayout, &Trees) -> Result<Option<Box<dyn Publish>>, StateError>,
     ) -> Result<Store, StateError> {
         let layout = StateLayout::new(root);
@@ -92,7 +106,7 @@ impl Store {
         } else {
             None
         };
-        check_schema(&layout, &trees, mark, MIGRATIONS)?;
+        check_schema(&layout, &trees, mark, MIGRATIONS, &retention)?;
         let publish = prepare(&layout, &trees)?;
         let serial = meta::read_serial(root, &trees.meta)?;
         let salt = meta::read_salt(root, &trees.meta)?;
@@ -117,6 +131,7 @@ impl Store {
             writer: Some(writer),
             halted,
             warnings: crate::netfs::warning(root).into_iter().collect(),
+            retention,
             _lock: lock,
         })
     }
@@ -124,12 +139,21 @@ impl Store {
     /// Like [`Store::open`], but returns `None`, creating nothing, when
     /// there is no database under `root` yet (for read-only commands).
     pub fn open_if_exists(root: &Path, command: &str) -> Result<Option<Store>, StateError> {
+        Store::open_if_exists_keeping(root, command, Retention::default())
+    }
+
+    /// Like [`Store::open_if_exists`], keeping backups by `retention`.
+    pub fn open_if_exists_keeping(
+        root: &Path,
+        command: &str,
+        retention: Retention,
+    ) -> Result<Option<Store>, StateError> {
         let layout = StateLayout::new(root);
         if !layout.db().is_dir() {
             check_never_committed(&layout)?;
             return Ok(None);
         }
-        Store::open(root, command).map(Some)
+        Store::open_keeping(root, command, retention).map(Some)
     }
 
     /// Every recorded step, sorted by name.
@@ -182,6 +206,11 @@ impl Store {
         &self.layout
     }
 
+    /// How this state's backups are kept.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
     /// The open database (for the S3 backend's push and pull).
     pub(crate) fn trees(&self) -> &Trees {
         &self.trees
@@ -196,7 +225,7 @@ impl Store {
     /// `backups/state-<serial>-<unix secs>.json` (mode 0600), deletes all
     /// what [`retention`](crate::retention) lets go, and returns the new file.
     pub fn backup(&self) -> Result<PathBuf, StateError> {
-        backup::write(self.layout(), &self.snapshot()?, None)
+        backup::write(self.layout(), &self.snapshot()?, None, &self.retention)
     }
 
     /// A consistent copy of everything, taken by the writer between batches.

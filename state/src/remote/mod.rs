@@ -45,7 +45,7 @@ use crate::layout::StateLayout;
 use crate::mark;
 use crate::meta;
 use crate::records::{SCHEMA_VERSION, StepRecord, now_secs};
-use crate::retention::{self, Aged};
+use crate::retention::{self, Aged, Retention};
 use crate::store::{NoDatabase, Store};
 
 /// How to open an S3 state.
@@ -60,6 +60,8 @@ pub struct S3Options {
     pub retry_for: Duration,
     /// The workflow file as the user named it, for commands in messages.
     pub workflow: String,
+    /// How the local copy's backups, and the `KEY.backups/` objects, are kept.
+    pub retention: Retention,
 }
 
 /// A state kept in S3, with its local copy open and its lock held.
@@ -139,29 +141,35 @@ impl S3Backend {
         let stats = Arc::new(PublishStats::default());
         let lost = lease.as_ref().map(Lease::lost_flag);
         let locked = lease.is_some();
-        let store = Store::open_with(root, &opts.command, NoDatabase::Create, |layout, trees| {
-            let found = reconcile(layout, trees, &remote, fetched, &opts.workflow)?;
-            let mut publisher = S3Publisher {
-                remote: remote.clone(),
-                root: layout.root.clone(),
-                trees: trees.clone(),
-                records: found.records,
-                schema_version: SCHEMA_VERSION,
-                salt_hex: salt_hex(&layout.root, trees)?,
-                etag: found.etag,
-                lost,
-                retry_for: opts.retry_for,
-                stats: stats.clone(),
-            };
-            if !locked {
-                return Ok(Some(Box::new(Unlocked(remote.location.to_string()))));
-            }
-            if found.push_first {
-                let serial = meta::read_serial(&layout.root, &trees.meta)?;
-                publisher.write_all(serial)?;
-            }
-            Ok(Some(Box::new(publisher)))
-        })?;
+        let store = Store::open_with(
+            root,
+            &opts.command,
+            NoDatabase::Create,
+            opts.retention,
+            |layout, trees| {
+                let found = reconcile(layout, trees, &remote, fetched, &opts.workflow)?;
+                let mut publisher = S3Publisher {
+                    remote: remote.clone(),
+                    root: layout.root.clone(),
+                    trees: trees.clone(),
+                    records: found.records,
+                    schema_version: SCHEMA_VERSION,
+                    salt_hex: salt_hex(&layout.root, trees)?,
+                    etag: found.etag,
+                    lost,
+                    retry_for: opts.retry_for,
+                    stats: stats.clone(),
+                };
+                if !locked {
+                    return Ok(Some(Box::new(Unlocked(remote.location.to_string()))));
+                }
+                if found.push_first {
+                    let serial = meta::read_serial(&layout.root, &trees.meta)?;
+                    publisher.write_all(serial)?;
+                }
+                Ok(Some(Box::new(publisher)))
+            },
+        )?;
         Ok(S3Backend {
             store,
             remote,
@@ -276,7 +284,8 @@ impl StateBackend for S3Backend {
                 .await
                 .map_err(|f| remote_error(&remote.location, f))?;
             retention::sort_newest_first(&mut old, aged);
-            for i in retention::to_prune(&old, aged, now_secs()) {
+            let rule = self.store.retention();
+            for i in retention::to_prune(&old, aged, now_secs(), &rule) {
                 let _ = remote.delete(&old[i].id, None).await;
             }
             Ok::<(), StateError>(())
@@ -362,7 +371,13 @@ pub async fn push(
         .map_err(|f| remote_error(&remote.location, f))?;
     let _lease = replace::take_lock(&remote, opts, "pushing a state").await?;
     let existing = replace::current(&remote).await?;
-    let store = Store::open_with(root, &opts.command, NoDatabase::Refuse, |_, _| Ok(None))?;
+    let store = Store::open_with(
+        root,
+        &opts.command,
+        NoDatabase::Refuse,
+        opts.retention,
+        |_, _| Ok(None),
+    )?;
     let layout = store.layout().clone();
     let trees = store.trees();
     let records = local_records(&layout, trees)?;
@@ -437,7 +452,13 @@ pub async fn pull(
             help: None,
         });
     };
-    let store = Store::open_with(root, &opts.command, NoDatabase::Create, |_, _| Ok(None))?;
+    let store = Store::open_with(
+        root,
+        &opts.command,
+        NoDatabase::Create,
+        opts.retention,
+        |_, _| Ok(None),
+    )?;
     let layout = store.layout().clone();
     let trees = store.trees();
     let local = local_records(&layout, trees)?;

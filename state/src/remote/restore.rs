@@ -117,7 +117,13 @@ pub async fn restore(
         .and_then(|c| decode(&remote, &c.body, c.etag.clone()).ok())
         .map_or(0, |c| c.snap.serial);
 
-    let store = Store::open_with(root, &opts.command, NoDatabase::Create, |_, _| Ok(None))?;
+    let store = Store::open_with(
+        root,
+        &opts.command,
+        NoDatabase::Create,
+        opts.retention,
+        |_, _| Ok(None),
+    )?;
     let layout = store.layout().clone();
     let trees = store.trees();
     let serial = backup.snap.serial.max(store.serial()).max(current_serial) + 1;
