@@ -290,7 +290,8 @@ run = "echo $FLOW_OPERATION_TOKEN >> filler-tokens.log; if [ ! -f space-is-back 
 /// shifts it for `flow`): every apply converges, and backups, which are
 /// named with the wall clock, are still kept (as many as the workflow's
 /// `keep_backups` says) and listed by serial, so the ones taken after the
-/// jump are not mistaken for the oldest and pruned.
+/// jump are not mistaken for the oldest and pruned. The run history keeps
+/// every run, in the order they ran.
 #[test]
 fn a_clock_jumping_back_an_hour_loses_no_backup_and_converges() {
     if let Err(why) = support::clock::library() {
@@ -299,7 +300,7 @@ fn a_clock_jumping_back_an_hour_loses_no_backup_and_converges() {
     let p = Project::new();
     let wf = |i: usize| {
         format!(
-            "[workflow.state]\nkeep_backups = 15\n\n[steps.a]\nprovider = \"exec\"\n[steps.a.inputs]\nrun = \"echo x={i} >> $FLOW_OUTPUT; date +%s >> clock.log\"\n"
+            "[workflow.state]\nkeep_backups = 15\n\n[steps.a]\nprovider = \"exec\"\n[steps.a.inputs]\nrun = \"echo x={i} >> $FLOW_OUTPUT; date +%s >> clock.log\"\nexpect = {{ x = \">= 0\" }}\n"
         )
     };
     let mut taken = Vec::new();
@@ -349,6 +350,30 @@ fn a_clock_jumping_back_an_hour_loses_no_backup_and_converges() {
     }
     let out = p.run(&["output", "wf.toml", "a.x"]).expect(0);
     assert_eq!(out.stdout.trim(), "111");
+
+    // The run history holds all 24 runs, each once, in the order they ran
+    // (appended), although the later 12 started "earlier".
+    let runs: Vec<serde_json::Value> = p
+        .read(".flow/wf/runs.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 24);
+    let ids: BTreeSet<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 24, "run ids repeat");
+    assert!(
+        runs[12]["started"].as_str() < runs[11]["started"].as_str(),
+        "{} then {}",
+        runs[11]["started"],
+        runs[12]["started"]
+    );
+    let listed = p.run(&["runs", "wf.toml"]).expect(0);
+    let last = listed.stdout.lines().rfind(|l| !l.trim().is_empty());
+    assert!(
+        last.is_some_and(|l| l.contains("x=111")),
+        "{}",
+        listed.stdout
+    );
 }
 
 /// `flow state backups` as (serial, file name), in the order listed.
