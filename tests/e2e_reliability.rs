@@ -544,7 +544,7 @@ fn plan_on_an_old_schema_state_changes_no_byte_of_it() {
 
 /// A state folder whose db/ was deleted, with its watermark and backups
 /// still there, is refused by every command, naming the restore and the
-/// way to start afresh; nothing is created. Restoring the newest backup
+/// way to start afresh; no file of the state folder changes. Restoring the newest backup
 /// brings it back.
 #[test]
 fn a_deleted_database_is_refused_not_taken_for_a_new_state() {
@@ -556,6 +556,19 @@ fn a_deleted_database_is_refused_not_taken_for_a_new_state() {
     p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
     let db = p.path().join(".flow/wf/db");
     std::fs::remove_dir_all(&db).unwrap();
+    let contents = || -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let mut files: Vec<_> = p
+            .state_files()
+            .into_iter()
+            .map(|f| {
+                let bytes = std::fs::read(&f).unwrap();
+                (f, bytes)
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let before = contents();
     for args in [
         &["apply", "wf.toml", "--auto-approve"][..],
         &["plan", "wf.toml"][..],
@@ -567,6 +580,7 @@ fn a_deleted_database_is_refused_not_taken_for_a_new_state() {
         assert!(text.contains("flow state restore"), "{text}");
         assert!(text.contains("delete the whole state folder"), "{text}");
         assert!(!db.exists(), "{args:?} created a database");
+        assert!(contents() == before, "{args:?} changed the state folder");
     }
     assert_eq!(p.read("runs.log"), "a\n", "the step ran again");
 

@@ -182,6 +182,11 @@ mod tests {
         );
         assert!(!layout.db().exists());
         assert_eq!(watermark::read(&layout).unwrap(), Some(5));
+        // Not even the folders `ensure` makes, nor the lock file.
+        std::fs::remove_dir_all(layout.logs()).unwrap();
+        std::fs::remove_file(layout.lock_file()).unwrap();
+        assert!(Store::open(&root, "flow apply").is_err());
+        assert!(!layout.logs().exists() && !layout.lock_file().exists());
 
         // Deleting the whole folder is the way to start afresh.
         std::fs::remove_dir_all(&root).unwrap();

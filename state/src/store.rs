@@ -92,12 +92,16 @@ impl Store {
         prepare: impl FnOnce(&StateLayout, &Trees) -> Result<Option<Box<dyn Publish>>, StateError>,
     ) -> Result<Store, StateError> {
         let layout = StateLayout::new(root);
+        let refuse_lost = |layout: &StateLayout| match no_db {
+            NoDatabase::Refuse if !layout.db().is_dir() => check_never_committed(layout),
+            _ => Ok(()),
+        };
+        // Before creating anything, and again under the lock.
+        refuse_lost(&layout)?;
         layout.ensure()?;
         let lock = StateLock::acquire(&layout, command)?;
+        refuse_lost(&layout)?;
         let had_db = layout.db().is_dir();
-        if !had_db && no_db == NoDatabase::Refuse {
-            check_never_committed(&layout)?;
-        }
         let trees = db::open(&layout)?;
         // A copy of an S3 state whose db/ was deleted is rebuilt from S3,
         // which is the truth: its old watermark says nothing then.
@@ -137,7 +141,8 @@ impl Store {
     }
 
     /// Like [`Store::open`], but returns `None`, creating nothing, when
-    /// there is no database under `root` yet (for read-only commands).
+    /// there is no database under `root` yet (for commands that have nothing
+    /// to do on a new state: destroy, a refused import).
     pub fn open_if_exists(root: &Path, command: &str) -> Result<Option<Store>, StateError> {
         Store::open_if_exists_keeping(root, command, Retention::default())
     }
