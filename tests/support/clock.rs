@@ -5,15 +5,18 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The compiled library (built once per test process, into the target
-/// folder), or why it could not be built.
+/// The compiled library (built once per test process, into the target's
+/// temporary folder), or why it could not be built.
 pub fn library() -> Result<PathBuf, String> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let src = super::workspace_root().join("tests/support/clock_shift.c");
-            let out =
-                std::env::temp_dir().join(format!("flow-clock-shift-{}.so", std::process::id()));
+            // Built per test process, then renamed over the shared name,
+            // so that concurrent test binaries never load a half-written one.
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+            let out = dir.join(format!("clock_shift-{}.so", std::process::id()));
+            let shared = dir.join("clock_shift.so");
             let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
             let built = Command::new(&cc)
                 .args(["-shared", "-fPIC", "-O2", "-o"])
@@ -29,7 +32,8 @@ pub fn library() -> Result<PathBuf, String> {
                     String::from_utf8_lossy(&built.stderr)
                 ));
             }
-            Ok(out)
+            std::fs::rename(&out, &shared).map_err(|e| format!("{}: {e}", shared.display()))?;
+            Ok(shared)
         })
         .clone()
 }
