@@ -6,6 +6,7 @@
 use crate::commit::Committer;
 use crate::error::StateError;
 use crate::layout::StateLayout;
+use crate::readonly::ReadOnlyStore;
 use crate::records::StepRecord;
 use crate::runs::RunLog;
 use crate::store::Store;
@@ -31,7 +32,8 @@ pub trait StateBackend: Send + Sync + std::fmt::Debug {
     fn backup(&self) -> Result<String, StateError>;
     /// The run history, kept where the state is kept.
     fn run_log(&self) -> RunLog;
-    /// Warnings from opening (a lock taken over), to show once.
+    /// Warnings from opening (a lock taken over, a local state on a network
+    /// filesystem), to show once.
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
@@ -64,5 +66,41 @@ impl StateBackend for Store {
     }
     fn run_log(&self) -> RunLog {
         Store::run_log(self)
+    }
+    fn notes(&self) -> Vec<String> {
+        self.warnings().to_vec()
+    }
+}
+
+impl StateBackend for ReadOnlyStore {
+    fn location(&self) -> String {
+        self.layout().root.display().to_string()
+    }
+    fn steps(&self) -> Result<Vec<StepRecord>, StateError> {
+        Ok(ReadOnlyStore::steps(self))
+    }
+    fn get(&self, name: &str) -> Result<Option<StepRecord>, StateError> {
+        Ok(ReadOnlyStore::get(self, name))
+    }
+    fn serial(&self) -> u64 {
+        ReadOnlyStore::serial(self)
+    }
+    fn salt(&self) -> [u8; 32] {
+        ReadOnlyStore::salt(self)
+    }
+    fn layout(&self) -> &StateLayout {
+        ReadOnlyStore::layout(self)
+    }
+    fn committer(&self) -> Committer {
+        ReadOnlyStore::committer(self)
+    }
+    fn backup(&self) -> Result<String, StateError> {
+        Err(self.refuse())
+    }
+    fn run_log(&self) -> RunLog {
+        ReadOnlyStore::run_log(self)
+    }
+    fn notes(&self) -> Vec<String> {
+        self.warnings().to_vec()
     }
 }

@@ -3,7 +3,7 @@
 //! A backup is one file `backups/state-<serial>-<unix secs>.json` holding
 //! the meta (schema version, serial, salt) and every record as stored.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -17,10 +17,8 @@ use crate::lock::StateLock;
 use crate::meta;
 use crate::migrate::{self, MIGRATIONS};
 use crate::records::{SCHEMA_VERSION, StepRecord, now_secs};
+use crate::retention::{self, Aged, Retention};
 use crate::snapshot::{FORMAT, Snapshot, from_hex};
-
-/// How many backups are kept; older ones are deleted when a new one is written.
-pub const KEEP_BACKUPS: usize = 10;
 
 /// One backup file, as listed by [`list_backups`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +29,15 @@ pub struct BackupInfo {
     pub serial: u64,
     /// When it was taken (seconds since the Unix epoch).
     pub created_at: u64,
+}
+
+impl BackupInfo {
+    fn aged(&self) -> Aged {
+        Aged {
+            serial: self.serial,
+            created_at: self.created_at,
+        }
+    }
 }
 
 /// What [`restore`] did.
@@ -48,7 +55,8 @@ pub struct Restored {
     pub damaged: Option<PathBuf>,
 }
 
-/// The backups of the state at `root`, newest first. Creates nothing.
+/// The backups of the state at `root`, newest (highest serial) first.
+/// Creates nothing.
 pub fn list_backups(root: &Path) -> Result<Vec<BackupInfo>, StateError> {
     let dir = StateLayout::new(root).backups();
     let entries = match fs::read_dir(&dir) {
@@ -68,7 +76,7 @@ pub fn list_backups(root: &Path) -> Result<Vec<BackupInfo>, StateError> {
             });
         }
     }
-    found.sort_by_key(|b| std::cmp::Reverse((b.created_at, b.serial)));
+    retention::sort_newest_first(&mut found, BackupInfo::aged);
     Ok(found)
 }
 
@@ -78,6 +86,15 @@ pub fn list_backups(root: &Path) -> Result<Vec<BackupInfo>, StateError> {
 /// and writes everything in one transaction. A database that cannot be
 /// opened at all is moved aside to `db.damaged-<unix secs>` first.
 pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
+    restore_keeping(root, file, &Retention::default())
+}
+
+/// Like [`restore`], pruning the backups by `retention`.
+pub fn restore_keeping(
+    root: &Path,
+    file: &Path,
+    retention: &Retention,
+) -> Result<Restored, StateError> {
     let layout = StateLayout::new(root);
     layout.ensure()?;
     let _lock = StateLock::acquire(&layout, "flow state restore")?;
@@ -93,7 +110,8 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
         Ok(trees) => (trees, None),
         Err(StateError::Corrupt { .. }) => {
             let aside = root.join(format!("db.damaged-{}", now_secs()));
-            fs::rename(layout.db(), &aside).map_err(|e| StateError::io(layout.db(), e))?;
+            crate::durable::rename_durably(&layout.db(), &aside)
+                .map_err(|e| StateError::io(layout.db(), e))?;
             (db::open(&layout)?, Some(aside))
         }
         Err(e) => return Err(e),
@@ -105,7 +123,7 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
         match crate::snapshot::read(root, &trees) {
             Ok(current) => {
                 old_serial = current.serial;
-                previous = Some(write(&layout, &current, Some(file))?);
+                previous = Some(write(&layout, &current, Some(file), retention)?);
             }
             // Unreadable content is what a restore is for: replace it anyway.
             Err(StateError::Corrupt { .. }) => {
@@ -134,11 +152,12 @@ pub fn restore(root: &Path, file: &Path) -> Result<Restored, StateError> {
 }
 
 /// Writes `snap` into the backups of `layout` (atomically, mode 0600), then
-/// prunes old backups, never deleting `keep`.
+/// prunes old backups by `retention`, never deleting `keep`.
 pub(crate) fn write(
     layout: &StateLayout,
     snap: &Snapshot,
     keep: Option<&Path>,
+    retention: &Retention,
 ) -> Result<PathBuf, StateError> {
     let dir = layout.backups();
     crate::layout::create_private_dir(&dir)?;
@@ -157,19 +176,22 @@ pub(crate) fn write(
             f.write_all(&text)?;
             f.sync_all()
         })
-        .and_then(|()| fs::rename(&tmp, &path))
-        .and_then(|()| File::open(&dir)?.sync_all());
+        .and_then(|()| crate::durable::rename_durably(&tmp, &path));
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(StateError::io(&path, e));
     }
-    prune(&layout.root, keep)?;
+    prune(&layout.root, keep, retention)?;
     Ok(path)
 }
 
-fn prune(root: &Path, keep: Option<&Path>) -> Result<(), StateError> {
+/// Deletes the backups retention lets go (see the `retention` module),
+/// never `keep`.
+fn prune(root: &Path, keep: Option<&Path>, retention: &Retention) -> Result<(), StateError> {
     let keep = keep.and_then(|k| fs::canonicalize(k).ok());
-    for old in list_backups(root)?.into_iter().skip(KEEP_BACKUPS) {
+    let listed = list_backups(root)?;
+    for i in retention::to_prune(&listed, BackupInfo::aged, now_secs(), retention) {
+        let old = &listed[i];
         if keep.is_some() && fs::canonicalize(&old.path).ok() == keep {
             continue;
         }
@@ -288,7 +310,7 @@ pub(crate) fn replace_contents(
 }
 
 /// `state-<serial>-<secs>.json` → (serial, secs).
-fn parse_name(name: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_name(name: &str) -> Option<(u64, u64)> {
     let middle = name.strip_prefix("state-")?.strip_suffix(".json")?;
     let (serial, secs) = middle.split_once('-')?;
     Some((serial.parse().ok()?, secs.parse().ok()?))
@@ -298,6 +320,7 @@ fn parse_name(name: &str) -> Option<(u64, u64)> {
 mod tests {
     use super::*;
     use crate::commit::Mutation;
+    use crate::retention::KEEP_BACKUPS;
     use crate::store::Store;
     use std::os::unix::fs::PermissionsExt;
 
@@ -379,19 +402,83 @@ mod tests {
     }
 
     #[test]
-    fn keeps_the_newest_ten() {
+    fn keeps_the_newest_twenty_by_serial() {
         let (_tmp, root) = root();
         let store = Store::open(&root, "flow apply").unwrap();
         let mut written = Vec::new();
-        for i in 0..13 {
+        for i in 0..23 {
             put(&store, &[&format!("s{i}")]);
             written.push(store.backup().unwrap());
         }
         let listed = list_backups(&root).unwrap();
         assert_eq!(listed.len(), KEEP_BACKUPS);
-        assert_eq!(listed[0].path, written[12]);
+        assert_eq!(listed[0].path, written[22]);
         assert_eq!(listed[0].serial, store.serial());
         assert!(!written[0].exists() && !written[2].exists() && written[3].exists());
+    }
+
+    #[test]
+    fn a_store_keeps_as_many_as_it_is_told() {
+        let (_tmp, root) = root();
+        let rule = Retention {
+            keep: 4,
+            max_age: retention::KEEP_BACKUPS_FOR,
+        };
+        let store = Store::open_keeping(&root, "flow apply", rule).unwrap();
+        for i in 0..7 {
+            put(&store, &[&format!("s{i}")]);
+            store.backup().unwrap();
+        }
+        let serials: Vec<u64> = list_backups(&root)
+            .unwrap()
+            .iter()
+            .map(|b| b.serial)
+            .collect();
+        assert_eq!(serials, [7, 6, 5, 4]);
+    }
+
+    #[test]
+    fn a_clock_that_went_back_loses_no_new_backup() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        for i in 0..25 {
+            put(&store, &[&format!("s{i}")]);
+        }
+        let dir = StateLayout::new(&root).backups();
+        // Twenty backups written an hour "later" by a clock that was ahead,
+        // at lower serials than the one taken now (by wall clock, the new
+        // one would be the oldest of all).
+        let ahead = now_secs() + 3600;
+        for serial in 0..20 {
+            fs::write(dir.join(format!("state-{serial}-{ahead}.json")), "{}").unwrap();
+        }
+        let newest = store.backup().unwrap();
+        assert!(newest.exists(), "the newest backup by serial was pruned");
+        let listed = list_backups(&root).unwrap();
+        assert_eq!(listed.len(), KEEP_BACKUPS);
+        assert_eq!(listed[0].path, newest);
+        assert!(!dir.join(format!("state-0-{ahead}.json")).exists());
+    }
+
+    #[test]
+    fn month_old_backups_go_but_the_newest_three_stay() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        let dir = StateLayout::new(&root).backups();
+        let old = now_secs() - retention::KEEP_BACKUPS_FOR.as_secs() - 60;
+        for serial in 100..105 {
+            fs::write(dir.join(format!("state-{serial}-{old}.json")), "{}").unwrap();
+        }
+        // The new backup is at serial 0: below them all, so the three
+        // highest serials stay although they are old; the new one stays
+        // because it is recent.
+        store.backup().unwrap();
+        let serials: Vec<u64> = list_backups(&root)
+            .unwrap()
+            .iter()
+            .map(|b| b.serial)
+            .collect();
+        assert_eq!(serials, [104, 103, 102, 0]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The write side of the store: [`Committer`] hands changes to the writer
 //! thread and waits until they are on disk.
 
-use std::sync::mpsc;
+use std::path::Path;
+use std::sync::{Arc, mpsc};
 
 use tokio::sync::oneshot;
 
@@ -79,6 +80,8 @@ pub(crate) fn call_blocking<T>(
 #[derive(Clone)]
 pub struct Committer {
     tx: mpsc::Sender<Request>,
+    /// Why every change is refused (a state opened read-only).
+    refusal: Option<Arc<StateError>>,
 }
 
 impl std::fmt::Debug for Committer {
@@ -89,7 +92,27 @@ impl std::fmt::Debug for Committer {
 
 impl Committer {
     pub(crate) fn new(tx: mpsc::Sender<Request>) -> Self {
-        Committer { tx }
+        Committer { tx, refusal: None }
+    }
+
+    /// A committer that refuses every change with [`StateError::ReadOnly`]
+    /// (the state at `root`, opened read-only by `command`).
+    pub(crate) fn refusing(root: &Path, command: &str) -> Self {
+        let (tx, _) = mpsc::channel();
+        Committer {
+            tx,
+            refusal: Some(Arc::new(StateError::ReadOnly {
+                path: root.to_path_buf(),
+                command: command.to_string(),
+            })),
+        }
+    }
+
+    fn refused(&self) -> Result<(), StateError> {
+        match &self.refusal {
+            Some(err) => Err(err.duplicate()),
+            None => Ok(()),
+        }
     }
 
     /// Records `rec`; returns once it is flushed to disk.
@@ -115,6 +138,9 @@ impl Committer {
     /// are on disk. Changes queued later are never written before these, so
     /// once a later change is durable, these are too (or failed).
     pub fn submit(&self, muts: Vec<Mutation>) -> Pending {
+        if let Err(e) = self.refused() {
+            return Pending(Err(e));
+        }
         let changes = match encode(muts) {
             Ok(c) => c,
             Err(e) => return Pending(Err(e)),
@@ -132,6 +158,7 @@ impl Committer {
     /// Like [`Committer::commit`], blocking the calling thread instead
     /// (for code outside an async runtime).
     pub fn commit_blocking(&self, muts: Vec<Mutation>) -> Result<u64, StateError> {
+        self.refused()?;
         let changes = encode(muts)?;
         call_blocking(&self.tx, |reply| Request::Commit { changes, reply })
     }

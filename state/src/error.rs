@@ -71,6 +71,37 @@ pub enum StateError {
         source: std::io::Error,
     },
 
+    /// The disk holding the state is full (ENOSPC, or a quota: EDQUOT).
+    #[error("the disk holding {} is full (ENOSPC): {source}", path.display())]
+    DiskFull {
+        /// The file or directory that could not be written.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A state folder that had commits has lost its database.
+    #[error(
+        "state at {} has no database (db/ is missing), but {evidence}",
+        path.display()
+    )]
+    MissingDatabase {
+        /// The state directory.
+        path: PathBuf,
+        /// What shows that it had one: the watermark, the backups.
+        evidence: String,
+    },
+
+    /// A change to a state that was opened read-only.
+    #[error("the state at {} was opened read-only by `{command}`, so it cannot be changed", path.display())]
+    ReadOnly {
+        /// The state directory.
+        path: PathBuf,
+        /// The command that opened it.
+        command: String,
+    },
+
     /// The database engine failed in a way that is not damage to the state.
     #[error("the state database failed: {0}")]
     Sled(String),
@@ -90,12 +121,14 @@ pub enum StateError {
 }
 
 impl StateError {
-    /// An [`StateError::Io`] for `path`.
+    /// An [`StateError::Io`] for `path` ([`StateError::DiskFull`] when the
+    /// disk is full).
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        StateError::Io {
-            path: path.into(),
-            source,
+        let path = path.into();
+        if is_disk_full(&source) {
+            return StateError::DiskFull { path, source };
         }
+        StateError::Io { path, source }
     }
 
     /// A [`StateError::Corrupt`] for the state at `root`.
@@ -131,7 +164,19 @@ impl StateError {
             },
             StateError::Io { path, source } => StateError::Io {
                 path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
+                source: copy_io(source),
+            },
+            StateError::DiskFull { path, source } => StateError::DiskFull {
+                path: path.clone(),
+                source: copy_io(source),
+            },
+            StateError::MissingDatabase { path, evidence } => StateError::MissingDatabase {
+                path: path.clone(),
+                evidence: evidence.clone(),
+            },
+            StateError::ReadOnly { path, command } => StateError::ReadOnly {
+                path: path.clone(),
+                command: command.clone(),
             },
             StateError::Sled(text) => StateError::Sled(text.clone()),
             StateError::Closed => StateError::Closed,
@@ -160,6 +205,16 @@ impl StateError {
             StateError::Io { .. } => {
                 Some("check the permissions and free space of the state folder")
             }
+            StateError::DiskFull { .. } => Some(
+                "free space on that disk (or move the state with --state-dir), then run the command again: everything recorded before is kept, and the next apply goes on from there",
+            ),
+            StateError::MissingDatabase { path, .. } => {
+                return Some(format!(
+                    "restore the newest backup with `flow state restore FILE BACKUP` (list them with `flow state backups FILE`); to start afresh on purpose, delete the whole state folder {}",
+                    path.display()
+                ));
+            }
+            StateError::ReadOnly { .. } => Some("run `flow apply` to change the state"),
             StateError::Sled(_) | StateError::Closed => None,
             StateError::Corrupt { .. } => None,
             StateError::Remote { help, .. } => return help.clone(),
@@ -176,6 +231,20 @@ impl StateError {
             }
             other => StateError::Sled(other.to_string()),
         }
+    }
+}
+
+/// Whether `e` says the disk (or the user's quota on it) is full.
+fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        || e.kind() == std::io::ErrorKind::StorageFull
+}
+
+/// The same I/O error again (they are not `Clone`), keeping the OS code.
+fn copy_io(e: &std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(e.kind(), e.to_string()),
     }
 }
 
@@ -258,6 +327,19 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains(".flow/backups"), "{text}");
         assert!(text.contains("flow state restore"), "{text}");
+    }
+
+    #[test]
+    fn a_full_disk_says_so_and_survives_duplication() {
+        let err = StateError::io(".flow/db", std::io::Error::from_raw_os_error(libc::ENOSPC));
+        let text = err.duplicate().to_string();
+        assert!(
+            text.starts_with("the disk holding .flow/db is full (ENOSPC)"),
+            "{text}"
+        );
+        assert!(err.help().unwrap().contains("free space"));
+        let other = StateError::io(".flow/db", std::io::Error::from_raw_os_error(libc::EACCES));
+        assert!(matches!(other, StateError::Io { .. }));
     }
 
     #[test]

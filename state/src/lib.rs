@@ -10,13 +10,20 @@
 //! Modules, lowest first; each uses only those above it in this list:
 //! - `timefmt`, `records`, `holder` (who holds a lock), `error`, `runs`
 //!   (the run history's records and log);
+//! - `durable` (renames that fsync their folder), `netfs` (network
+//!   filesystems, where flock cannot be trusted);
 //! - `layout` (where the files are), `lock`, `db`, `meta`, `mark` (what a
 //!   local copy of an S3 state remembers of it), `watermark`;
-//! - `snapshot` (a consistent copy of a whole state), `migrate`;
+//! - `snapshot` (a consistent copy of a whole state), `migrate`,
+//!   `retention` (which backups are kept);
+//! - `checks` (what opening a local state checks: a lost database, lost
+//!   changes, the schema, an S3 copy);
 //! - `commit` (the handle that queues changes), `writer` (the thread that
 //!   applies them, one flush per group), `backup` (write, list, restore);
 //! - `store`: the one way in to a local state, which opens, locks,
 //!   migrates, reads, and hands out [`Committer`]s and backups;
+//! - `readonly`: [`ReadOnlyStore`], a state read (through a private copy of
+//!   its database, migrated there if old) without writing to it;
 //! - `remote` (the S3 backend: the local store as cache and journal, each
 //!   batch written to S3 by the writer before it counts as durable, a leased
 //!   lock object), then `backend`: the [`StateBackend`] trait, the one way
@@ -29,8 +36,10 @@
 
 pub mod backend;
 pub mod backup;
+mod checks;
 mod commit;
 mod db;
+pub mod durable;
 pub mod error;
 mod holder;
 pub mod layout;
@@ -38,8 +47,11 @@ pub mod lock;
 mod mark;
 mod meta;
 mod migrate;
+pub mod netfs;
+mod readonly;
 pub mod records;
 pub mod remote;
+pub mod retention;
 pub mod runs;
 mod snapshot;
 mod store;
@@ -48,12 +60,14 @@ mod watermark;
 mod writer;
 
 pub use backend::StateBackend;
-pub use backup::{BackupInfo, KEEP_BACKUPS, Restored, list_backups, restore};
+pub use backup::{BackupInfo, Restored, list_backups, restore, restore_keeping};
 pub use commit::{Committer, Mutation, Pending};
 pub use error::StateError;
 pub use layout::StateLayout;
 pub use lock::{LockInfo, StateLock};
+pub use readonly::ReadOnlyStore;
 pub use records::*;
 pub use remote::{S3Backend, S3Location, S3Options};
+pub use retention::{KEEP_BACKUPS, KEEP_BACKUPS_FOR, KEEP_NEWEST, Retention};
 pub use runs::{GateVerdict, RunLog, RunOutcome, RunRecord};
 pub use store::Store;

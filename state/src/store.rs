@@ -7,18 +7,29 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use crate::backup;
+use crate::checks::{check_never_committed, check_schema, refuse_s3_copy};
 use crate::commit::{self, Committer, Request};
 use crate::db::{self, Trees};
 use crate::error::{StateError, describe_json_error};
 use crate::layout::StateLayout;
 use crate::lock::StateLock;
 use crate::meta;
-use crate::migrate::Migration;
-use crate::migrate::{self, MIGRATIONS};
-use crate::records::{SCHEMA_VERSION, StepRecord};
-use crate::snapshot::{self, Snapshot};
+use crate::migrate::MIGRATIONS;
+use crate::records::StepRecord;
+use crate::retention::Retention;
+use crate::snapshot::Snapshot;
 use crate::watermark::{self, Watermark};
-use crate::writer::Publish;
+use crate::writer::{Halted, Publish};
+
+/// What opening a state folder that has no `db/` means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoDatabase {
+    /// A new state, unless the folder shows it had commits (a local state:
+    /// its database is the only copy).
+    Refuse,
+    /// A new database either way (the copy of an S3 state, rebuilt from S3).
+    Create,
+}
 
 /// An open state: holds the process lock, reads records directly and
 /// writes them through [`Committer`]s. Dropping it flushes, stops the
@@ -30,6 +41,9 @@ pub struct Store {
     serial: Arc<AtomicU64>,
     tx: mpsc::Sender<Request>,
     writer: Option<JoinHandle<()>>,
+    halted: Halted,
+    warnings: Vec<String>,
+    retention: Retention,
     // Declared last so it is released after the database is closed.
     _lock: StateLock,
 }
@@ -50,54 +64,67 @@ impl Store {
     /// A local state that is the copy of an S3 state is refused: the S3
     /// state is the truth, and writing the copy alone would fork it.
     pub fn open(root: &Path, command: &str) -> Result<Store, StateError> {
-        Store::open_with(root, command, |layout, trees| {
-            match crate::mark::read(&layout.root, trees)?.map(|m| m.url) {
-                Some(url) => Err(StateError::Remote {
-                    message: format!(
-                        "the local state at {} is the copy of {url}, but the workflow now keeps its state locally",
-                        layout.root.display()
-                    ),
-                    help: Some(format!(
-                        "to make the local copy the state, bring it up to date with `flow state pull FILE --state {url}`; or set the backend back under [workflow.state]"
-                    )),
-                }),
-                None => Ok(None),
-            }
+        Store::open_keeping(root, command, Retention::default())
+    }
+
+    /// Like [`Store::open`], keeping backups by `retention` (the workflow's
+    /// `keep_backups` and `keep_backups_for`).
+    pub fn open_keeping(
+        root: &Path,
+        command: &str,
+        retention: Retention,
+    ) -> Result<Store, StateError> {
+        let no_db = NoDatabase::Refuse;
+        Store::open_with(root, command, no_db, retention, |layout, trees| {
+            refuse_s3_copy(&layout.root, trees).map(|()| None)
         })
     }
 
-    /// Like [`Store::open`], with `prepare` run on the checked database
+    /// Like [`Store::open_keeping`], with `no_db` saying what a state folder
+    /// without a database means, and `prepare` run on the checked database
     /// before anything reads it: the S3 backend brings the local copy up to
     /// date there and returns where each batch is published next.
     pub(crate) fn open_with(
         root: &Path,
         command: &str,
+        no_db: NoDatabase,
+        retention: Retention,
         prepare: impl FnOnce(&StateLayout, &Trees) -> Result<Option<Box<dyn Publish>>, StateError>,
     ) -> Result<Store, StateError> {
         let layout = StateLayout::new(root);
+        let refuse_lost = |layout: &StateLayout| match no_db {
+            NoDatabase::Refuse if !layout.db().is_dir() => check_never_committed(layout),
+            _ => Ok(()),
+        };
+        // Before creating anything, and again under the lock.
+        refuse_lost(&layout)?;
         layout.ensure()?;
         let lock = StateLock::acquire(&layout, command)?;
+        refuse_lost(&layout)?;
         let had_db = layout.db().is_dir();
         let trees = db::open(&layout)?;
-        // A deleted db/ is a deliberate fresh start; an emptied one is not.
+        // A copy of an S3 state whose db/ was deleted is rebuilt from S3,
+        // which is the truth: its old watermark says nothing then.
         let mark = if had_db {
             watermark::read(&layout)?
         } else {
             None
         };
-        check_schema(&layout, &trees, mark, MIGRATIONS)?;
+        check_schema(&layout, &trees, mark, MIGRATIONS, &retention)?;
         let publish = prepare(&layout, &trees)?;
         let serial = meta::read_serial(root, &trees.meta)?;
         let salt = meta::read_salt(root, &trees.meta)?;
         let watermark = Watermark::open(&layout)?;
         watermark.record(serial)?;
         let serial = Arc::new(AtomicU64::new(serial));
+        let halted = Halted::default();
         let (tx, writer) = crate::writer::spawn(
             root.to_path_buf(),
             trees.clone(),
             serial.clone(),
             watermark,
             publish,
+            halted.clone(),
         )?;
         Ok(Store {
             layout,
@@ -106,21 +133,37 @@ impl Store {
             serial,
             tx,
             writer: Some(writer),
+            halted,
+            warnings: crate::netfs::warning(root).into_iter().collect(),
+            retention,
             _lock: lock,
         })
     }
 
     /// Like [`Store::open`], but returns `None`, creating nothing, when
-    /// there is no database under `root` yet (for read-only commands).
+    /// there is no database under `root` yet (for commands that have nothing
+    /// to do on a new state: destroy, a refused import).
     pub fn open_if_exists(root: &Path, command: &str) -> Result<Option<Store>, StateError> {
-        if !StateLayout::new(root).db().is_dir() {
+        Store::open_if_exists_keeping(root, command, Retention::default())
+    }
+
+    /// Like [`Store::open_if_exists`], keeping backups by `retention`.
+    pub fn open_if_exists_keeping(
+        root: &Path,
+        command: &str,
+        retention: Retention,
+    ) -> Result<Option<Store>, StateError> {
+        let layout = StateLayout::new(root);
+        if !layout.db().is_dir() {
+            check_never_committed(&layout)?;
             return Ok(None);
         }
-        Store::open(root, command).map(Some)
+        Store::open_keeping(root, command, retention).map(Some)
     }
 
     /// Every recorded step, sorted by name.
     pub fn steps(&self) -> Result<Vec<StepRecord>, StateError> {
+        self.halted.check()?;
         self.trees
             .steps
             .iter()
@@ -133,6 +176,7 @@ impl Store {
 
     /// The record of step `name`, if there is one.
     pub fn get(&self, name: &str) -> Result<Option<StepRecord>, StateError> {
+        self.halted.check()?;
         let value = self
             .trees
             .steps
@@ -144,6 +188,12 @@ impl Store {
     /// The state's run history (see [`RunLog`](crate::runs::RunLog)).
     pub fn run_log(&self) -> crate::runs::RunLog {
         crate::runs::RunLog::new(self.layout.runs())
+    }
+
+    /// Warnings from opening, to show once: a state folder on a network
+    /// filesystem (see [`netfs`](crate::netfs)).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The number of batches committed since the state was created.
@@ -161,6 +211,11 @@ impl Store {
         &self.layout
     }
 
+    /// How this state's backups are kept.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
     /// The open database (for the S3 backend's push and pull).
     pub(crate) fn trees(&self) -> &Trees {
         &self.trees
@@ -173,9 +228,9 @@ impl Store {
 
     /// Writes a consistent copy of the whole state to
     /// `backups/state-<serial>-<unix secs>.json` (mode 0600), deletes all
-    /// but the newest [`KEEP_BACKUPS`](crate::KEEP_BACKUPS), and returns the new file.
+    /// what [`retention`](crate::retention) lets go, and returns the new file.
     pub fn backup(&self) -> Result<PathBuf, StateError> {
-        backup::write(self.layout(), &self.snapshot()?, None)
+        backup::write(self.layout(), &self.snapshot()?, None, &self.retention)
     }
 
     /// A consistent copy of everything, taken by the writer between batches.
@@ -203,47 +258,16 @@ impl Drop for Store {
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
-        let _ = self.trees.db.flush();
-        let _ = db::make_private(&self.layout.db());
-    }
-}
-
-/// Initializes a blank database, refuses unknown versions and migrates old
-/// ones with `registry` (after taking a backup). `mark` is the commit
-/// watermark of an existing database.
-fn check_schema(
-    layout: &StateLayout,
-    trees: &Trees,
-    mark: Option<u64>,
-    registry: &[Migration],
-) -> Result<(), StateError> {
-    let root = &layout.root;
-    match meta::read_version(root, &trees.meta)? {
-        None if meta::is_blank(trees) => match mark {
-            Some(mark) => Err(StateError::corrupt(
-                root,
-                format!("the database is empty, but changes up to serial {mark} were committed"),
-            )),
-            None => meta::initialize(root, trees, SCHEMA_VERSION, meta::random_salt()?),
-        },
-        None => Err(StateError::corrupt(root, "the schema version is missing")),
-        Some(found) => {
-            let serial = meta::read_serial(root, &trees.meta)?;
-            if let Some(mark) = mark.filter(|&m| serial < m) {
-                return Err(StateError::corrupt(
-                    root,
-                    format!(
-                        "the database holds changes up to serial {serial}, but changes up to serial {mark} were committed, so the newest ones are lost"
-                    ),
-                ));
-            }
-            if found == SCHEMA_VERSION {
-                return Ok(());
-            }
-            migrate::check(found, SCHEMA_VERSION, registry)?;
-            backup::write(layout, &snapshot::read(root, trees)?, None)?;
-            migrate::upgrade(root, trees, found, SCHEMA_VERSION, registry)
+        if self.halted.check().is_ok() {
+            let _ = self.trees.db.flush();
+        } else {
+            // After a failed write, sled's flush (which its drop does too)
+            // can wait forever for a write that will never come. The
+            // handles are leaked instead, so the last one never drops: the
+            // process ends soon after and the kernel closes the files.
+            std::mem::forget(self.trees.clone());
         }
+        let _ = db::make_private(&self.layout.db());
     }
 }
 
@@ -251,7 +275,7 @@ fn check_schema(
 mod tests {
     use super::*;
     use crate::commit::Mutation;
-    use crate::records::Status;
+    use crate::records::{SCHEMA_VERSION, Status};
 
     fn root() -> (tempfile::TempDir, std::path::PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
@@ -440,58 +464,6 @@ mod tests {
     }
 
     #[test]
-    fn missing_version_on_used_database_is_corrupt() {
-        let (_tmp, root) = root();
-        let layout = StateLayout::new(&root);
-        layout.ensure().unwrap();
-        let trees = db::open(&layout).unwrap();
-        trees.steps.insert("vpc", "{}").unwrap();
-        trees.db.flush().unwrap();
-        drop(trees);
-        assert!(matches!(
-            Store::open(&root, "flow apply"),
-            Err(StateError::Corrupt { .. })
-        ));
-    }
-
-    #[test]
-    fn lost_changes_are_detected() {
-        let (_tmp, root) = root();
-        let store = Store::open(&root, "flow apply").unwrap();
-        store
-            .committer()
-            .commit_blocking(vec![Mutation::Put(record("vpc"))])
-            .unwrap();
-        let layout = store.layout().clone();
-        drop(store);
-        assert_eq!(watermark::read(&layout).unwrap(), Some(1));
-
-        // As if sled had kept only the part of its log before some damage.
-        Watermark::open(&layout).unwrap().record(5).unwrap();
-        match Store::open(&root, "flow apply") {
-            Err(StateError::Corrupt { detail, .. }) => {
-                assert!(detail.contains("serial 5"), "{detail}")
-            }
-            other => panic!("expected Corrupt, got {other:?}"),
-        }
-
-        // An emptied database is not mistaken for a new one.
-        std::fs::remove_dir_all(layout.db()).unwrap();
-        std::fs::create_dir(layout.db()).unwrap();
-        assert!(matches!(
-            Store::open(&root, "flow apply"),
-            Err(StateError::Corrupt { .. })
-        ));
-
-        // A deleted one is a deliberate fresh start.
-        std::fs::remove_dir_all(layout.db()).unwrap();
-        let store = Store::open(&root, "flow apply").unwrap();
-        assert_eq!(store.serial(), 0);
-        drop(store);
-        assert_eq!(watermark::read(&layout).unwrap(), Some(0));
-    }
-
-    #[test]
     fn damaged_log_never_loses_changes_silently() {
         for damage in 0..4 {
             let (_tmp, root) = root();
@@ -521,45 +493,6 @@ mod tests {
                 Err(other) => panic!("damage {damage}: expected Corrupt, got {other:?}"),
             }
         }
-    }
-
-    #[test]
-    fn old_schema_is_backed_up_then_migrated() {
-        fn v0_to_v1(steps: &sled::Tree) -> Result<sled::Batch, crate::migrate::MigrationError> {
-            let mut batch = sled::Batch::default();
-            for key in steps.iter().keys() {
-                let key = key?;
-                let name = String::from_utf8_lossy(&key).into_owned();
-                let rec = StepRecord::new(&name, "exec", 1);
-                batch.insert(key, serde_json::to_vec(&rec).unwrap());
-            }
-            Ok(batch)
-        }
-        let registry = [Migration {
-            from: SCHEMA_VERSION - 1,
-            run: v0_to_v1,
-        }];
-        let (_tmp, root) = root();
-        let layout = StateLayout::new(&root);
-        layout.ensure().unwrap();
-        let trees = db::open(&layout).unwrap();
-        meta::initialize(&root, &trees, SCHEMA_VERSION - 1, [1; 32]).unwrap();
-        trees
-            .steps
-            .insert("vpc", r#"{"name":"vpc","old":true}"#)
-            .unwrap();
-
-        check_schema(&layout, &trees, Some(0), &registry).unwrap();
-        assert_eq!(
-            meta::read_version(&root, &trees.meta).unwrap(),
-            Some(SCHEMA_VERSION)
-        );
-        let rec: StepRecord =
-            serde_json::from_slice(&trees.steps.get("vpc").unwrap().unwrap()).unwrap();
-        assert_eq!(rec.name, "vpc");
-        let backups = crate::backup::list_backups(&root).unwrap();
-        assert_eq!(backups.len(), 1);
-        assert_eq!(backups[0].serial, 0);
     }
 
     #[test]

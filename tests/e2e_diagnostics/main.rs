@@ -358,6 +358,12 @@ const BROKEN: &[(&str, &str, &[&str])] = &[
         &["--var-file", "nope.toml"],
     ),
     (
+        "keep_backups below 3",
+        "[workflow.state]\nkeep_backups = 2\n\n[steps.base]\nprovider = \"null\"\n\n\
+         [steps.top]\nprovider = \"null\"\n",
+        &[],
+    ),
+    (
         "unknown step in depends_on",
         "[steps.base]\nprovider = \"null\"\n\n[steps.top]\nprovider = \"null\"\n\
          depends_on = [\"bsae\"]\n",

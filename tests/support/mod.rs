@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod aws;
+pub mod clock;
+pub mod disk;
 pub mod fault_proxy;
 pub mod kube;
 pub mod moto;

@@ -128,7 +128,9 @@ impl StepError {
 fn state_help(e: &StateError) -> String {
     match e {
         StateError::Remote { help: Some(h), .. } => h.clone(),
-        _ => "check that the state folder's disk is writable and not full; `flow state backups` lists the backups taken before this run".into(),
+        _ => e.help().unwrap_or_else(|| {
+            "check that the state folder's disk is writable and not full; `flow state backups` lists the backups taken before this run".into()
+        }),
     }
 }
 

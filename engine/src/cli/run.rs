@@ -128,7 +128,7 @@ fn keep_timeline(ctx: &RunContext, started_ms: u64) {
             .open(&tmp)?;
         f.write_all(doc.to_string().as_bytes())?;
         f.sync_data()?;
-        std::fs::rename(&tmp, &path)
+        flow_state::durable::rename_durably(&tmp, &path)
     })();
     if let Err(e) = written {
         eprintln!("warning: {} not written: {e}", path.display());

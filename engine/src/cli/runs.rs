@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use flow_state::runs::{RunSummary, Unreadable};
-use flow_state::{RunLog, RunOutcome, RunRecord, Store};
+use flow_state::{ReadOnlyStore, RunLog, RunOutcome, RunRecord};
 use serde_json::Value;
 
 use super::args::{CompareArgs, RunsArgs, StateArgs};
@@ -182,7 +182,7 @@ fn local_histories() -> CliResult<Vec<RunRecord>> {
     for dir in dirs.iter().filter(|d| d.is_dir()) {
         // A state another command holds, or the copy of an S3 state, is
         // passed over: --workflow reads it through its own backend.
-        if let Ok(Some(store)) = Store::open_if_exists(dir, "flow compare")
+        if let Ok(Some(store)) = ReadOnlyStore::open_if_exists(dir, "flow compare")
             && let Ok((found, damaged)) = store.run_log().all()
         {
             warn_damaged(&damaged);

@@ -90,7 +90,7 @@ pub fn state_restore(file: &Path, backup: &Path, state: &StateArgs) -> CliResult
         }
         return Ok(0);
     }
-    let restored = flow_state::restore(&target.dir, backup)?;
+    let restored = flow_state::restore_keeping(&target.dir, backup, &target.backups)?;
     println!(
         "Restored {} step{} from {} (state serial is now {}).",
         restored.steps,

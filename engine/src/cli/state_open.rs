@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use flow_state::remote::LockOptions;
-use flow_state::{S3Backend, S3Location, S3Options, StateBackend, Store};
+use flow_state::{ReadOnlyStore, Retention, S3Backend, S3Location, S3Options, StateBackend, Store};
 
 use super::args::StateArgs;
 use super::common::{CliError, CliResult, state_dir};
@@ -30,6 +30,8 @@ pub struct StateTarget {
     pub lease: Duration,
     /// The workflow file, for commands in messages.
     pub file: PathBuf,
+    /// How backups are kept (`keep_backups`, `keep_backups_for`).
+    pub backups: Retention,
 }
 
 impl StateTarget {
@@ -55,6 +57,7 @@ pub fn target_with(
         s3: None,
         lease: DEFAULT_LEASE,
         file: file.to_path_buf(),
+        backups: settings.map(StateSettings::backups).unwrap_or_default(),
     };
     if let Some(url) = &args.state_url {
         target.s3 = Some(
@@ -81,6 +84,7 @@ pub fn target_with(
         region,
         profile,
         lease,
+        ..
     }) = settings
     {
         target.s3 = Some(S3Location {
@@ -143,6 +147,7 @@ pub fn s3_options(
         }),
         retry_for: retry_for(),
         workflow: target.file.display().to_string(),
+        retention: target.backups,
     }
 }
 
@@ -166,7 +171,7 @@ pub async fn open(
     access: Access,
 ) -> CliResult<Backend> {
     let backend: Backend = match &target.s3 {
-        None => Box::new(Store::open(&target.dir, command)?),
+        None => Box::new(Store::open_keeping(&target.dir, command, target.backups)?),
         Some(loc) => {
             let client = s3_client(loc).await?;
             let opts = s3_options(target, args, command, access);
@@ -185,7 +190,13 @@ pub async fn open_if_exists(
     access: Access,
 ) -> CliResult<Option<Backend>> {
     let backend: Option<Backend> = match &target.s3 {
-        None => Store::open_if_exists(&target.dir, command)?.map(|s| Box::new(s) as Backend),
+        // Plan and the commands that only show things never write a local
+        // state (nor migrate it): they read a private copy of it.
+        None if access != Access::Write => {
+            ReadOnlyStore::open_if_exists(&target.dir, command)?.map(|s| Box::new(s) as Backend)
+        }
+        None => Store::open_if_exists_keeping(&target.dir, command, target.backups)?
+            .map(|s| Box::new(s) as Backend),
         Some(loc) => {
             let client = s3_client(loc).await?;
             let opts = s3_options(target, args, command, access);
@@ -225,6 +236,7 @@ mod tests {
             region: Some("eu-west-1".into()),
             profile: None,
             lease: Some(Duration::from_secs(20)),
+            backups: Retention::default(),
         };
         let t = target_with(Path::new("wf.toml"), &args(None), Some(&settings)).unwrap();
         assert_eq!(t.describe(), "s3://team/a.json");

@@ -547,7 +547,10 @@ impl Workflow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateSettings {
     /// `.flow/NAME` beside the workflow (the default).
-    Local,
+    Local {
+        /// How backups are kept (`keep_backups`, `keep_backups_for`).
+        backups: flow_state::Retention,
+    },
     /// One S3 object, its local copy in `.flow/NAME`.
     S3 {
         /// The bucket.
@@ -560,5 +563,16 @@ pub enum StateSettings {
         profile: Option<String>,
         /// How long the lock lasts without renewal.
         lease: Option<std::time::Duration>,
+        /// How backups are kept (`keep_backups`, `keep_backups_for`).
+        backups: flow_state::Retention,
     },
+}
+
+impl StateSettings {
+    /// How backups are kept, either way.
+    pub fn backups(&self) -> flow_state::Retention {
+        match self {
+            StateSettings::Local { backups } | StateSettings::S3 { backups, .. } => *backups,
+        }
+    }
 }

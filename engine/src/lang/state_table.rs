@@ -8,6 +8,8 @@
 //! region  = "us-east-1"     # the bucket's region
 //! profile = "team"          # optional
 //! lease   = "60s"           # how long the lock lasts without renewal
+//! keep_backups     = 20     # backups kept at most (at least 3), either backend
+//! keep_backups_for = "30d"  # none older than this, beyond the newest 3
 //! ```
 //!
 //! The table is read before variables and steps, by commands that need no
@@ -21,7 +23,16 @@ use super::ast::{Entry, Node, NodeKind, StateSettings};
 use super::toml_nodes::{parse_document, type_name};
 use crate::diag::{Diag, Diagnostics, Source, Span};
 
-const KEYS: &[&str] = &["backend", "bucket", "key", "region", "profile", "lease"];
+const KEYS: &[&str] = &[
+    "backend",
+    "bucket",
+    "key",
+    "region",
+    "profile",
+    "lease",
+    "keep_backups",
+    "keep_backups_for",
+];
 
 /// Reads the `[workflow.state]` table `node` (the value of `state` under
 /// `[workflow]`), reporting every problem into `diags`.
@@ -42,8 +53,19 @@ pub fn parse_state_table(
     };
     let mut backend: Option<(String, Span)> = None;
     let (mut bucket, mut key, mut region, mut profile, mut lease) = (None, None, None, None, None);
+    let mut backups = flow_state::Retention::default();
     for e in entries {
         match e.key.as_str() {
+            "keep_backups" => {
+                if let Some(n) = r.keep_count(e) {
+                    backups.keep = n;
+                }
+            }
+            "keep_backups_for" => {
+                if let Some(d) = r.keep_for(e) {
+                    backups.max_age = d;
+                }
+            }
             "backend" => backend = r.string(e).map(|s| (s, e.value.span.clone())),
             "bucket" => bucket = r.string(e),
             "key" => key = r.string(e),
@@ -102,7 +124,7 @@ pub fn parse_state_table(
                 );
                 return None;
             }
-            Some(StateSettings::Local)
+            Some(StateSettings::Local { backups })
         }
         Some(("s3", span)) => {
             let missing: Vec<&str> = [("bucket", &bucket), ("key", &key)]
@@ -136,6 +158,7 @@ pub fn parse_state_table(
                 region,
                 profile,
                 lease,
+                backups,
             })
         }
         Some((other, span)) => {
@@ -195,6 +218,72 @@ impl Reader<'_> {
             d = d.help(h);
         }
         self.diags.push(d);
+    }
+
+    /// `keep_backups`: a whole number from 3 (the newest 3 are always kept).
+    fn keep_count(&mut self, e: &Entry) -> Option<usize> {
+        match &e.value.kind {
+            NodeKind::Int(n) if *n >= flow_state::KEEP_NEWEST as i64 => usize::try_from(*n).ok(),
+            NodeKind::Int(n) => {
+                self.err(
+                    e.value.span.clone(),
+                    format!(
+                        "workflow.state.keep_backups must be at least {}, found {n}",
+                        flow_state::KEEP_NEWEST
+                    ),
+                    "too few",
+                    Some(format!(
+                        "the newest {} backups are always kept; write keep_backups = {} or more",
+                        flow_state::KEEP_NEWEST,
+                        flow_state::KEEP_NEWEST
+                    )),
+                );
+                None
+            }
+            _ => {
+                self.err(
+                    e.value.span.clone(),
+                    format!(
+                        "workflow.state.keep_backups must be a whole number, found {}",
+                        type_name(&e.value)
+                    ),
+                    "expected a number",
+                    Some(format!(
+                        "write it like keep_backups = {}",
+                        flow_state::KEEP_BACKUPS
+                    )),
+                );
+                None
+            }
+        }
+    }
+
+    /// `keep_backups_for`: a duration of at least an hour.
+    fn keep_for(&mut self, e: &Entry) -> Option<Duration> {
+        let text = self.string(e)?;
+        match humantime::parse_duration(&text) {
+            Ok(d) if d >= Duration::from_secs(3600) => Some(d),
+            Ok(_) => {
+                self.err(
+                    e.value.span.clone(),
+                    "workflow.state.keep_backups_for must be at least 1h".into(),
+                    "too short",
+                    Some(
+                        "backups are taken once per apply; write it like \"30d\" or \"12h\"".into(),
+                    ),
+                );
+                None
+            }
+            Err(err) => {
+                self.err(
+                    e.value.span.clone(),
+                    format!("workflow.state.keep_backups_for is not a duration: {err}"),
+                    "not a duration",
+                    Some("write it like \"30d\" or \"12h\"".into()),
+                );
+                None
+            }
+        }
     }
 
     fn string(&mut self, e: &Entry) -> Option<String> {
@@ -258,12 +347,24 @@ mod tests {
                 region: Some("eu-west-1".into()),
                 profile: None,
                 lease: Some(Duration::from_secs(30)),
+                backups: flow_state::Retention::default(),
             }))
         );
         assert_eq!(read("[workflow]\nname = \"x\"\n"), Ok(None));
         assert_eq!(
             read("[workflow.state]\nbackend = \"local\"\n"),
-            Ok(Some(StateSettings::Local))
+            Ok(Some(StateSettings::Local {
+                backups: flow_state::Retention::default()
+            }))
+        );
+        assert_eq!(
+            read("[workflow.state]\nkeep_backups = 50\nkeep_backups_for = \"90d\"\n"),
+            Ok(Some(StateSettings::Local {
+                backups: flow_state::Retention {
+                    keep: 50,
+                    max_age: Duration::from_secs(90 * 24 * 3600),
+                }
+            }))
         );
     }
 
@@ -281,5 +382,13 @@ mod tests {
         assert!(err.contains("unknown key `buckt`"), "{err}");
         let err = read("[workflow.state]\nbucket = \"b\"\n").unwrap_err();
         assert!(err.contains("is for backend = \"s3\""), "{err}");
+        let err = read("[workflow.state]\nkeep_backups = 2\n").unwrap_err();
+        assert!(err.contains("must be at least 3, found 2"), "{err}");
+        let err = read("[workflow.state]\nkeep_backups = \"20\"\n").unwrap_err();
+        assert!(err.contains("must be a whole number, found"), "{err}");
+        let err = read("[workflow.state]\nkeep_backups_for = \"10m\"\n").unwrap_err();
+        assert!(err.contains("must be at least 1h"), "{err}");
+        let err = read("[workflow.state]\nkeep_backups_for = \"a month\"\n").unwrap_err();
+        assert!(err.contains("is not a duration"), "{err}");
     }
 }

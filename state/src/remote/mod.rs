@@ -38,14 +38,15 @@ pub use restore::{BackupSource, RestoredRemote, restore};
 use sync::{RemoteState, decode, local_records, reconcile, salt_hex};
 
 use crate::backend::StateBackend;
-use crate::backup::{KEEP_BACKUPS, replace_contents};
+use crate::backup::{parse_name, replace_contents};
 use crate::commit::Committer;
 use crate::error::StateError;
 use crate::layout::StateLayout;
 use crate::mark;
 use crate::meta;
 use crate::records::{SCHEMA_VERSION, StepRecord, now_secs};
-use crate::store::Store;
+use crate::retention::{self, Aged, Retention};
+use crate::store::{NoDatabase, Store};
 
 /// How to open an S3 state.
 #[derive(Debug, Clone)]
@@ -59,6 +60,8 @@ pub struct S3Options {
     pub retry_for: Duration,
     /// The workflow file as the user named it, for commands in messages.
     pub workflow: String,
+    /// How the local copy's backups, and the `KEY.backups/` objects, are kept.
+    pub retention: Retention,
 }
 
 /// A state kept in S3, with its local copy open and its lock held.
@@ -138,29 +141,35 @@ impl S3Backend {
         let stats = Arc::new(PublishStats::default());
         let lost = lease.as_ref().map(Lease::lost_flag);
         let locked = lease.is_some();
-        let store = Store::open_with(root, &opts.command, |layout, trees| {
-            let found = reconcile(layout, trees, &remote, fetched, &opts.workflow)?;
-            let mut publisher = S3Publisher {
-                remote: remote.clone(),
-                root: layout.root.clone(),
-                trees: trees.clone(),
-                records: found.records,
-                schema_version: SCHEMA_VERSION,
-                salt_hex: salt_hex(&layout.root, trees)?,
-                etag: found.etag,
-                lost,
-                retry_for: opts.retry_for,
-                stats: stats.clone(),
-            };
-            if !locked {
-                return Ok(Some(Box::new(Unlocked(remote.location.to_string()))));
-            }
-            if found.push_first {
-                let serial = meta::read_serial(&layout.root, &trees.meta)?;
-                publisher.write_all(serial)?;
-            }
-            Ok(Some(Box::new(publisher)))
-        })?;
+        let store = Store::open_with(
+            root,
+            &opts.command,
+            NoDatabase::Create,
+            opts.retention,
+            |layout, trees| {
+                let found = reconcile(layout, trees, &remote, fetched, &opts.workflow)?;
+                let mut publisher = S3Publisher {
+                    remote: remote.clone(),
+                    root: layout.root.clone(),
+                    trees: trees.clone(),
+                    records: found.records,
+                    schema_version: SCHEMA_VERSION,
+                    salt_hex: salt_hex(&layout.root, trees)?,
+                    etag: found.etag,
+                    lost,
+                    retry_for: opts.retry_for,
+                    stats: stats.clone(),
+                };
+                if !locked {
+                    return Ok(Some(Box::new(Unlocked(remote.location.to_string()))));
+                }
+                if found.push_first {
+                    let serial = meta::read_serial(&layout.root, &trees.meta)?;
+                    publisher.write_all(serial)?;
+                }
+                Ok(Some(Box::new(publisher)))
+            },
+        )?;
         Ok(S3Backend {
             store,
             remote,
@@ -248,7 +257,8 @@ impl StateBackend for S3Backend {
     }
 
     /// With bucket versioning, every write is already kept: nothing is
-    /// written. Without it, a copy goes to `KEY.backups/` (newest 10 kept).
+    /// written. Without it, a copy goes to `KEY.backups/`, kept as local
+    /// backups are (see [`retention`](crate::retention)).
     /// Either way the local copy is backed up too.
     fn backup(&self) -> Result<String, StateError> {
         self.store.backup()?;
@@ -273,9 +283,10 @@ impl StateBackend for S3Backend {
                 .list(&prefix)
                 .await
                 .map_err(|f| remote_error(&remote.location, f))?;
-            old.sort_by(|a, b| b.written_at.cmp(&a.written_at).then(b.id.cmp(&a.id)));
-            for stale in old.iter().skip(KEEP_BACKUPS) {
-                let _ = remote.delete(&stale.id, None).await;
+            retention::sort_newest_first(&mut old, aged);
+            let rule = self.store.retention();
+            for i in retention::to_prune(&old, aged, now_secs(), &rule) {
+                let _ = remote.delete(&old[i].id, None).await;
             }
             Ok::<(), StateError>(())
         })?;
@@ -291,6 +302,16 @@ impl StateBackend for S3Backend {
         self.store.run_log().mirrored(Arc::new(runs::S3Runs {
             remote: self.remote.clone(),
         }))
+    }
+}
+
+/// A backup object's serial (from its name, `state-<serial>-<secs>.json`;
+/// 0 for other objects) and when S3 says it was written.
+fn aged(b: &RemoteBackup) -> Aged {
+    let name = b.id.rsplit('/').next().unwrap_or(&b.id);
+    Aged {
+        serial: parse_name(name).map_or(0, |(serial, _)| serial),
+        created_at: b.written_at,
     }
 }
 
@@ -350,7 +371,13 @@ pub async fn push(
         .map_err(|f| remote_error(&remote.location, f))?;
     let _lease = replace::take_lock(&remote, opts, "pushing a state").await?;
     let existing = replace::current(&remote).await?;
-    let store = Store::open_with(root, &opts.command, |_, _| Ok(None))?;
+    let store = Store::open_with(
+        root,
+        &opts.command,
+        NoDatabase::Refuse,
+        opts.retention,
+        |_, _| Ok(None),
+    )?;
     let layout = store.layout().clone();
     let trees = store.trees();
     let records = local_records(&layout, trees)?;
@@ -425,7 +452,13 @@ pub async fn pull(
             help: None,
         });
     };
-    let store = Store::open_with(root, &opts.command, |_, _| Ok(None))?;
+    let store = Store::open_with(
+        root,
+        &opts.command,
+        NoDatabase::Create,
+        opts.retention,
+        |_, _| Ok(None),
+    )?;
     let layout = store.layout().clone();
     let trees = store.trees();
     let local = local_records(&layout, trees)?;

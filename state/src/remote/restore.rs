@@ -17,7 +17,7 @@ use super::{S3Location, S3Options, remote_error};
 use crate::backup::replace_contents;
 use crate::error::StateError;
 use crate::snapshot::to_hex;
-use crate::store::Store;
+use crate::store::{NoDatabase, Store};
 
 /// Where a backup of an S3 state is, as the user named it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +117,13 @@ pub async fn restore(
         .and_then(|c| decode(&remote, &c.body, c.etag.clone()).ok())
         .map_or(0, |c| c.snap.serial);
 
-    let store = Store::open_with(root, &opts.command, |_, _| Ok(None))?;
+    let store = Store::open_with(
+        root,
+        &opts.command,
+        NoDatabase::Create,
+        opts.retention,
+        |_, _| Ok(None),
+    )?;
     let layout = store.layout().clone();
     let trees = store.trees();
     let serial = backup.snap.serial.max(store.serial()).max(current_serial) + 1;

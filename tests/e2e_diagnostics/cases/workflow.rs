@@ -641,4 +641,41 @@ corpus! {
         ..BASE
     },
 
+    keep_backups_too_few: Case {
+        file: "140-keep-backups-too-few.toml",
+        codes: &["flow::bad-state-setting"],
+        at: &["7:16"],
+        says: &[
+            "workflow.state.keep_backups must be at least 3, found 2",
+            "the newest 3 backups are always kept; write keep_backups = 3 or more",
+        ],
+        ..BASE
+    },
+    keep_backups_not_a_number: Case {
+        file: "141-keep-backups-not-a-number.toml",
+        codes: &["flow::bad-state-setting"],
+        at: &["6:16"],
+        says: &[
+            "workflow.state.keep_backups must be a whole number, found",
+            "write it like keep_backups = 20",
+        ],
+        ..BASE
+    },
+    keep_backups_for_too_short: Case {
+        file: "142-keep-backups-for-too-short.toml",
+        codes: &["flow::bad-state-setting"],
+        at: &["6:20"],
+        says: &[
+            "workflow.state.keep_backups_for must be at least 1h",
+            "write it like \"30d\" or \"12h\"",
+        ],
+        ..BASE
+    },
+    keep_backups_for_not_a_duration: Case {
+        file: "143-keep-backups-for-not-a-duration.toml",
+        codes: &["flow::bad-state-setting"],
+        at: &["6:20"],
+        says: &["workflow.state.keep_backups_for is not a duration"],
+        ..BASE
+    },
 }

@@ -1,0 +1,374 @@
+//! [`ReadOnlyStore`]: a state read without writing a byte of its database,
+//! for `flow plan` and the commands that only show things.
+//!
+//! sled writes to its files whenever it opens them (recovery, a new
+//! snapshot), so the database is never opened in place: under the state
+//! lock, its files are copied to a private temporary folder and the copy is
+//! opened. A state in an older schema is migrated there, in the copy, so
+//! the records read are those `flow apply` will see after it migrates; the
+//! state itself keeps its schema, serial, watermark and backups.
+
+use std::path::{Path, PathBuf};
+
+use crate::checks::{check_never_committed, refuse_s3_copy};
+use crate::commit::Committer;
+use crate::db;
+use crate::error::{StateError, describe_json_error};
+use crate::layout::{StateLayout, create_private_dir};
+use crate::lock::StateLock;
+use crate::meta;
+use crate::migrate::{self, MIGRATIONS};
+use crate::records::{SCHEMA_VERSION, StepRecord};
+use crate::watermark;
+
+/// A state read whole into memory, its lock held until dropped. Changing it
+/// is refused with [`StateError::ReadOnly`].
+#[derive(Debug)]
+pub struct ReadOnlyStore {
+    layout: StateLayout,
+    records: Vec<StepRecord>,
+    serial: u64,
+    salt: [u8; 32],
+    command: String,
+    warnings: Vec<String>,
+    _lock: StateLock,
+}
+
+impl ReadOnlyStore {
+    /// Reads the state at `root` for `command`; `None` when it has no
+    /// database yet (and nothing shows it ever had one). Creates nothing
+    /// and changes nothing under `root` but the lock file.
+    pub fn open_if_exists(root: &Path, command: &str) -> Result<Option<Self>, StateError> {
+        let layout = StateLayout::new(root);
+        if !layout.db().is_dir() {
+            check_never_committed(&layout)?;
+            return Ok(None);
+        }
+        let lock = StateLock::acquire(&layout, command)?;
+        let copy = TempCopy::of(&layout)?;
+        let read = read_copy(&layout, &copy.layout()).map_err(|e| copy.blame_real(e, root))?;
+        drop(copy);
+        Ok(read.map(|(records, serial, salt)| ReadOnlyStore {
+            layout,
+            records,
+            serial,
+            salt,
+            command: command.to_string(),
+            warnings: crate::netfs::warning(root).into_iter().collect(),
+            _lock: lock,
+        }))
+    }
+
+    /// Every recorded step, sorted by name.
+    pub fn steps(&self) -> Vec<StepRecord> {
+        self.records.clone()
+    }
+
+    /// The record of step `name`, if there is one.
+    pub fn get(&self, name: &str) -> Option<StepRecord> {
+        self.records
+            .binary_search_by(|r| r.name.as_str().cmp(name))
+            .ok()
+            .map(|i| self.records[i].clone())
+    }
+
+    /// The serial the state has, or will have once `flow apply` migrates it.
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// The state's salt.
+    pub fn salt(&self) -> [u8; 32] {
+        self.salt
+    }
+
+    /// Where the state's files are.
+    pub fn layout(&self) -> &StateLayout {
+        &self.layout
+    }
+
+    /// Warnings from opening (see [`Store::warnings`](crate::Store::warnings)).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The state's run history (read; appending is not refused, but no
+    /// read-only command appends).
+    pub fn run_log(&self) -> crate::runs::RunLog {
+        crate::runs::RunLog::new(self.layout.runs())
+    }
+
+    /// A committer that refuses every change.
+    pub fn committer(&self) -> Committer {
+        Committer::refusing(&self.layout.root, &self.command)
+    }
+
+    /// The refusal of anything that would write.
+    pub fn refuse(&self) -> StateError {
+        StateError::ReadOnly {
+            path: self.layout.root.clone(),
+            command: self.command.clone(),
+        }
+    }
+}
+
+/// What a read of the copy found: records, serial and salt; `None` for a
+/// database that was created but never initialized (no state yet).
+type Read = Option<(Vec<StepRecord>, u64, [u8; 32])>;
+
+/// Checks and reads the copy at `copy` of the state `real`, migrating the
+/// copy when its schema is older.
+fn read_copy(real: &StateLayout, copy: &StateLayout) -> Result<Read, StateError> {
+    let root = &copy.root;
+    let trees = db::open(copy)?;
+    let mark = watermark::read(real)?;
+    let Some(found) = meta::read_version(root, &trees.meta)? else {
+        if !meta::is_blank(&trees) {
+            return Err(StateError::corrupt(root, "the schema version is missing"));
+        }
+        return match mark.filter(|&m| m > 0) {
+            Some(mark) => Err(StateError::corrupt(
+                root,
+                format!("the database is empty, but changes up to serial {mark} were committed"),
+            )),
+            None => Ok(None),
+        };
+    };
+    let serial = meta::read_serial(root, &trees.meta)?;
+    if let Some(mark) = mark.filter(|&m| serial < m) {
+        return Err(StateError::corrupt(
+            root,
+            format!(
+                "the database holds changes up to serial {serial}, but changes up to serial {mark} were committed, so the newest ones are lost"
+            ),
+        ));
+    }
+    refuse_s3_copy(&real.root, &trees)?;
+    if found != SCHEMA_VERSION {
+        migrate::upgrade(root, &trees, found, SCHEMA_VERSION, MIGRATIONS)?;
+    }
+    let serial = meta::read_serial(root, &trees.meta)?;
+    let salt = meta::read_salt(root, &trees.meta)?;
+    let mut records = Vec::new();
+    for item in trees.steps.iter() {
+        let (key, value) = item.map_err(|e| StateError::from_sled(root, e))?;
+        let record = serde_json::from_slice(&value).map_err(|e| {
+            StateError::corrupt(
+                root,
+                format!(
+                    "the record of step `{}` cannot be read: {}",
+                    String::from_utf8_lossy(&key),
+                    describe_json_error(&e)
+                ),
+            )
+        })?;
+        records.push(record);
+    }
+    Ok(Some((records, serial, salt)))
+}
+
+/// A private copy of a state's `db/`, deleted when dropped.
+struct TempCopy {
+    dir: PathBuf,
+}
+
+impl TempCopy {
+    /// Copies `layout.db()` to `<tmp>/flow-read-<pid>-<n>/db` (mode 0700).
+    fn of(layout: &StateLayout) -> Result<TempCopy, StateError> {
+        let base = std::env::temp_dir();
+        let dir = (0u32..)
+            .map(|n| base.join(format!("flow-read-{}-{n}", std::process::id())))
+            .find(|d| !d.exists())
+            .expect("some name is free");
+        create_private_dir(&dir)?;
+        let copy = TempCopy { dir };
+        copy_tree(&layout.db(), &copy.layout().db())?;
+        Ok(copy)
+    }
+
+    fn layout(&self) -> StateLayout {
+        StateLayout::new(&self.dir)
+    }
+
+    /// Errors name the state, not the copy.
+    fn blame_real(&self, err: StateError, real: &Path) -> StateError {
+        match err {
+            StateError::Corrupt { path, detail } if path == self.dir => {
+                StateError::corrupt(real, detail)
+            }
+            other => other,
+        }
+    }
+}
+
+impl Drop for TempCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Copies the folder `from` to `to` (created private), files and folders.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), StateError> {
+    create_private_dir(to)?;
+    let entries = std::fs::read_dir(from).map_err(|e| StateError::io(from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StateError::io(from, e))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().map_err(|e| StateError::io(&src, e))?;
+        if kind.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst).map_err(|e| StateError::io(&src, e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commit::Mutation;
+    use crate::store::Store;
+
+    fn root() -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join(".flow");
+        (tmp, root)
+    }
+
+    /// Every file under `dir` with its bytes, sorted.
+    fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                } else if e.file_name() != "lock" {
+                    out.push((e.path(), std::fs::read(e.path()).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn reads_without_changing_a_byte() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        let c = store.committer();
+        for name in ["b", "a", "c"] {
+            c.commit_blocking(vec![Mutation::Put(StepRecord::new(name, "exec", 1))])
+                .unwrap();
+        }
+        let salt = store.salt();
+        drop(store);
+        let before = files(&root);
+
+        let ro = ReadOnlyStore::open_if_exists(&root, "flow plan")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ro.serial(), 3);
+        assert_eq!(ro.salt(), salt);
+        let names: Vec<_> = ro.steps().into_iter().map(|r| r.name).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(ro.get("b").unwrap().name, "b");
+        assert!(ro.get("z").is_none());
+        assert!(matches!(
+            ro.committer()
+                .commit_blocking(vec![Mutation::Remove("a".into())]),
+            Err(StateError::ReadOnly { .. })
+        ));
+        // It holds the lock like any other open.
+        assert!(matches!(
+            Store::open(&root, "flow apply"),
+            Err(StateError::Locked { .. })
+        ));
+        drop(ro);
+        assert_eq!(files(&root), before);
+    }
+
+    #[test]
+    fn a_missing_state_is_none_and_creates_nothing() {
+        let (_tmp, root) = root();
+        assert!(
+            ReadOnlyStore::open_if_exists(&root, "flow plan")
+                .unwrap()
+                .is_none()
+        );
+        assert!(!root.exists());
+    }
+
+    #[test]
+    fn an_old_schema_is_read_through_the_migrations_and_left_old() {
+        let (_tmp, root) = root();
+        let layout = StateLayout::new(&root);
+        layout.ensure().unwrap();
+        let trees = db::open(&layout).unwrap();
+        meta::initialize(&root, &trees, 1, [1; 32]).unwrap();
+        let old = format!("sha256:{}", "ab".repeat(32));
+        let mut rec = StepRecord::new("svc", "exec", 1);
+        rec.inputs = serde_json::from_value(serde_json::json!({"env": {"TOKEN": old}})).unwrap();
+        trees
+            .steps
+            .insert("svc", serde_json::to_vec(&rec).unwrap())
+            .unwrap();
+        trees.db.flush().unwrap();
+        drop(trees);
+        let before = files(&root);
+
+        let ro = ReadOnlyStore::open_if_exists(&root, "flow plan")
+            .unwrap()
+            .unwrap();
+        let got = ro.get("svc").unwrap();
+        assert_eq!(got.inputs["env"]["TOKEN"], format!("sealed:{old}"));
+        // The serial apply will see once it has migrated.
+        assert_eq!(ro.serial(), 1);
+        drop(ro);
+        assert_eq!(files(&root), before, "the state was written");
+        assert!(crate::backup::list_backups(&root).unwrap().is_empty());
+
+        let store = Store::open(&root, "flow apply").unwrap();
+        assert_eq!(store.serial(), 1);
+    }
+
+    #[test]
+    fn damage_names_the_state_not_the_copy() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        store
+            .committer()
+            .commit_blocking(vec![Mutation::Put(StepRecord::new("a", "exec", 1))])
+            .unwrap();
+        drop(store);
+        crate::watermark::Watermark::open(&StateLayout::new(&root))
+            .unwrap()
+            .record(9)
+            .unwrap();
+        match ReadOnlyStore::open_if_exists(&root, "flow plan") {
+            Err(StateError::Corrupt { path, detail }) => {
+                assert_eq!(path, root);
+                assert!(detail.contains("serial 9"), "{detail}");
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_lost_database_is_refused() {
+        let (_tmp, root) = root();
+        let store = Store::open(&root, "flow apply").unwrap();
+        store
+            .committer()
+            .commit_blocking(vec![Mutation::Put(StepRecord::new("a", "exec", 1))])
+            .unwrap();
+        drop(store);
+        std::fs::remove_dir_all(root.join("db")).unwrap();
+        assert!(matches!(
+            ReadOnlyStore::open_if_exists(&root, "flow plan"),
+            Err(StateError::MissingDatabase { .. })
+        ));
+    }
+}
