@@ -21,7 +21,8 @@ pub trait StateBackend: Send + Sync + std::fmt::Debug {
     fn get(&self, name: &str) -> Result<Option<StepRecord>, StateError>;
     /// The number of batches committed since the state was created.
     fn serial(&self) -> u64;
-    /// The state's random salt (for seals of sensitive values).
+    /// The salt of a state made before fingerprints were keyed (all zeros for
+    /// one made since), to recognise the seals of that time.
     fn salt(&self) -> [u8; 32];
     /// The local folder: step logs, local backups, the cache.
     fn layout(&self) -> &StateLayout;

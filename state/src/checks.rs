@@ -80,7 +80,7 @@ pub(crate) fn check_schema(
                 root,
                 format!("the database is empty, but changes up to serial {mark} were committed"),
             )),
-            None => meta::initialize(root, trees, SCHEMA_VERSION, meta::random_salt()?),
+            None => meta::initialize(root, trees, SCHEMA_VERSION, meta::NO_SALT),
         },
         None => Err(StateError::corrupt(root, "the schema version is missing")),
         Some(found) => {

@@ -31,7 +31,9 @@ pub(crate) fn read_serial(root: &Path, meta: &sled::Tree) -> Result<u64, StateEr
         .ok_or_else(|| StateError::corrupt(root, "the commit serial is missing"))
 }
 
-/// The salt.
+/// The salt of a state made before fingerprints were keyed, which the
+/// engine uses only to recognise the seals of that time; [`NO_SALT`] in a
+/// state made since.
 pub(crate) fn read_salt(root: &Path, meta: &sled::Tree) -> Result<[u8; 32], StateError> {
     let raw = meta
         .get(SALT)
@@ -74,8 +76,12 @@ pub(crate) fn is_blank(trees: &Trees) -> bool {
     trees.meta.is_empty() && trees.steps.is_empty()
 }
 
+/// The salt of a state made since fingerprints are keyed (their key lives
+/// in the user's config folder, never in state): no salt at all.
+pub(crate) const NO_SALT: [u8; 32] = [0; 32];
+
 /// 32 bytes from `/dev/urandom`.
-pub(crate) fn random_salt() -> Result<[u8; 32], StateError> {
+pub(crate) fn random_bytes() -> Result<[u8; 32], StateError> {
     let path = "/dev/urandom";
     let mut salt = [0u8; 32];
     std::fs::File::open(path)
@@ -151,7 +157,7 @@ mod tests {
         let trees = crate::db::open(&layout).unwrap();
         assert!(is_blank(&trees));
         assert_eq!(read_version(&layout.root, &trees.meta).unwrap(), None);
-        let salt = random_salt().unwrap();
+        let salt = random_bytes().unwrap();
         initialize(&layout.root, &trees, 7, salt).unwrap();
         assert_eq!(read_version(&layout.root, &trees.meta).unwrap(), Some(7));
         assert_eq!(read_serial(&layout.root, &trees.meta).unwrap(), 0);
@@ -183,6 +189,6 @@ mod tests {
 
     #[test]
     fn salts_differ() {
-        assert_ne!(random_salt().unwrap(), random_salt().unwrap());
+        assert_ne!(random_bytes().unwrap(), random_bytes().unwrap());
     }
 }

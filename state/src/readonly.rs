@@ -77,7 +77,8 @@ impl ReadOnlyStore {
         self.serial
     }
 
-    /// The state's salt.
+    /// The salt of a state made before fingerprints were keyed (all zeros for
+    /// one made since), to recognise the seals of that time.
     pub fn salt(&self) -> [u8; 32] {
         self.salt
     }

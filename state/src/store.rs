@@ -201,7 +201,8 @@ impl Store {
         self.serial.load(Ordering::SeqCst)
     }
 
-    /// This state's random salt (for digests of sensitive values).
+    /// The salt of a state made before fingerprints were keyed (all zeros for
+    /// one made since), to recognise the seals of that time.
     pub fn salt(&self) -> [u8; 32] {
         self.salt
     }
@@ -288,7 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn fresh_state_has_schema_serial_and_salt() {
+    fn fresh_state_has_schema_and_serial_and_no_salt() {
         let (_tmp, root) = root();
         let store = Store::open(&root, "flow apply").unwrap();
         assert_eq!(store.serial(), 0);
@@ -298,10 +299,10 @@ mod tests {
             Some(SCHEMA_VERSION)
         );
         let salt = store.salt();
-        assert_ne!(salt, [0; 32]);
+        assert_eq!(salt, [0; 32], "a new state keeps no salt");
         drop(store);
         let store = Store::open(&root, "flow apply").unwrap();
-        assert_eq!(store.salt(), salt, "the salt is kept across opens");
+        assert_eq!(store.salt(), salt, "the meta is kept across opens");
     }
 
     #[test]

@@ -345,7 +345,7 @@ fn user() -> String {
 
 /// 16 hex digits from `/dev/urandom`.
 fn random_id() -> Result<String, StateError> {
-    let bytes = crate::meta::random_salt()?;
+    let bytes = crate::meta::random_bytes()?;
     Ok(crate::snapshot::to_hex(&bytes[..8]))
 }
 
