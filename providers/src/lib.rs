@@ -25,4 +25,5 @@ mod testing;
 pub(crate) mod yaml_path;
 
 pub use contract::*;
+pub use file_input::Workdir;
 pub use registry::Registry;

@@ -296,7 +296,7 @@ pub fn leftovers(text: &str, required: &[String]) -> Vec<Leftover> {
 /// cannot be read, are left to the step's other checks.
 pub fn check_files(
     input: &str,
-    workdir: &std::path::Path,
+    workdir: &crate::Workdir,
     paths: &[&str],
     subs: &Substitutions,
 ) -> Vec<Problem> {
@@ -304,7 +304,7 @@ pub fn check_files(
         .iter()
         .filter(|p| !p.starts_with("http://") && !p.starts_with("https://"))
         .filter_map(|p| {
-            let full = crate::file_input::inside_workdir(workdir, p).ok()?;
+            let full = workdir.resolve(p).ok()?;
             Some((*p, std::fs::read_to_string(full).ok()?))
         })
         .collect();
@@ -367,7 +367,7 @@ pub fn known_in(
 /// tokens filled: what "changed?" compares, so an edit of the file and a
 /// new value of a token it uses are changes, and a value no file uses is
 /// not. `None` as [`crate::local_digest::files_digest`] gives it.
-pub fn digest_of_input(values: &Values, key: &str, workdir: &std::path::Path) -> Option<String> {
+pub fn digest_of_input(values: &Values, key: &str, workdir: &crate::Workdir) -> Option<String> {
     let subs = Substitutions::from_values(values).ok()?;
     let paths = crate::local_digest::paths_of(values, key);
     crate::local_digest::files_digest_with(workdir, paths, |text| subs.apply(text))

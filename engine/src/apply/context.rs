@@ -28,8 +28,8 @@ pub struct RunSettings {
     pub workflow_file: PathBuf,
     /// Where logs go.
     pub layout: StateLayout,
-    /// The workflow file's folder.
-    pub workdir: PathBuf,
+    /// The workflow file's folder, and the folders its `allow_paths` opens.
+    pub workdir: flow_providers::Workdir,
     /// The state's digest salt.
     pub salt: [u8; 32],
     /// Masks secrets in everything written or shown.

@@ -40,7 +40,7 @@ fn parse_file(source: &Source, dir: &Path, module: bool) -> (Option<Workflow>, D
         .unwrap_or_else(|| "workflow".into());
     let mut wf = Workflow {
         source: source.clone(),
-        dir: dir.to_path_buf(),
+        dir: flow_providers::Workdir::new(dir),
         name: stem,
         description: None,
         region: None,
@@ -243,6 +243,10 @@ impl Parser<'_> {
                 "description" => wf.description = self.string(&e.value, &what),
                 "region" => (wf.region, wf.region_node) = self.region(&e.value, &what),
                 "profile" => wf.profile = self.string(&e.value, &what),
+                "allow_paths" => {
+                    let paths = self.allow_paths(&e.value, &what);
+                    wf.dir = wf.dir.clone().allowing(paths);
+                }
                 "state" => {
                     wf.state =
                         super::state_table::parse_state_table(self.source, self.diags, &e.value)
@@ -250,11 +254,37 @@ impl Parser<'_> {
                 other => self.unknown_key(
                     e,
                     other,
-                    &["name", "description", "region", "profile", "state"],
+                    &[
+                        "name",
+                        "description",
+                        "region",
+                        "profile",
+                        "allow_paths",
+                        "state",
+                    ],
                     "[workflow]",
                 ),
             }
         }
+    }
+
+    /// `[workflow] allow_paths`: folders outside the workflow's that the
+    /// files steps name may be in, each relative to the workflow's folder
+    /// or absolute.
+    fn allow_paths(&mut self, node: &Node, what: &str) -> Vec<String> {
+        let NodeKind::Array(items) = &node.kind else {
+            self.wrong_type(node, what, "an array of folders");
+            return Vec::new();
+        };
+        let mut paths = Vec::new();
+        for item in items {
+            if !matches!(item.kind, NodeKind::Str(_)) {
+                self.wrong_type(item, &format!("each item of {what}"), "a folder (a string)");
+            } else if let Some(s) = self.string(item, what) {
+                paths.push(s);
+            }
+        }
+        paths
     }
 
     fn each_table<T>(

@@ -9,12 +9,12 @@
 //! it (and adds the dependency).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::Value;
 
 use super::fetch;
 use super::kustomize::{self, KustomizeError, is_kustomization_dir};
+use crate::Workdir;
 use crate::contract::{Problem, ProviderError, Values};
 use crate::substitute::Substitutions;
 
@@ -110,9 +110,12 @@ impl Sources {
     }
 
     /// Every object, in order: the files' documents, then the inline ones.
-    pub async fn render(&self, workdir: &Path) -> Result<Vec<Doc>, ProviderError> {
+    pub async fn render(&self, workdir: &Workdir) -> Result<Vec<Doc>, ProviderError> {
         let mut docs = Vec::new();
         for file in &self.files {
+            if !fetch::is_url(file) {
+                workdir.resolve(file).map_err(ProviderError::bad_input)?;
+            }
             if is_kustomization_dir(&workdir.join(file)) {
                 let built = self.kustomize(workdir, file).map_err(|e| {
                     let help = match &e {
@@ -160,10 +163,14 @@ impl Sources {
 
     /// Local files that cannot be read: checked even while `values` are not
     /// known yet (the rest of [`Sources::offline`] needs them).
-    pub fn unreadable_files(&self, workdir: &Path) -> Vec<Problem> {
+    pub fn unreadable_files(&self, workdir: &Workdir) -> Vec<Problem> {
         self.local_files()
             .filter_map(|(i, file)| {
-                let e = std::fs::metadata(workdir.join(file)).err()?;
+                let full = match workdir.resolve(file) {
+                    Ok(full) => full,
+                    Err(why) => return Some(Problem::at_path(&["files", &i.to_string()], why)),
+                };
+                let e = std::fs::metadata(full).err()?;
                 Some(cannot_read(i, file, &e))
             })
             .collect()
@@ -172,12 +179,16 @@ impl Sources {
     /// Everything that can be rendered offline, and the problems found doing
     /// it: local files that cannot be read or do not parse, placeholders that
     /// reference flow names. URLs are not fetched offline.
-    pub fn offline(&self, workdir: &Path) -> (Vec<Doc>, Vec<Problem>) {
+    pub fn offline(&self, workdir: &Workdir) -> (Vec<Doc>, Vec<Problem>) {
         let mut docs = Vec::new();
         let mut problems = Vec::new();
         let mut texts = Vec::new();
         let mut kustomized = Vec::new();
         for (i, file) in self.local_files() {
+            if let Err(why) = workdir.resolve(file) {
+                problems.push(Problem::at_path(&["files", &i.to_string()], why));
+                continue;
+            }
             if is_kustomization_dir(&workdir.join(file)) {
                 match self.kustomize(workdir, file) {
                     Ok((d, read)) => {
@@ -226,7 +237,7 @@ impl Sources {
     #[allow(clippy::type_complexity)]
     fn kustomize(
         &self,
-        workdir: &Path,
+        workdir: &Workdir,
         dir: &str,
     ) -> Result<(Vec<Doc>, Vec<(String, String)>), ManifestError> {
         let prepare = |shown: &str, text: &str| {
@@ -523,7 +534,7 @@ mod tests {
                 serde_json::json!({"files": ["nccl-tests.yaml"], "substitute": subs}),
             ))
             .unwrap()
-            .offline(dir.path())
+            .offline(&Workdir::new(dir.path()))
         };
         let (docs, problems) = with(serde_json::json!({
             "<account>": "111122223333", "<region>": "us-west-2",
@@ -561,7 +572,7 @@ mod tests {
             serde_json::json!({"files": ["a.yaml", "torchrec-typo.yaml", "https://example.com/x.yaml"]}),
         ))
         .unwrap();
-        let problems = sources.unreadable_files(dir.path());
+        let problems = sources.unreadable_files(&Workdir::new(dir.path()));
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].path, ["files", "1"]);
         assert!(problems[0].message.contains("torchrec-typo.yaml"));

@@ -19,7 +19,7 @@ use crate::contract::{
     attribute_drift, import_missing, known_inputs,
 };
 use crate::substitute::Substitutions;
-use crate::{file_input, inputs, ownership};
+use crate::{inputs, ownership};
 
 /// The `parallelcluster.cluster` provider kind.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ impl Default for ParallelCluster {
 
 /// The step's configuration, read and parsed: `(path, text, parsed)`.
 fn load(
-    ctx_workdir: &std::path::Path,
+    ctx_workdir: &crate::Workdir,
     values: &Values,
 ) -> Result<(String, String, Value), ProviderError> {
     let path = inputs::req_str(values, "config")?;
@@ -132,7 +132,7 @@ impl Provider for ParallelCluster {
         let Some(path) = known.get("config").and_then(Value::as_str) else {
             return Vec::new();
         };
-        if let Err(why) = file_input::inside_workdir(&ctx.workdir, path) {
+        if let Err(why) = ctx.workdir.resolve(path) {
             return vec![Problem::at("config", why)];
         }
         // Placeholders filled from values not known yet are checked at apply.
@@ -444,7 +444,7 @@ mod tests {
                 ("substitute".into(), InputValue::Known(substitute)),
             ],
             &ValidateContext {
-                workdir: dir.to_path_buf(),
+                workdir: dir.into(),
             },
         )
     }

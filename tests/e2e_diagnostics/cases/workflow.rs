@@ -629,4 +629,47 @@ corpus! {
         ..BASE
     },
 
+    // ---- files outside the workflow's folder (issue 17) --------------------
+    template_outside_the_folder: Case {
+        file: "150-template-outside-the-folder.toml",
+        codes: &["flow::path-outside"],
+        at: &["11:12"],
+        says: &["`/etc/hostname` is outside the workflow's folder;", "`allow_paths = [\"/etc\"]`"],
+        ..BASE
+    },
+    manifest_climbs_out: Case {
+        file: "151-manifest-climbs-out.toml",
+        codes: &["flow::invalid-input"],
+        at: &["10:10"],
+        says: &["`templates/../../shared/config.yaml` is outside", "`allow_paths = [\"templates/../../shared\"]`", "shared/config.yaml)"],
+        ..BASE
+    },
+    manifest_link_out: Case {
+        file: "152-manifest-link-out.toml",
+        codes: &["flow::invalid-input"],
+        at: &["11:10"],
+        says: &["`templates/link-out.yaml` is outside", "`allow_paths = [\"/etc\"]`", "/etc/hostname)"],
+        ..BASE
+    },
+    sync_link_out: Case {
+        file: "153-sync-link-out.toml",
+        codes: &["flow::invalid-input"],
+        at: &["12:19"],
+        says: &["`hostname` is a symbolic link to /etc/hostname,", "remove the link"],
+        ..BASE
+    },
+    file_function_outside: Case {
+        file: "154-file-function-outside.toml",
+        codes: &["flow::bad-expression"],
+        at: &["9:10"],
+        says: &["`file`: `/etc/hostname` is outside", "allow_paths"],
+        ..BASE
+    },
+    allow_paths_not_a_list: Case {
+        file: "155-allow-paths-not-a-list.toml",
+        codes: &["flow::wrong-type"],
+        at: &["4:15"],
+        says: &["workflow.allow_paths must be an array of folders, found a string"],
+        ..BASE
+    },
 }

@@ -13,7 +13,6 @@ mod plan;
 mod refresh;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -23,12 +22,13 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::uri::S3Uri;
+use crate::Workdir;
 use crate::aws::{config, error, inputs};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
     ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
 };
-use local::LocalFile;
+use local::{LocalFile, Scan, ScanError};
 use plan::{Manifest, Remote, SyncPlan, Uploaded};
 
 /// How many uploads run at once.
@@ -65,6 +65,11 @@ impl S3Sync {
                         "Where to: s3://bucket/prefix/; another destination replaces (the old copy is deleted)",
                     )
                     .forces_new(),
+                    InputSpec::optional(
+                        "follow_symlinks",
+                        InputType::Bool,
+                        "Send what symbolic links to files point to (default false: links are skipped and listed); a link that leads out of `source` is refused",
+                    ),
                 ],
                 open_inputs: false,
             },
@@ -79,16 +84,19 @@ impl Default for S3Sync {
 }
 
 /// One digest of the folder `source` (relative to `workdir`): its files'
-/// paths and contents. Equal digests mean nothing to send; this is what a
-/// plan can compare without calling AWS.
-pub fn folder_digest(workdir: &Path, source: &str) -> std::io::Result<String> {
-    Ok(local::digest(&local::scan(&workdir.join(source))?))
+/// paths and contents (links followed only if `follow_links`). Equal
+/// digests mean nothing to send; this is what a plan can compare without
+/// calling AWS. `None` when the folder cannot be scanned.
+pub fn folder_digest(workdir: &Workdir, source: &str, follow_links: bool) -> Option<String> {
+    let dir = workdir.resolve(source).ok()?;
+    Some(local::digest(&local::scan(&dir, follow_links).ok()?.files))
 }
 
 /// A sync's inputs.
 struct Spec {
     source: String,
     to: S3Uri,
+    follow_links: bool,
 }
 
 impl Spec {
@@ -96,17 +104,83 @@ impl Spec {
         let source = inputs::req_str(values, "source")?;
         let to = S3Uri::parse(&inputs::req_str(values, "destination")?)
             .map_err(|e| ProviderError::bad_input(e.to_string()))?;
-        Ok(Spec { source, to })
+        let follow_links = values
+            .get("follow_symlinks")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        Ok(Spec {
+            source,
+            to,
+            follow_links,
+        })
     }
 
-    /// The local files, hashed.
-    async fn scan(&self, workdir: &Path) -> Result<Vec<LocalFile>, ProviderError> {
-        let dir = workdir.join(&self.source);
+    /// The local files, hashed, and the links skipped.
+    async fn scan(&self, workdir: &Workdir) -> Result<Scan, ProviderError> {
+        let dir = workdir
+            .resolve(&self.source)
+            .map_err(ProviderError::bad_input)?;
         let source = self.source.clone();
-        tokio::task::spawn_blocking(move || local::scan(&dir))
+        let follow = self.follow_links;
+        let help = "check the folder and its permissions; paths are relative to the workflow file's folder";
+        tokio::task::spawn_blocking(move || local::scan(&dir, follow))
             .await
-            .map_err(|e| ProviderError::fatal(format!("scanning `{source}` stopped: {e}")).with_help("check the folder and its permissions; paths are relative to the workflow file's folder"))?
-            .map_err(|e| ProviderError::fatal(format!("could not read folder `{source}`: {e}")).with_help("check the folder and its permissions; paths are relative to the workflow file's folder"))
+            .map_err(|e| {
+                ProviderError::fatal(format!("scanning `{source}` stopped: {e}")).with_help(help)
+            })?
+            .map_err(|e| match e {
+                ScanError::LinkOutside { .. } => {
+                    ProviderError::bad_input(format!("in `source`, {e}"))
+                }
+                ScanError::Io(e) => {
+                    ProviderError::fatal(format!("could not read folder `{source}`: {e}"))
+                        .with_help(help)
+                }
+            })
+    }
+}
+
+/// The lines that say which links a sync leaves out.
+fn skipped_lines(skipped: &[String]) -> Vec<String> {
+    if skipped.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![format!(
+        "skipped {} symbolic link{} (set follow_symlinks = true to send what links to files point to):",
+        skipped.len(),
+        if skipped.len() == 1 { "" } else { "s" }
+    )];
+    lines.extend(
+        skipped
+            .iter()
+            .take(PLAN_LINES)
+            .map(|rel| format!("  {rel}")),
+    );
+    if skipped.len() > PLAN_LINES {
+        lines.push(format!("  … and {} more", skipped.len() - PLAN_LINES));
+    }
+    lines
+}
+
+/// What is wrong with `source`, if anything: outside the folders the
+/// workflow may read, not a folder, or (when links are followed) holding a
+/// link that leads out of it.
+fn source_problem(workdir: &Workdir, source: &str, follow: bool) -> Option<Problem> {
+    let dir = match workdir.resolve(source) {
+        Ok(dir) => dir,
+        Err(why) => return Some(Problem::at("source", why)),
+    };
+    if !dir.is_dir() {
+        return Some(
+            Problem::at("source", format!("folder `{source}` does not exist"))
+                .with_help("`source` is a folder, relative to the workflow file's folder"),
+        );
+    }
+    match follow.then(|| local::check_links(&dir)) {
+        Some(Err(e @ ScanError::LinkOutside { .. })) => {
+            Some(Problem::at("follow_symlinks", format!("in `source`, {e}")))
+        }
+        _ => None,
     }
 }
 
@@ -344,7 +418,10 @@ impl S3Sync {
         prior: Option<&Value>,
     ) -> Result<Applied, ProviderError> {
         let spec = Spec::load(values)?;
-        let files = spec.scan(&ctx.workdir).await?;
+        let Scan { files, skipped } = spec.scan(&ctx.workdir).await?;
+        for line in skipped_lines(&skipped) {
+            ctx.reporter.event(&line);
+        }
         let client = config::s3_client(&config::sdk_config(ctx).await?);
         let remote = list(&client, &spec.to).await?;
         let manifest = prior.map(manifest_of).unwrap_or_default();
@@ -386,25 +463,28 @@ impl Provider for S3Sync {
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
         let source = inputs.get("source")?.as_str()?;
-        folder_digest(&ctx.workdir, source).ok()
+        let follow = inputs.get("follow_symlinks").and_then(Value::as_bool);
+        folder_digest(&ctx.workdir, source, follow.unwrap_or(false))
     }
 
     fn schema(&self) -> &Schema {
         &self.schema
     }
 
-    /// `source` must be a folder and `destination` an s3:// location.
+    /// `source` must be a folder inside the workflow's (or one
+    /// `allow_paths` opens), with no followed link leading out of it, and
+    /// `destination` an s3:// location.
     fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
         let mut problems = Vec::new();
+        let follow = inputs
+            .iter()
+            .any(|(k, v)| k == "follow_symlinks" && *v == InputValue::Known(Value::Bool(true)));
         for (name, value) in inputs {
             let InputValue::Known(Value::String(text)) = value else {
                 continue;
             };
             match name.as_str() {
-                "source" if !ctx.workdir.join(text).is_dir() => problems.push(
-                    Problem::at("source", format!("folder `{text}` does not exist"))
-                        .with_help("`source` is a folder, relative to the workflow file's folder"),
-                ),
+                "source" => problems.extend(source_problem(&ctx.workdir, text, follow)),
                 "destination" => {
                     if let Err(e) = S3Uri::parse(text) {
                         problems.push(
@@ -460,7 +540,7 @@ impl Provider for S3Sync {
         desired: &Values,
     ) -> Result<PlanDetail, ProviderError> {
         let spec = Spec::load(desired)?;
-        let files = spec.scan(&ctx.workdir).await?;
+        let Scan { files, skipped } = spec.scan(&ctx.workdir).await?;
         let client = config::s3_client(&config::sdk_config(ctx).await?);
         let remote = match list(&client, &spec.to).await {
             Ok(r) => r,
@@ -473,8 +553,10 @@ impl Provider for S3Sync {
             .map(|p| manifest_of(p.private))
             .unwrap_or_default();
         let plan = plan::plan(&files, &remote, &manifest, |r| spec.to.key(r));
+        let mut lines = plan::lines(&plan, &manifest, |r| spec.to.key(r), PLAN_LINES);
+        lines.extend(skipped_lines(&skipped));
         Ok(PlanDetail {
-            lines: plan::lines(&plan, &manifest, |r| spec.to.key(r), PLAN_LINES),
+            lines,
             replace_because: None,
         })
     }
@@ -511,7 +593,7 @@ impl Provider for S3Sync {
         values: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
         let spec = Spec::load(values)?;
-        let files = spec.scan(&ctx.workdir).await?;
+        let files = spec.scan(&ctx.workdir).await?.files;
         let client = config::s3_client(&config::sdk_config(ctx).await?);
         let remote = match list(&client, &spec.to).await {
             Ok(r) => r,
