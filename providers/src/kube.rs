@@ -13,6 +13,7 @@ mod drift;
 mod dry_run;
 mod errors;
 mod fetch;
+mod file_entry;
 mod job;
 mod jsonpath;
 pub mod kustomize;
@@ -66,8 +67,8 @@ fn manifest_inputs() -> Vec<InputSpec> {
     vec![
         InputSpec::optional(
             "files",
-            InputType::List(Box::new(InputType::String)),
-            "Local YAML files (relative to the workflow's folder) or http(s) URLs, each with one or more documents",
+            InputType::List(Box::new(InputType::Any)),
+            "Local YAML files or kustomize folders (relative to the workflow's folder) or https URLs, each with one or more documents; a URL may be a table { url = \"https://…\", sha256 = \"…\" } to pin its content, and plain http needs { url = \"http://…\", insecure = true }",
         ),
         InputSpec::optional(
             "manifest",

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::connection::{Connection, Target};
 use super::objects::{self, KUBE_PACE, Kinds, Record};
 use super::ready::{self, Readiness, WaitFor};
-use super::render::{Doc, Sources};
+use super::render::{Doc, Sources, nothing_sent};
 use crate::contract::{
     Applied, CONTENT_KEY, Drift, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
     Problem, Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext,
@@ -429,6 +429,9 @@ impl Provider for KubeManifest {
         if let Err(e) = WaitRules::from_value(known.get("wait_for")) {
             out.push(Problem::at("wait_for", e));
         }
+        if let Err(problems) = super::file_entry::parse(known.get("files")) {
+            out.extend(problems);
+        }
         let values_known = inputs.iter().all(|(k, v)| {
             !matches!(k.as_str(), "values" | "substitute") || matches!(v, InputValue::Known(_))
         });
@@ -442,7 +445,7 @@ impl Provider for KubeManifest {
 
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
         let run = Run::new(ctx, inputs)?;
-        let docs = run.docs().await?;
+        let docs = run.docs().await.map_err(nothing_sent)?;
         let mut kinds = run.kinds().await?;
         let records = run.apply(&mut kinds, &docs, &[]).await?;
         run.wait_ready(&mut kinds, &records).await?;
@@ -457,7 +460,7 @@ impl Provider for KubeManifest {
     ) -> Result<Applied, ProviderError> {
         let run = Run::new(ctx, inputs)?;
         let before = recorded(prior.private);
-        let docs = run.docs().await?;
+        let docs = run.docs().await.map_err(nothing_sent)?;
         let mut kinds = run.kinds().await?;
         let records = run.apply(&mut kinds, &docs, &before).await?;
         let kept: HashSet<String> = records.iter().map(Record::key).collect();

@@ -12,10 +12,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::fetch;
+use super::fetch::{self, Rules};
+use super::file_entry;
 use super::kustomize::{self, KustomizeError, is_kustomization_dir};
 use crate::Workdir;
-use crate::contract::{Problem, ProviderError, Values};
+use crate::contract::{ErrorKind, Problem, ProviderError, Values};
 use crate::substitute::Substitutions;
 
 /// One object of the manifests, before it is sent.
@@ -65,6 +66,8 @@ impl Doc {
 pub struct Sources {
     /// Files and URLs, in order.
     pub files: Vec<String>,
+    /// How each URL given as a table item of `files` may be fetched.
+    pub rules: BTreeMap<String, Rules>,
     /// Inline YAML.
     pub inline: Option<String>,
     /// Placeholder values.
@@ -77,29 +80,17 @@ pub struct Sources {
 impl Sources {
     /// The sources named by a step's inputs.
     pub fn from_inputs(v: &Values) -> Result<Sources, ProviderError> {
-        let files = match v.get("files") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|i| {
-                    i.as_str().map(str::to_string).ok_or_else(|| {
-                        ProviderError::bad_input("`files` must be a list of strings")
-                    })
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => {
-                return Err(ProviderError::bad_input(
-                    "`files` must be a list of strings",
-                ));
-            }
-        };
+        let entries = file_entry::parse(v.get("files")).map_err(|problems| {
+            let first = problems.into_iter().next();
+            ProviderError::bad_input(first.map_or_else(String::new, |p| p.message))
+        })?;
         let values = match v.get("values") {
             Some(Value::Object(m)) => crate::substitute::text_table(m),
             _ => BTreeMap::new(),
         };
         Ok(Sources {
-            files,
+            files: entries.names,
+            rules: entries.rules,
             substitute: Substitutions::from_values(v)?,
             inline: v
                 .get("manifest")
@@ -132,7 +123,7 @@ impl Sources {
                 continue;
             }
             let text = if fetch::is_url(file) {
-                fetch::get(file).await?
+                fetch::get(file, &self.rules.get(file).cloned().unwrap_or_default()).await?
             } else {
                 let path = workdir.join(file);
                 tokio::fs::read_to_string(&path).await.map_err(|e| {
@@ -259,6 +250,17 @@ impl Sources {
             .enumerate()
             .filter(|(_, f)| !fetch::is_url(f))
     }
+}
+
+/// An error met while rendering the manifests on the way to applying them
+/// (a refused URL, a pin that does not match): nothing has reached the
+/// cluster, so the engine may forget the operation instead of checking it
+/// again with the same inputs. A transient failure stays retryable.
+pub fn nothing_sent(mut e: ProviderError) -> ProviderError {
+    if e.kind != ErrorKind::Retryable {
+        e.kind = ErrorKind::NotCreated;
+    }
+    e
 }
 
 /// The problem of `files[i]` that cannot be read.

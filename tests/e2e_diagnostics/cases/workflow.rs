@@ -672,4 +672,25 @@ corpus! {
         says: &["workflow.allow_paths must be an array of folders, found a string"],
         ..BASE
     },
+
+    // ---- manifest URLs (issue 17) -----------------------------------------
+    manifest_url_plain_http: Case {
+        file: "156-manifest-url-plain-http.toml",
+        codes: &["flow::invalid-input"],
+        at: &["10:10"],
+        says: &["is plain http,", "use https, or write the entry as", "insecure = true }"],
+        ..BASE
+    },
+    manifest_pin_malformed: Case {
+        file: "157-manifest-pin-malformed.toml",
+        codes: &["flow::invalid-input"],
+        at: &["11:68", "12:56"],
+        problems: 2,
+        says: &[
+            "`sha256` must be the file's SHA-256 as 64 hex digits",
+            "unknown key `insecur` in an item of `files`",
+            "did you mean `insecure`?",
+        ],
+        ..BASE
+    },
 }
