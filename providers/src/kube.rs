@@ -9,6 +9,7 @@
 
 pub mod connection;
 mod crd_schema;
+mod documents;
 mod drift;
 mod dry_run;
 mod errors;
@@ -20,10 +21,11 @@ pub mod kustomize;
 mod logs;
 mod manifest;
 mod objects;
+mod placeholders;
 mod ready;
 mod render;
 
-pub use render::fill;
+pub use placeholders::fill;
 
 use std::sync::Arc;
 

@@ -140,7 +140,15 @@ impl Provider for ParallelCluster {
         let Ok(raw) = config::read(&ctx.workdir, path, &Substitutions::default()) else {
             return Vec::new();
         };
-        let text = substitute.clone().unwrap_or_default().apply(&raw);
+        let text = match substitute.clone().unwrap_or_default().apply_yaml(&raw) {
+            Ok(text) => text,
+            Err(m) => {
+                return vec![Problem::at(
+                    crate::substitute::INPUT,
+                    format!("{path}:{}: {}", m.line, m.message),
+                )];
+            }
+        };
         let mut problems = Vec::new();
         match config::parse(&text) {
             Err(why) => problems.push(Problem::at("config", format!("{path}: {why}"))),

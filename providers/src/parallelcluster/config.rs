@@ -72,7 +72,12 @@ pub(crate) fn read(
             "cannot read the cluster configuration `{path}`: {e}"
         ))
     })?;
-    Ok(substitute.apply(&text))
+    substitute.apply_yaml(&text).map_err(|m| {
+        ProviderError::bad_input(format!(
+            "the cluster configuration `{path}`:{}: {}",
+            m.line, m.message
+        ))
+    })
 }
 
 /// The configuration as JSON, or why it is not a cluster configuration.

@@ -693,4 +693,20 @@ corpus! {
         ],
         ..BASE
     },
+
+    // ---- values pasted into YAML (issue 17) -------------------------------
+    value_line_break_in_folded_block: Case {
+        file: "158-value-line-break-in-folded-block.toml",
+        codes: &["flow::invalid-input"],
+        at: &["11:10"],
+        says: &["templates/folded-note.yaml:7: the value of `${AUTHOR}` has a line break,", "use a literal block (`|`) there"],
+        ..BASE
+    },
+    substitute_line_break_in_comment: Case {
+        file: "159-substitute-line-break-in-comment.toml",
+        codes: &["flow::invalid-input"],
+        at: &["10:10"],
+        says: &["templates/commented-job.yaml:1: the value of `PLACEHOLDER_TEAM` has a line", "remove the break"],
+        ..BASE
+    },
 }

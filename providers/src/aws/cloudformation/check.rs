@@ -70,7 +70,16 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &Workdir) -> Ve
                 &[(path.as_str(), text.as_str())],
                 &subs,
             ));
-            text = subs.apply(&text);
+            match subs.apply_yaml(&text) {
+                Ok(filled) => text = filled,
+                Err(m) => {
+                    problems.push(Problem::at(
+                        crate::substitute::INPUT,
+                        format!("template `{path}`:{}: {}", m.line, m.message),
+                    ));
+                    return problems;
+                }
+            }
         }
         Some(Err(e)) => {
             problems.push(Problem::at(crate::substitute::INPUT, e.message));

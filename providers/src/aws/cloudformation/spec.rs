@@ -50,7 +50,11 @@ impl StackSpec {
             ProviderError::fatal(format!("template `{template}` is not UTF-8 text"))
                 .with_help("save the template as UTF-8")
         })?;
-        let body = crate::substitute::Substitutions::from_values(values)?.apply(&body);
+        let body = crate::substitute::Substitutions::from_values(values)?
+            .apply_yaml(&body)
+            .map_err(|m| {
+                ProviderError::bad_input(format!("template `{template}`:{}: {}", m.line, m.message))
+            })?;
         Ok(StackSpec {
             name: inputs::req_str(values, "stack_name")?,
             digest: template_digest(body.as_bytes()),

@@ -69,6 +69,16 @@ pub enum EksctlError {
         /// Why.
         source: std::io::Error,
     },
+    /// A `substitute` value that cannot enter the YAML where its token is.
+    #[error("{file}:{line}: {message}")]
+    Misplaced {
+        /// The file.
+        file: String,
+        /// The token's line.
+        line: usize,
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// The file is outside the folders the workflow may read.
     #[error("{0}")]
     Outside(String),
@@ -121,7 +131,12 @@ pub fn load(
         path: full.clone(),
         source,
     })?;
-    parse(&subs.apply(&text)).map_err(|problem| EksctlError::Invalid {
+    let text = subs.apply_yaml(&text).map_err(|m| EksctlError::Misplaced {
+        file: path.to_string(),
+        line: m.line,
+        message: m.message,
+    })?;
+    parse(&text).map_err(|problem| EksctlError::Invalid {
         file: path.to_string(),
         problem,
     })
