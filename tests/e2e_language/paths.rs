@@ -1,9 +1,12 @@
 //! Files a workflow names stay inside its folder unless `[workflow]
 //! allow_paths` opens another (issue 17): a file beside the folder is
 //! refused with the entry to add, read once it is added, and a link inside
-//! the folder that leads out is judged by where it leads.
+//! the folder that leads out is judged by where it leads; s3.sync (on moto)
+//! skips symbolic links unless `follow_symlinks`, and never follows one out.
 
 use super::support::Project;
+use super::support::aws::Aws;
+use super::support::moto::Moto;
 
 /// An `exec` step that reads `path` with `file()` and prints it as its
 /// output `text`.
@@ -73,4 +76,71 @@ fn a_link_inside_the_folder_is_judged_by_where_it_leads() {
         refused.all()
     );
     assert!(!refused.all().contains("hunter2"));
+}
+
+/// A bucket and an s3.sync of `data` into it.
+const SYNC: &str = r#"
+[workflow]
+name = "sync"
+region = "us-east-1"
+
+[steps.data]
+provider = "s3.bucket"
+[steps.data.inputs]
+name = "flow-links"
+
+[steps.upload]
+provider = "s3.sync"
+depends_on = ["data"]
+[steps.upload.inputs]
+source = "data"
+destination = "s3://flow-links/train/"
+"#;
+
+/// s3.sync skips symbolic links and says so; with `follow_symlinks` it
+/// sends a link to a file inside the folder and refuses one that leads out,
+/// before anything is sent.
+#[test]
+fn s3_sync_skips_links_unless_told_and_never_follows_one_out() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    a.p.write("data/a.txt", "alpha\n");
+    a.p.write("secret.txt", "hunter2\n");
+    std::os::unix::fs::symlink("a.txt", a.p.path().join("data/alias.txt")).unwrap();
+    std::os::unix::fs::symlink("../secret.txt", a.p.path().join("data/out.txt")).unwrap();
+    a.p.write("wf.toml", SYNC);
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("skipped 2 symbolic links"),
+        "{}",
+        plan.all()
+    );
+    let applied = a.apply().expect(0);
+    assert!(
+        applied.stdout.contains("skipped 2 symbolic links"),
+        "{}",
+        applied.all()
+    );
+    assert_eq!(moto.objects("flow-links", "train/"), ["train/a.txt"]);
+
+    let follow = SYNC.replace(
+        "source = \"data\"",
+        "source = \"data\"\nfollow_symlinks = true",
+    );
+    a.p.write("wf.toml", &follow);
+    let refused = a.apply().expect(1);
+    assert!(
+        refused.stderr.contains("`out.txt` is a symbolic link to "),
+        "{}",
+        refused.all()
+    );
+    assert!(!refused.all().contains("hunter2"));
+    assert_eq!(moto.objects("flow-links", "train/"), ["train/a.txt"]);
+
+    std::fs::remove_file(a.p.path().join("data/out.txt")).unwrap();
+    a.apply().expect(0);
+    let mut keys = moto.objects("flow-links", "train/");
+    keys.sort();
+    assert_eq!(keys, ["train/a.txt", "train/alias.txt"]);
+    assert_eq!(moto.object("flow-links", "train/alias.txt"), "alpha\n");
 }
