@@ -179,7 +179,7 @@ impl<'a> Run<'a> {
         let doc = self
             .doc(&mut kinds)
             .await
-            .map_err(super::render::nothing_sent)?;
+            .map_err(ProviderError::before_acting)?;
         let mut record = Kinds::record_of(&doc);
         match kinds.get(&record).await? {
             Some(existing)

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::connection::{Connection, Target};
 use super::objects::{self, KUBE_PACE, Kinds, Record};
 use super::ready::{self, Readiness, WaitFor};
-use super::render::{Doc, Sources, nothing_sent};
+use super::render::{Doc, Sources};
 use crate::contract::{
     Applied, CONTENT_KEY, Drift, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
     Problem, Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext,
@@ -445,7 +445,7 @@ impl Provider for KubeManifest {
 
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
         let run = Run::new(ctx, inputs)?;
-        let docs = run.docs().await.map_err(nothing_sent)?;
+        let docs = run.docs().await.map_err(ProviderError::before_acting)?;
         let mut kinds = run.kinds().await?;
         let records = run.apply(&mut kinds, &docs, &[]).await?;
         run.wait_ready(&mut kinds, &records).await?;
@@ -460,7 +460,7 @@ impl Provider for KubeManifest {
     ) -> Result<Applied, ProviderError> {
         let run = Run::new(ctx, inputs)?;
         let before = recorded(prior.private);
-        let docs = run.docs().await.map_err(nothing_sent)?;
+        let docs = run.docs().await.map_err(ProviderError::before_acting)?;
         let mut kinds = run.kinds().await?;
         let records = run.apply(&mut kinds, &docs, &before).await?;
         let kept: HashSet<String> = records.iter().map(Record::key).collect();

@@ -14,7 +14,7 @@ use super::file_entry;
 use super::kustomize::{self, is_kustomization_dir};
 use super::placeholders::fill;
 use crate::Workdir;
-use crate::contract::{ErrorKind, Problem, ProviderError, Values};
+use crate::contract::{Problem, ProviderError, Values};
 use crate::substitute::Substitutions;
 
 /// What the step's inputs say to render.
@@ -216,17 +216,6 @@ impl Sources {
             .enumerate()
             .filter(|(_, f)| !fetch::is_url(f))
     }
-}
-
-/// An error met while rendering the manifests on the way to applying them
-/// (a refused URL, a pin that does not match): nothing has reached the
-/// cluster, so the engine may forget the operation instead of checking it
-/// again with the same inputs. A transient failure stays retryable.
-pub fn nothing_sent(mut e: ProviderError) -> ProviderError {
-    if e.kind != ErrorKind::Retryable {
-        e.kind = ErrorKind::NotCreated;
-    }
-    e
 }
 
 /// The problem of `files[i]` that cannot be read.

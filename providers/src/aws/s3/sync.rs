@@ -418,7 +418,12 @@ impl S3Sync {
         prior: Option<&Value>,
     ) -> Result<Applied, ProviderError> {
         let spec = Spec::load(values)?;
-        let Scan { files, skipped } = spec.scan(&ctx.workdir).await?;
+        // Nothing is sent before the scan ends: a refused link leaves no
+        // operation to check again.
+        let Scan { files, skipped } = spec
+            .scan(&ctx.workdir)
+            .await
+            .map_err(ProviderError::before_acting)?;
         for line in skipped_lines(&skipped) {
             ctx.reporter.event(&line);
         }
