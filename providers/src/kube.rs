@@ -75,8 +75,9 @@ fn manifest_inputs() -> Vec<InputSpec> {
         InputSpec::optional(
             "manifest",
             InputType::String,
-            "Inline YAML, one or more documents (`${...}` references resolved by flow)",
-        ),
+            "Inline YAML, one or more documents (`${...}` references resolved by flow, each value entering as a YAML scalar)",
+        )
+        .yaml_text(),
         InputSpec::optional(
             "values",
             InputType::Map(Box::new(InputType::String)),

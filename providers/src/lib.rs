@@ -22,7 +22,7 @@ pub mod substitute;
 pub mod suggest;
 #[cfg(test)]
 mod testing;
-pub(crate) mod yaml_fill;
+pub mod yaml_fill;
 pub(crate) mod yaml_path;
 
 pub use contract::*;

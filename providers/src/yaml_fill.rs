@@ -28,7 +28,7 @@ use saphyr_parser::{Event, Parser, ScalarStyle};
 
 /// One placeholder in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Hole<'a> {
+pub struct Hole<'a> {
     /// Its bytes in the text.
     pub range: Range<usize>,
     /// The name shown in errors (`${IMAGE}`, `<account>`).
@@ -40,9 +40,11 @@ pub(crate) struct Hole<'a> {
 /// A value that cannot be placed: where, and why (with what to do).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
-pub(crate) struct Misfit {
+pub struct Misfit {
     /// The 1-based line of the placeholder.
     pub line: usize,
+    /// Which hole (its index in the holes given).
+    pub hole: usize,
     /// What is wrong and what to do.
     pub message: String,
 }
@@ -56,7 +58,7 @@ const MAX_HOLES: usize = 6400;
 
 /// `text` with every hole filled as described in the module's doc; `Err`
 /// says which value could not be placed, where, and what to do.
-pub(crate) fn fill(text: &str, holes: &[Hole]) -> Result<String, Misfit> {
+pub fn fill(text: &str, holes: &[Hole]) -> Result<String, Misfit> {
     if holes.is_empty() {
         return Ok(text.to_string());
     }
@@ -76,9 +78,11 @@ pub(crate) fn fill(text: &str, holes: &[Hole]) -> Result<String, Misfit> {
     if matches(&placed, &shape, holes) {
         return Ok(placed);
     }
-    let first = &holes[places.keys().next().copied().unwrap_or(0)];
+    let k = places.keys().next().copied().unwrap_or(0);
+    let first = &holes[k];
     Err(Misfit {
         line: line_of(text, first.range.start),
+        hole: k,
         message: format!(
             "the value of `{}` would change the YAML's structure here even quoted; put the placeholder where a whole value goes (`key: {}`)",
             first.name, first.name,
@@ -238,6 +242,7 @@ fn place_holes(
         {
             return Err(Misfit {
                 line: line_of_neutral(neutral, k),
+                hole: k,
                 message: format!(
                     "the value of `{}` has a line break, which a folded block (`>`) would turn into a space; use a literal block (`|`) there",
                     holes[k].name
@@ -249,6 +254,7 @@ fn place_holes(
         if !places.contains_key(&k) && hole.value.contains(['\n', '\r']) {
             return Err(Misfit {
                 line: line_of_neutral(neutral, k),
+                hole: k,
                 message: format!(
                     "the value of `{}` has a line break, and its place is not a value (a comment, a tag, an anchor), where the break would start new YAML; remove the break, or move the placeholder into a value",
                     hole.name

@@ -180,7 +180,8 @@ fn a_script_outside_the_workflow_folder_is_refused_before_anything_runs() {
     );
     let run = flow(&abs, &slurm, &["plan", "wf.toml"]).expect(1);
     assert!(
-        run.all().contains("`/etc/hostname` is outside the workflow's folder"),
+        run.all()
+            .contains("`/etc/hostname` is outside the workflow's folder"),
         "{}",
         run.all()
     );

@@ -156,7 +156,17 @@ pub fn resolve_each(
     };
     let is_secret = |node: &Node| offline.evaluate(step, node).map_or(true, |ev| ev.sensitive);
     for input in &step.inputs {
-        match cx.evaluate(step, &input.value) {
+        let yaml = schema.input(&input.key).is_some_and(|s| s.yaml);
+        // An input that is YAML text takes each `${…}` as a YAML scalar.
+        let evaluated = if yaml {
+            let source = wf.source_of(step);
+            cx.with_step_scope(step, |scope| {
+                super::yaml_text::evaluate(&input.value, scope, source)
+            })
+        } else {
+            cx.evaluate(step, &input.value)
+        };
+        match evaluated {
             Err(e) => {
                 errors.push(e.to_diag(wf.source_of(step)));
                 desired.unknown.push(input.key.clone());

@@ -697,9 +697,14 @@ corpus! {
     // ---- values pasted into YAML (issue 17) -------------------------------
     value_line_break_in_folded_block: Case {
         file: "158-value-line-break-in-folded-block.toml",
-        codes: &["flow::invalid-input"],
-        at: &["11:10"],
-        says: &["templates/folded-note.yaml:7: the value of `${AUTHOR}` has a line break,", "use a literal block (`|`) there"],
+        codes: &["flow::invalid-input", "flow::bad-expression"],
+        at: &["15:10", "29:16"],
+        problems: 2,
+        says: &[
+            "templates/folded-note.yaml:7: the value of `${AUTHOR}` has a line break,",
+            "the value of `${vars.authors}` has a line break,",
+            "use a literal block (`|`) there",
+        ],
         ..BASE
     },
     substitute_line_break_in_comment: Case {
