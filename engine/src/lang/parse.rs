@@ -13,6 +13,8 @@ use crate::diag::{Diag, Diagnostics, Source, Span};
 /// (throttling, 5xx) when the workflow does not say: cloud APIs are flaky.
 pub const DEFAULT_RETRIES: u32 = 3;
 
+mod workflow_table;
+
 /// Parse a workflow file's text. The workflow is returned whenever the TOML
 /// itself parsed, so that later checks can report more problems in one run.
 pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnostics) {
@@ -226,65 +228,6 @@ impl Parser<'_> {
                 None
             }
         }
-    }
-
-    fn workflow_table(&mut self, entry: &Entry, wf: &mut Workflow) {
-        let Some(entries) = self.table(&entry.value, "[workflow]") else {
-            return;
-        };
-        for e in entries {
-            let what = format!("workflow.{}", e.key);
-            match e.key.as_str() {
-                "name" => {
-                    if let Some(s) = self.string(&e.value, &what) {
-                        wf.name = s;
-                    }
-                }
-                "description" => wf.description = self.string(&e.value, &what),
-                "region" => (wf.region, wf.region_node) = self.region(&e.value, &what),
-                "profile" => wf.profile = self.string(&e.value, &what),
-                "allow_paths" => {
-                    let paths = self.allow_paths(&e.value, &what);
-                    wf.dir = wf.dir.clone().allowing(paths);
-                }
-                "state" => {
-                    wf.state =
-                        super::state_table::parse_state_table(self.source, self.diags, &e.value)
-                }
-                other => self.unknown_key(
-                    e,
-                    other,
-                    &[
-                        "name",
-                        "description",
-                        "region",
-                        "profile",
-                        "allow_paths",
-                        "state",
-                    ],
-                    "[workflow]",
-                ),
-            }
-        }
-    }
-
-    /// `[workflow] allow_paths`: folders outside the workflow's that the
-    /// files steps name may be in, each relative to the workflow's folder
-    /// or absolute.
-    fn allow_paths(&mut self, node: &Node, what: &str) -> Vec<String> {
-        let NodeKind::Array(items) = &node.kind else {
-            self.wrong_type(node, what, "an array of folders");
-            return Vec::new();
-        };
-        let mut paths = Vec::new();
-        for item in items {
-            if !matches!(item.kind, NodeKind::Str(_)) {
-                self.wrong_type(item, &format!("each item of {what}"), "a folder (a string)");
-            } else if let Some(s) = self.string(item, what) {
-                paths.push(s);
-            }
-        }
-        paths
     }
 
     fn each_table<T>(
