@@ -56,8 +56,9 @@ const FIRST_MARKER: u32 = 0xE000;
 /// How many holes one text may have (the size of the private use area).
 const MAX_HOLES: usize = 6400;
 
-/// `text` with every hole filled as described in the module's doc; `Err`
-/// says which value could not be placed, where, and what to do.
+/// `text` with every hole filled as described in the module's doc; the
+/// holes are in order and do not overlap. `Err` says which value could not
+/// be placed, where, and what to do.
 pub fn fill(text: &str, holes: &[Hole]) -> Result<String, Misfit> {
     if holes.is_empty() {
         return Ok(text.to_string());
@@ -265,16 +266,18 @@ fn place_holes(
     Ok(places)
 }
 
-/// Whether `text` parses to `shape`'s structure with every scalar that has
-/// a hole holding exactly the value meant.
+/// Whether `text` parses to `shape`'s structure with every scalar holding
+/// exactly the value meant (its holes' values in place of their markers).
 fn matches(text: &str, shape: &Shape, holes: &[Hole]) -> bool {
     let Some(got) = read(text) else {
         return false;
     };
     got.kinds == shape.kinds
-        && shape.scalars.iter().zip(&got.scalars).all(|(meant, got)| {
-            !meant.value.chars().any(is_marker) || got.value == expected(&meant.value, holes)
-        })
+        && shape
+            .scalars
+            .iter()
+            .zip(&got.scalars)
+            .all(|(meant, got)| got.value == expected(&meant.value, holes))
 }
 
 /// A scalar's value with its markers replaced by the holes' values.
@@ -360,8 +363,15 @@ fn plain_safe(value: &str, starts: bool, ends: bool, flow: bool) -> bool {
         || value.contains(": ")
         || value.contains(" #")
         || (flow && value.contains([',', '[', ']', '{', '}']));
-    let first = value.chars().next().unwrap_or(' ');
-    let bad_start = starts && (first == ' ' || "-?:,[]{}#&*!|>'\"%@`".contains(first));
+    let mut chars = value.chars();
+    let first = chars.next().unwrap_or(' ');
+    // `-`, `?` and `:` start a plain scalar unless a space follows (`-5`,
+    // `--nodes`); the other indicators never do.
+    let spaced = chars.next().is_none_or(|c| c == ' ');
+    let bad_start = starts
+        && (first == ' '
+            || ",[]{}#&*!|>'\"%@`".contains(first)
+            || ("-?:".contains(first) && spaced));
     let bad_end = ends && (value.ends_with(' ') || value.ends_with(':'));
     !(bad_anywhere || bad_start || bad_end)
 }

@@ -165,6 +165,8 @@ fn values_that_look_like_yaml_become_strings() {
         "*anchor",
         "&a x",
         "- item",
+        "-",
+        "? k",
         "x # not a comment",
         "a: b",
         "|",
@@ -187,6 +189,18 @@ fn values_that_look_like_yaml_become_strings() {
 fn values_that_are_numbers_or_booleans_stay_typed_as_written_today() {
     let out = fill_named("n: ${N}\nb: ${B}\n", &[("N", "2"), ("B", "true")]).unwrap();
     assert_eq!(out, "n: 2\nb: true\n");
+    // Also when another value in the same text has to be quoted.
+    let out = fill_named(
+        "n: ${N}\nflag: ${F}\nname: ${X}\n",
+        &[("N", "-5"), ("F", "--fast"), ("X", "a\nb: c")],
+    )
+    .unwrap();
+    assert_eq!(
+        parsed(&out),
+        json!({"n": -5, "flag": "--fast", "name": "a\nb: c"}),
+        "{out}"
+    );
+    assert!(out.starts_with("n: -5\nflag: --fast\n"), "{out}");
 }
 
 #[test]
