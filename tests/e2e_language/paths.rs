@@ -144,3 +144,52 @@ fn s3_sync_skips_links_unless_told_and_never_follows_one_out() {
     assert_eq!(keys, ["train/a.txt", "train/alias.txt"]);
     assert_eq!(moto.object("flow-links", "train/alias.txt"), "alpha\n");
 }
+
+/// A template path known only at apply (another step's output) is judged
+/// then, before anything is asked of AWS: refused, it leaves no operation
+/// to check again, and no stack.
+#[test]
+fn a_path_known_only_at_apply_is_refused_before_acting() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    // Aws::new writes vpc.yaml beside the project's files: outside `wf/`.
+    a.p.write(
+        "wf/wf.toml",
+        r#"
+[workflow]
+name = "late"
+region = "us-east-1"
+
+[steps.pick]
+provider = "exec"
+[steps.pick.inputs]
+run = "echo template=../vpc.yaml >> $FLOW_OUTPUT"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "late"
+template = "${steps.pick.outputs.template}"
+"#,
+    );
+    let refused = a.run(&["apply", "wf/wf.toml", "--auto-approve"]).expect(1);
+    assert!(
+        refused
+            .all()
+            .contains("`../vpc.yaml` is outside the workflow's folder"),
+        "{}",
+        refused.all()
+    );
+    assert!(moto.stacks().is_empty());
+    let plan = a.run(&["plan", "wf/wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("create — the last attempt failed"),
+        "{}",
+        plan.all()
+    );
+    assert!(
+        !plan.stdout.contains("reads what it left"),
+        "a refused path left an operation to check again: {}",
+        plan.all()
+    );
+}

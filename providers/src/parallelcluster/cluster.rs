@@ -235,7 +235,9 @@ impl Provider for ParallelCluster {
 
     async fn create(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
         let name = inputs::req_str(values, "cluster_name")?;
-        let (path, text, parsed) = load(&ctx.workdir, values)?;
+        // The configuration is read before pcluster is run.
+        let (path, text, parsed) =
+            load(&ctx.workdir, values).map_err(ProviderError::before_acting)?;
         let pc = Pcluster::for_step(ctx, values)?;
         if let Some(cluster) = pc.describe(&name).await? {
             ownership::ensure_own(
@@ -277,7 +279,9 @@ impl Provider for ParallelCluster {
         values: &Values,
     ) -> Result<Applied, ProviderError> {
         let name = inputs::req_str(values, "cluster_name")?;
-        let (path, text, parsed) = load(&ctx.workdir, values)?;
+        // The configuration is read before pcluster is run.
+        let (path, text, parsed) =
+            load(&ctx.workdir, values).map_err(ProviderError::before_acting)?;
         let pc = Pcluster::for_step(ctx, values)?;
         let file = rendered(&parsed, &ctx.token)?;
         let suppress = inputs::str_list(values, "suppress_validators")?;

@@ -262,7 +262,7 @@ impl Provider for SlurmJob {
     async fn create(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
         let path = inputs::req_str(values, "script")?;
         let body = script::with_preamble(
-            &script::read(&ctx.workdir, &path)?,
+            &script::read(&ctx.workdir, &path).map_err(ProviderError::before_acting)?,
             &inputs::str_map(values, "environment")?,
             &inputs::str_list(values, "args")?,
         );
