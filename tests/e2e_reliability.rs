@@ -300,7 +300,7 @@ fn a_clock_jumping_back_an_hour_loses_no_backup_and_converges() {
     let p = Project::new();
     let wf = |i: usize| {
         format!(
-            "[workflow.state]\nkeep_backups = 15\n\n[steps.a]\nprovider = \"exec\"\n[steps.a.inputs]\nrun = \"echo x={i} >> $FLOW_OUTPUT; date +%s >> clock.log\"\nexpect = {{ x = \">= 0\" }}\n"
+            "[workflow.state]\nkeep_backups = 15\n\n[steps.a]\nprovider = \"exec\"\n[steps.a.inputs]\nrun = \"echo x={i} >> $FLOW_OUTPUT; date +%s >> clock.log\"\npass_env = [\"LD_PRELOAD\", \"FLOW_TEST_CLOCK_SHIFT\"]\nexpect = {{ x = \">= 0\" }}\n"
         )
     };
     let mut taken = Vec::new();

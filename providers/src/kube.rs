@@ -9,20 +9,23 @@
 
 pub mod connection;
 mod crd_schema;
+mod documents;
 mod drift;
 mod dry_run;
 mod errors;
 mod fetch;
+mod file_entry;
 mod job;
 mod jsonpath;
 pub mod kustomize;
 mod logs;
 mod manifest;
 mod objects;
+mod placeholders;
 mod ready;
 mod render;
 
-pub use render::fill;
+pub use placeholders::fill;
 
 use std::sync::Arc;
 
@@ -66,14 +69,15 @@ fn manifest_inputs() -> Vec<InputSpec> {
     vec![
         InputSpec::optional(
             "files",
-            InputType::List(Box::new(InputType::String)),
-            "Local YAML files (relative to the workflow's folder) or http(s) URLs, each with one or more documents",
+            InputType::List(Box::new(InputType::Any)),
+            "Local YAML files or kustomize folders (relative to the workflow's folder) or https URLs, each with one or more documents; a URL may be a table { url = \"https://…\", sha256 = \"…\" } to pin its content, and plain http needs { url = \"http://…\", insecure = true }",
         ),
         InputSpec::optional(
             "manifest",
             InputType::String,
-            "Inline YAML, one or more documents (`${...}` references resolved by flow)",
-        ),
+            "Inline YAML, one or more documents (`${...}` references resolved by flow, each value entering as a YAML scalar)",
+        )
+        .yaml_text(),
         InputSpec::optional(
             "values",
             InputType::Map(Box::new(InputType::String)),

@@ -24,7 +24,9 @@ pub mod substitute;
 pub mod suggest;
 #[cfg(test)]
 mod testing;
+pub mod yaml_fill;
 pub(crate) mod yaml_path;
 
 pub use contract::*;
+pub use file_input::Workdir;
 pub use registry::Registry;

@@ -2,11 +2,10 @@
 //! (crate::contract::Provider::content_digest): a template or manifest edited
 //! in place must plan as a change.
 
-use std::path::Path;
-
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::Workdir;
 use crate::contract::Values;
 
 /// SHA-256 over the named local files (paths relative to `workdir`), in
@@ -14,7 +13,7 @@ use crate::contract::Values;
 /// when nothing local is named or a file cannot be read (validation reports
 /// missing files).
 pub fn files_digest<'a>(
-    workdir: &Path,
+    workdir: &Workdir,
     paths: impl IntoIterator<Item = &'a str>,
 ) -> Option<String> {
     files_digest_with(workdir, paths, str::to_string)
@@ -23,7 +22,7 @@ pub fn files_digest<'a>(
 /// [`files_digest`] over each file's text as `fill` makes it (a text
 /// file's placeholders filled); a file that is not UTF-8 is taken as is.
 pub fn files_digest_with<'a>(
-    workdir: &Path,
+    workdir: &Workdir,
     paths: impl IntoIterator<Item = &'a str>,
     fill: impl Fn(&str) -> String,
 ) -> Option<String> {
@@ -49,9 +48,10 @@ pub fn files_digest_with<'a>(
 }
 
 /// The file `p` itself, or every file under the folder `p` (a kustomize
-/// folder), sorted, each with the name it is hashed under.
-fn files_under(workdir: &Path, p: &str) -> Option<Vec<(String, std::path::PathBuf)>> {
-    let root = workdir.join(p);
+/// folder), sorted, each with the name it is hashed under; `None` when one
+/// of them is outside the folders the workflow may read.
+fn files_under(workdir: &Workdir, p: &str) -> Option<Vec<(String, std::path::PathBuf)>> {
+    let root = workdir.resolve(p).ok()?;
     if !root.is_dir() {
         return Some(vec![(p.to_string(), root)]);
     }
@@ -68,7 +68,9 @@ fn files_under(workdir: &Path, p: &str) -> Option<Vec<(String, std::path::PathBu
                     .ok()?
                     .to_string_lossy()
                     .into_owned();
-                out.push((format!("{p}/{rel}"), path));
+                let name = format!("{p}/{rel}");
+                workdir.resolve(&name).ok()?;
+                out.push((name, path));
             }
         }
     }
@@ -78,7 +80,7 @@ fn files_under(workdir: &Path, p: &str) -> Option<Vec<(String, std::path::PathBu
 
 /// The digest of the local files named by the input `key` (one path or a
 /// list of them): what most providers' `content_digest` is.
-pub fn of_input(inputs: &Values, key: &str, workdir: &Path) -> Option<String> {
+pub fn of_input(inputs: &Values, key: &str, workdir: &Workdir) -> Option<String> {
     files_digest(workdir, paths_of(inputs, key))
 }
 
@@ -105,24 +107,40 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.path().join("k/base/a.yaml"), "a: 1\n").unwrap();
-        let one = files_digest(dir.path(), ["k"]).unwrap();
-        assert_eq!(one, files_digest(dir.path(), ["k"]).unwrap());
+        let one = files_digest(&Workdir::new(dir.path()), ["k"]).unwrap();
+        assert_eq!(one, files_digest(&Workdir::new(dir.path()), ["k"]).unwrap());
         std::fs::write(dir.path().join("k/base/a.yaml"), "a: 2\n").unwrap();
-        assert_ne!(one, files_digest(dir.path(), ["k"]).unwrap());
+        assert_ne!(one, files_digest(&Workdir::new(dir.path()), ["k"]).unwrap());
     }
 
     #[test]
     fn a_changed_file_changes_the_digest_and_urls_are_skipped() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.yaml"), "x: 1\n").unwrap();
-        let one = files_digest(dir.path(), ["a.yaml", "https://example.invalid/b.yaml"]).unwrap();
-        assert_eq!(one, files_digest(dir.path(), ["a.yaml"]).unwrap());
-        std::fs::write(dir.path().join("a.yaml"), "x: 2\n").unwrap();
-        assert_ne!(one, files_digest(dir.path(), ["a.yaml"]).unwrap());
+        let one = files_digest(
+            &Workdir::new(dir.path()),
+            ["a.yaml", "https://example.invalid/b.yaml"],
+        )
+        .unwrap();
         assert_eq!(
-            files_digest(dir.path(), ["https://example.invalid/b.yaml"]),
+            one,
+            files_digest(&Workdir::new(dir.path()), ["a.yaml"]).unwrap()
+        );
+        std::fs::write(dir.path().join("a.yaml"), "x: 2\n").unwrap();
+        assert_ne!(
+            one,
+            files_digest(&Workdir::new(dir.path()), ["a.yaml"]).unwrap()
+        );
+        assert_eq!(
+            files_digest(
+                &Workdir::new(dir.path()),
+                ["https://example.invalid/b.yaml"]
+            ),
             None
         );
-        assert_eq!(files_digest(dir.path(), ["missing.yaml"]), None);
+        assert_eq!(
+            files_digest(&Workdir::new(dir.path()), ["missing.yaml"]),
+            None
+        );
     }
 }

@@ -129,6 +129,28 @@ impl Substitutions {
         out
     }
 
+    /// `text`, a YAML file, with every named token filled, each value as a
+    /// YAML scalar in its place ([`crate::yaml_fill`]): a value never adds
+    /// keys or items. What cannot be placed says its line.
+    pub(crate) fn apply_yaml(&self, text: &str) -> Result<String, crate::yaml_fill::Misfit> {
+        let mut holes = Vec::new();
+        let mut i = 0;
+        while i < text.len() {
+            match self.match_at(text, i) {
+                Some((len, value)) => {
+                    holes.push(crate::yaml_fill::Hole {
+                        range: i..i + len,
+                        name: &text[i..i + len],
+                        value,
+                    });
+                    i += len;
+                }
+                None => i += text[i..].chars().next().map_or(1, char::len_utf8),
+            }
+        }
+        crate::yaml_fill::fill(text, &holes)
+    }
+
     /// The keys that match nothing in any of `texts` (a misspelt key).
     pub fn unused<'a>(&'a self, texts: &[&str]) -> Vec<&'a str> {
         self.entries
@@ -296,7 +318,7 @@ pub fn leftovers(text: &str, required: &[String]) -> Vec<Leftover> {
 /// cannot be read, are left to the step's other checks.
 pub fn check_files(
     input: &str,
-    workdir: &std::path::Path,
+    workdir: &crate::Workdir,
     paths: &[&str],
     subs: &Substitutions,
 ) -> Vec<Problem> {
@@ -304,7 +326,7 @@ pub fn check_files(
         .iter()
         .filter(|p| !p.starts_with("http://") && !p.starts_with("https://"))
         .filter_map(|p| {
-            let full = crate::file_input::inside_workdir(workdir, p).ok()?;
+            let full = workdir.resolve(p).ok()?;
             Some((*p, std::fs::read_to_string(full).ok()?))
         })
         .collect();
@@ -367,7 +389,7 @@ pub fn known_in(
 /// tokens filled: what "changed?" compares, so an edit of the file and a
 /// new value of a token it uses are changes, and a value no file uses is
 /// not. `None` as [`crate::local_digest::files_digest`] gives it.
-pub fn digest_of_input(values: &Values, key: &str, workdir: &std::path::Path) -> Option<String> {
+pub fn digest_of_input(values: &Values, key: &str, workdir: &crate::Workdir) -> Option<String> {
     let subs = Substitutions::from_values(values).ok()?;
     let paths = crate::local_digest::paths_of(values, key);
     crate::local_digest::files_digest_with(workdir, paths, |text| subs.apply(text))
@@ -384,6 +406,77 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
+    }
+
+    /// The runbook's published files (tests/fixtures/upstream/) with the
+    /// values tests/fixtures/upstream/runbook.toml gives: the YAML-aware
+    /// fill gives exactly the bytes a plain paste gives.
+    #[test]
+    fn the_published_files_fill_byte_for_byte_as_before() {
+        let upstream =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/upstream");
+        let cases: &[(&str, &[(&str, &str)])] = &[
+            (
+                "eks-p4de-odcr.yaml",
+                &[
+                    ("PLACEHOLDER_AWS_REGION", "us-west-2"),
+                    ("PLACEHOLDER_AZ_1", "us-west-2a"),
+                    ("PLACEHOLDER_AZ_2", "us-west-2b"),
+                    (
+                        "PLACEHOLDER_CAPACITY_RESERVATION_ID",
+                        "cr-0123456789abcdef0",
+                    ),
+                ],
+            ),
+            (
+                "nccl-tests.yaml",
+                &[(
+                    "<account>.dkr.ecr.<region>.amazonaws.com/<image>:<tag>",
+                    "111122223333.dkr.ecr.us-west-2.amazonaws.com/runbook:nccl",
+                )],
+            ),
+            (
+                "fsdp.yaml-template",
+                &[
+                    (
+                        "IMAGE_URI",
+                        "111122223333.dkr.ecr.us-west-2.amazonaws.com/runbook:fsdp",
+                    ),
+                    ("MAX_NODES", "2"),
+                    ("MIN_NODES", "1"),
+                    ("GPU_PER_NODE", "8"),
+                    ("EFA_PER_NODE", "4"),
+                    ("HF_TOKEN", "hf_not_a_real_token_0123456789"),
+                ],
+            ),
+        ];
+        for (file, pairs) in cases {
+            let text = std::fs::read_to_string(upstream.join(file)).unwrap();
+            let s = subs(pairs);
+            let pasted = s.apply(&text);
+            assert_ne!(pasted, text, "{file}: nothing was filled");
+            assert_eq!(s.apply_yaml(&text).unwrap(), pasted, "{file}");
+        }
+    }
+
+    /// An eksctl config's tokens filled as YAML: an ordinary value gives
+    /// the bytes `apply` gives, and one that would add a key is one string.
+    #[test]
+    fn yaml_files_take_each_value_as_a_scalar() {
+        let config = "apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\nmetadata:\n  name: PLACEHOLDER_NAME\n  region: PLACEHOLDER_AWS_REGION\n";
+        let plain = subs(&[
+            ("PLACEHOLDER_NAME", "p4d"),
+            ("PLACEHOLDER_AWS_REGION", "us-west-2"),
+        ]);
+        assert_eq!(plain.apply_yaml(config).unwrap(), plain.apply(config));
+        let evil = subs(&[
+            ("PLACEHOLDER_NAME", "p4d\n  tags: {owner: attacker}"),
+            ("PLACEHOLDER_AWS_REGION", "us-west-2"),
+        ]);
+        let filled = evil.apply_yaml(config).unwrap();
+        let parsed: Value = serde_saphyr::from_str(&filled).unwrap();
+        assert_eq!(parsed["metadata"]["name"], "p4d\n  tags: {owner: attacker}");
+        assert!(parsed["metadata"].get("tags").is_none(), "{filled}");
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub(crate) fn op_context(
     let ctx = OpContext {
         step: step.to_string(),
         token: token.to_string(),
-        workdir: workdir.to_path_buf(),
+        workdir: workdir.into(),
         log_path: workdir.join(format!("{step}.log")),
         region: None,
         profile: None,

@@ -5,7 +5,9 @@
 //! build it (each prints why); CI builds it with `scripts/kube-apiserver`.
 //!
 //! One test binary, a module per subject: `manifests` (kube.manifest:
-//! apply, prune, drift, readiness, URLs, offline checks), `jobs` (kube.job
+//! apply, prune, drift, readiness, offline checks), `urls` (manifests fetched
+//! from a loopback server: redirects, `insecure`, the `sha256` pin),
+//! `injection` (values that would add keys applied as one string), `jobs` (kube.job
 //! and training operators' jobs), `eks` (clusters from eksctl files, the
 //! EKS connection), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
 //! published files, unmodified), `report` (`flow report` opened in a real
@@ -16,11 +18,13 @@ mod support;
 
 mod eks;
 mod eks_vpc;
+mod injection;
 mod jobs;
 mod manifests;
 mod operator;
 mod report;
 mod upstream;
+mod urls;
 
 use support::Project;
 

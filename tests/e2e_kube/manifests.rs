@@ -303,47 +303,6 @@ wait_for = "condition=Succeeded"
     assert!(k.get("/api/v1/persistentvolumes/fsx-pv").is_none());
 }
 
-/// Manifests fetched from a URL (as the device plugins are published).
-#[test]
-fn manifests_from_a_url() {
-    let Some(k) = KubeServer::start() else { return };
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        let body = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-url}\ndata: {a: b}\n";
-        for stream in listener.incoming().take(4) {
-            let Ok(mut s) = stream else { continue };
-            let mut buf = [0u8; 4096];
-            let n = s.read(&mut buf).unwrap_or(0);
-            let head = String::from_utf8_lossy(&buf[..n]);
-            let reply = if head.starts_with("GET /old.yaml") {
-                "HTTP/1.1 301 Moved\r\nLocation: /plugins/cm.yaml\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
-            } else {
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-            };
-            let _ = s.write_all(reply.as_bytes());
-        }
-    });
-    let p = Project::new();
-    p.write(
-        "wf.toml",
-        &format!(
-            "[steps.cm]\nprovider = \"kube.manifest\"\n[steps.cm.inputs]\nkubeconfig = \"{}\"\nfiles = [\"http://127.0.0.1:{port}/old.yaml\"]\n",
-            k.kubeconfig_path()
-        ),
-    );
-    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
-    assert_eq!(
-        k.get("/api/v1/namespaces/default/configmaps/from-url")
-            .unwrap()["data"]["a"],
-        "b"
-    );
-}
-
 /// Offline checks of the four kinds, each pointing at its input, before
 /// anything is contacted.
 #[test]

@@ -11,6 +11,7 @@ mod support;
 
 mod deferred;
 mod instances;
+mod paths;
 
 use support::Project;
 

@@ -21,6 +21,10 @@ fn hyperpod_cpu_ddp_end_to_end() {
         "cluster.toml",
         &format!(
             r#"
+# The operator's manifest is the shipped one, beside the workflows.
+[workflow]
+allow_paths = ["{manifests}"]
+
 [steps.prerequisites]
 provider = "kube.manifest"
 [steps.prerequisites.inputs]
@@ -34,7 +38,8 @@ spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{request
 """
 "#,
             kc = k.kubeconfig_path(),
-            operator = workspace_root().join("workflows/manifests/training-operator.yaml").display()
+            operator = workspace_root().join("workflows/manifests/training-operator.yaml").display(),
+            manifests = workspace_root().join("workflows/manifests").display()
         ),
     );
     l.p.run(&["apply", "cluster.toml", "--auto-approve"])

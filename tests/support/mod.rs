@@ -216,7 +216,10 @@ pub fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).expect("read fixtures") {
         let entry = entry.expect("entry");
         let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
+        // A link stays a link (the diagnostics corpus has links that lead out).
+        if let Ok(link) = std::fs::read_link(entry.path()) {
+            std::os::unix::fs::symlink(link, &target).expect("copy link");
+        } else if entry.path().is_dir() {
             copy_dir(&entry.path(), &target);
         } else {
             std::fs::copy(entry.path(), &target).expect("copy fixture");

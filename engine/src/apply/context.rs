@@ -28,8 +28,8 @@ pub struct RunSettings {
     pub workflow_file: PathBuf,
     /// Where logs go.
     pub layout: StateLayout,
-    /// The workflow file's folder.
-    pub workdir: PathBuf,
+    /// The workflow file's folder, and the folders its `allow_paths` opens.
+    pub workdir: flow_providers::Workdir,
     /// The salt of a state written before fingerprints were keyed (see
     /// [`crate::secrets::seal`]); zeros for none.
     pub legacy_salt: [u8; 32],

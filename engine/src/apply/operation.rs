@@ -87,9 +87,9 @@ impl Op<'_> {
 
     /// The folder the step's relative paths resolve against: its module's
     /// for a module's step, else the workflow's.
-    fn workdir(&self) -> std::path::PathBuf {
+    fn workdir(&self) -> flow_providers::Workdir {
         match (&self.job.decl, &self.ctx.settings().loaded) {
-            (Some(decl), Some(loaded)) => loaded.workflow.dir_of(decl).to_path_buf(),
+            (Some(decl), Some(loaded)) => loaded.workflow.dir_of(decl).clone(),
             _ => self.ctx.settings().workdir.clone(),
         }
     }

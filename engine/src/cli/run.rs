@@ -60,7 +60,7 @@ pub fn run_context(
             registry: registry.clone(),
             workflow_file: file.to_path_buf(),
             layout: store.layout().clone(),
-            workdir: workdir(file),
+            workdir: loaded.map_or_else(|| workdir(file).into(), |l| l.workflow.dir.clone()),
             legacy_salt: store.salt(),
             redactor: Arc::new(redactor),
             sink: sink_for(ui, ui.json, plan.changes.len(), width),

@@ -161,7 +161,7 @@ pub fn estimate_with_env(
         };
         let files = flow_providers::ValidateContext {
             workdir: decl.map_or(loaded.workflow.dir.clone(), |d| {
-                loaded.workflow.dir_of(d).to_path_buf()
+                loaded.workflow.dir_of(d).clone()
             }),
         };
         let record = records.get(&change.step);

@@ -435,8 +435,9 @@ impl std::fmt::Debug for ProviderKind {
 pub struct Workflow {
     /// The file.
     pub source: Source,
-    /// The folder it lives in: relative paths resolve against it.
-    pub dir: std::path::PathBuf,
+    /// The folder it lives in: relative paths resolve against it, and stay
+    /// inside it or the folders `[workflow] allow_paths` opens.
+    pub dir: flow_providers::Workdir,
     /// `[workflow] name` (the file stem when missing).
     pub name: String,
     /// `[workflow] description`.
@@ -538,7 +539,7 @@ impl Workflow {
     /// Terraform; so one module serves workflows that keep their files
     /// beside them, and takes paths as inputs. (Only a module call's
     /// `source` is relative to the file that makes the call.)
-    pub fn dir_of<'s>(&'s self, _step: &'s StepDecl) -> &'s std::path::Path {
+    pub fn dir_of<'s>(&'s self, _step: &'s StepDecl) -> &'s flow_providers::Workdir {
         &self.dir
     }
 }

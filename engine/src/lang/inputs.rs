@@ -5,8 +5,6 @@
 //! [`resolve_inputs`]; "known after apply" is a value here
 //! ([`InputValue::Unknown`]), not a case each caller handles.
 
-use std::path::Path;
-
 use flow_providers::{InputValue, Provider, Values};
 use serde_json::Value;
 
@@ -61,12 +59,16 @@ impl Desired {
     /// recorded inputs (under [`flow_providers::CONTENT_KEY`]), so that a file
     /// edited in place plans as a change. Only once every input is known;
     /// plan and apply ask for it, validate does not read the files.
-    pub fn add_content_digest(&mut self, provider: &dyn Provider, workdir: &Path) {
+    pub fn add_content_digest(
+        &mut self,
+        provider: &dyn Provider,
+        workdir: &flow_providers::Workdir,
+    ) {
         if !self.is_known() {
             return;
         }
         let ctx = flow_providers::ValidateContext {
-            workdir: workdir.to_path_buf(),
+            workdir: workdir.clone(),
         };
         if let Some(d) = provider.content_digest(&self.actual, &ctx) {
             self.stored
@@ -163,7 +165,17 @@ pub fn resolve_each(
             || cx.evaluate(step, node).is_ok_and(|ev| ev.sensitive)
     };
     for input in &step.inputs {
-        match cx.evaluate(step, &input.value) {
+        let yaml = schema.input(&input.key).is_some_and(|s| s.yaml);
+        // An input that is YAML text takes each `${…}` as a YAML scalar.
+        let evaluated = if yaml {
+            let source = wf.source_of(step);
+            cx.with_step_scope(step, |scope| {
+                super::yaml_text::evaluate(&input.value, scope, source)
+            })
+        } else {
+            cx.evaluate(step, &input.value)
+        };
+        match evaluated {
             Err(e) => {
                 errors.push(e.to_diag(wf.source_of(step)));
                 desired.unknown.push(input.key.clone());

@@ -92,7 +92,7 @@ impl Loaded {
         region: Option<String>,
     ) -> flow_providers::OpContext {
         let dir = match self.workflow.step(step) {
-            Some(decl) => self.workflow.dir_of(decl).to_path_buf(),
+            Some(decl) => self.workflow.dir_of(decl).clone(),
             None => self.workflow.dir.clone(),
         };
         flow_providers::OpContext::unwatched(step, dir, region, self.workflow.profile.clone())
@@ -261,16 +261,26 @@ fn validate_known_inputs(
     let (desired, errors) = resolve_each(wf, vars, step, provider.as_ref(), &[], &unknown_outputs);
     errors.into_iter().for_each(|d| diags.push(d));
     derived_secrets.extend(desired.derived_secrets.iter().cloned());
+    // Inputs found wrong here are not reported again by the provider (a
+    // file outside the folder, which its own checks refuse too).
+    let mut reported = std::collections::BTreeSet::new();
     for input in &step.inputs {
         if let (Some(v), Some(spec)) = (desired.actual.get(&input.key), schema.input(&input.key)) {
+            let before = diags.items.len();
             check_known(wf, step, input, v, &spec.ty, diags);
+            if diags.items.len() > before {
+                reported.insert(input.key.clone());
+            }
         }
     }
     let values = desired.into_input_values(step);
     let ctx = ValidateContext {
-        workdir: wf.dir_of(step).to_path_buf(),
+        workdir: wf.dir_of(step).clone(),
     };
     for problem in provider.validate(&values, &ctx) {
+        if problem.path.first().is_some_and(|k| reported.contains(k)) {
+            continue;
+        }
         let span = span_of_path(step, &problem.path, problem.on_key);
         let mut d = Diag::new(
             "flow::invalid-input",
@@ -316,7 +326,13 @@ fn check_known(
     let Some(s) = value.as_str() else { return };
     match ty {
         InputType::LocalFile => {
-            let full = wf.dir_of(step).join(s);
+            let full = match wf.dir_of(step).resolve(s) {
+                Ok(full) => full,
+                Err(why) => {
+                    diags.push(outside(wf.source_of(step), &input.value.span, why));
+                    return;
+                }
+            };
             if !full.is_file() {
                 diags.push(
                     Diag::new(
@@ -344,6 +360,14 @@ fn check_known(
         }
         _ => {}
     }
+}
+
+/// The problem of a path outside the folders the workflow may read, at
+/// `span`; `why` says which path, which folder and what to add.
+pub fn outside(source: &crate::diag::Source, span: &Span, why: String) -> Diag {
+    Diag::new("flow::path-outside", why)
+        .in_source(source)
+        .label(span.clone(), "outside the workflow's folder")
 }
 
 fn json_type(v: &serde_json::Value) -> &'static str {

@@ -32,3 +32,4 @@ pub mod template;
 pub mod toml_nodes;
 pub mod var_values;
 pub mod vars;
+pub mod yaml_text;

@@ -24,7 +24,10 @@ pub fn expand_modules(wf: &mut Workflow) -> Diagnostics {
         return diags;
     }
     let mut out = Expanded::default();
-    let root = wf.dir.canonicalize().unwrap_or_else(|_| wf.dir.clone());
+    let root = wf
+        .dir
+        .canonicalize()
+        .unwrap_or_else(|_| wf.dir.to_path_buf());
     let calls = wf.modules.clone();
     let source = wf.source.clone();
     for call in &calls {

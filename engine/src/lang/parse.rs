@@ -13,6 +13,8 @@ use crate::diag::{Diag, Diagnostics, Source, Span};
 /// (throttling, 5xx) when the workflow does not say: cloud APIs are flaky.
 pub const DEFAULT_RETRIES: u32 = 3;
 
+mod workflow_table;
+
 /// Parse a workflow file's text. The workflow is returned whenever the TOML
 /// itself parsed, so that later checks can report more problems in one run.
 pub fn parse_workflow(source: &Source, dir: &Path) -> (Option<Workflow>, Diagnostics) {
@@ -40,7 +42,7 @@ fn parse_file(source: &Source, dir: &Path, module: bool) -> (Option<Workflow>, D
         .unwrap_or_else(|| "workflow".into());
     let mut wf = Workflow {
         source: source.clone(),
-        dir: dir.to_path_buf(),
+        dir: flow_providers::Workdir::new(dir),
         name: stem,
         description: None,
         region: None,
@@ -224,35 +226,6 @@ impl Parser<'_> {
             _ => {
                 self.wrong_type(node, what, "a boolean");
                 None
-            }
-        }
-    }
-
-    fn workflow_table(&mut self, entry: &Entry, wf: &mut Workflow) {
-        let Some(entries) = self.table(&entry.value, "[workflow]") else {
-            return;
-        };
-        for e in entries {
-            let what = format!("workflow.{}", e.key);
-            match e.key.as_str() {
-                "name" => {
-                    if let Some(s) = self.string(&e.value, &what) {
-                        wf.name = s;
-                    }
-                }
-                "description" => wf.description = self.string(&e.value, &what),
-                "region" => (wf.region, wf.region_node) = self.region(&e.value, &what),
-                "profile" => wf.profile = self.string(&e.value, &what),
-                "state" => {
-                    wf.state =
-                        super::state_table::parse_state_table(self.source, self.diags, &e.value)
-                }
-                other => self.unknown_key(
-                    e,
-                    other,
-                    &["name", "description", "region", "profile", "state"],
-                    "[workflow]",
-                ),
             }
         }
     }

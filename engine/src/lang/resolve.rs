@@ -76,7 +76,7 @@ impl<'a> Context<'a> {
             vars: if frame.is_some() { &none } else { self.vars },
             outputs: self.outputs,
             // Relative paths are the workflow's, in modules too (`dir_of`).
-            dir: self.wf.dir.as_path(),
+            dir: &self.wf.dir,
             locals: None,
             each,
             inputs: frame.map(|_| &inputs as &InputLookup),
@@ -381,7 +381,7 @@ mod tests {
 
     fn ev(n: &Node) -> Result<Evaluated, ResolveError> {
         let vars = vars();
-        let dir = std::path::PathBuf::from(".");
+        let dir = flow_providers::Workdir::new(".");
         evaluate(n, &Scope::new(&vars, &outs, &dir))
     }
 

@@ -50,7 +50,7 @@ pub async fn refine_plan(
             continue;
         };
         let files = flow_providers::ValidateContext {
-            workdir: loaded.workflow.dir_of(decl).to_path_buf(),
+            workdir: loaded.workflow.dir_of(decl).clone(),
         };
         let mut lines = provider.plan_lines(&desired.actual, &files);
         if change.action == Action::Create && !desired.is_known() {

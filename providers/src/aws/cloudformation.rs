@@ -278,7 +278,8 @@ impl Provider for CloudFormationStack {
     }
 
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
-        let spec = StackSpec::load(inputs, &ctx.workdir)?;
+        // The template is read before anything is asked of AWS.
+        let spec = StackSpec::load(inputs, &ctx.workdir).map_err(ProviderError::before_acting)?;
         let client = client(ctx).await?;
         let since = now() - SKEW;
         if let Some(existing) = describe(&client, &spec.name).await? {
@@ -343,7 +344,8 @@ impl Provider for CloudFormationStack {
         prior: Prior<'_>,
         inputs: &Values,
     ) -> Result<Applied, ProviderError> {
-        let spec = StackSpec::load(inputs, &ctx.workdir)?;
+        // The template is read before anything is asked of AWS.
+        let spec = StackSpec::load(inputs, &ctx.workdir).map_err(ProviderError::before_acting)?;
         let client = client(ctx).await?;
         let since = now() - SKEW;
         let target = prior.id.unwrap_or(&spec.name).to_string();

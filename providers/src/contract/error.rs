@@ -144,6 +144,18 @@ impl ProviderError {
         self
     }
 
+    /// The same error, met before the operation acted on anything (a local
+    /// file refused, a fetched manifest that fails its pin): it proves
+    /// nothing was made or changed, so the engine forgets the operation
+    /// instead of checking it again with the same inputs. A transient
+    /// failure stays retryable.
+    pub fn before_acting(mut self) -> Self {
+        if self.kind != ErrorKind::Retryable {
+            self.kind = ErrorKind::NotCreated;
+        }
+        self
+    }
+
     /// The same error, of another kind.
     pub fn of_kind(mut self, kind: ErrorKind) -> Self {
         self.kind = kind;

@@ -17,6 +17,8 @@ pub use refresh::{Drift, Refreshed, attribute_drift, input_drift};
 pub use schema::{InputSpec, InputType, InputValue, Problem, Schema, StepKind};
 
 use async_trait::async_trait;
+
+use crate::file_input::Workdir;
 use serde_json::{Map, Value};
 
 /// A step's inputs or outputs: a JSON object, keys in a stable order.
@@ -25,8 +27,9 @@ pub type Values = Map<String, Value>;
 /// What validation may look at besides the inputs.
 #[derive(Debug, Clone)]
 pub struct ValidateContext {
-    /// The workflow file's folder; relative paths are resolved against it.
-    pub workdir: PathBuf,
+    /// The workflow file's folder; relative paths are resolved against it,
+    /// and stay inside it or the folders `allow_paths` opens.
+    pub workdir: Workdir,
 }
 
 /// How a step's desired inputs differ from those it was applied with.
@@ -134,8 +137,8 @@ pub struct OpContext {
     pub step: String,
     /// The operation token persisted before this call; the same on a retry or resume.
     pub token: String,
-    /// The workflow file's folder.
-    pub workdir: PathBuf,
+    /// The workflow file's folder, and the folders `allow_paths` opens.
+    pub workdir: Workdir,
     /// The step's log file (the engine's reporter appends to it; providers
     /// write through [`OpContext::reporter`], never to the file directly).
     pub log_path: PathBuf,
@@ -183,7 +186,7 @@ impl OpContext {
     /// [`Silent`] reporter, never cancelled.
     pub fn unwatched(
         step: &str,
-        workdir: PathBuf,
+        workdir: Workdir,
         region: Option<String>,
         profile: Option<String>,
     ) -> OpContext {

@@ -113,6 +113,9 @@ pub struct InputSpec {
     pub sensitive: bool,
     /// Whether changing it replaces the object instead of updating it in place.
     pub force_new: bool,
+    /// Whether the value is YAML text (an inline manifest): what `${…}`
+    /// interpolates into it enters as YAML scalars, never as structure.
+    pub yaml: bool,
     /// One line for the reference docs and diagnostics.
     pub description: &'static str,
 }
@@ -126,6 +129,7 @@ impl InputSpec {
             required: false,
             sensitive: false,
             force_new: false,
+            yaml: false,
             description,
         }
     }
@@ -138,6 +142,7 @@ impl InputSpec {
             required: true,
             sensitive: false,
             force_new: false,
+            yaml: false,
             description,
         }
     }
@@ -145,6 +150,12 @@ impl InputSpec {
     /// The same input, marked as replacing the object when it changes.
     pub fn forces_new(mut self) -> Self {
         self.force_new = true;
+        self
+    }
+
+    /// The same input, marked as YAML text (see [`InputSpec::yaml`]).
+    pub fn yaml_text(mut self) -> Self {
+        self.yaml = true;
         self
     }
 

@@ -259,7 +259,7 @@ async fn read_reports_missing() {
 fn validate_reports_a_missing_workdir() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ValidateContext {
-        workdir: dir.path().to_path_buf(),
+        workdir: dir.path().into(),
     };
     let inputs = [("workdir".to_string(), InputValue::Known(json!("nope")))];
     let problems = Exec::new().validate(&inputs, &ctx);
@@ -298,7 +298,7 @@ fn validate_points_at_a_gate_that_does_not_parse() {
             ),
         ],
         &ValidateContext {
-            workdir: dir.path().to_path_buf(),
+            workdir: dir.path().into(),
         },
     );
     assert_eq!(problems.len(), 1, "{problems:?}");

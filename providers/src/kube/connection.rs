@@ -120,7 +120,7 @@ impl Connection {
     pub fn new(ctx: &OpContext, inputs: &Values) -> Result<Self, ProviderError> {
         Ok(Connection {
             target: Target::from_inputs(inputs)?,
-            workdir: ctx.workdir.clone(),
+            workdir: ctx.workdir.path().to_path_buf(),
             ctx: ctx.clone(),
             cached: Mutex::new(None),
         })

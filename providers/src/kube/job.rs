@@ -176,7 +176,10 @@ impl<'a> Run<'a> {
     /// Creates the job unless this operation already did, then follows it.
     async fn run(&self) -> Result<Applied, ProviderError> {
         let mut kinds = Kinds::new(self.conn.client().await?);
-        let doc = self.doc(&mut kinds).await?;
+        let doc = self
+            .doc(&mut kinds)
+            .await
+            .map_err(ProviderError::before_acting)?;
         let mut record = Kinds::record_of(&doc);
         match kinds.get(&record).await? {
             Some(existing)
@@ -420,6 +423,9 @@ impl Provider for KubeJob {
             ));
         }
         out.extend(Matchers::problems(&known));
+        if let Err(problems) = super::file_entry::parse(known.get("files")) {
+            out.extend(problems);
+        }
         let all_known = inputs.iter().all(|(k, v)| {
             !matches!(k.as_str(), "values" | "substitute" | "files" | "manifest")
                 || matches!(v, InputValue::Known(_))

@@ -29,6 +29,8 @@ mod transform;
 
 use std::path::{Path, PathBuf};
 
+use crate::Workdir;
+
 use serde_json::Value;
 
 pub use file::KUSTOMIZATION_FILES;
@@ -100,7 +102,7 @@ pub fn is_kustomization_dir(path: &Path) -> bool {
 }
 
 /// The objects of the kustomization in `dir` (relative to `workdir`).
-pub fn build(workdir: &Path, dir: &str, prepare: Prepare) -> Result<Built, KustomizeError> {
+pub fn build(workdir: &Workdir, dir: &str, prepare: Prepare) -> Result<Built, KustomizeError> {
     let mut b = Builder {
         workdir,
         canonical_workdir: workdir.canonicalize().ok(),
@@ -118,7 +120,7 @@ pub fn build(workdir: &Path, dir: &str, prepare: Prepare) -> Result<Built, Kusto
 
 /// The state of one build.
 struct Builder<'a> {
-    workdir: &'a Path,
+    workdir: &'a Workdir,
     /// `workdir` resolved, to show the canonical paths of folders.
     canonical_workdir: Option<PathBuf>,
     prepare: Prepare<'a>,
@@ -130,7 +132,7 @@ struct Builder<'a> {
 impl Builder<'_> {
     /// `path` as shown in messages: relative to the workflow's folder.
     fn show(&self, path: &Path) -> String {
-        let rel = path.strip_prefix(self.workdir).ok().or_else(|| {
+        let rel = path.strip_prefix(self.workdir.path()).ok().or_else(|| {
             self.canonical_workdir
                 .as_ref()
                 .and_then(|w| path.strip_prefix(w).ok())
@@ -141,6 +143,7 @@ impl Builder<'_> {
     /// The text of `path`, after `prepare`, recorded in `texts`.
     fn read(&mut self, path: &Path) -> Result<String, KustomizeError> {
         let shown = self.show(path);
+        self.admit(&shown, path)?;
         let text = std::fs::read_to_string(path).map_err(|e| KustomizeError {
             file: shown.clone(),
             at: None,
@@ -155,6 +158,19 @@ impl Builder<'_> {
         })?;
         self.texts.push((shown, text));
         Ok(prepared)
+    }
+
+    /// Whether the file at `path`, shown as `shown`, is inside the folders
+    /// the workflow may read (a `resources: [../../elsewhere]` may lead out).
+    fn admit(&self, shown: &str, path: &Path) -> Result<(), KustomizeError> {
+        self.workdir
+            .admit(shown, path)
+            .map_err(|message| KustomizeError {
+                file: shown.to_string(),
+                at: None,
+                message,
+                help: None,
+            })
     }
 
     /// The objects of the kustomization in folder `dir`.

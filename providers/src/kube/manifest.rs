@@ -429,6 +429,9 @@ impl Provider for KubeManifest {
         if let Err(e) = WaitRules::from_value(known.get("wait_for")) {
             out.push(Problem::at("wait_for", e));
         }
+        if let Err(problems) = super::file_entry::parse(known.get("files")) {
+            out.extend(problems);
+        }
         let values_known = inputs.iter().all(|(k, v)| {
             !matches!(k.as_str(), "values" | "substitute") || matches!(v, InputValue::Known(_))
         });
@@ -442,7 +445,7 @@ impl Provider for KubeManifest {
 
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
         let run = Run::new(ctx, inputs)?;
-        let docs = run.docs().await?;
+        let docs = run.docs().await.map_err(ProviderError::before_acting)?;
         let mut kinds = run.kinds().await?;
         let records = run.apply(&mut kinds, &docs, &[]).await?;
         run.wait_ready(&mut kinds, &records).await?;
@@ -457,7 +460,7 @@ impl Provider for KubeManifest {
     ) -> Result<Applied, ProviderError> {
         let run = Run::new(ctx, inputs)?;
         let before = recorded(prior.private);
-        let docs = run.docs().await?;
+        let docs = run.docs().await.map_err(ProviderError::before_acting)?;
         let mut kinds = run.kinds().await?;
         let records = run.apply(&mut kinds, &docs, &before).await?;
         let kept: HashSet<String> = records.iter().map(Record::key).collect();

@@ -19,7 +19,7 @@ use crate::contract::{
     attribute_drift, import_missing, known_inputs,
 };
 use crate::substitute::Substitutions;
-use crate::{file_input, inputs, ownership};
+use crate::{inputs, ownership};
 
 /// The `parallelcluster.cluster` provider kind.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ impl Default for ParallelCluster {
 
 /// The step's configuration, read and parsed: `(path, text, parsed)`.
 fn load(
-    ctx_workdir: &std::path::Path,
+    ctx_workdir: &crate::Workdir,
     values: &Values,
 ) -> Result<(String, String, Value), ProviderError> {
     let path = inputs::req_str(values, "config")?;
@@ -132,7 +132,7 @@ impl Provider for ParallelCluster {
         let Some(path) = known.get("config").and_then(Value::as_str) else {
             return Vec::new();
         };
-        if let Err(why) = file_input::inside_workdir(&ctx.workdir, path) {
+        if let Err(why) = ctx.workdir.resolve(path) {
             return vec![Problem::at("config", why)];
         }
         // Placeholders filled from values not known yet are checked at apply.
@@ -140,7 +140,15 @@ impl Provider for ParallelCluster {
         let Ok(raw) = config::read(&ctx.workdir, path, &Substitutions::default()) else {
             return Vec::new();
         };
-        let text = substitute.clone().unwrap_or_default().apply(&raw);
+        let text = match substitute.clone().unwrap_or_default().apply_yaml(&raw) {
+            Ok(text) => text,
+            Err(m) => {
+                return vec![Problem::at(
+                    crate::substitute::INPUT,
+                    format!("{path}:{}: {}", m.line, m.message),
+                )];
+            }
+        };
         let mut problems = Vec::new();
         match config::parse(&text) {
             Err(why) => problems.push(Problem::at("config", format!("{path}: {why}"))),
@@ -227,7 +235,9 @@ impl Provider for ParallelCluster {
 
     async fn create(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
         let name = inputs::req_str(values, "cluster_name")?;
-        let (path, text, parsed) = load(&ctx.workdir, values)?;
+        // The configuration is read before pcluster is run.
+        let (path, text, parsed) =
+            load(&ctx.workdir, values).map_err(ProviderError::before_acting)?;
         let pc = Pcluster::for_step(ctx, values)?;
         if let Some(cluster) = pc.describe(&name).await? {
             ownership::ensure_own(
@@ -269,7 +279,9 @@ impl Provider for ParallelCluster {
         values: &Values,
     ) -> Result<Applied, ProviderError> {
         let name = inputs::req_str(values, "cluster_name")?;
-        let (path, text, parsed) = load(&ctx.workdir, values)?;
+        // The configuration is read before pcluster is run.
+        let (path, text, parsed) =
+            load(&ctx.workdir, values).map_err(ProviderError::before_acting)?;
         let pc = Pcluster::for_step(ctx, values)?;
         let file = rendered(&parsed, &ctx.token)?;
         let suppress = inputs::str_list(values, "suppress_validators")?;
@@ -444,7 +456,7 @@ mod tests {
                 ("substitute".into(), InputValue::Known(substitute)),
             ],
             &ValidateContext {
-                workdir: dir.to_path_buf(),
+                workdir: dir.into(),
             },
         )
     }

@@ -5,12 +5,10 @@
 //! storage), what it costs at most, and the copy handed to `pcluster`
 //! (the same settings plus the `flow:token` tag, as JSON, which is YAML).
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
+use crate::Workdir;
 use crate::contract::{Capacity, ProviderError};
-use crate::file_input;
 use crate::substitute::Substitutions;
 
 /// pcluster's default `MaxCount` of a compute resource.
@@ -64,17 +62,22 @@ pub(crate) struct Summary {
 /// The file's text with every `substitute` placeholder filled, read
 /// from inside `workdir`.
 pub(crate) fn read(
-    workdir: &Path,
+    workdir: &Workdir,
     path: &str,
     substitute: &Substitutions,
 ) -> Result<String, ProviderError> {
-    let full = file_input::inside_workdir(workdir, path).map_err(ProviderError::bad_input)?;
+    let full = workdir.resolve(path).map_err(ProviderError::bad_input)?;
     let text = std::fs::read_to_string(&full).map_err(|e| {
         ProviderError::bad_input(format!(
             "cannot read the cluster configuration `{path}`: {e}"
         ))
     })?;
-    Ok(substitute.apply(&text))
+    substitute.apply_yaml(&text).map_err(|m| {
+        ProviderError::bad_input(format!(
+            "the cluster configuration `{path}`:{}: {}",
+            m.line, m.message
+        ))
+    })
 }
 
 /// The configuration as JSON, or why it is not a cluster configuration.

@@ -22,7 +22,7 @@ use crate::contract::{
     ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values, attribute_drift,
     known_inputs,
 };
-use crate::{file_input, inputs};
+use crate::inputs;
 
 /// The `slurm.job` provider kind.
 #[derive(Debug, Clone)]
@@ -198,7 +198,7 @@ impl Provider for SlurmJob {
             match name.as_str() {
                 "script" => {
                     if let Some(path) = v.as_str()
-                        && let Err(why) = file_input::inside_workdir(&ctx.workdir, path)
+                        && let Err(why) = ctx.workdir.resolve(path)
                     {
                         problems.push(Problem::at(name, why).with_help(
                             "copy the script into the workflow's folder (or a folder under it) and name it relative to the workflow file",
@@ -262,7 +262,7 @@ impl Provider for SlurmJob {
     async fn create(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
         let path = inputs::req_str(values, "script")?;
         let body = script::with_preamble(
-            &script::read(&ctx.workdir, &path)?,
+            &script::read(&ctx.workdir, &path).map_err(ProviderError::before_acting)?,
             &inputs::str_map(values, "environment")?,
             &inputs::str_list(values, "args")?,
         );
@@ -418,7 +418,7 @@ mod tests {
     fn validate_refuses_scripts_outside_the_folder_and_bad_options() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ValidateContext {
-            workdir: dir.path().to_path_buf(),
+            workdir: dir.path().into(),
         };
         let k = |v: Value| InputValue::Known(v);
         let problems = SlurmJob::new().validate(
@@ -447,6 +447,10 @@ mod tests {
                 "ssh_port"
             ]
         );
-        assert!(problems[0].message.contains("climbs out"));
+        assert!(
+            problems[0]
+                .message
+                .contains("is outside the workflow's folder")
+        );
     }
 }

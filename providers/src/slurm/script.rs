@@ -8,10 +8,9 @@
 //! no value ever sits on a command line.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
+use crate::Workdir;
 use crate::contract::ProviderError;
-use crate::file_input;
 
 /// Whether `name` may be exported from a shell script.
 pub(crate) fn is_env_name(name: &str) -> bool {
@@ -23,8 +22,8 @@ pub(crate) fn is_env_name(name: &str) -> bool {
 }
 
 /// The script file `path` (relative to `workdir`, inside it), read.
-pub(crate) fn read(workdir: &Path, path: &str) -> Result<String, ProviderError> {
-    let full = file_input::inside_workdir(workdir, path).map_err(ProviderError::bad_input)?;
+pub(crate) fn read(workdir: &Workdir, path: &str) -> Result<String, ProviderError> {
+    let full = workdir.resolve(path).map_err(ProviderError::bad_input)?;
     std::fs::read_to_string(&full)
         .map_err(|e| ProviderError::bad_input(format!("cannot read the job script `{path}`: {e}")))
 }

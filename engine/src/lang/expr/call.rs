@@ -13,7 +13,7 @@ pub type RenderTemplate<'a> =
 /// What a function needs from where it is called.
 pub struct CallContext<'a> {
     /// The folder relative paths (`file`, `templatefile`) resolve against.
-    pub dir: &'a Path,
+    pub dir: &'a flow_providers::Workdir,
     /// Render a template file's text with the given names (`templatefile`);
     /// the path is for messages.
     pub render: &'a RenderTemplate<'a>,

@@ -14,6 +14,7 @@ use super::interp::{Mode, Piece, split};
 use super::ops::{arith, boolean, index_into, kind, number, strings_in};
 use super::parse::{Names, parse};
 use crate::lang::var_values::VarValues;
+use flow_providers::Workdir;
 use flow_providers::suggest::closest;
 
 /// What a step output is when a reference asks for it.
@@ -43,8 +44,9 @@ pub struct Scope<'a> {
     pub vars: &'a VarValues,
     /// Earlier steps' outputs.
     pub outputs: &'a dyn Fn(&str, &str) -> Lookup,
-    /// The folder `file` and `templatefile` paths resolve against.
-    pub dir: &'a Path,
+    /// The folder `file` and `templatefile` paths resolve against, and the
+    /// folders they may read.
+    pub dir: &'a Workdir,
     /// The names a template file was given (`templatefile`), if inside one.
     pub locals: Option<&'a Map<String, Value>>,
     /// `each.key` and `each.value`, inside an instance of a step with
@@ -67,7 +69,7 @@ impl<'a> Scope<'a> {
     pub fn new(
         vars: &'a VarValues,
         outputs: &'a dyn Fn(&str, &str) -> Lookup,
-        dir: &'a Path,
+        dir: &'a Workdir,
     ) -> Self {
         Scope {
             vars,
@@ -214,7 +216,7 @@ pub fn eval(expr: &Expr, scope: &Scope, taint: &mut Taint) -> Result<Option<Valu
                 }
             }
             let render = |path: &Path, body: &str, names: &Map<String, Value>| {
-                render_template(path, body, names, scope.vars)
+                render_template(path, body, names, scope.vars, scope.dir)
             };
             let cx = CallContext {
                 dir: scope.dir,
@@ -485,6 +487,7 @@ pub fn render_template(
     body: &str,
     names: &Map<String, Value>,
     vars: &VarValues,
+    files: &Workdir,
 ) -> Result<String, String> {
     thread_local! {
         static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
@@ -499,7 +502,7 @@ pub fn render_template(
         ));
     }
     DEPTH.with(|d| d.set(depth + 1));
-    let rendered = render_template_once(path, body, names, vars);
+    let rendered = render_template_once(path, body, names, vars, files);
     DEPTH.with(|d| d.set(depth));
     rendered
 }
@@ -509,6 +512,7 @@ fn render_template_once(
     body: &str,
     names: &Map<String, Value>,
     vars: &VarValues,
+    files: &Workdir,
 ) -> Result<String, String> {
     let place = |offset: usize| {
         let before = &body[..offset.min(body.len())];
@@ -523,10 +527,10 @@ fn render_template_once(
         )
     })?;
     let no_outputs = |_: &str, _: &str| Lookup::Unknown;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = files.rebased(path.parent().unwrap_or(Path::new(".")));
     let scope = Scope {
         locals: Some(names),
-        ..Scope::new(vars, &no_outputs, dir)
+        ..Scope::new(vars, &no_outputs, &dir)
     };
     let mut out = String::new();
     for piece in pieces {
@@ -591,7 +595,7 @@ mod tests {
     fn run_tainted(text: &str) -> (Result<Option<Value>, EvalError>, Taint) {
         let e = parse(text, &|r| r, Names::Workflow).unwrap();
         let vars = vars();
-        let dir = std::env::temp_dir();
+        let dir = Workdir::new(std::env::temp_dir());
         let mut taint = Taint::default();
         let value = eval(&e, &Scope::new(&vars, &outs, &dir), &mut taint);
         (value, taint)
@@ -718,12 +722,14 @@ mod tests {
         let body = "#!/bin/sh\nnodes=${nodes}\nname=${upper(name)}\nhome=$${HOME}\n";
         let names: Map<String, Value> =
             serde_json::from_value(json!({"nodes": 4, "name": "p5"})).unwrap();
-        let out = render_template(&path, body, &names, &vars()).unwrap();
+        let out = render_template(&path, body, &names, &vars(), &dir.path().into()).unwrap();
         assert_eq!(out, "#!/bin/sh\nnodes=4\nname=P5\nhome=${HOME}\n");
-        let e = render_template(&path, "a\n  ${nodez}", &names, &vars()).unwrap_err();
+        let e = render_template(&path, "a\n  ${nodez}", &names, &vars(), &dir.path().into())
+            .unwrap_err();
         std::fs::write(&path, "x${templatefile(\"job.sh.tpl\", {})}").unwrap();
         let looping = std::fs::read_to_string(&path).unwrap();
-        let e2 = render_template(&path, &looping, &Map::new(), &vars()).unwrap_err();
+        let e2 =
+            render_template(&path, &looping, &Map::new(), &vars(), &dir.path().into()).unwrap_err();
         assert!(e2.contains("nest more than 16 deep"), "{e2}");
         assert!(
             e.contains(

@@ -1,9 +1,8 @@
 //! The standard library of functions an expression can call: what each
 //! accepts (for the checks before anything runs) and what it does.
 
-use std::path::Path;
-
 use base64::Engine as _;
+use flow_providers::Workdir;
 use serde_json::{Map, Value};
 
 use super::call::whole;
@@ -387,9 +386,10 @@ fn base64decode(a: &[Value], _: &CallContext) -> Result<Value, String> {
         .map_err(|_| "the decoded bytes are not UTF-8 text".into())
 }
 
-/// Read `path` (relative to `dir`) as text: the full path and the text.
-fn read(dir: &Path, path: &str) -> Result<(std::path::PathBuf, String), String> {
-    let full = dir.join(path);
+/// Read `path` (relative to `dir`, inside the folders it allows) as text:
+/// the full path and the text.
+fn read(dir: &Workdir, path: &str) -> Result<(std::path::PathBuf, String), String> {
+    let full = dir.resolve(path)?;
     let text = std::fs::read_to_string(&full).map_err(|e| {
         format!("cannot read `{path}` (looked for {}): {e}; paths are relative to the workflow file's folder", full.display())
     })?;
@@ -411,8 +411,8 @@ mod tests {
 
     /// Call the function `name` with the arguments in the JSON array `args`.
     fn call(name: &str, args: Value) -> Result<Value, String> {
-        let dir = std::env::temp_dir();
-        let render = |_: &Path, body: &str, names: &Map<String, Value>| {
+        let dir = Workdir::new(std::env::temp_dir());
+        let render = |_: &std::path::Path, body: &str, names: &Map<String, Value>| {
             Ok(format!("{body}:{}", names.len()))
         };
         let cx = CallContext {
@@ -495,7 +495,7 @@ mod tests {
     fn files_resolve_against_the_folder() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("t.txt"), "hello").unwrap();
-        let render = |p: &Path, body: &str, names: &Map<String, Value>| {
+        let render = |p: &std::path::Path, body: &str, names: &Map<String, Value>| {
             Ok(format!(
                 "{}|{body}|{}",
                 p.file_name().unwrap().to_string_lossy(),
@@ -503,7 +503,7 @@ mod tests {
             ))
         };
         let cx = CallContext {
-            dir: dir.path(),
+            dir: &dir.path().into(),
             render: &render,
         };
         let file = find("file").unwrap();

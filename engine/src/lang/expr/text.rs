@@ -144,7 +144,7 @@ mod tests {
 
     /// Call `f` with the arguments in the JSON array `args`.
     fn run(f: Function, args: Value) -> Result<Value, String> {
-        let dir = std::env::temp_dir();
+        let dir = flow_providers::Workdir::new(std::env::temp_dir());
         let render =
             |_: &std::path::Path, _: &str, _: &serde_json::Map<String, Value>| Ok(String::new());
         let cx = CallContext {

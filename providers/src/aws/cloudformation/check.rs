@@ -1,7 +1,7 @@
 //! Offline checks of a `cloudformation.stack` step: the template parses, and
 //! the parameters given match those it declares.
 
-use std::path::Path;
+use crate::Workdir;
 
 use serde_json::Value;
 
@@ -25,7 +25,7 @@ fn known<'a>(inputs: &'a [(String, InputValue)], name: &str) -> Option<&'a Input
 }
 
 /// The problems with a stack step's inputs; `workdir` is the workflow's folder.
-pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &Path) -> Vec<Problem> {
+pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &Workdir) -> Vec<Problem> {
     let mut problems = Vec::new();
     if let Some(InputValue::Known(Value::Array(caps))) = known(inputs, "capabilities") {
         for (i, cap) in caps.iter().enumerate() {
@@ -44,8 +44,15 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &Path) -> Vec<P
     let Some(InputValue::Known(Value::String(path))) = known(inputs, "template") else {
         return problems;
     };
+    let full = match workdir.resolve(path) {
+        Ok(full) => full,
+        Err(why) => {
+            problems.push(Problem::at("template", why));
+            return problems;
+        }
+    };
     // A missing file is the engine's to report, with its own span.
-    let Ok(bytes) = std::fs::read(workdir.join(path)) else {
+    let Ok(bytes) = std::fs::read(full) else {
         return problems;
     };
     if bytes.len() > MAX_BODY {
@@ -63,7 +70,16 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &Path) -> Vec<P
                 &[(path.as_str(), text.as_str())],
                 &subs,
             ));
-            text = subs.apply(&text);
+            match subs.apply_yaml(&text) {
+                Ok(filled) => text = filled,
+                Err(m) => {
+                    problems.push(Problem::at(
+                        crate::substitute::INPUT,
+                        format!("template `{path}`:{}: {}", m.line, m.message),
+                    ));
+                    return problems;
+                }
+            }
         }
         Some(Err(e)) => {
             problems.push(Problem::at(crate::substitute::INPUT, e.message));
@@ -194,7 +210,7 @@ mod tests {
         if let Some(p) = params {
             inputs.push(("parameters".into(), p));
         }
-        problems(&inputs, dir.path())
+        problems(&inputs, &Workdir::new(dir.path()))
     }
 
     #[test]
@@ -242,7 +258,7 @@ mod tests {
                 InputValue::Known(json!(["CAPABILITY_IAM", "IAM"])),
             ),
         ];
-        let p = problems(&inputs, dir.path());
+        let p = problems(&inputs, &Workdir::new(dir.path()));
         assert_eq!(p.len(), 2);
         assert_eq!(p[0].path, ["capabilities", "1"]);
         assert_eq!(p[1].path, ["template"]);

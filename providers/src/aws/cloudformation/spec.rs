@@ -1,12 +1,12 @@
 //! A stack step's inputs, read and ready for CloudFormation's API.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use aws_sdk_cloudformation::types::{Capability, Parameter, Tag};
 
 use super::check::MAX_BODY;
 use super::template::template_digest;
+use crate::Workdir;
 use crate::aws::inputs;
 use crate::contract::{ProviderError, Values};
 
@@ -31,9 +31,10 @@ pub(super) struct StackSpec {
 
 impl StackSpec {
     /// Reads the inputs and the template file (relative to `workdir`).
-    pub fn load(values: &Values, workdir: &Path) -> Result<Self, ProviderError> {
+    pub fn load(values: &Values, workdir: &Workdir) -> Result<Self, ProviderError> {
         let template = inputs::req_str(values, "template")?;
-        let full = crate::file_input::inside_workdir(workdir, &template)
+        let full = workdir
+            .resolve(&template)
             .map_err(ProviderError::bad_input)?;
         let bytes = std::fs::read(full).map_err(|e| {
             ProviderError::fatal(format!("could not read template `{template}`: {e}"))
@@ -49,7 +50,11 @@ impl StackSpec {
             ProviderError::fatal(format!("template `{template}` is not UTF-8 text"))
                 .with_help("save the template as UTF-8")
         })?;
-        let body = crate::substitute::Substitutions::from_values(values)?.apply(&body);
+        let body = crate::substitute::Substitutions::from_values(values)?
+            .apply_yaml(&body)
+            .map_err(|m| {
+                ProviderError::bad_input(format!("template `{template}`:{}: {}", m.line, m.message))
+            })?;
         Ok(StackSpec {
             name: inputs::req_str(values, "stack_name")?,
             digest: template_digest(body.as_bytes()),
@@ -119,7 +124,7 @@ mod tests {
                 "parameters": {"Cidr": "10.0.0.0/16", "Azs": ["a", "b"]},
                 "capabilities": ["CAPABILITY_IAM"], "tags": {"team": "ml"}
             })),
-            dir.path(),
+            &dir.path().into(),
         )
         .unwrap();
         assert_eq!(spec.name, "vpc");
@@ -130,7 +135,7 @@ mod tests {
         assert_eq!(spec.digest, template_digest(b"Resources: {}\n"));
         let missing = StackSpec::load(
             &values(json!({"stack_name": "x", "template": "nope.yaml"})),
-            dir.path(),
+            &dir.path().into(),
         );
         assert!(
             missing

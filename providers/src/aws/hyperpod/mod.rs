@@ -264,7 +264,7 @@ mod tests {
     fn an_eks_cluster_arn_known_only_at_apply_is_not_missing() {
         let p = HyperPodCluster::new();
         let ctx = ValidateContext {
-            workdir: std::path::PathBuf::from("."),
+            workdir: ".".into(),
         };
         let with = |arn: InputValue| {
             vec![

@@ -11,9 +11,9 @@
 mod local;
 mod plan;
 mod refresh;
+mod source;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -23,13 +23,15 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::uri::S3Uri;
-use crate::aws::{config, error, inputs};
+use crate::aws::{config, error};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
     ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
 };
-use local::LocalFile;
+use local::{LocalFile, Scan};
 use plan::{Manifest, Remote, SyncPlan, Uploaded};
+pub use source::folder_digest;
+use source::{Spec, skipped_lines, source_problem};
 
 /// How many uploads run at once.
 const PARALLEL: usize = 8;
@@ -65,6 +67,11 @@ impl S3Sync {
                         "Where to: s3://bucket/prefix/; another destination replaces (the old copy is deleted)",
                     )
                     .forces_new(),
+                    InputSpec::optional(
+                        "follow_symlinks",
+                        InputType::Bool,
+                        "Send what symbolic links to files point to (default false: links are skipped and listed); a link that leads out of `source` is refused",
+                    ),
                 ],
                 open_inputs: false,
             },
@@ -75,38 +82,6 @@ impl S3Sync {
 impl Default for S3Sync {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// One digest of the folder `source` (relative to `workdir`): its files'
-/// paths and contents. Equal digests mean nothing to send; this is what a
-/// plan can compare without calling AWS.
-pub fn folder_digest(workdir: &Path, source: &str) -> std::io::Result<String> {
-    Ok(local::digest(&local::scan(&workdir.join(source))?))
-}
-
-/// A sync's inputs.
-struct Spec {
-    source: String,
-    to: S3Uri,
-}
-
-impl Spec {
-    fn load(values: &Values) -> Result<Spec, ProviderError> {
-        let source = inputs::req_str(values, "source")?;
-        let to = S3Uri::parse(&inputs::req_str(values, "destination")?)
-            .map_err(|e| ProviderError::bad_input(e.to_string()))?;
-        Ok(Spec { source, to })
-    }
-
-    /// The local files, hashed.
-    async fn scan(&self, workdir: &Path) -> Result<Vec<LocalFile>, ProviderError> {
-        let dir = workdir.join(&self.source);
-        let source = self.source.clone();
-        tokio::task::spawn_blocking(move || local::scan(&dir))
-            .await
-            .map_err(|e| ProviderError::fatal(format!("scanning `{source}` stopped: {e}")).with_help("check the folder and its permissions; paths are relative to the workflow file's folder"))?
-            .map_err(|e| ProviderError::fatal(format!("could not read folder `{source}`: {e}")).with_help("check the folder and its permissions; paths are relative to the workflow file's folder"))
     }
 }
 
@@ -344,7 +319,15 @@ impl S3Sync {
         prior: Option<&Value>,
     ) -> Result<Applied, ProviderError> {
         let spec = Spec::load(values)?;
-        let files = spec.scan(&ctx.workdir).await?;
+        // Nothing is sent before the scan ends: a refused link leaves no
+        // operation to check again.
+        let Scan { files, skipped } = spec
+            .scan(&ctx.workdir)
+            .await
+            .map_err(ProviderError::before_acting)?;
+        for line in skipped_lines(&skipped) {
+            ctx.reporter.event(&line);
+        }
         let client = config::s3_client(&config::sdk_config(ctx).await?);
         let remote = list(&client, &spec.to).await?;
         let manifest = prior.map(manifest_of).unwrap_or_default();
@@ -386,25 +369,28 @@ impl Provider for S3Sync {
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
         let source = inputs.get("source")?.as_str()?;
-        folder_digest(&ctx.workdir, source).ok()
+        let follow = inputs.get("follow_symlinks").and_then(Value::as_bool);
+        folder_digest(&ctx.workdir, source, follow.unwrap_or(false))
     }
 
     fn schema(&self) -> &Schema {
         &self.schema
     }
 
-    /// `source` must be a folder and `destination` an s3:// location.
+    /// `source` must be a folder inside the workflow's (or one
+    /// `allow_paths` opens), with no followed link leading out of it, and
+    /// `destination` an s3:// location.
     fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
         let mut problems = Vec::new();
+        let follow = inputs
+            .iter()
+            .any(|(k, v)| k == "follow_symlinks" && *v == InputValue::Known(Value::Bool(true)));
         for (name, value) in inputs {
             let InputValue::Known(Value::String(text)) = value else {
                 continue;
             };
             match name.as_str() {
-                "source" if !ctx.workdir.join(text).is_dir() => problems.push(
-                    Problem::at("source", format!("folder `{text}` does not exist"))
-                        .with_help("`source` is a folder, relative to the workflow file's folder"),
-                ),
+                "source" => problems.extend(source_problem(&ctx.workdir, text, follow)),
                 "destination" => {
                     if let Err(e) = S3Uri::parse(text) {
                         problems.push(
@@ -460,7 +446,7 @@ impl Provider for S3Sync {
         desired: &Values,
     ) -> Result<PlanDetail, ProviderError> {
         let spec = Spec::load(desired)?;
-        let files = spec.scan(&ctx.workdir).await?;
+        let Scan { files, skipped } = spec.scan(&ctx.workdir).await?;
         let client = config::s3_client(&config::sdk_config(ctx).await?);
         let remote = match list(&client, &spec.to).await {
             Ok(r) => r,
@@ -473,8 +459,10 @@ impl Provider for S3Sync {
             .map(|p| manifest_of(p.private))
             .unwrap_or_default();
         let plan = plan::plan(&files, &remote, &manifest, |r| spec.to.key(r));
+        let mut lines = plan::lines(&plan, &manifest, |r| spec.to.key(r), PLAN_LINES);
+        lines.extend(skipped_lines(&skipped));
         Ok(PlanDetail {
-            lines: plan::lines(&plan, &manifest, |r| spec.to.key(r), PLAN_LINES),
+            lines,
             replace_because: None,
         })
     }
@@ -511,7 +499,7 @@ impl Provider for S3Sync {
         values: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
         let spec = Spec::load(values)?;
-        let files = spec.scan(&ctx.workdir).await?;
+        let files = spec.scan(&ctx.workdir).await?.files;
         let client = config::s3_client(&config::sdk_config(ctx).await?);
         let remote = match list(&client, &spec.to).await {
             Ok(r) => r,

@@ -228,7 +228,7 @@ impl Provider for EksCluster {
     }
 
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
-        let spec = ClusterSpec::load(inputs, &ctx.workdir)?;
+        let spec = ClusterSpec::load(inputs, &ctx.workdir).map_err(ProviderError::before_acting)?;
         converge(ctx, &spec).await
     }
 
@@ -240,7 +240,8 @@ impl Provider for EksCluster {
     ) -> Result<Applied, ProviderError> {
         // Compared with the real cluster and the recorded node groups, not
         // with the prior inputs: an eksctl file is read as it is now.
-        let after = ClusterSpec::load(inputs, &ctx.workdir)?;
+        let after =
+            ClusterSpec::load(inputs, &ctx.workdir).map_err(ProviderError::before_acting)?;
         let region = region(ctx, &after).await?;
         let eks = super::client(ctx).await?;
         let cfn = stack::client(ctx).await?;

@@ -75,7 +75,7 @@ pub(super) fn unmakeable_vpc(why: &str) -> (String, &'static str) {
 
 impl ClusterSpec {
     /// The spec from a step's inputs (reading `eksctl_config` in `workdir`).
-    pub fn load(v: &Values, workdir: &std::path::Path) -> Result<Self, ProviderError> {
+    pub fn load(v: &Values, workdir: &crate::Workdir) -> Result<Self, ProviderError> {
         let cfg = match opt_str(v, "eksctl_config")? {
             Some(path) => {
                 let subs = crate::substitute::Substitutions::from_values(v)?;

@@ -13,7 +13,6 @@
 //! file is reported as ignored by `plan`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::Value;
 
@@ -21,6 +20,7 @@ mod network;
 
 use super::nodegroup::{NodegroupSpec, TaintSpec};
 use super::vpc::VpcRequest;
+use crate::Workdir;
 pub use network::{Network, Placement};
 
 /// What an eksctl config file asks for.
@@ -69,6 +69,19 @@ pub enum EksctlError {
         /// Why.
         source: std::io::Error,
     },
+    /// A `substitute` value that cannot enter the YAML where its token is.
+    #[error("{file}:{line}: {message}")]
+    Misplaced {
+        /// The file.
+        file: String,
+        /// The token's line.
+        line: usize,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The file is outside the folders the workflow may read.
+    #[error("{0}")]
+    Outside(String),
     /// The file says something flow cannot act on.
     #[error("{file}: {problem}")]
     Invalid {
@@ -109,21 +122,21 @@ pub type Subnets = Vec<(String, String)>;
 /// Reads the eksctl config at `path` (relative to `workdir`, inside it),
 /// its placeholders filled from `subs`.
 pub fn load(
-    workdir: &Path,
+    workdir: &Workdir,
     path: &str,
     subs: &crate::substitute::Substitutions,
 ) -> Result<EksctlConfig, EksctlError> {
-    let full = crate::file_input::inside_workdir(workdir, path).map_err(|why| {
-        EksctlError::Unreadable {
-            path: workdir.join(path),
-            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
-        }
-    })?;
+    let full = workdir.resolve(path).map_err(EksctlError::Outside)?;
     let text = std::fs::read_to_string(&full).map_err(|source| EksctlError::Unreadable {
         path: full.clone(),
         source,
     })?;
-    parse(&subs.apply(&text)).map_err(|problem| EksctlError::Invalid {
+    let text = subs.apply_yaml(&text).map_err(|m| EksctlError::Misplaced {
+        file: path.to_string(),
+        line: m.line,
+        message: m.message,
+    })?;
+    parse(&text).map_err(|problem| EksctlError::Invalid {
         file: path.to_string(),
         problem,
     })
@@ -132,12 +145,13 @@ pub fn load(
 /// `path:line:column` of `keys` (`["vpc", "id"]`) in the eksctl file at
 /// `path`, for an error about that field; just `path` when the file cannot
 /// be read or the field is not found.
-pub fn place_of(workdir: &Path, path: &str, keys: &[&str]) -> String {
+pub fn place_of(workdir: &Workdir, path: &str, keys: &[&str]) -> String {
     let segs: Vec<crate::yaml_path::Seg> = keys
         .iter()
         .map(|k| crate::yaml_path::Seg::Key(k.to_string()))
         .collect();
-    crate::file_input::inside_workdir(workdir, path)
+    workdir
+        .resolve(path)
         .ok()
         .and_then(|full| std::fs::read_to_string(full).ok())
         .and_then(|text| crate::yaml_path::locate(&text, &segs))

@@ -198,14 +198,17 @@ fn places_a_field_at_its_line_and_column_in_the_file() {
         "kind: ClusterConfig\nvpc:\n  id: vpc-1\n",
     )
     .unwrap();
-    assert_eq!(place_of(dir.path(), "c.yaml", &["vpc", "id"]), "c.yaml:3:3");
+    assert_eq!(
+        place_of(&dir.path().into(), "c.yaml", &["vpc", "id"]),
+        "c.yaml:3:3"
+    );
     // A file that cannot be read, or a path outside the folder: the name alone.
     assert_eq!(
-        place_of(dir.path(), "gone.yaml", &["vpc", "id"]),
+        place_of(&dir.path().into(), "gone.yaml", &["vpc", "id"]),
         "gone.yaml"
     );
     assert_eq!(
-        place_of(dir.path(), "../c.yaml", &["vpc", "id"]),
+        place_of(&dir.path().into(), "../c.yaml", &["vpc", "id"]),
         "../c.yaml"
     );
 }

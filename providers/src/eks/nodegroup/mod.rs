@@ -337,7 +337,7 @@ mod tests {
             .map(|(k, v)| (k, InputValue::Known(v)))
             .collect();
         let ctx = ValidateContext {
-            workdir: std::path::PathBuf::from("."),
+            workdir: ".".into(),
         };
         provider.validate(&inputs, &ctx)
     }

@@ -132,6 +132,7 @@ fn one(
             ),
         };
         let path = dir.join(&rel);
+        b.admit(&b.show(&path), &path)?;
         let bytes = std::fs::read(&path).map_err(|e| {
             err(
                 "files",

@@ -20,7 +20,7 @@ fn write(root: &Path, files: &[(&str, &str)]) {
 }
 
 fn objects(root: &Path, dir: &str) -> Vec<Value> {
-    build(root, dir, &plain)
+    build(&root.into(), dir, &plain)
         .unwrap_or_else(|e| panic!("{e}"))
         .objects
         .into_iter()
@@ -100,7 +100,7 @@ fn a_field_outside_the_subset_is_named_at_its_line_and_column() {
             "resources:\n  - a.yaml\nnamePrefix: dev-\n",
         )],
     );
-    let e = build(dir.path(), "k", &plain).unwrap_err();
+    let e = build(&dir.path().into(), "k", &plain).unwrap_err();
     assert_eq!(e.file, "k/kustomization.yaml");
     assert_eq!(e.at, Some((3, 1)));
     assert!(
@@ -128,7 +128,7 @@ fn a_remote_resource_is_refused_with_vendor_it() {
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n",
         )],
     );
-    let e = build(dir.path(), "k", &plain).unwrap_err();
+    let e = build(&dir.path().into(), "k", &plain).unwrap_err();
     assert_eq!(e.at, Some((3, 5)), "{e}");
     assert!(e.message.contains("remote resource"), "{e}");
     assert!(e.help.unwrap().starts_with("vendor it"));
@@ -162,16 +162,16 @@ fn unsupported_entry_fields_and_bad_patches_are_named() {
             ),
         ],
     );
-    let e = build(dir.path(), "k", &plain).unwrap_err();
+    let e = build(&dir.path().into(), "k", &plain).unwrap_err();
     assert_eq!(e.at, Some((4, 5)), "{e}");
     assert!(e.message.contains("`labels[0].fields`"), "{e}");
-    let e = build(dir.path(), "p", &plain).unwrap_err();
+    let e = build(&dir.path().into(), "p", &plain).unwrap_err();
     assert_eq!(e.file, "p/wrong.yaml");
     assert!(
         e.message.contains("ConfigMap `nope` matches 0 objects"),
         "{e}"
     );
-    let e = build(dir.path(), "j", &plain).unwrap_err();
+    let e = build(&dir.path().into(), "j", &plain).unwrap_err();
     assert!(e.message.contains("could not patch ConfigMap `d`"), "{e}");
 }
 
@@ -185,7 +185,7 @@ fn a_folder_that_includes_itself_is_refused() {
             ("b/kustomization.yaml", "resources: [../a]\n"),
         ],
     );
-    let e = build(dir.path(), "a", &plain).unwrap_err();
+    let e = build(&dir.path().into(), "a", &plain).unwrap_err();
     assert!(e.message.contains("includes itself"), "{e}");
 }
 
@@ -209,7 +209,7 @@ fn every_file_read_passes_through_prepare_and_is_listed() {
         Ok(t.replace("PLACEHOLDER_NS", "team")
             .replace("PLACEHOLDER_REGION", "us-west-2"))
     };
-    let built = build(dir.path(), "k", &fill).unwrap();
+    let built = build(&dir.path().into(), "k", &fill).unwrap();
     assert_eq!(
         built.objects[0].1,
         json!({"apiVersion": "v1", "kind": "ConfigMap",
