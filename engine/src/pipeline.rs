@@ -50,7 +50,11 @@ pub async fn make_plan(
 ) -> Result<Plan, crate::diag::Diagnostics> {
     let mut plan = compute_plan(req)?;
     explain_drift(&mut plan, drift);
-    refine::refine_plan(&mut plan, req.loaded, req.records, req.legacy_salt, 10).await;
+    let refused =
+        refine::refine_plan(&mut plan, req.loaded, req.records, req.legacy_salt, 10).await;
+    if !refused.is_empty() {
+        return Err(crate::diag::Diagnostics { items: refused });
+    }
     if let Some(prices) = prices {
         crate::cost::estimate(&mut plan, req.loaded, req.registry, req.records, prices);
     }

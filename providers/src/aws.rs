@@ -20,6 +20,7 @@ mod fsx;
 mod hyperpod;
 pub(crate) use crate::inputs;
 pub(crate) mod poll;
+pub(crate) mod reservation;
 mod s3;
 mod secrets;
 pub(crate) mod tags;

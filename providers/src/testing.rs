@@ -57,6 +57,7 @@ pub(crate) fn op_context(
         reporter: reporter.clone(),
         cancel: crate::contract::Cancel::never(),
         checkpoint: Arc::new(crate::contract::NoCheckpoint),
+        timeout: None,
         destroying: false,
     };
     (ctx, reporter)

@@ -19,6 +19,8 @@ requirements.txt) before it was filled here; nothing else of moto changes.
   here its dependencies come first.
 - Describing a deleted stack evaluated its outputs again and so made its
   VPC anew: here a deleted stack has no outputs.
+- EC2 has no capacity reservations: capacity_reservations.py (beside this
+  file) adds CreateCapacityReservation and DescribeCapacityReservations.
 
 Run with moto_server's arguments: python moto_server.py -H 127.0.0.1 -p PORT
 """
@@ -34,6 +36,8 @@ from moto.ec2.models import ec2_backends
 from moto.ec2.models.route_tables import Route, RouteTable
 from moto.ec2.models.subnets import SubnetRouteTableAssociation
 from moto.server import main
+
+import capacity_reservations
 
 
 def _delete_route_table(self, account_id, region_name):
@@ -153,6 +157,8 @@ parsing.clean_json = _clean_json_with_cidr
 RouteTable.delete = _delete_route_table
 Route.delete = _delete_route
 SubnetRouteTableAssociation.delete = _delete_association
+
+capacity_reservations.install()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,6 +13,15 @@ use crate::support::moto::Moto;
 #[test]
 fn eksctl_config_becomes_a_cluster_with_node_groups() {
     let moto = Moto::start();
+    // The reservation the fixture's p4d group names (the plan reads it).
+    moto.capacity_reservation(
+        "cr-0123456789abcdef0",
+        "p4d.24xlarge",
+        "us-east-1a",
+        4,
+        false,
+        None,
+    );
     let env = moto.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let p = Project::new();

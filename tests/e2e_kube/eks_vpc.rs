@@ -71,6 +71,25 @@ fn values_of(xml: &str, tag: &str) -> Vec<String> {
 #[test]
 fn an_eksctl_config_without_vpc_gets_the_vpc_eksctl_makes() {
     let moto = Moto::start();
+    // The reservation and the capacity block the config names (the plan
+    // reads them): the ODCR in the group's zone, the block in the first of
+    // the VPC's.
+    moto.capacity_reservation(
+        "cr-0123456789abcdef0",
+        "p4de.24xlarge",
+        "us-east-1b",
+        2,
+        false,
+        None,
+    );
+    moto.capacity_reservation(
+        "cr-0fedcba9876543210",
+        "p5.48xlarge",
+        "us-east-1a",
+        1,
+        true,
+        Some(14),
+    );
     let env = moto.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let p = Project::new();

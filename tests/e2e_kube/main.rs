@@ -23,6 +23,7 @@ mod jobs;
 mod manifests;
 mod operator;
 mod report;
+mod reservations;
 mod upstream;
 mod urls;
 

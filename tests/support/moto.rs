@@ -260,6 +260,34 @@ impl Moto {
         )
     }
 
+    /// An active capacity reservation (or, with `block`, a capacity block)
+    /// in the local cloud (scripts/local-cloud/capacity_reservations.py),
+    /// under the id a published file names, ending after `days` (never with
+    /// `None`).
+    pub fn capacity_reservation(
+        &self,
+        id: &str,
+        instance_type: &str,
+        zone: &str,
+        count: u32,
+        block: bool,
+        days: Option<u64>,
+    ) {
+        let mut params = format!(
+            "Action=CreateCapacityReservation&Version=2016-11-15&InstanceType={instance_type}&InstancePlatform=Linux%2FUNIX&AvailabilityZone={zone}&InstanceCount={count}&TagSpecifications.1.ResourceType=capacity-reservation&TagSpecifications.1.Tag.1.Key=flow-local-cloud%3Aid&TagSpecifications.1.Tag.1.Value={id}"
+        );
+        if block {
+            params.push_str("&TagSpecifications.1.Tag.2.Key=flow-local-cloud%3Areservation-type&TagSpecifications.1.Tag.2.Value=capacity-block");
+        }
+        if let Some(days) = days {
+            let end = std::time::SystemTime::now() + std::time::Duration::from_secs(days * 86_400);
+            let end = humantime::format_rfc3339_seconds(end);
+            params.push_str(&format!("&EndDateType=limited&EndDate={end}"));
+        }
+        let xml = self.query_call("ec2", &params);
+        assert!(xml.contains(id), "{xml}");
+    }
+
     /// An AWS API call in the query protocol (CloudFormation), returning the XML.
     pub fn query_call(&self, service: &str, params: &str) -> String {
         let auth = authorization(service);

@@ -73,6 +73,7 @@ impl Op<'_> {
         };
         OpContext {
             checkpoint,
+            timeout: self.job.decl.as_ref().and_then(|d| d.timeout),
             destroying: self.destroying,
             step: self.name().to_string(),
             token: token.to_string(),

@@ -19,14 +19,16 @@ use crate::lang::load::Loaded;
 /// How long one provider may take to look.
 const LOOK_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Ask each pending step's provider for details, at most `parallelism` at once.
+/// Ask each pending step's provider for details, at most `parallelism` at
+/// once. What a provider refuses (a reservation that cannot take the step)
+/// comes back, one diagnostic each; the plan is then not to be carried out.
 pub async fn refine_plan(
     plan: &mut Plan,
     loaded: &Loaded,
     records: &BTreeMap<String, StepRecord>,
     legacy_salt: &[u8],
     parallelism: usize,
-) {
+) -> Vec<crate::diag::Diag> {
     let mut tasks: JoinSet<(String, Result<PlanDetail, LookFailed>)> = JoinSet::new();
     let outputs = PlannedOutputs::of_plan(records, plan);
     let mut offline: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -59,11 +61,14 @@ pub async fn refine_plan(
         if !lines.is_empty() {
             offline.insert(change.step.clone(), lines);
         }
-        if !provider.has_plan_detail() || !desired.is_known() {
+        if !provider.has_plan_detail()
+            || !(desired.is_known() || provider.looks_before_inputs_are_known())
+        {
             continue;
         }
         let record = records.get(&change.step).filter(|r| r.applied).cloned();
-        let ctx = loaded.unwatched_context(&change.step, loaded.region_of(decl));
+        let mut ctx = loaded.unwatched_context(&change.step, loaded.region_of(decl));
+        ctx.timeout = decl.timeout;
         pending.push((ctx, provider, record, desired.actual));
     }
     let parallelism = parallelism.max(1);
@@ -100,6 +105,7 @@ pub async fn refine_plan(
             None => break,
         }
     }
+    let mut refused = Vec::new();
     for change in &mut plan.changes {
         if let Some(lines) = offline.remove(&change.step) {
             change
@@ -111,6 +117,13 @@ pub async fn refine_plan(
                 change
                     .details
                     .extend(detail.lines.iter().map(|l| redactor.redact(l)));
+                refused.extend(detail.refusals.iter().map(|r| {
+                    crate::diag::Diag::new(
+                        "flow::refused-by-plan",
+                        redactor.redact(&format!("step `{}`: {}", change.step, r.message)),
+                    )
+                    .help(redactor.redact(&r.help))
+                }));
                 if let Some(why) = detail.replace_because {
                     if change.action == Action::Update || change.action == Action::Replace {
                         change.action = Action::Replace;
@@ -128,6 +141,7 @@ pub async fn refine_plan(
             None => {}
         }
     }
+    refused
 }
 
 /// Why a provider could not look at the real object while planning; the

@@ -155,6 +155,9 @@ pub struct OpContext {
     /// has one (a submitted job's id), before it waits: the intent then
     /// names the object, and a resume after a crash reads it by id.
     pub checkpoint: Arc<dyn Checkpoint>,
+    /// The step's `timeout`, for checks made while planning (a reservation
+    /// must last that long); `None` in other calls.
+    pub timeout: Option<std::time::Duration>,
     /// Set when the call is part of `destroy`: a [`Provider::read`] then
     /// reports a task that is still running as present at once (for the
     /// delete that follows to stop it), instead of waiting for it to end.
@@ -200,6 +203,7 @@ impl OpContext {
             reporter: Arc::new(Silent),
             cancel: Cancel::never(),
             checkpoint: Arc::new(NoCheckpoint),
+            timeout: None,
             destroying: false,
         }
     }
@@ -274,6 +278,18 @@ pub struct PlanDetail {
     /// The real object must be replaced, for this reason (a stack left in
     /// `ROLLBACK_COMPLETE`, say).
     pub replace_because: Option<String>,
+    /// What makes the change impossible as planned (a capacity reservation
+    /// in another zone, say): the plan fails with each, and nothing is done.
+    pub refusals: Vec<Refusal>,
+}
+
+/// Why a planned change cannot be made, found by looking at real objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What is wrong, naming the object.
+    pub message: String,
+    /// What to change.
+    pub help: String,
 }
 
 /// One provider kind. Every method that changes the world is idempotent by
@@ -337,6 +353,14 @@ pub trait Provider: Send + Sync {
     /// Whether [`Provider::plan_detail`] has anything to say; when false the
     /// planner does not even ask (large plans stay instant).
     fn has_plan_detail(&self) -> bool {
+        false
+    }
+
+    /// Whether [`Provider::plan_detail`] is also asked while some inputs
+    /// are known only after apply (they are then absent from `desired`):
+    /// for checks that need only part of them (a capacity reservation's
+    /// type and count, before the subnets exist).
+    fn looks_before_inputs_are_known(&self) -> bool {
         false
     }
 

@@ -400,6 +400,7 @@ impl Provider for KubeJob {
         Ok(PlanDetail {
             lines: super::dry_run::lines(&mut kinds, &[doc], &ns).await,
             replace_because: None,
+            refusals: Vec::new(),
         })
     }
 

@@ -409,6 +409,7 @@ impl Provider for KubeManifest {
         Ok(PlanDetail {
             lines: super::dry_run::lines(&mut kinds, &docs, &ns).await,
             replace_because: None,
+            refusals: Vec::new(),
         })
     }
 

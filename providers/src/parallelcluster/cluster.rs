@@ -230,6 +230,7 @@ impl Provider for ParallelCluster {
         Ok(PlanDetail {
             lines,
             replace_because: None,
+            refusals: Vec::new(),
         })
     }
 

@@ -464,6 +464,7 @@ impl Provider for S3Sync {
         Ok(PlanDetail {
             lines,
             replace_because: None,
+            refusals: Vec::new(),
         })
     }
 

@@ -450,6 +450,7 @@ impl Provider for EksCluster {
     ) -> Result<PlanDetail, ProviderError> {
         let spec = ClusterSpec::load(desired, &ctx.workdir)?;
         let mut detail = PlanDetail::default();
+        let creating = prior.is_none();
         match prior {
             None => detail.lines = spec.creation_lines(),
             Some(prior) => {
@@ -470,6 +471,24 @@ impl Provider for EksCluster {
                         detail.lines.push(format!("- managed node group {name}"));
                     }
                 }
+            }
+        }
+        // Each node group's reservation, read only for groups that name
+        // one (most do not: no AWS call then).
+        if spec
+            .nodegroups
+            .iter()
+            .any(|ng| ng.capacity_reservation_id.is_some())
+        {
+            let sdk = super::sdk_config(ctx).await?;
+            for ask in spec
+                .nodegroups
+                .iter()
+                .filter_map(super::nodegroup::reservation::Ask::of_spec)
+            {
+                let found = super::nodegroup::reservation::check(&sdk, ctx, &ask, creating).await?;
+                detail.lines.extend(found.lines);
+                detail.refusals.extend(found.refusals);
             }
         }
         Ok(detail)

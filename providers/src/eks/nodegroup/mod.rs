@@ -11,6 +11,7 @@
 //! changes and deletes the group; this module is the provider kind.
 
 mod lifecycle;
+pub(crate) mod reservation;
 mod spec;
 
 use async_trait::async_trait;
@@ -171,7 +172,16 @@ impl Provider for EksNodegroup {
         }
     }
 
+    /// Judges the capacity reservation again, now that every input is
+    /// known (the subnets' zones), before anything is made.
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        if let Some(ask) = reservation::Ask::from_values(inputs)? {
+            let sdk = super::sdk_config(ctx).await?;
+            let found = reservation::check(&sdk, ctx, &ask, true).await?;
+            if !found.refusals.is_empty() {
+                return Err(reservation::refused(&found.refusals));
+            }
+        }
         let spec = NodegroupSpec::from_values(inputs)?;
         let eks = super::client(ctx).await?;
         let outputs = create(ctx, &eks, &spec).await?;
@@ -196,6 +206,31 @@ impl Provider for EksNodegroup {
         let name = req_str(prior.inputs, "name")?;
         let eks = super::client(ctx).await?;
         delete(ctx, &eks, &cluster, &name).await
+    }
+
+    fn has_plan_detail(&self) -> bool {
+        true
+    }
+
+    /// The reservation is judged on what is known: the cluster and the
+    /// subnets often come from steps not applied yet.
+    fn looks_before_inputs_are_known(&self) -> bool {
+        true
+    }
+
+    /// Reads the group's capacity reservation, if it names one: the plan
+    /// shows its window and refuses one that cannot take the group.
+    async fn plan_detail(
+        &self,
+        ctx: &OpContext,
+        prior: Option<Prior<'_>>,
+        desired: &Values,
+    ) -> Result<crate::contract::PlanDetail, ProviderError> {
+        let Some(ask) = reservation::Ask::from_values(desired)? else {
+            return Ok(crate::contract::PlanDetail::default());
+        };
+        let sdk = super::sdk_config(ctx).await?;
+        reservation::check(&sdk, ctx, &ask, prior.is_none()).await
     }
 
     fn can_refresh(&self) -> bool {
