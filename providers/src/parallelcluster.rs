@@ -6,6 +6,7 @@ mod cli;
 mod cluster;
 mod config;
 mod errors;
+mod reservations;
 mod wait;
 
 use std::sync::Arc;

@@ -185,6 +185,71 @@ fn when(t: Option<SystemTime>) -> String {
     })
 }
 
+/// What a step launches into reservation `id`, as far as it is known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    /// `cr-…`.
+    pub id: String,
+    /// Instance types (empty until known).
+    pub instance_types: Vec<String>,
+    /// Subnets (`None` until known).
+    pub subnets: Option<Vec<String>>,
+    /// Instances launched into it.
+    pub count: i32,
+    /// Whether the step launches as a capacity block.
+    pub capacity_block: bool,
+}
+
+/// Reads `ask`'s reservation and judges it: the plan's line for it (its
+/// window) and what it refuses. `must_last` is the step's timeout,
+/// `creating` whether the step is made now.
+pub async fn check(
+    sdk: &SdkConfig,
+    ask: &Ask,
+    must_last: Option<Duration>,
+    creating: bool,
+) -> Result<(Vec<String>, Vec<Refusal>), ProviderError> {
+    let Some(found) = describe(sdk, &ask.id).await? else {
+        let refusal = Refusal {
+            message: format!(
+                "capacity reservation {} does not exist in {}",
+                ask.id,
+                sdk.region()
+                    .map_or("this region".to_string(), |r| r.to_string())
+            ),
+            help:
+                "name a reservation of the step's region (aws ec2 describe-capacity-reservations)"
+                    .into(),
+        };
+        return Ok((Vec::new(), vec![refusal]));
+    };
+    let mut lines = vec![window_line(&found)];
+    // Subnets EC2 cannot describe are the step's own problem, told when it
+    // is made: here only the zone check is left out.
+    let zones = match &ask.subnets {
+        Some(subnets) => match zones_of(sdk, subnets).await {
+            Ok(zones) => zones,
+            Err(e) => {
+                lines.push(format!(
+                    "(the zones of its subnets could not be read: {}; the reservation's zone is not checked)",
+                    e.message
+                ));
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
+    };
+    let want = Wanted {
+        instance_types: &ask.instance_types,
+        zones: &zones,
+        count: ask.count,
+        capacity_block: ask.capacity_block,
+        must_last,
+        creating,
+    };
+    Ok((lines, judge(&found, &want, SystemTime::now())))
+}
+
 /// The reservation `id`, or `None` if EC2 does not know it.
 pub async fn describe(sdk: &SdkConfig, id: &str) -> Result<Option<Reservation>, ProviderError> {
     let ec2 = aws_sdk_ec2::Client::new(sdk);

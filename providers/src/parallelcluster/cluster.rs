@@ -214,6 +214,7 @@ impl Provider for ParallelCluster {
         desired: &Values,
     ) -> Result<PlanDetail, ProviderError> {
         let mut lines = Vec::new();
+        let creating = prior.is_none();
         if let Some(prior) = prior
             && let (Ok((_, _, before)), Ok((_, _, after))) = (
                 load(&ctx.workdir, prior.inputs),
@@ -227,10 +228,17 @@ impl Provider for ParallelCluster {
                 "queues change: pcluster needs the compute fleet stopped first (set `stop_compute_fleet = true` to let flow do it)".into()
             });
         }
+        // The queues' capacity reservations, when the file can be read
+        // with what is known (its placeholders filled).
+        let reserved = match load(&ctx.workdir, desired) {
+            Ok((_, _, config)) => super::reservations::check(ctx, &config, creating).await?,
+            Err(_) => PlanDetail::default(),
+        };
+        lines.extend(reserved.lines);
         Ok(PlanDetail {
             lines,
             replace_because: None,
-            refusals: Vec::new(),
+            refusals: reserved.refusals,
         })
     }
 

@@ -481,12 +481,13 @@ impl Provider for EksCluster {
             .any(|ng| ng.capacity_reservation_id.is_some())
         {
             let sdk = super::sdk_config(ctx).await?;
-            for ask in spec
-                .nodegroups
-                .iter()
-                .filter_map(super::nodegroup::reservation::Ask::of_spec)
-            {
-                let found = super::nodegroup::reservation::check(&sdk, ctx, &ask, creating).await?;
+            for ng in &spec.nodegroups {
+                let Some(ask) = super::nodegroup::reservation::ask_of_spec(ng) else {
+                    continue;
+                };
+                let found =
+                    super::nodegroup::reservation::check(&sdk, ctx, Some(&ng.name), &ask, creating)
+                        .await?;
                 detail.lines.extend(found.lines);
                 detail.refusals.extend(found.refusals);
             }

@@ -175,9 +175,10 @@ impl Provider for EksNodegroup {
     /// Judges the capacity reservation again, now that every input is
     /// known (the subnets' zones), before anything is made.
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
-        if let Some(ask) = reservation::Ask::from_values(inputs)? {
+        if let Some(ask) = reservation::ask_of(inputs)? {
             let sdk = super::sdk_config(ctx).await?;
-            let found = reservation::check(&sdk, ctx, &ask, true).await?;
+            let group = crate::inputs::opt_str(inputs, spec::input::NAME)?;
+            let found = reservation::check(&sdk, ctx, group.as_deref(), &ask, true).await?;
             if !found.refusals.is_empty() {
                 return Err(reservation::refused(&found.refusals));
             }
@@ -226,11 +227,12 @@ impl Provider for EksNodegroup {
         prior: Option<Prior<'_>>,
         desired: &Values,
     ) -> Result<crate::contract::PlanDetail, ProviderError> {
-        let Some(ask) = reservation::Ask::from_values(desired)? else {
+        let Some(ask) = reservation::ask_of(desired)? else {
             return Ok(crate::contract::PlanDetail::default());
         };
         let sdk = super::sdk_config(ctx).await?;
-        reservation::check(&sdk, ctx, &ask, prior.is_none()).await
+        let group = crate::inputs::opt_str(desired, spec::input::NAME)?;
+        reservation::check(&sdk, ctx, group.as_deref(), &ask, prior.is_none()).await
     }
 
     fn can_refresh(&self) -> bool {
