@@ -40,6 +40,8 @@ pub(crate) struct Queue {
     pub capacity_type: String,
     /// Whether its nodes go into a cluster placement group.
     pub placement_group: bool,
+    /// `Networking.SubnetIds`.
+    pub subnets: Vec<String>,
     /// Its compute resources.
     pub resources: Vec<ComputeResource>,
 }
@@ -139,6 +141,13 @@ pub(crate) fn summary(config: &Value) -> Summary {
                     .unwrap_or(false)
                     || q.pointer("/Networking/PlacementGroup/Id").is_some()
                     || q.pointer("/Networking/PlacementGroup/Name").is_some(),
+                subnets: q
+                    .pointer("/Networking/SubnetIds")
+                    .and_then(Value::as_array)
+                    .unwrap_or(&empty)
+                    .iter()
+                    .filter_map(|s| text_at(s, ""))
+                    .collect(),
                 resources: q
                     .get("ComputeResources")
                     .and_then(Value::as_array)

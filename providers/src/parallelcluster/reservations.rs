@@ -13,57 +13,22 @@ use crate::contract::{OpContext, PlanDetail, ProviderError, Refusal};
 /// Each queue's compute resources that name a reservation: `(queue,
 /// resource, ask)`.
 pub fn asks(config: &Value) -> Vec<(String, String, Ask)> {
-    let empty = Vec::new();
-    let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+    let summary = super::config::summary(config);
     let mut out = Vec::new();
-    let queues = config
-        .pointer("/Scheduling/SlurmQueues")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    for q in queues {
-        let queue_target = text(q, "/CapacityReservationTarget/CapacityReservationId");
-        let subnets: Vec<String> = q
-            .pointer("/Networking/SubnetIds")
-            .and_then(Value::as_array)
-            .unwrap_or(&empty)
-            .iter()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect();
-        let block = text(q, "/CapacityType").as_deref() == Some("CAPACITY_BLOCK");
-        let resources = q
-            .get("ComputeResources")
-            .and_then(Value::as_array)
-            .unwrap_or(&empty);
-        for r in resources {
-            let Some(id) = text(r, "/CapacityReservationTarget/CapacityReservationId")
-                .or(queue_target.clone())
-                .filter(|id| id.starts_with("cr-"))
-            else {
+    for q in &summary.queues {
+        for r in &q.resources {
+            let Some(id) = r.reservation.clone().filter(|id| id.starts_with("cr-")) else {
                 continue;
             };
-            let instance_types = match text(r, "/InstanceType") {
-                Some(t) => vec![t],
-                None => r
-                    .get("Instances")
-                    .and_then(Value::as_array)
-                    .unwrap_or(&empty)
-                    .iter()
-                    .filter_map(|i| text(i, "/InstanceType"))
-                    .collect(),
-            };
-            let count = r.get("MinCount").and_then(|c| {
-                c.as_i64()
-                    .or_else(|| c.as_str().and_then(|s| s.parse().ok()))
-            });
             out.push((
-                text(q, "/Name").unwrap_or_default(),
-                text(r, "/Name").unwrap_or_default(),
+                q.name.clone(),
+                r.name.clone(),
                 Ask {
                     id,
-                    instance_types,
-                    subnets: Some(subnets.clone()),
-                    count: count.unwrap_or(0) as i32,
-                    capacity_block: block,
+                    instance_types: r.instance_types.clone(),
+                    subnets: Some(q.subnets.clone()),
+                    count: r.min as i32,
+                    capacity_block: q.capacity_type == "CAPACITY_BLOCK",
                 },
             ));
         }
