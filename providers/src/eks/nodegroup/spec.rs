@@ -8,8 +8,9 @@ use aws_sdk_eks::types::TaintEffect;
 use serde_json::{Value, json};
 
 use super::super::shared_inputs::{bool_or, opt_int, opt_str, req_str, str_list, str_map};
-use super::super::{efa, stack};
+use super::super::stack;
 use crate::contract::{Problem, ProviderError, Values};
+use crate::efa;
 
 /// Policies of the node role flow makes when none is given.
 const NODE_POLICIES: [&str; 3] = [
@@ -188,15 +189,11 @@ impl NodegroupSpec {
             ));
         }
         if self.efa {
+            // flow writes the launch template's interfaces itself, so a
+            // type the table does not know is a problem too.
             for t in &self.instance_types {
-                if efa::interfaces(t).is_none() {
-                    out.push(
-                        Problem::at(
-                            input::EFA,
-                            format!("flow does not know how many EFA interfaces `{t}` has"),
-                        )
-                        .with_help(format!("known families: {}", efa::known_families())),
-                    );
+                if let Some((message, help)) = efa::type_problem(t, true) {
+                    out.push(Problem::at(input::EFA, message).with_help(help));
                 }
             }
         }
