@@ -17,6 +17,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+pub mod efa_rules;
 mod network;
 
 use super::nodegroup::{NodegroupSpec, TaintSpec};
@@ -373,6 +374,7 @@ fn nodegroup(
             efa,
             disk_size: int("volumeSize"),
             security_group_ids: Vec::new(),
+            placement_group: None,
             tags: string_map(ng.get("tags")),
         },
         placement,

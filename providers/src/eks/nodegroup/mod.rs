@@ -4,7 +4,8 @@
 //! With `efa = true` or a `capacity_reservation_id`, the group gets a launch
 //! template (in the supporting stack `flow-eks-CLUSTER-ng-NAME`) carrying one
 //! EFA interface per network card of the instance type (4 for p4d, 32 for
-//! p5, 8 for p6-b200) and the capacity reservation target; without a
+//! p5, 8 for p6-b200; providers/data/efa-instance-types.csv), the placement
+//! group and the capacity reservation target; without a
 //! `node_role_arn`, the same stack makes the node role.
 //!
 //! `spec` reads and checks the inputs; `lifecycle` makes, waits for,
@@ -120,6 +121,12 @@ impl EksNodegroup {
                         "Extra security groups for the EFA interfaces",
                     )
                     .forces_new(),
+                    InputSpec::optional(
+                        input::PLACEMENT_GROUP,
+                        String,
+                        "Cluster placement group the nodes go in (its name); EFA nodes should have one",
+                    )
+                    .forces_new(),
                     InputSpec::optional(input::TAGS, Map(Box::new(String)), "AWS tags"),
                 ],
                 open_inputs: false,
@@ -168,6 +175,14 @@ impl Provider for EksNodegroup {
             None => Vec::new(),
             Some(Ok(spec)) => spec.problems(),
             Some(Err(e)) => vec![Problem::at(e.input, e.error.message)],
+        }
+    }
+
+    /// The EFA rules' warnings (no placement group), offline.
+    fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
+        match NodegroupSpec::for_checks(inputs) {
+            Some(Ok(spec)) => spec.efa_warnings(),
+            _ => Vec::new(),
         }
     }
 
@@ -430,6 +445,27 @@ mod tests {
             data.get("CapacityReservationSpecification").is_none(),
             "an empty id is no reservation: {data}"
         );
+    }
+
+    #[test]
+    fn an_efa_group_without_a_placement_group_is_warned_in_the_plan() {
+        let ctx = crate::contract::ValidateContext {
+            workdir: ".".into(),
+        };
+        let bare = values(json!({"instance_types": ["p5.48xlarge"], "efa": true}));
+        let lines = EksNodegroup::new().plan_lines(&bare, &ctx);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("warning: EFA node group `?` has no placement group"));
+        let placed =
+            spec(json!({"efa": true, "placement_group": "pg-train", "node_role_arn": "arn:role"}));
+        assert!(placed.efa_warnings().is_empty());
+        let t = placed.stack_template(None).unwrap();
+        assert_eq!(
+            t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"]["Placement"]["GroupName"],
+            "pg-train"
+        );
+        let no_efa = values(json!({"instance_types": ["c5.2xlarge"]}));
+        assert!(EksNodegroup::new().plan_lines(&no_efa, &ctx).is_empty());
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub(super) mod input {
     pub const EFA: &str = "efa";
     pub const DISK_SIZE: &str = "disk_size";
     pub const SECURITY_GROUP_IDS: &str = "security_group_ids";
+    pub const PLACEMENT_GROUP: &str = "placement_group";
     pub const TAGS: &str = "tags";
 }
 
@@ -110,6 +111,8 @@ pub struct NodegroupSpec {
     pub disk_size: Option<i32>,
     /// Extra security groups for the EFA interfaces.
     pub security_group_ids: Vec<String>,
+    /// The cluster placement group the nodes go in (its name).
+    pub placement_group: Option<String>,
     /// AWS tags.
     pub tags: BTreeMap<String, String>,
 }
@@ -144,6 +147,8 @@ impl NodegroupSpec {
             efa: at(EFA, bool_or(v, EFA, false))?,
             disk_size: at(DISK_SIZE, opt_int(v, DISK_SIZE))?.map(|d| d as i32),
             security_group_ids: at(SECURITY_GROUP_IDS, str_list(v, SECURITY_GROUP_IDS))?,
+            placement_group: at(PLACEMENT_GROUP, opt_str(v, PLACEMENT_GROUP))?
+                .filter(|g| !g.is_empty()),
             tags: at(TAGS, str_map(v, TAGS))?,
         })
     }
@@ -238,7 +243,22 @@ impl NodegroupSpec {
 
     /// Whether the group needs a launch template.
     fn needs_launch_template(&self) -> bool {
-        self.efa || self.capacity_reservation_id.is_some() || self.on_capacity_block()
+        self.efa
+            || self.capacity_reservation_id.is_some()
+            || self.on_capacity_block()
+            || self.placement_group.is_some()
+    }
+
+    /// The EFA rules' warnings for the plan: an EFA group without a
+    /// placement group.
+    pub fn efa_warnings(&self) -> Vec<String> {
+        if !self.efa || self.placement_group.is_some() {
+            return Vec::new();
+        }
+        vec![format!(
+            "warning: EFA node group `{}` has no placement group: its nodes may land far apart on the network (set `placement_group` to a cluster placement group's name: aws ec2 create-placement-group --strategy cluster --group-name NAME)",
+            self.name
+        )]
     }
 
     /// The supporting stack's name.
@@ -262,6 +282,9 @@ impl NodegroupSpec {
                 let mut groups: Vec<String> = cluster_sg.map(str::to_string).into_iter().collect();
                 groups.extend(self.security_group_ids.iter().cloned());
                 data["NetworkInterfaces"] = efa::network_interfaces(self.efa_interfaces(), &groups);
+            }
+            if let Some(group) = &self.placement_group {
+                data["Placement"] = json!({"GroupName": group});
             }
             if let Some(cr) = &self.capacity_reservation_id {
                 data["CapacityReservationSpecification"] =
