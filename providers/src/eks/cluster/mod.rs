@@ -227,7 +227,7 @@ impl Provider for EksCluster {
                 }
             }
             for ng in &cfg.nodegroups {
-                for p in ng.problems().into_iter().filter(|p| p.path != ["efa"]) {
+                for p in ng.shape_problems() {
                     out.push(Problem::at(
                         "eksctl_config",
                         format!("node group `{}`: {}", ng.name, p.message),

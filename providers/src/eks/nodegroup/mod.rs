@@ -491,7 +491,7 @@ mod tests {
         assert!(p.iter().any(|p| p.path == ["desired_size"]), "{p:?}");
         assert!(
             p.iter()
-                .any(|p| p.path == ["efa"] && p.message.contains("m5.large")),
+                .any(|p| p.path == ["instance_types", "0"] && p.message.contains("m5.large")),
             "{p:?}"
         );
         assert!(

@@ -168,6 +168,33 @@ impl NodegroupSpec {
 
     /// Offline problems, each at the input it concerns.
     pub fn problems(&self) -> Vec<Problem> {
+        let mut out = self.shape_problems();
+        out.extend(self.efa_problems());
+        out
+    }
+
+    /// The EFA rules flow can judge offline: with `efa`, every instance
+    /// type has EFA and flow knows its interface count (it writes the
+    /// launch template's interfaces itself).
+    pub fn efa_problems(&self) -> Vec<Problem> {
+        if !self.efa {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (i, t) in self.instance_types.iter().enumerate() {
+            if let Some((message, help)) = efa::type_problem(t, true) {
+                out.push(
+                    Problem::at_path(&[input::INSTANCE_TYPES, &i.to_string()], message)
+                        .with_help(help),
+                );
+            }
+        }
+        out
+    }
+
+    /// Problems of everything but EFA: scaling, capacity blocks, types
+    /// given at all, taints.
+    pub fn shape_problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
         if !(self.min_size <= self.desired_size && self.desired_size <= self.max_size) {
             out.push(Problem::at(
@@ -192,15 +219,6 @@ impl NodegroupSpec {
                 input::INSTANCE_TYPES,
                 "a node group needs at least one instance type",
             ));
-        }
-        if self.efa {
-            // flow writes the launch template's interfaces itself, so a
-            // type the table does not know is a problem too.
-            for t in &self.instance_types {
-                if let Some((message, help)) = efa::type_problem(t, true) {
-                    out.push(Problem::at(input::EFA, message).with_help(help));
-                }
-            }
         }
         for (i, t) in self.taints.iter().enumerate() {
             if effect(&t.effect).is_none() {
