@@ -164,6 +164,20 @@ impl Provider for EksNodegroup {
         &self.schema
     }
 
+    /// As the default, but an empty `placement_group` (a workflow var's
+    /// "none") is the same as none: a group applied before the input
+    /// existed is not replaced for it.
+    fn diff(&self, prior: &Values, desired: &Values) -> crate::contract::Change {
+        let unset_empty = |v: &Values| {
+            let mut v = v.clone();
+            if v.get(input::PLACEMENT_GROUP) == Some(&json!("")) {
+                v.remove(input::PLACEMENT_GROUP);
+            }
+            v
+        };
+        crate::contract::default_diff(&self.schema, &unset_empty(prior), &unset_empty(desired))
+    }
+
     fn validate(
         &self,
         inputs: &[(std::string::String, InputValue)],
@@ -444,6 +458,21 @@ mod tests {
         assert!(
             data.get("CapacityReservationSpecification").is_none(),
             "an empty id is no reservation: {data}"
+        );
+    }
+
+    #[test]
+    fn an_empty_placement_group_is_no_change_from_none() {
+        let p = EksNodegroup::new();
+        let before =
+            values(json!({"cluster": "c", "name": "g", "instance_types": ["p5.48xlarge"]}));
+        let mut after = before.clone();
+        after.insert("placement_group".into(), json!(""));
+        assert_eq!(p.diff(&before, &after), crate::contract::Change::NoOp);
+        after.insert("placement_group".into(), json!("pg"));
+        assert_eq!(
+            p.diff(&before, &after),
+            crate::contract::Change::Replace(vec!["placement_group".into()])
         );
     }
 
