@@ -52,8 +52,14 @@ pub fn check(file: &str, text: &str, template: &Value) -> Vec<Finding> {
                 t.launch_template(name, res, &mut out)
             }
             "AWS::Batch::ComputeEnvironment" => t.compute_environment(name, res, &mut out),
-            "AWS::EC2::SecurityGroup" => t.half_made_group(name, &mut out),
             _ => {}
+        }
+    }
+    // After the groups' users, so that a group an EFA interface uses is
+    // reported for that use.
+    for (name, res) in resources {
+        if kind(res) == "AWS::EC2::SecurityGroup" {
+            t.half_made_group(name, &mut out);
         }
     }
     // A group both used by EFA and found half made is reported once.
@@ -324,16 +330,16 @@ impl Template<'_> {
                 continue;
             }
             seen.push(g.clone());
-            let (ingress, egress) = self.self_rules(g);
+            let rules = self.self_rules(g);
             for (has, dir, ty, peer) in [
                 (
-                    ingress,
+                    rules.ingress,
                     "in from",
                     "AWS::EC2::SecurityGroupIngress",
                     "SourceSecurityGroupId",
                 ),
                 (
-                    egress,
+                    rules.egress_ok(),
                     "out to",
                     "AWS::EC2::SecurityGroupEgress",
                     "DestinationSecurityGroupId",
@@ -346,10 +352,11 @@ impl Template<'_> {
         }
     }
 
-    /// A group with one self rule but not the other: an EFA group half made.
+    /// A group with one self rule but not the other: an EFA group half
+    /// made (a group that only lets all traffic out to the world is not one).
     fn half_made_group(&self, g: &str, out: &mut Vec<Finding>) {
-        let (ingress, egress) = self.self_rules(g);
-        if ingress && !egress {
+        let rules = self.self_rules(g);
+        if rules.ingress && !rules.egress_ok() {
             out.push(self.missing_rule(
                 g,
                 g,
@@ -357,7 +364,7 @@ impl Template<'_> {
                 "AWS::EC2::SecurityGroupEgress",
                 "DestinationSecurityGroupId",
             ));
-        } else if egress && !ingress {
+        } else if rules.egress_to_self && !rules.ingress {
             out.push(self.missing_rule(
                 g,
                 g,
@@ -371,7 +378,8 @@ impl Template<'_> {
     /// The error for group `g` (used by `user`) lacking a self rule.
     fn missing_rule(&self, g: &str, user: &str, dir: &str, ty: &str, peer: &str) -> Finding {
         let why = if user == g {
-            "it lets itself in for all traffic, so it is an EFA group".to_string()
+            let other = if dir == "out to" { "in from" } else { "out to" };
+            format!("it lets all traffic {other} itself, so it is an EFA group")
         } else {
             format!("`{user}` puts EFA interfaces in it")
         };
@@ -382,9 +390,8 @@ impl Template<'_> {
         )
     }
 
-    /// Whether group `g` has a self-referencing all-traffic ingress rule,
-    /// and egress rule (an explicit all-traffic egress to 0.0.0.0/0 counts).
-    fn self_rules(&self, g: &str) -> (bool, bool) {
+    /// The all-traffic rules of group `g` that EFA cares about.
+    fn self_rules(&self, g: &str) -> Rules {
         let rule = |ty: &str, peer: &str| {
             self.resources.values().any(|r| {
                 kind(r) == ty
@@ -395,25 +402,46 @@ impl Template<'_> {
                     })
             })
         };
-        let inline = |key: &str, peer: &str| {
+        let inline_egress = |to: &dyn Fn(&Value) -> bool| {
             self.resources
                 .get(g)
-                .and_then(|r| r.pointer(&format!("/Properties/{key}")))
+                .and_then(|r| r.pointer("/Properties/SecurityGroupEgress"))
                 .and_then(Value::as_array)
                 .is_some_and(|rules| {
-                    rules.iter().any(|r| {
-                        all_traffic(r.get("IpProtocol"))
-                            && (refers_to(r.get(peer), g)
-                                || r.get("CidrIp").and_then(Value::as_str) == Some("0.0.0.0/0"))
-                    })
+                    rules
+                        .iter()
+                        .any(|r| all_traffic(r.get("IpProtocol")) && to(r))
                 })
         };
-        let ingress = rule("AWS::EC2::SecurityGroupIngress", "SourceSecurityGroupId");
-        let egress = rule(
-            "AWS::EC2::SecurityGroupEgress",
-            "DestinationSecurityGroupId",
-        ) || inline("SecurityGroupEgress", "DestinationSecurityGroupId");
-        (ingress, egress)
+        Rules {
+            ingress: rule("AWS::EC2::SecurityGroupIngress", "SourceSecurityGroupId"),
+            egress_to_self: rule(
+                "AWS::EC2::SecurityGroupEgress",
+                "DestinationSecurityGroupId",
+            ) || inline_egress(&|r| {
+                refers_to(r.get("DestinationSecurityGroupId"), g)
+            }),
+            egress_to_all: inline_egress(&|r| {
+                r.get("CidrIp").and_then(Value::as_str) == Some("0.0.0.0/0")
+            }),
+        }
+    }
+}
+
+/// A security group's all-traffic rules, as EFA needs them.
+struct Rules {
+    /// In from the group itself.
+    ingress: bool,
+    /// Out to the group itself.
+    egress_to_self: bool,
+    /// Out to everywhere (`0.0.0.0/0`), which lets it out to itself too.
+    egress_to_all: bool,
+}
+
+impl Rules {
+    /// Whether traffic may leave for the group itself.
+    fn egress_ok(&self) -> bool {
+        self.egress_to_self || self.egress_to_all
     }
 }
 

@@ -182,5 +182,27 @@ fn a_group_that_lets_itself_in_needs_the_egress_too() {
     let f = findings(text);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert!(f[0].message.contains("out to itself"));
-    assert!(f[0].message.contains("it lets itself in for all traffic"));
+    assert!(
+        f[0].message
+            .contains("it lets all traffic in from itself, so it is an EFA group"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn a_group_that_only_lets_all_traffic_out_to_the_world_is_no_efa_group() {
+    // The runbook's 1.vpc-multi-az.yaml: Batch's group, egress to 0.0.0.0/0.
+    let text = "Resources:\n  G:\n    Type: AWS::EC2::SecurityGroup\n    Properties:\n      SecurityGroupEgress:\n        - {IpProtocol: -1, FromPort: -1, ToPort: -1, CidrIp: 0.0.0.0/0}\n";
+    assert!(findings(text).is_empty());
+    // Out to itself but not in from itself is half an EFA group.
+    let out_only = "Resources:\n  G:\n    Type: AWS::EC2::SecurityGroup\n  Out:\n    Type: AWS::EC2::SecurityGroupEgress\n    Properties: {GroupId: {Ref: G}, IpProtocol: '-1', DestinationSecurityGroupId: {Ref: G}}\n";
+    let f = findings(out_only);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(f[0].message.contains("in from itself"), "{}", f[0].message);
+    assert!(
+        f[0].message.contains("lets all traffic out to itself, so"),
+        "{}",
+        f[0].message
+    );
 }

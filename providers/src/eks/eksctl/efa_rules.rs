@@ -40,8 +40,13 @@ pub fn problems(file: &str, text: &str) -> Vec<Finding> {
             }
             place(path)
         };
+        // A targeted capacity reservation (or block) launches only in its
+        // own zone, whatever the subnets: the group is in one zone then.
+        let reserved = ng
+            .pointer("/capacityReservation/capacityReservationTarget/capacityReservationID")
+            .is_some();
         let zones = zones_of(&doc, ng);
-        if zones.len() > 1 {
+        if zones.len() > 1 && !reserved {
             let key = if ng.get("availabilityZones").is_some() {
                 "availabilityZones"
             } else {
@@ -103,6 +108,11 @@ fn zones_of(doc: &Value, ng: &Value) -> Vec<String> {
             public
         };
         for (az, _) in pool {
+            // A subnet keyed by a name (`private-one`) without `az` is in a
+            // zone only EC2 knows: the group's zones are not known offline.
+            if !looks_like_zone(&az) {
+                return Vec::new();
+            }
             if !zones.contains(&az) {
                 zones.push(az);
             }
@@ -113,6 +123,19 @@ fn zones_of(doc: &Value, ng: &Value) -> Vec<String> {
         return strings(doc.get("availabilityZones"));
     }
     zones
+}
+
+/// Whether `name` is written like an Availability Zone (`us-east-1a`,
+/// `ap-northeast-1c`): letters and dashes, then a digit, then a letter.
+fn looks_like_zone(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() >= 4
+        && b[b.len() - 1].is_ascii_lowercase()
+        && b[b.len() - 2].is_ascii_digit()
+        && b[b.len() - 3] == b'-'
+        && name[..name.len() - 3]
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '-')
 }
 
 #[cfg(test)]
@@ -167,6 +190,37 @@ managedNodeGroups:
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].0.starts_with("c.yaml:10:5:"), "{}", f[0].0);
         assert!(f[0].0.contains("(us-east-1a, us-east-1b)"));
+    }
+
+    #[test]
+    fn a_reserved_group_or_subnets_of_unknown_zones_pass() {
+        // A capacity block launches in its own zone only.
+        let reserved = "availabilityZones: [us-east-1a, us-east-1b]
+    capacityReservation:
+      capacityReservationTarget:
+        capacityReservationID: cr-0123";
+        assert!(findings("p5.48xlarge", reserved).is_empty());
+        // The runbook's eks-p5-capacity-block.yaml keys its subnets by name.
+        let named = "apiVersion: eksctl.io/v1alpha5
+kind: ClusterConfig
+vpc:
+  id: vpc-1
+  subnets:
+    private:
+      private-one: {id: subnet-1}
+      private-two: {id: subnet-2}
+managedNodeGroups:
+  - name: p5
+    instanceType: p5.48xlarge
+    privateNetworking: true
+    efaEnabled: true
+";
+        assert!(problems("c.yaml", named).is_empty());
+        let zoned = named
+            .replace("private-one", "us-west-2a")
+            .replace("private-two", "us-west-2b");
+        assert_eq!(problems("c.yaml", &zoned).len(), 1);
+        assert!(looks_like_zone("ap-northeast-1c") && !looks_like_zone("private-one"));
     }
 
     #[test]
