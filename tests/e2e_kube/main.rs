@@ -7,7 +7,7 @@
 //! One test binary, a module per subject: `manifests` (kube.manifest:
 //! apply, prune, drift, readiness, URLs, offline checks), `jobs` (kube.job
 //! and training operators' jobs), `eks` (clusters from eksctl files, the
-//! EKS connection), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
+//! EKS connection), `eks_efa` (the EFA rules EC2 answers for a node group), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
 //! published files, unmodified), `report` (`flow report` opened in a real
 //! browser).
 
@@ -15,6 +15,7 @@
 mod support;
 
 mod eks;
+mod eks_efa;
 mod eks_vpc;
 mod jobs;
 mod manifests;

@@ -375,6 +375,7 @@ fn nodegroup(
             disk_size: int("volumeSize"),
             security_group_ids: Vec::new(),
             placement_group: None,
+            efa_count: None,
             tags: string_map(ng.get("tags")),
         },
         placement,

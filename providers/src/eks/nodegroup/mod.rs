@@ -11,6 +11,7 @@
 //! `spec` reads and checks the inputs; `lifecycle` makes, waits for,
 //! changes and deletes the group; this module is the provider kind.
 
+mod efa_check;
 mod lifecycle;
 mod spec;
 
@@ -198,6 +199,26 @@ impl Provider for EksNodegroup {
             Some(Ok(spec)) => spec.efa_warnings(),
             _ => Vec::new(),
         }
+    }
+
+    fn has_plan_detail(&self) -> bool {
+        true
+    }
+
+    /// For an EFA group: what EC2 says of its instance types, subnets and
+    /// security groups (the EFA rules the inputs cannot show offline).
+    async fn plan_detail(
+        &self,
+        ctx: &OpContext,
+        _prior: Option<Prior<'_>>,
+        desired: &Values,
+    ) -> Result<crate::contract::PlanDetail, ProviderError> {
+        let spec = NodegroupSpec::from_values(desired)?;
+        let looked = efa_check::look(ctx, &spec).await?;
+        Ok(crate::contract::PlanDetail {
+            lines: looked.lines(&spec),
+            replace_because: None,
+        })
     }
 
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {

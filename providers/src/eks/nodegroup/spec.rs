@@ -113,6 +113,9 @@ pub struct NodegroupSpec {
     pub security_group_ids: Vec<String>,
     /// The cluster placement group the nodes go in (its name).
     pub placement_group: Option<String>,
+    /// EFA interfaces per node as EC2 reported them (DescribeInstanceTypes'
+    /// `EfaInfo.MaximumEfaInterfaces`); `None`: the offline table's.
+    pub efa_count: Option<u32>,
     /// AWS tags.
     pub tags: BTreeMap<String, String>,
 }
@@ -149,6 +152,7 @@ impl NodegroupSpec {
             security_group_ids: at(SECURITY_GROUP_IDS, str_list(v, SECURITY_GROUP_IDS))?,
             placement_group: at(PLACEMENT_GROUP, opt_str(v, PLACEMENT_GROUP))?
                 .filter(|g| !g.is_empty()),
+            efa_count: None,
             tags: at(TAGS, str_map(v, TAGS))?,
         })
     }
@@ -234,10 +238,14 @@ impl NodegroupSpec {
         out
     }
 
-    /// EFA interfaces per node (the first instance type's), 0 without EFA.
+    /// EFA interfaces per node (the first instance type's: as EC2 reported
+    /// it, else from the offline table), 0 without EFA.
     pub fn efa_interfaces(&self) -> u32 {
         if !self.efa {
             return 0;
+        }
+        if let Some(n) = self.efa_count {
+            return n;
         }
         self.instance_types
             .first()
