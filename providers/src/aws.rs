@@ -14,6 +14,7 @@ mod batch;
 mod batch_logs;
 mod cloudformation;
 pub(crate) mod config;
+pub(crate) mod ec2;
 mod ecr;
 pub(crate) mod error;
 mod fsx;

@@ -10,7 +10,6 @@
 //! per cluster or node group, named `flow-eks-…`, deleted with it.
 
 mod cluster;
-mod efa;
 mod eksctl;
 pub mod endpoint;
 mod nodegroup;

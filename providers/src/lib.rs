@@ -4,6 +4,7 @@
 pub mod aws;
 pub mod capture;
 pub mod contract;
+pub mod efa;
 pub mod eks;
 pub mod error_chain;
 pub mod exec;

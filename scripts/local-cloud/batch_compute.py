@@ -14,7 +14,9 @@ one).
 An NCCL test's figures are not the file's alone: they are scaled to the
 fabric of the instance type the job's compute environment runs (the file
 holds 2 x p4d.24xlarge; see FABRIC), and vary by a few percent from one run
-to the next, as a real cluster's do. A first line says the output is
+to the next, as a real cluster's do. Its `NCCL INFO` lines (NCCL_DEBUG=INFO)
+show NCCL on EFA through aws-ofi-nccl, with the type's EFA interface count
+from providers/data/efa-instance-types.csv. A first line says the output is
 emulated (`# flow local cloud: emulated ...`), which flow's readers keep
 as the run's `emulated` value and `flow report` shows.
 
@@ -76,16 +78,39 @@ FABRIC = {"p4d": 1.0, "p4de": 1.0, "p5": 10.8, "p5e": 10.8, "p5en": 10.8, "p6-b2
 BANDWIDTH_COLUMNS = (6, 7, 10, 11)  # algbw, busbw out of place; in place
 
 
+# EFA interfaces per instance type: flow's one table of them.
+EFA_TABLE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "providers", "data", "efa-instance-types.csv"
+)
+
+
+def efa_interfaces(instance_type):
+    """The EFA interfaces of `instance_type` from flow's table, or None."""
+    try:
+        with open(EFA_TABLE, encoding="utf-8") as f:
+            for line in f:
+                name, _, count = line.strip().partition(",")
+                if name == instance_type and count.isdigit():
+                    return int(count)
+    except OSError:
+        pass
+    return None
+
+
 def scaled_nccl(text, factor, instance_type):
     """The nccl-tests table with each bandwidth times `factor` (and each
-    time divided by it), the average too, marked as emulated."""
+    time divided by it), the average too, marked as emulated; the
+    aws-ofi-nccl lines name the instance type's EFA interface count."""
     rng = random.Random()
     out = [
         f"# flow local cloud: emulated all_reduce_perf on {instance_type}, "
         f"figures scaled x{factor:.2f} from a p4d table, varying per run"
     ]
+    nics = efa_interfaces(instance_type)
     for line in text.splitlines():
         cells = line.split()
+        if nics and "(found 4 nics)" in line:
+            line = line.replace("(found 4 nics)", f"(found {nics} nics)")
         if len(cells) == 13 and cells[0].isdigit():
             wobble = factor * rng.uniform(0.97, 1.03)
             for i in BANDWIDTH_COLUMNS:

@@ -9,7 +9,7 @@
 //! from a loopback server: redirects, `insecure`, the `sha256` pin),
 //! `injection` (values that would add keys applied as one string), `jobs` (kube.job
 //! and training operators' jobs), `eks` (clusters from eksctl files, the
-//! EKS connection), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
+//! EKS connection), `eks_efa` (the EFA rules EC2 answers for a node group), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
 //! published files, unmodified), `report` (`flow report` opened in a real
 //! browser).
 
@@ -17,6 +17,7 @@
 mod support;
 
 mod eks;
+mod eks_efa;
 mod eks_vpc;
 mod injection;
 mod jobs;
@@ -35,6 +36,19 @@ pub(crate) fn fixture(p: &Project, name: &str) {
         .join("../tests/fixtures/kube")
         .join(name);
     p.write(name, &std::fs::read_to_string(&path).expect("fixture"));
+}
+
+/// The first `<tag>` value of an EC2 answer.
+pub(crate) fn first(xml: &str, tag: &str) -> String {
+    support::moto::between_all(xml, &format!("<{tag}>"), &format!("</{tag}>"))
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no <{tag}> in {xml}"))
+}
+
+/// An EC2 call of the Query API to moto, returning its XML answer.
+pub(crate) fn ec2(moto: &support::moto::Moto, params: &str) -> String {
+    moto.query_call("ec2", &format!("{params}&Version=2016-11-15"))
 }
 
 /// A step's log.

@@ -6,23 +6,14 @@
 
 use crate::support::Project;
 use crate::support::moto::Moto;
-
-/// The text of the first `<tag>…</tag>` in `xml`.
-fn first(xml: &str, tag: &str) -> String {
-    let open = format!("<{tag}>");
-    let from = xml.find(&open).expect(tag) + open.len();
-    let to = xml[from..].find('<').expect("closing tag") + from;
-    xml[from..to].to_string()
-}
+use crate::{ec2, first};
 
 /// A subnet of `vpc` in `zone`.
 fn subnet(moto: &Moto, vpc: &str, cidr: &str, zone: &str) -> String {
     first(
-        &moto.query_call(
-            "ec2",
-            &format!(
-                "Action=CreateSubnet&Version=2016-11-15&VpcId={vpc}&CidrBlock={cidr}&AvailabilityZone={zone}"
-            ),
+        &ec2(
+            moto,
+            &format!("Action=CreateSubnet&VpcId={vpc}&CidrBlock={cidr}&AvailabilityZone={zone}"),
         ),
         "subnetId",
     )

@@ -277,6 +277,11 @@ impl Provider for CloudFormationStack {
         check::problems(inputs, &ctx.workdir)
     }
 
+    /// The EFA rules' warnings, read offline from the template.
+    fn plan_lines(&self, inputs: &Values, ctx: &ValidateContext) -> Vec<String> {
+        check::efa_warnings(inputs, &ctx.workdir)
+    }
+
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
         // The template is read before anything is asked of AWS.
         let spec = StackSpec::load(inputs, &ctx.workdir).map_err(ProviderError::before_acting)?;

@@ -294,24 +294,15 @@ pub async fn describe(sdk: &SdkConfig, id: &str) -> Result<Option<Reservation>, 
     }))
 }
 
-/// The availability zones of `subnets`, in their order, without repeats.
+/// The availability zones of `subnets`, without repeats.
 pub async fn zones_of(sdk: &SdkConfig, subnets: &[String]) -> Result<Vec<String>, ProviderError> {
     if subnets.is_empty() {
         return Ok(Vec::new());
     }
-    let ec2 = aws_sdk_ec2::Client::new(sdk);
-    let out = ec2
-        .describe_subnets()
-        .set_subnet_ids(Some(subnets.to_vec()))
-        .send()
-        .await
-        .map_err(|e| error::aws("describe the step's subnets", e))?;
     let mut zones: Vec<String> = Vec::new();
-    for s in out.subnets() {
-        if let Some(z) = s.availability_zone()
-            && !zones.iter().any(|have| have == z)
-        {
-            zones.push(z.to_string());
+    for (_, zone) in super::ec2::Ec2::new(sdk).subnet_zones(subnets).await? {
+        if !zones.contains(&zone) {
+            zones.push(zone);
         }
     }
     Ok(zones)

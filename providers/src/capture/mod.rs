@@ -173,7 +173,8 @@ impl Matchers {
                     "{} of {}'s output: {}",
                     match gate.judges() {
                         Kind::Table => "the tables",
-                        _ => "the numbers",
+                        Kind::Text => "the text values",
+                        Kind::Number => "the numbers",
                     },
                     program.name(),
                     fitting.join(", ")
@@ -329,7 +330,7 @@ impl Matchers {
                     None => {
                         let from = match self.source(name) {
                             _ if self.on_outputs => "the script's $FLOW_OUTPUT".into(),
-                            Some(Source::Program(p, _)) => format!("{}'s output", p.name()),
+                            Some(Source::Program(p, _)) => p.source_of(name),
                             Some(Source::Capture(re)) => format!("capture /{re}/"),
                             None => "nothing".into(),
                         };

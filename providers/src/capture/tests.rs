@@ -75,6 +75,31 @@ fn parsed_values_pass_their_gates_or_fail_the_step_with_value_threshold_and_line
 }
 
 #[test]
+fn a_run_over_tcp_sockets_fails_the_transport_gate_naming_the_line() {
+    let m = Matchers::from_values(&values(serde_json::json!({
+        "parse": "nccl-tests",
+        "expect": {"out_of_bounds": "== 0", "transport": "== efa"}
+    })))
+    .unwrap();
+    let efa = include_str!("../metrics/testdata/nccl-tests-eks-efa-info.txt");
+    assert_eq!(m.check(efa).unwrap()["transport"], "efa");
+    // "Out of bounds values : 0 OK" prints all the same; the gate fails.
+    let socket = include_str!("../metrics/testdata/nccl-tests-eks-socket.txt");
+    assert!(socket.contains("# Out of bounds values : 0 OK"));
+    let e = m.check(socket).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "expect: transport = \"socket\" is not == efa (log line: `nccl-tests-efa-16-worker-0:25:25 [0] NCCL INFO Using network Socket`)"
+    );
+    // Without NCCL_DEBUG=INFO there is nothing to judge, and it says why.
+    let e = m.check(BATCH_EFA).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "expect `transport == efa`: no transport was found (nccl-tests's output, which prints `NCCL INFO` network lines only with NCCL_DEBUG=INFO, has none)"
+    );
+}
+
+#[test]
 fn captured_values_are_gated_with_their_line() {
     let m = Matchers::from_values(&values(serde_json::json!({
         "capture": {"loss": "loss: ([0-9.]+)"}, "expect": {"loss": "< 2.5"}

@@ -3,7 +3,8 @@
 //! `between 0.75 0.85` (both ends included); a table of numbers (losses by
 //! step) to `decreasing` or `increasing`, which compare the mean of its
 //! last third with the mean of its first third, so that one noisy step
-//! does not decide.
+//! does not decide. Text (the network NCCL used) is held to `== WORD` or
+//! `!= WORD` (`transport = "== efa"`).
 
 use serde_json::Value;
 
@@ -22,6 +23,7 @@ enum Test {
     Compare(Op, f64),
     Between(f64, f64),
     Trend { down: bool },
+    Text { equal: bool, word: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,7 +46,18 @@ const OPS: [(&str, Op); 6] = [
 ];
 
 /// What a gate takes, for errors.
-pub const FORMS: &str = "`>= N`, `> N`, `<= N`, `< N`, `== N`, `!= N`, `between LOW HIGH`, `decreasing` or `increasing`";
+pub const FORMS: &str = "`>= N`, `> N`, `<= N`, `< N`, `== N`, `!= N`, `between LOW HIGH`, `decreasing`, `increasing`, or for text `== WORD` and `!= WORD`";
+
+/// A word a text gate compares with: letters, digits, `-`, `_` and `.`,
+/// starting with a letter (so that `== 1e3` stays a number).
+fn word(text: &str) -> Option<String> {
+    let mut chars = text.chars();
+    (chars.next()?.is_ascii_alphabetic()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    .then(|| text.to_string())
+}
 
 fn num(word: &str) -> Result<f64, String> {
     word.parse::<f64>()
@@ -58,7 +71,14 @@ impl Gate {
     pub fn parse(text: &str) -> Result<Gate, String> {
         let t = text.trim();
         let test = if let Some((sym, op)) = OPS.iter().find(|(s, _)| t.starts_with(s)) {
-            Test::Compare(*op, num(t[sym.len()..].trim())?)
+            let operand = t[sym.len()..].trim();
+            match (op, word(operand)) {
+                (Op::Eq | Op::Ne, Some(word)) => Test::Text {
+                    equal: *op == Op::Eq,
+                    word,
+                },
+                _ => Test::Compare(*op, num(operand)?),
+            }
         } else {
             let words: Vec<&str> = t.split_whitespace().collect();
             match words.as_slice() {
@@ -89,6 +109,7 @@ impl Gate {
     pub fn judges(&self) -> Kind {
         match self.test {
             Test::Trend { .. } => Kind::Table,
+            Test::Text { .. } => Kind::Text,
             _ => Kind::Number,
         }
     }
@@ -105,9 +126,16 @@ impl Gate {
                 brief(value)
             ));
         }
-        match self.test {
-            Test::Trend { down } => trend(name, value, down),
+        match &self.test {
+            Test::Trend { down } => trend(name, value, *down),
+            Test::Text { equal, word } => {
+                let same = value.as_str() == Some(word.as_str());
+                (same == *equal)
+                    .then_some(())
+                    .ok_or_else(|| format!("{name} = {} is not {}", brief(value), self.text))
+            }
             Test::Compare(op, limit) => {
+                let (op, limit) = (*op, *limit);
                 let v = value.as_f64().unwrap_or(f64::NAN);
                 let pass = match op {
                     Op::Ge => v >= limit,
@@ -121,6 +149,7 @@ impl Gate {
                     .ok_or_else(|| format!("{name} = {} is not {}", brief(value), self.text))
             }
             Test::Between(low, high) => {
+                let (low, high) = (*low, *high);
                 let v = value.as_f64().unwrap_or(f64::NAN);
                 (low <= v && v <= high)
                     .then_some(())
@@ -195,6 +224,8 @@ mod tests {
             "between 0.75 0.85",
             "decreasing",
             " increasing ",
+            "== efa",
+            "!= socket",
         ] {
             Gate::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
@@ -205,6 +236,8 @@ mod tests {
             ("between 2 1", "low end is above the high end"),
             ("300", "is not a gate"),
             (">= inf", "is not a number"),
+            (">= efa", "`efa` is not a number"),
+            ("== 'efa'", "is not a number"),
         ] {
             let e = Gate::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
@@ -256,6 +289,23 @@ mod tests {
             .judge("gpu", &json!("A100"))
             .unwrap_err();
         assert!(e.contains("gpu is text (\"A100\")"), "{e}");
+    }
+
+    #[test]
+    fn text_is_held_to_a_word() {
+        let efa = Gate::parse("== efa").unwrap();
+        assert_eq!(efa.judges(), Kind::Text);
+        assert!(efa.judge("transport", &json!("efa")).is_ok());
+        assert_eq!(
+            efa.judge("transport", &json!("socket")).unwrap_err(),
+            "transport = \"socket\" is not == efa"
+        );
+        let not_socket = Gate::parse("!= socket").unwrap();
+        assert!(not_socket.judge("transport", &json!("efa")).is_ok());
+        assert!(not_socket.judge("transport", &json!("socket")).is_err());
+        let e = efa.judge("busbw", &json!(3.5)).unwrap_err();
+        assert!(e.contains("judges text, but busbw is a number"), "{e}");
+        assert_eq!(Gate::parse("== 1e3").unwrap().judges(), Kind::Number);
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod nccl;
 mod tags;
 mod torchrec;
 mod torchrun;
+mod transport;
 
 use std::collections::BTreeMap;
 
@@ -88,6 +89,18 @@ impl Program {
             Program::NcclTests => "nccl-tests",
             Program::Torchrun => "torchrun",
             Program::Torchrec => "torchrec",
+        }
+    }
+
+    /// Where output `name` of its reader comes from, for the error of a
+    /// value not found (`nccl-tests's output`).
+    pub fn source_of(self, name: &str) -> String {
+        match (self, name) {
+            (Program::NcclTests, "transport") => format!(
+                "{}'s output, which prints `NCCL INFO` network lines only with NCCL_DEBUG=INFO,",
+                self.name()
+            ),
+            _ => format!("{}'s output", self.name()),
         }
     }
 

@@ -11,8 +11,10 @@
 //! place, the second in place; `#wrong` is `N/A` when checking is off),
 //! then `# Out of bounds values : 0 OK` and `# Avg bus bandwidth    : 17.9`.
 //! Columns are found by the header's names, so programs without `redop` or
-//! `root` read the same. When the output holds several tables, the last
-//! one counts, as the last match of a `capture` does.
+//! `root` read the same (older nccl-tests name the fourth column `error`, the
+//! largest error, instead of `#wrong`). When the output holds several tables,
+//! the last one counts, as the last match of a `capture` does. The network
+//! NCCL used is read from its `NCCL INFO` lines ([`super::transport`]).
 
 use serde_json::{Map, Value, json};
 
@@ -41,6 +43,11 @@ pub(super) const OUTPUTS: &[OutputSpec] = &[
         about: "the out-of-bounds count (`# Out of bounds values`)",
     },
     OutputSpec {
+        name: "transport",
+        kind: Kind::Text,
+        about: "the network NCCL used: `efa`, `socket` (a fall-back to TCP) or `ib`, from the `NCCL INFO` lines NCCL_DEBUG=INFO prints",
+    },
+    OutputSpec {
         name: "sizes",
         kind: Kind::Table,
         about: "message size in bytes → `out_of_place` and `in_place`, each with `time_us`, `algbw`, `busbw` and `wrong`",
@@ -65,7 +72,11 @@ fn header(line: &str) -> Option<Columns> {
     let mut groups = Vec::new();
     let mut i = 0;
     while i + 3 < names.len() {
-        if names[i..i + 4] == ["time", "algbw", "busbw", "#wrong"] {
+        // `#wrong` counts wrong values; older nccl-tests print `error`,
+        // the largest error found.
+        if names[i..i + 3] == ["time", "algbw", "busbw"]
+            && matches!(names[i + 3], "#wrong" | "error")
+        {
             groups.push([i, i + 1, i + 2, i + 3]);
             i += 4;
         } else {
@@ -84,7 +95,10 @@ fn measure(cells: &[&str], at: [usize; 4]) -> Option<Value> {
     let f = |i: usize| cells[i].parse::<f64>().ok().and_then(number);
     let wrong = match cells[at[3]] {
         "N/A" => Value::Null,
-        w => json!(w.parse::<u64>().ok()?),
+        w => match w.parse::<u64>() {
+            Ok(n) => json!(n),
+            Err(_) => number(w.parse::<f64>().ok()?)?,
+        },
     };
     Some(json!({
         "time_us": f(at[0])?, "algbw": f(at[1])?, "busbw": f(at[2])?, "wrong": wrong
@@ -156,6 +170,9 @@ pub(super) fn read(lines: &[&str]) -> Option<Reading> {
         }
     }
     out.put("sizes", Value::Object(sizes), lines[start]);
+    if let Some((transport, line)) = super::transport::read(lines) {
+        out.put("transport", json!(transport), line);
+    }
     Some(out)
 }
 
@@ -205,9 +222,22 @@ mod tests {
     }
 
     #[test]
+    fn reads_older_tables_whose_fourth_column_is_the_error() {
+        // aws-efa-eks's published run: `error` (a float) instead of `#wrong`.
+        let r = read_file("nccl-tests-eks-efa-info.txt");
+        assert_eq!(r.values["busbw"], json!(11.2432));
+        assert_eq!(r.values["sizes"].as_object().unwrap().len(), 30);
+        assert_eq!(
+            r.values["sizes"]["4294967296"]["out_of_place"],
+            json!({"time_us": 183834.0, "algbw": 23.36, "busbw": 43.81, "wrong": 5e-7})
+        );
+    }
+
+    #[test]
     fn reads_the_local_clouds_emulated_output() {
         let r = read_file("../scripts/local-cloud/outputs/all_reduce_perf.txt");
         assert_eq!(r.values["busbw"], json!(17.9053));
+        assert_eq!(r.values["transport"], "efa", "its NCCL_DEBUG=INFO lines");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::cli::Pcluster;
 use super::config;
+use super::efa_rules;
 use super::errors;
 use super::wait;
 use crate::contract::{
@@ -153,6 +154,11 @@ impl Provider for ParallelCluster {
         match config::parse(&text) {
             Err(why) => problems.push(Problem::at("config", format!("{path}: {why}"))),
             Ok(parsed) => {
+                for f in efa_rules::check(path, &text, &parsed) {
+                    if !f.warning {
+                        problems.push(Problem::at("config", f.message).with_help(f.help));
+                    }
+                }
                 let summary = config::summary(&parsed);
                 if summary.scheduler != "slurm" {
                     problems.push(Problem::at(
@@ -191,12 +197,17 @@ impl Provider for ParallelCluster {
     /// and the shared storage, read from the configuration; placeholders
     /// whose values are not known yet read "(known after apply)".
     fn plan_lines(&self, inputs: &Values, ctx: &ValidateContext) -> Vec<String> {
-        let Ok((_, _, parsed)) = load(&ctx.workdir, inputs) else {
+        let Ok((path, text, parsed)) = load(&ctx.workdir, inputs) else {
             return Vec::new();
         };
+        let warnings = efa_rules::check(&path, &text, &parsed)
+            .into_iter()
+            .filter(|f| f.warning)
+            .map(|f| format!("warning: {} ({})", f.message, f.help));
         config::summary(&parsed)
             .plan_lines()
             .into_iter()
+            .chain(warnings)
             .map(|l| config::mask_placeholders(&l))
             .collect()
     }

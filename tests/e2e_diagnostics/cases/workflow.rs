@@ -641,6 +641,61 @@ corpus! {
         ..BASE
     },
 
+    efa_batch_two_zones: Case {
+        file: "160-efa-batch-two-zones.toml",
+        codes: &["flow::invalid-input"],
+        at: &["11:12"],
+        problems: 1,
+        says: &[
+            "templates/batch-efa-two-zones.yaml:58:9: EFA compute environment",
+            "spans 2 Availability Zones",
+            "`SubnetA` in the region's zone #0",
+            "`SubnetB`",
+            "EFA traffic does not cross zones",
+            "list subnets of one zone only, e.g. Subnets: [!Ref SubnetA]",
+        ],
+        ..BASE
+    },
+    efa_security_group_no_self_egress: Case {
+        file: "161-efa-security-group-no-self-egress.toml",
+        codes: &["flow::invalid-input"],
+        at: &["10:12"],
+        problems: 1,
+        says: &[
+            "templates/batch-efa-no-self-egress.yaml:20:3: security group `EfaGroup`",
+            "allow all traffic out to itself",
+            "Type: AWS::EC2::SecurityGroupEgress",
+            "DestinationSecurityGroupId: !Ref EfaGroup",
+        ],
+        never_says: &["in from itself"],
+        ..BASE
+    },
+    efa_on_a_type_without_efa: Case {
+        file: "162-efa-on-a-type-without-efa.toml",
+        codes: &["flow::invalid-input"],
+        at: &["12:12", "17:17", "24:19"],
+        problems: 3,
+        says: &[
+            "templates/batch-efa-no-efa-type.yaml:57:25: instance type",
+            "templates/eksctl-efa-no-efa-type.yaml:11:5: node group",
+            "step `gpu`: instance type `g5.2xlarge` has no EFA",
+            "g5.48xlarge (1)",
+        ],
+        ..BASE
+    },
+    efa_eksctl_two_zones: Case {
+        file: "163-efa-eksctl-two-zones.toml",
+        codes: &["flow::invalid-input"],
+        at: &["9:17"],
+        problems: 1,
+        says: &[
+            "templates/eksctl-efa-two-zones.yaml:11:5: node group",
+            "2 Availability Zones (us-east-1a, us-east-1b)",
+            "availabilityZones: [us-east-1a]",
+        ],
+        ..BASE
+    },
+
     keep_backups_too_few: Case {
         file: "140-keep-backups-too-few.toml",
         codes: &["flow::bad-state-setting"],

@@ -1,5 +1,6 @@
-//! Offline checks of a `cloudformation.stack` step: the template parses, and
-//! the parameters given match those it declares.
+//! Offline checks of a `cloudformation.stack` step: the template parses, the
+//! parameters given match those it declares, and its EFA resources follow
+//! the EFA rules ([`crate::efa::cfn`]).
 
 use crate::Workdir;
 
@@ -105,6 +106,14 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &Workdir) -> Ve
             ),
         );
     }
+    // EFA rules; a warning (no placement group) is the plan's to show.
+    for f in crate::efa::cfn::check(path, &text, &parsed) {
+        if !f.warning {
+            problems.push(
+                Problem::at("template", format!("{}: {}", f.place, f.message)).with_help(f.help),
+            );
+        }
+    }
     let declared = template::parameters(&parsed);
     match known(inputs, "parameters") {
         Some(InputValue::Unknown) => {}
@@ -115,6 +124,37 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &Workdir) -> Ve
         None => problems.extend(parameter_problems(path, &declared, None)),
     }
     problems
+}
+
+/// The EFA rules' warnings (an EFA compute environment without a placement
+/// group) for the plan: `warning: FILE:LINE:COL: …; fix`. Offline; nothing
+/// when the template cannot be read.
+pub(crate) fn efa_warnings(
+    inputs: &crate::contract::Values,
+    workdir: &crate::file_input::Workdir,
+) -> Vec<String> {
+    let Some(path) = inputs.get("template").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let Some(text) = workdir
+        .resolve(path)
+        .ok()
+        .and_then(|full| std::fs::read_to_string(full).ok())
+    else {
+        return Vec::new();
+    };
+    let text = match crate::substitute::Substitutions::from_values(inputs) {
+        Ok(subs) => subs.apply(&text),
+        Err(_) => text,
+    };
+    let Ok(parsed) = template::parse(&text) else {
+        return Vec::new();
+    };
+    crate::efa::cfn::check(path, &text, &parsed)
+        .into_iter()
+        .filter(|f| f.warning)
+        .map(|f| format!("warning: {}: {} ({})", f.place, f.message, f.help))
+        .collect()
 }
 
 /// Parameters given but not declared, declared without a default but not

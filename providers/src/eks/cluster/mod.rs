@@ -215,8 +215,21 @@ impl Provider for EksCluster {
             if let Some((message, help)) = refused {
                 out.push(Problem::at("eksctl_config", message).with_help(help));
             }
+            // The EFA rules, at the file's line and column (the node
+            // groups' own EFA problems would say the same without a place).
+            if let Some(path) = known.get("eksctl_config").and_then(Value::as_str)
+                && let Some(text) = ctx
+                    .workdir
+                    .resolve(path)
+                    .ok()
+                    .and_then(|full| std::fs::read_to_string(full).ok())
+            {
+                for (message, help) in eksctl::efa_rules::problems(path, &subs.apply(&text)) {
+                    out.push(Problem::at("eksctl_config", message).with_help(help));
+                }
+            }
             for ng in &cfg.nodegroups {
-                for p in ng.problems() {
+                for p in ng.shape_problems() {
                     out.push(Problem::at(
                         "eksctl_config",
                         format!("node group `{}`: {}", ng.name, p.message),

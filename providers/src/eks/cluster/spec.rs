@@ -257,6 +257,7 @@ impl ClusterSpec {
                 }
                 _ => lines.push(format!("+ {}", ng.describe())),
             }
+            lines.extend(ng.efa_warnings().into_iter().map(|w| format!("  {w}")));
         }
         for note in &self.notes {
             lines.push(format!("  ({note})"));

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+pub mod efa_rules;
 mod network;
 
 use super::nodegroup::{NodegroupSpec, TaintSpec};
@@ -387,6 +388,8 @@ fn nodegroup(
             efa,
             disk_size: int("volumeSize"),
             security_group_ids: Vec::new(),
+            placement_group: None,
+            efa_count: None,
             tags: string_map(ng.get("tags")),
         },
         placement,

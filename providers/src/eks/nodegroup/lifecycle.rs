@@ -48,6 +48,21 @@ pub async fn create(
         )?;
         return wait_active(ctx, eks, spec).await;
     }
+    // The EFA rules EC2 can judge, before anything is made; the launch
+    // template takes the interface count EC2 gives.
+    let looked = super::efa_check::look(ctx, spec).await?;
+    if let Some(refusal) = looked.refusal(spec) {
+        return Err(refusal);
+    }
+    for u in &looked.unjudged {
+        ctx.reporter.event(&format!(
+            "node group {}: EFA rules not judged: {u}",
+            spec.name
+        ));
+    }
+    let mut spec = spec.clone();
+    spec.efa_count = looked.interfaces.or(spec.efa_count);
+    let spec = &spec;
     let mut role = spec.node_role_arn.clone();
     let mut launch_template = None;
     let cluster_sg = if spec.efa {

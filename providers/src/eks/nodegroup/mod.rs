@@ -4,12 +4,14 @@
 //! With `efa = true` or a `capacity_reservation_id`, the group gets a launch
 //! template (in the supporting stack `flow-eks-CLUSTER-ng-NAME`) carrying one
 //! EFA interface per network card of the instance type (4 for p4d, 32 for
-//! p5, 8 for p6-b200) and the capacity reservation target; without a
+//! p5, 8 for p6-b200; providers/data/efa-instance-types.csv), the placement
+//! group and the capacity reservation target; without a
 //! `node_role_arn`, the same stack makes the node role.
 //!
 //! `spec` reads and checks the inputs; `lifecycle` makes, waits for,
 //! changes and deletes the group; this module is the provider kind.
 
+mod efa_check;
 mod lifecycle;
 pub(crate) mod reservation;
 mod spec;
@@ -121,6 +123,12 @@ impl EksNodegroup {
                         "Extra security groups for the EFA interfaces",
                     )
                     .forces_new(),
+                    InputSpec::optional(
+                        input::PLACEMENT_GROUP,
+                        String,
+                        "Cluster placement group the nodes go in (its name); EFA nodes should have one",
+                    )
+                    .forces_new(),
                     InputSpec::optional(input::TAGS, Map(Box::new(String)), "AWS tags"),
                 ],
                 open_inputs: false,
@@ -158,6 +166,20 @@ impl Provider for EksNodegroup {
         &self.schema
     }
 
+    /// As the default, but an empty `placement_group` (a workflow var's
+    /// "none") is the same as none: a group applied before the input
+    /// existed is not replaced for it.
+    fn diff(&self, prior: &Values, desired: &Values) -> crate::contract::Change {
+        let unset_empty = |v: &Values| {
+            let mut v = v.clone();
+            if v.get(input::PLACEMENT_GROUP) == Some(&json!("")) {
+                v.remove(input::PLACEMENT_GROUP);
+            }
+            v
+        };
+        crate::contract::default_diff(&self.schema, &unset_empty(prior), &unset_empty(desired))
+    }
+
     fn validate(
         &self,
         inputs: &[(std::string::String, InputValue)],
@@ -172,8 +194,14 @@ impl Provider for EksNodegroup {
         }
     }
 
-    /// Judges the capacity reservation again, now that every input is
-    /// known (the subnets' zones), before anything is made.
+    /// The EFA rules' warnings (no placement group), offline.
+    fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
+        match NodegroupSpec::for_checks(inputs) {
+            Some(Ok(spec)) => spec.efa_warnings(),
+            _ => Vec::new(),
+        }
+    }
+
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
         if let Some(ask) = reservation::ask_of(inputs)? {
             let sdk = super::sdk_config(ctx).await?;
@@ -219,20 +247,31 @@ impl Provider for EksNodegroup {
         true
     }
 
-    /// Reads the group's capacity reservation, if it names one: the plan
-    /// shows its window and refuses one that cannot take the group.
+    /// Reads the group's capacity reservation, if it names one (the plan
+    /// shows its window and refuses one that cannot take the group), and,
+    /// once every input is known, asks EC2 for the EFA rules the inputs
+    /// cannot show offline (instance types, subnets' zones, security
+    /// groups' self rules); a broken rule is refused too.
     async fn plan_detail(
         &self,
         ctx: &OpContext,
         prior: Option<Prior<'_>>,
         desired: &Values,
     ) -> Result<crate::contract::PlanDetail, ProviderError> {
-        let Some(ask) = reservation::ask_of(desired)? else {
-            return Ok(crate::contract::PlanDetail::default());
+        let mut detail = match reservation::ask_of(desired)? {
+            Some(ask) => {
+                let sdk = super::sdk_config(ctx).await?;
+                let group = crate::inputs::opt_str(desired, spec::input::NAME)?;
+                reservation::check(&sdk, ctx, group.as_deref(), &ask, prior.is_none()).await?
+            }
+            None => crate::contract::PlanDetail::default(),
         };
-        let sdk = super::sdk_config(ctx).await?;
-        let group = crate::inputs::opt_str(desired, spec::input::NAME)?;
-        reservation::check(&sdk, ctx, group.as_deref(), &ask, prior.is_none()).await
+        if let Ok(spec) = NodegroupSpec::from_values(desired) {
+            let looked = efa_check::look(ctx, &spec).await?;
+            detail.lines.extend(looked.lines(&spec));
+            detail.refusals.extend(looked.refusals());
+        }
+        Ok(detail)
     }
 
     fn can_refresh(&self) -> bool {
@@ -470,6 +509,42 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_placement_group_is_no_change_from_none() {
+        let p = EksNodegroup::new();
+        let before =
+            values(json!({"cluster": "c", "name": "g", "instance_types": ["p5.48xlarge"]}));
+        let mut after = before.clone();
+        after.insert("placement_group".into(), json!(""));
+        assert_eq!(p.diff(&before, &after), crate::contract::Change::NoOp);
+        after.insert("placement_group".into(), json!("pg"));
+        assert_eq!(
+            p.diff(&before, &after),
+            crate::contract::Change::Replace(vec!["placement_group".into()])
+        );
+    }
+
+    #[test]
+    fn an_efa_group_without_a_placement_group_is_warned_in_the_plan() {
+        let ctx = crate::contract::ValidateContext {
+            workdir: ".".into(),
+        };
+        let bare = values(json!({"instance_types": ["p5.48xlarge"], "efa": true}));
+        let lines = EksNodegroup::new().plan_lines(&bare, &ctx);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("warning: EFA node group `?` has no placement group"));
+        let placed =
+            spec(json!({"efa": true, "placement_group": "pg-train", "node_role_arn": "arn:role"}));
+        assert!(placed.efa_warnings().is_empty());
+        let t = placed.stack_template(None).unwrap();
+        assert_eq!(
+            t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"]["Placement"]["GroupName"],
+            "pg-train"
+        );
+        let no_efa = values(json!({"instance_types": ["c5.2xlarge"]}));
+        assert!(EksNodegroup::new().plan_lines(&no_efa, &ctx).is_empty());
+    }
+
+    #[test]
     fn role_only_stack_without_efa_and_none_with_a_role() {
         let s = spec(json!({}));
         let t = s.stack_template(None).unwrap();
@@ -492,7 +567,7 @@ mod tests {
         assert!(p.iter().any(|p| p.path == ["desired_size"]), "{p:?}");
         assert!(
             p.iter()
-                .any(|p| p.path == ["efa"] && p.message.contains("m5.large")),
+                .any(|p| p.path == ["instance_types", "0"] && p.message.contains("m5.large")),
             "{p:?}"
         );
         assert!(

@@ -8,8 +8,9 @@ use aws_sdk_eks::types::TaintEffect;
 use serde_json::{Value, json};
 
 use super::super::shared_inputs::{bool_or, opt_int, opt_str, req_str, str_list, str_map};
-use super::super::{efa, stack};
+use super::super::stack;
 use crate::contract::{Problem, ProviderError, Values};
+use crate::efa;
 
 /// Policies of the node role flow makes when none is given.
 const NODE_POLICIES: [&str; 3] = [
@@ -37,6 +38,7 @@ pub(super) mod input {
     pub const EFA: &str = "efa";
     pub const DISK_SIZE: &str = "disk_size";
     pub const SECURITY_GROUP_IDS: &str = "security_group_ids";
+    pub const PLACEMENT_GROUP: &str = "placement_group";
     pub const TAGS: &str = "tags";
 }
 
@@ -109,6 +111,11 @@ pub struct NodegroupSpec {
     pub disk_size: Option<i32>,
     /// Extra security groups for the EFA interfaces.
     pub security_group_ids: Vec<String>,
+    /// The cluster placement group the nodes go in (its name).
+    pub placement_group: Option<String>,
+    /// EFA interfaces per node as EC2 reported them (DescribeInstanceTypes'
+    /// `EfaInfo.MaximumEfaInterfaces`); `None`: the offline table's.
+    pub efa_count: Option<u32>,
     /// AWS tags.
     pub tags: BTreeMap<String, String>,
 }
@@ -143,6 +150,9 @@ impl NodegroupSpec {
             efa: at(EFA, bool_or(v, EFA, false))?,
             disk_size: at(DISK_SIZE, opt_int(v, DISK_SIZE))?.map(|d| d as i32),
             security_group_ids: at(SECURITY_GROUP_IDS, str_list(v, SECURITY_GROUP_IDS))?,
+            placement_group: at(PLACEMENT_GROUP, opt_str(v, PLACEMENT_GROUP))?
+                .filter(|g| !g.is_empty()),
+            efa_count: None,
             tags: at(TAGS, str_map(v, TAGS))?,
         })
     }
@@ -162,6 +172,33 @@ impl NodegroupSpec {
 
     /// Offline problems, each at the input it concerns.
     pub fn problems(&self) -> Vec<Problem> {
+        let mut out = self.shape_problems();
+        out.extend(self.efa_problems());
+        out
+    }
+
+    /// The EFA rules flow can judge offline: with `efa`, every instance
+    /// type has EFA and flow knows its interface count (it writes the
+    /// launch template's interfaces itself).
+    pub fn efa_problems(&self) -> Vec<Problem> {
+        if !self.efa {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (i, t) in self.instance_types.iter().enumerate() {
+            if let Some((message, help)) = efa::type_problem(t, true) {
+                out.push(
+                    Problem::at_path(&[input::INSTANCE_TYPES, &i.to_string()], message)
+                        .with_help(help),
+                );
+            }
+        }
+        out
+    }
+
+    /// Problems of everything but EFA: scaling, capacity blocks, types
+    /// given at all, taints.
+    pub fn shape_problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
         if !(self.min_size <= self.desired_size && self.desired_size <= self.max_size) {
             out.push(Problem::at(
@@ -187,19 +224,6 @@ impl NodegroupSpec {
                 "a node group needs at least one instance type",
             ));
         }
-        if self.efa {
-            for t in &self.instance_types {
-                if efa::interfaces(t).is_none() {
-                    out.push(
-                        Problem::at(
-                            input::EFA,
-                            format!("flow does not know how many EFA interfaces `{t}` has"),
-                        )
-                        .with_help(format!("known families: {}", efa::known_families())),
-                    );
-                }
-            }
-        }
         for (i, t) in self.taints.iter().enumerate() {
             if effect(&t.effect).is_none() {
                 out.push(
@@ -214,10 +238,14 @@ impl NodegroupSpec {
         out
     }
 
-    /// EFA interfaces per node (the first instance type's), 0 without EFA.
+    /// EFA interfaces per node (the first instance type's: as EC2 reported
+    /// it, else from the offline table), 0 without EFA.
     pub fn efa_interfaces(&self) -> u32 {
         if !self.efa {
             return 0;
+        }
+        if let Some(n) = self.efa_count {
+            return n;
         }
         self.instance_types
             .first()
@@ -241,7 +269,22 @@ impl NodegroupSpec {
 
     /// Whether the group needs a launch template.
     fn needs_launch_template(&self) -> bool {
-        self.efa || self.capacity_reservation_id.is_some() || self.on_capacity_block()
+        self.efa
+            || self.capacity_reservation_id.is_some()
+            || self.on_capacity_block()
+            || self.placement_group.is_some()
+    }
+
+    /// The EFA rules' warnings for the plan: an EFA group without a
+    /// placement group.
+    pub fn efa_warnings(&self) -> Vec<String> {
+        if !self.efa || self.placement_group.is_some() {
+            return Vec::new();
+        }
+        vec![format!(
+            "warning: EFA node group `{}` has no placement group: its nodes may land far apart on the network (set `placement_group` to a cluster placement group's name: aws ec2 create-placement-group --strategy cluster --group-name NAME)",
+            self.name
+        )]
     }
 
     /// The supporting stack's name.
@@ -265,6 +308,9 @@ impl NodegroupSpec {
                 let mut groups: Vec<String> = cluster_sg.map(str::to_string).into_iter().collect();
                 groups.extend(self.security_group_ids.iter().cloned());
                 data["NetworkInterfaces"] = efa::network_interfaces(self.efa_interfaces(), &groups);
+            }
+            if let Some(group) = &self.placement_group {
+                data["Placement"] = json!({"GroupName": group});
             }
             if let Some(cr) = &self.capacity_reservation_id {
                 data["CapacityReservationSpecification"] =

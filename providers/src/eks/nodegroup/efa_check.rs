@@ -1,0 +1,138 @@
+//! The EFA rules a node group's inputs cannot show offline, asked of EC2 at
+//! plan and before create: whether each instance type has EFA and how many
+//! interfaces (DescribeInstanceTypes), the zones of its subnets
+//! (DescribeSubnets) and the self rules of its security groups
+//! (DescribeSecurityGroups). A call EC2 does not answer leaves its rule
+//! unjudged (a note says so); the offline table then gives the count.
+
+use super::spec::NodegroupSpec;
+use crate::aws::ec2::Ec2;
+use crate::contract::{OpContext, ProviderError};
+
+/// What EC2 said of a node group's EFA.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Looked {
+    /// Broken rules, each with its fix.
+    pub problems: Vec<String>,
+    /// Rules EC2 could not answer for, and why.
+    pub unjudged: Vec<String>,
+    /// EFA interfaces per node of the first instance type, as EC2 says.
+    pub interfaces: Option<u32>,
+}
+
+/// Asks EC2 about `spec`'s EFA; nothing for a group without EFA.
+pub async fn look(ctx: &OpContext, spec: &NodegroupSpec) -> Result<Looked, ProviderError> {
+    let mut out = Looked::default();
+    if !spec.efa {
+        return Ok(out);
+    }
+    let ec2 = Ec2::new(&super::super::sdk_config(ctx).await?);
+    match ec2.instance_types(&spec.instance_types).await {
+        Ok(types) => {
+            for t in &types {
+                if !t.supported {
+                    out.problems.push(format!(
+                        "instance type `{}` has no EFA (EC2 DescribeInstanceTypes): choose a type with EFA, or set efa = false",
+                        t.instance_type
+                    ));
+                }
+            }
+            out.interfaces = spec
+                .instance_types
+                .first()
+                .and_then(|first| types.iter().find(|t| &t.instance_type == first))
+                .and_then(|t| t.max_interfaces);
+        }
+        Err(e) => out.unjudged.push(format!(
+            "the instance types' EFA (DescribeInstanceTypes: {})",
+            e.message
+        )),
+    }
+    if !spec.subnet_ids.is_empty() && spec.capacity_reservation_id.is_none() {
+        match ec2.subnet_zones(&spec.subnet_ids).await {
+            Ok(zones) => {
+                let mut distinct: Vec<&str> = zones.iter().map(|(_, z)| z.as_str()).collect();
+                distinct.sort();
+                distinct.dedup();
+                if distinct.len() > 1 {
+                    let listed: Vec<String> =
+                        zones.iter().map(|(s, z)| format!("{s} in {z}")).collect();
+                    out.problems.push(format!(
+                        "the subnets span {} Availability Zones ({}); EFA traffic does not cross zones: keep the subnets of one zone in subnet_ids",
+                        distinct.len(),
+                        listed.join(", ")
+                    ));
+                }
+            }
+            Err(e) => out.unjudged.push(format!(
+                "the subnets' zones (DescribeSubnets: {})",
+                e.message
+            )),
+        }
+    }
+    if !spec.security_group_ids.is_empty() {
+        match ec2.security_groups(&spec.security_group_ids).await {
+            Ok(groups) => {
+                for g in groups {
+                    let id = &g.group_id;
+                    if !g.ingress {
+                        out.problems.push(format!(
+                            "security group {id} does not allow all traffic in from itself, which EFA needs: aws ec2 authorize-security-group-ingress --group-id {id} --protocol -1 --source-group {id}"
+                        ));
+                    }
+                    if !g.egress {
+                        out.problems.push(format!(
+                            "security group {id} does not allow all traffic out to itself, which EFA needs: aws ec2 authorize-security-group-egress --group-id {id} --ip-permissions IpProtocol=-1,UserIdGroupPairs=[{{GroupId={id}}}]"
+                        ));
+                    }
+                }
+            }
+            Err(e) => out.unjudged.push(format!(
+                "the security groups' rules (DescribeSecurityGroups: {})",
+                e.message
+            )),
+        }
+    }
+    Ok(out)
+}
+
+impl Looked {
+    /// The plan's lines: what could not be judged, and the interface count
+    /// EC2 gave (broken rules are [`Looked::refusals`]).
+    pub fn lines(&self, spec: &NodegroupSpec) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .unjudged
+            .iter()
+            .map(|u| format!("EFA rules not judged: {u}"))
+            .collect();
+        if let (Some(n), Some(t)) = (self.interfaces, spec.instance_types.first()) {
+            lines.push(format!(
+                "EFA: {n} interfaces per node ({t}, EC2 DescribeInstanceTypes)"
+            ));
+        }
+        lines
+    }
+
+    /// The plan's refusals: each broken rule, with its fix.
+    pub fn refusals(&self) -> Vec<crate::contract::Refusal> {
+        self.problems
+            .iter()
+            .map(|p| crate::contract::Refusal {
+                message: format!("EFA: {p}"),
+                help: "fix the node group's EFA setup; nothing is created until then".into(),
+            })
+            .collect()
+    }
+
+    /// The create's refusal, when a rule is broken.
+    pub fn refusal(&self, spec: &NodegroupSpec) -> Option<ProviderError> {
+        (!self.problems.is_empty()).then(|| {
+            ProviderError::invalid(format!(
+                "node group `{}`: {}",
+                spec.name,
+                self.problems.join("; ")
+            ))
+            .with_help("fix the node group's EFA setup; nothing was created")
+        })
+    }
+}
