@@ -356,7 +356,7 @@ eksctl_config = "cluster.yaml"
         "`ready`: write condition=TYPE or jsonpath={PATH}=VALUE",
         "kube.job runs one Job, PyTorchJob or MPIJob; apply ConfigMap x with a kube.manifest",
         "not a valid regex",
-        "flow does not know how many EFA interfaces `m5.large` has",
+        "flow does not know whether instance type `m5.large` has EFA, nor how many interfaces",
         "scaling must have min ≤ desired ≤ max",
         "cluster.yaml:4:3: the eksctl config sets `vpc.id` (vpc-1) but lists no subnets",
     ] {
