@@ -63,6 +63,40 @@ pub(crate) fn check_never_committed(layout: &StateLayout) -> Result<(), StateErr
     })
 }
 
+/// The schema version of the database in `trees`, checked against the
+/// commit watermark `mark`: `None` for a blank database no commit was ever
+/// recorded for; an error for a database with no version, an emptied one
+/// whose watermark says commits existed, or one that lost its newest
+/// commits.
+pub(crate) fn version_against_mark(
+    root: &Path,
+    trees: &Trees,
+    mark: Option<u64>,
+) -> Result<Option<u32>, StateError> {
+    let Some(found) = meta::read_version(root, &trees.meta)? else {
+        if !meta::is_blank(trees) {
+            return Err(StateError::corrupt(root, "the schema version is missing"));
+        }
+        return match mark.filter(|&m| m > 0) {
+            Some(mark) => Err(StateError::corrupt(
+                root,
+                format!("the database is empty, but changes up to serial {mark} were committed"),
+            )),
+            None => Ok(None),
+        };
+    };
+    let serial = meta::read_serial(root, &trees.meta)?;
+    if let Some(mark) = mark.filter(|&m| serial < m) {
+        return Err(StateError::corrupt(
+            root,
+            format!(
+                "the database holds changes up to serial {serial}, but changes up to serial {mark} were committed, so the newest ones are lost"
+            ),
+        ));
+    }
+    Ok(Some(found))
+}
+
 /// Initializes a blank database, refuses unknown versions and migrates old
 /// ones with `registry` (after taking a backup, pruned by `retention`). `mark` is the commit
 /// watermark of an existing database.
@@ -74,25 +108,9 @@ pub(crate) fn check_schema(
     retention: &Retention,
 ) -> Result<(), StateError> {
     let root = &layout.root;
-    match meta::read_version(root, &trees.meta)? {
-        None if meta::is_blank(trees) => match mark.filter(|&m| m > 0) {
-            Some(mark) => Err(StateError::corrupt(
-                root,
-                format!("the database is empty, but changes up to serial {mark} were committed"),
-            )),
-            None => meta::initialize(root, trees, SCHEMA_VERSION, meta::NO_SALT),
-        },
-        None => Err(StateError::corrupt(root, "the schema version is missing")),
+    match version_against_mark(root, trees, mark)? {
+        None => meta::initialize(root, trees, SCHEMA_VERSION, meta::NO_SALT),
         Some(found) => {
-            let serial = meta::read_serial(root, &trees.meta)?;
-            if let Some(mark) = mark.filter(|&m| serial < m) {
-                return Err(StateError::corrupt(
-                    root,
-                    format!(
-                        "the database holds changes up to serial {serial}, but changes up to serial {mark} were committed, so the newest ones are lost"
-                    ),
-                ));
-            }
             if found == SCHEMA_VERSION {
                 return Ok(());
             }

@@ -248,6 +248,25 @@ fn copy_io(e: &std::io::Error) -> std::io::Error {
     }
 }
 
+/// The stored record of step `key` (its JSON `value`) as `T`; damage names
+/// the step and what is wrong with it.
+pub(crate) fn decode_record<T: serde::de::DeserializeOwned>(
+    root: &Path,
+    key: &[u8],
+    value: &[u8],
+) -> Result<T, StateError> {
+    serde_json::from_slice(value).map_err(|e| {
+        StateError::corrupt(
+            root,
+            format!(
+                "the record of step `{}` cannot be read: {}",
+                String::from_utf8_lossy(key),
+                describe_json_error(&e)
+            ),
+        )
+    })
+}
+
 /// Says a JSON decoding error without quoting the data it choked on.
 pub(crate) fn describe_json_error(err: &serde_json::Error) -> String {
     use serde_json::error::Category;

@@ -10,10 +10,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::checks::{check_never_committed, refuse_s3_copy};
+use crate::checks::{check_never_committed, refuse_s3_copy, version_against_mark};
 use crate::commit::Committer;
 use crate::db;
-use crate::error::{StateError, describe_json_error};
+use crate::error::{StateError, decode_record};
 use crate::layout::{StateLayout, create_private_dir};
 use crate::lock::StateLock;
 use crate::meta;
@@ -123,27 +123,9 @@ fn read_copy(real: &StateLayout, copy: &StateLayout) -> Result<Read, StateError>
     let root = &copy.root;
     let trees = db::open(copy)?;
     let mark = watermark::read(real)?;
-    let Some(found) = meta::read_version(root, &trees.meta)? else {
-        if !meta::is_blank(&trees) {
-            return Err(StateError::corrupt(root, "the schema version is missing"));
-        }
-        return match mark.filter(|&m| m > 0) {
-            Some(mark) => Err(StateError::corrupt(
-                root,
-                format!("the database is empty, but changes up to serial {mark} were committed"),
-            )),
-            None => Ok(None),
-        };
+    let Some(found) = version_against_mark(root, &trees, mark)? else {
+        return Ok(None);
     };
-    let serial = meta::read_serial(root, &trees.meta)?;
-    if let Some(mark) = mark.filter(|&m| serial < m) {
-        return Err(StateError::corrupt(
-            root,
-            format!(
-                "the database holds changes up to serial {serial}, but changes up to serial {mark} were committed, so the newest ones are lost"
-            ),
-        ));
-    }
     refuse_s3_copy(&real.root, &trees)?;
     if found != SCHEMA_VERSION {
         migrate::upgrade(root, &trees, found, SCHEMA_VERSION, MIGRATIONS)?;
@@ -153,17 +135,7 @@ fn read_copy(real: &StateLayout, copy: &StateLayout) -> Result<Read, StateError>
     let mut records = Vec::new();
     for item in trees.steps.iter() {
         let (key, value) = item.map_err(|e| StateError::from_sled(root, e))?;
-        let record = serde_json::from_slice(&value).map_err(|e| {
-            StateError::corrupt(
-                root,
-                format!(
-                    "the record of step `{}` cannot be read: {}",
-                    String::from_utf8_lossy(&key),
-                    describe_json_error(&e)
-                ),
-            )
-        })?;
-        records.push(record);
+        records.push(decode_record(root, &key, &value)?);
     }
     Ok(Some((records, serial, salt)))
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::db::Trees;
-use crate::error::{StateError, describe_json_error};
+use crate::error::{StateError, decode_record};
 use crate::meta;
 use crate::records::now_secs;
 
@@ -41,17 +41,7 @@ pub(crate) fn read(root: &Path, trees: &Trees) -> Result<Snapshot, StateError> {
     let mut steps = Vec::new();
     for item in trees.steps.iter() {
         let (key, value) = item.map_err(|e| StateError::from_sled(root, e))?;
-        let value = serde_json::from_slice(&value).map_err(|e| {
-            StateError::corrupt(
-                root,
-                format!(
-                    "the record of step `{}` cannot be read: {}",
-                    String::from_utf8_lossy(&key),
-                    describe_json_error(&e)
-                ),
-            )
-        })?;
-        steps.push(value);
+        steps.push(decode_record(root, &key, &value)?);
     }
     Ok(Snapshot {
         format: FORMAT.to_string(),

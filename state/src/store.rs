@@ -10,7 +10,7 @@ use crate::backup;
 use crate::checks::{check_never_committed, check_schema, refuse_s3_copy};
 use crate::commit::{self, Committer, Request};
 use crate::db::{self, Trees};
-use crate::error::{StateError, describe_json_error};
+use crate::error::{StateError, decode_record};
 use crate::layout::StateLayout;
 use crate::lock::StateLock;
 use crate::meta;
@@ -240,16 +240,7 @@ impl Store {
     }
 
     fn decode(&self, key: &[u8], value: &[u8]) -> Result<StepRecord, StateError> {
-        serde_json::from_slice(value).map_err(|e| {
-            StateError::corrupt(
-                &self.layout.root,
-                format!(
-                    "the record of step `{}` cannot be read: {}",
-                    String::from_utf8_lossy(key),
-                    describe_json_error(&e)
-                ),
-            )
-        })
+        decode_record(&self.layout.root, key, value)
     }
 }
 
