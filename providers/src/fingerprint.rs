@@ -35,6 +35,8 @@ pub const HMAC_PREFIX: &str = "hmac-sha256:";
 #[derive(Clone)]
 pub struct FingerprintKey {
     bytes: [u8; 32],
+    /// [`FingerprintKey::id`], worked out once.
+    id: String,
 }
 
 impl std::fmt::Debug for FingerprintKey {
@@ -46,32 +48,26 @@ impl std::fmt::Debug for FingerprintKey {
 impl FingerprintKey {
     /// A key made of these bytes.
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        FingerprintKey { bytes }
+        let id = mac(&bytes, b"flow fingerprint key id")[..8].to_string();
+        FingerprintKey { bytes, id }
     }
 
     /// A new random key.
     pub fn generate() -> std::io::Result<Self> {
         let mut bytes = [0u8; 32];
         std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
-        Ok(FingerprintKey { bytes })
+        Ok(FingerprintKey::from_bytes(bytes))
     }
 
-    fn mac(&self, data: &[u8]) -> String {
-        let mut mac =
-            Hmac::<Sha256>::new_from_slice(&self.bytes).expect("HMAC takes a key of any length");
-        mac.update(data);
-        hex::encode(mac.finalize().into_bytes())
-    }
-
-    /// The key's name in fingerprints: 8 hex digits that say which key it
-    /// is and nothing about it.
-    pub fn id(&self) -> String {
-        self.mac(b"flow fingerprint key id")[..8].to_string()
+    /// The key's name in fingerprints: 8 hex digits (the key's HMAC of a
+    /// fixed text) that say which key it is and nothing about it.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// `hmac-sha256:<key id>:<64 hex>` of `data`.
     pub fn fingerprint(&self, data: &[u8]) -> String {
-        format!("{HMAC_PREFIX}{}:{}", self.id(), self.mac(data))
+        format!("{HMAC_PREFIX}{}:{}", self.id, mac(&self.bytes, data))
     }
 
     /// `sealed:hmac-sha256:<key id>:<64 hex>` of `data`: how state keeps a
@@ -79,6 +75,13 @@ impl FingerprintKey {
     pub fn seal(&self, data: &[u8]) -> String {
         format!("sealed:{}", self.fingerprint(data))
     }
+}
+
+/// HMAC-SHA-256 of `data` under `key`, hex.
+fn mac(key: &[u8], data: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(data);
+    hex::encode(mac.finalize().into_bytes())
 }
 
 /// The key id a fingerprint (sealed or not) names, if it is one of ours.
@@ -224,8 +227,8 @@ mod tests {
         assert_ne!(a.fingerprint(b"hunter22"), b.fingerprint(b"hunter22"));
         assert_ne!(a.id(), b.id());
         let seal = a.seal(b"hunter22");
-        assert_eq!(key_id_of(&seal), Some(a.id().as_str()));
-        assert_eq!(key_id_of(&a.fingerprint(b"x")), Some(a.id().as_str()));
+        assert_eq!(key_id_of(&seal), Some(a.id()));
+        assert_eq!(key_id_of(&a.fingerprint(b"x")), Some(a.id()));
         assert_eq!(key_id_of("sha256:abcd"), None);
         assert!(!seal.contains("hunter22"));
     }
