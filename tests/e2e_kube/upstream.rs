@@ -82,6 +82,17 @@ fn the_runbook_files_run_unmodified() {
     }) else {
         return;
     };
+    // The reservation the runbook's p4de-odcr group launches into (the
+    // workflow's default id), in the group's zone (PLACEHOLDER_AZ_2): the
+    // plan and create read it.
+    moto.capacity_reservation(
+        "cr-0123456789abcdef0",
+        "p4de.24xlarge",
+        "us-east-1b",
+        2,
+        false,
+        None,
+    );
     let p = Project::new();
     let ca = p.write("api-server-ca.pem", &k.ca_pem);
     let ca = ca.to_string_lossy().into_owned();

@@ -48,8 +48,17 @@ pub async fn create(
         )?;
         return wait_active(ctx, eks, spec).await;
     }
-    // The EFA rules EC2 can judge, before anything is made; the launch
+    // The capacity reservation, judged now that the subnets' zones are
+    // known, and the EFA rules EC2 can judge, before anything is made (for
+    // an eks.nodegroup step and an eksctl file's groups alike); the launch
     // template takes the interface count EC2 gives.
+    if let Some(ask) = super::reservation::ask_of_spec(spec) {
+        let sdk = super::super::sdk_config(ctx).await?;
+        let found = super::reservation::check(&sdk, ctx, Some(&spec.name), &ask, true).await?;
+        if !found.refusals.is_empty() {
+            return Err(super::reservation::refused(&found.refusals));
+        }
+    }
     let looked = super::efa_check::look(ctx, spec).await?;
     if let Some(refusal) = looked.refusal(spec) {
         return Err(refusal);

@@ -202,15 +202,9 @@ impl Provider for EksNodegroup {
         }
     }
 
+    /// `lifecycle::create` judges the capacity reservation and the EFA
+    /// rules again, with every input known, before anything is made.
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
-        if let Some(ask) = reservation::ask_of(inputs)? {
-            let sdk = super::sdk_config(ctx).await?;
-            let group = crate::inputs::opt_str(inputs, spec::input::NAME)?;
-            let found = reservation::check(&sdk, ctx, group.as_deref(), &ask, true).await?;
-            if !found.refusals.is_empty() {
-                return Err(reservation::refused(&found.refusals));
-            }
-        }
         let spec = NodegroupSpec::from_values(inputs)?;
         let eks = super::client(ctx).await?;
         let outputs = create(ctx, &eks, &spec).await?;
