@@ -429,12 +429,16 @@ mod tests {
             put(&store, &[&format!("s{i}")]);
             store.backup().unwrap();
         }
-        let serials: Vec<u64> = list_backups(&root)
+        assert_eq!(serials(&root), [7, 6, 5, 4]);
+    }
+
+    /// The serials of the backups kept under `root`, newest first.
+    fn serials(root: &Path) -> Vec<u64> {
+        list_backups(root)
             .unwrap()
             .iter()
             .map(|b| b.serial)
-            .collect();
-        assert_eq!(serials, [7, 6, 5, 4]);
+            .collect()
     }
 
     #[test]
@@ -473,12 +477,7 @@ mod tests {
         // highest serials stay although they are old; the new one stays
         // because it is recent.
         store.backup().unwrap();
-        let serials: Vec<u64> = list_backups(&root)
-            .unwrap()
-            .iter()
-            .map(|b| b.serial)
-            .collect();
-        assert_eq!(serials, [104, 103, 102, 0]);
+        assert_eq!(serials(&root), [104, 103, 102, 0]);
     }
 
     #[test]
