@@ -19,6 +19,7 @@ mod ecr;
 pub(crate) mod error;
 mod fsx;
 mod hyperpod;
+pub(crate) mod leftovers;
 pub(crate) use crate::inputs;
 pub(crate) mod poll;
 pub(crate) mod reservation;

@@ -59,6 +59,7 @@ pub(crate) fn op_context(
         checkpoint: Arc::new(crate::contract::NoCheckpoint),
         timeout: None,
         destroying: false,
+        clean_leftovers: false,
     };
     (ctx, reporter)
 }

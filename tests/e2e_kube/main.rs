@@ -21,6 +21,7 @@ mod eks_efa;
 mod eks_vpc;
 mod injection;
 mod jobs;
+mod leftovers;
 mod manifests;
 mod operator;
 mod report;

@@ -45,6 +45,9 @@ pub struct RunSettings {
     pub loaded: Option<Arc<Loaded>>,
     /// Where each job step's run is recorded (the state's run history).
     pub history: Option<flow_state::RunLog>,
+    /// `flow destroy --clean-leftovers` (see
+    /// [`flow_providers::OpContext::clean_leftovers`]).
+    pub clean_leftovers: bool,
 }
 
 /// What every step of one run shares.

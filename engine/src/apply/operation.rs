@@ -75,6 +75,7 @@ impl Op<'_> {
             checkpoint,
             timeout: self.job.decl.as_ref().and_then(|d| d.timeout),
             destroying: self.destroying,
+            clean_leftovers: self.destroying && self.ctx.settings().clean_leftovers,
             step: self.name().to_string(),
             token: token.to_string(),
             workdir: self.workdir(),

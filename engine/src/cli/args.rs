@@ -245,6 +245,11 @@ pub struct DestroyArgs {
     /// Destroy steps with lifecycle.prevent_destroy too.
     #[arg(long)]
     pub allow_protected: bool,
+    /// Delete what Kubernetes controllers made for the destroyed clusters
+    /// and left in their VPCs (load balancers, target groups, security
+    /// groups, unattached interfaces), instead of listing it and stopping.
+    #[arg(long)]
+    pub clean_leftovers: bool,
     /// Set a variable (only used to give destroy commands the secrets state
     /// does not keep).
     #[arg(long = "var", value_name = "NAME=VALUE")]

@@ -53,6 +53,7 @@ pub fn run_context(
     loaded: Option<&Loaded>,
     ui: Ui,
     plan: &Plan,
+    clean_leftovers: bool,
 ) -> Arc<RunContext> {
     let width = plan.changes.iter().map(|c| c.step.len()).max().unwrap_or(4);
     Arc::new(RunContext::new(
@@ -68,6 +69,7 @@ pub fn run_context(
             profile: loaded.and_then(|l| l.workflow.profile.clone()),
             loaded: loaded.map(|l| Arc::new(l.clone())),
             history: Some(store.run_log()),
+            clean_leftovers,
         },
         store.committer(),
         records,

@@ -447,6 +447,7 @@ async fn execute(
         Some(loaded),
         ui,
         &plan,
+        false,
     );
     let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts).await;
     finish(&report, ui, "Apply")

@@ -124,6 +124,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         loaded.as_ref(),
         ui,
         &plan,
+        args.clean_leftovers,
     );
     let report = run_jobs(ctx, jobs, &edges, args.parallelism, &BTreeMap::new()).await;
     finish(&report, ui, "Destroy")

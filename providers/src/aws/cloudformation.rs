@@ -15,6 +15,7 @@
 mod batch_drift;
 mod change_set;
 mod check;
+mod leftovers;
 mod refresh;
 mod spec;
 mod stack;
@@ -90,7 +91,10 @@ impl CloudFormationStack {
                         InputType::Map(Box::new(InputType::String)),
                         "Tags on the stack, which CloudFormation passes to its resources",
                     ),
-                ],
+                ]
+                .into_iter()
+                .chain(crate::aws::leftovers::input_specs(false))
+                .collect(),
                 open_inputs: false,
             },
         }
@@ -404,6 +408,7 @@ impl Provider for CloudFormationStack {
             })?;
         let target = prior.id.unwrap_or(&name).to_string();
         let client = client(ctx).await?;
+        leftovers::sweep_vpcs(ctx, &client, &target, prior.inputs).await?;
         self.delete_stack(&client, ctx, &name, &target).await
     }
 

@@ -106,6 +106,28 @@ impl Ec2 {
             .collect())
     }
 
+    /// The VPC `subnet` is in, or `None` when EC2 no longer has it.
+    pub(crate) async fn vpc_of_subnet(
+        &self,
+        subnet: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        match self
+            .client
+            .describe_subnets()
+            .subnet_ids(subnet)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out
+                .subnets()
+                .first()
+                .and_then(|s| s.vpc_id())
+                .map(str::to_string)),
+            Err(e) if error::code(&e) == Some("InvalidSubnetID.NotFound") => Ok(None),
+            Err(e) => Err(error::aws(&format!("describe subnet {subnet}"), e)),
+        }
+    }
+
     /// Each of `groups` with its self-referencing all-traffic rules.
     pub(crate) async fn security_groups(
         &self,

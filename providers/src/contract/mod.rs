@@ -162,6 +162,9 @@ pub struct OpContext {
     /// reports a task that is still running as present at once (for the
     /// delete that follows to stop it), instead of waiting for it to end.
     pub destroying: bool,
+    /// Set by `flow destroy --clean-leftovers`: a cluster's or VPC's delete
+    /// deletes what controllers made for the cluster and left in its VPC.
+    pub clean_leftovers: bool,
 }
 
 /// Where an operation in flight records what it made so far (see
@@ -205,6 +208,7 @@ impl OpContext {
             checkpoint: Arc::new(NoCheckpoint),
             timeout: None,
             destroying: false,
+            clean_leftovers: false,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! makes, waits for and describes the cluster; this module is the provider
 //! kind.
 
+mod leftovers;
 mod lifecycle;
 mod refresh;
 mod spec;
@@ -25,6 +26,7 @@ use super::shared_inputs::opt_str;
 use super::shared_tags::TOKEN;
 use super::stack;
 use super::waiting;
+use crate::aws::leftovers::{Scope, Sweep};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
     ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
@@ -107,7 +109,10 @@ impl EksCluster {
                         "Make the IAM OIDC provider (IAM roles for service accounts)",
                     ),
                     InputSpec::optional("tags", Map(Box::new(String)), "AWS tags"),
-                ],
+                ]
+                .into_iter()
+                .chain(crate::aws::leftovers::input_specs(true))
+                .collect(),
                 open_inputs: false,
             },
         }
@@ -399,11 +404,13 @@ impl Provider for EksCluster {
             .ok_or_else(|| ProviderError::fatal("no cluster name recorded").with_help("the step's record is incomplete (written by an older flow, or edited by hand): look at it with `flow state show FILE STEP`, or restore a backup with `flow state restore`"))?;
         let eks = super::client(ctx).await?;
         let cfn = stack::client(ctx).await?;
+        let found = waiting::find_cluster(&eks, &name).await?;
+        let vpc = leftovers::vpc_of(ctx, found.as_ref(), prior.outputs).await?;
         for (ng, _) in recorded_nodegroups(prior.private) {
             nodegroup::delete(ctx, &eks, &name, &ng).await?;
         }
         stack::delete(ctx, &cfn, &stack::name(&name, "oidc")).await?;
-        if waiting::find_cluster(&eks, &name).await?.is_some() {
+        if found.is_some() {
             ctx.reporter.event(&format!("deleting cluster {name}"));
             match eks.delete_cluster().name(&name).send().await {
                 Ok(_) => {}
@@ -418,10 +425,22 @@ impl Provider for EksCluster {
             )
             .await?;
         }
+        // What controllers made for the cluster in its VPC (load balancers
+        // for Services, their groups, interfaces), before the VPC goes.
+        if let Some(vpc) = &vpc {
+            Sweep::of(ctx, prior.inputs, vpc, Scope::Cluster(name.clone()))?
+                .run()
+                .await?;
+        }
         stack::delete(ctx, &cfn, &stack::name(&name, "role")).await?;
         // The VPC made for an eksctl file without subnets, last, as eksctl
-        // deletes it (a no-op when there is none).
-        stack::delete(ctx, &cfn, &stack::name(&name, "vpc")).await
+        // deletes it (a no-op when there is none), once nothing else is left
+        // in it.
+        let vpc_stack = stack::name(&name, "vpc");
+        if let (Some(vpc), Some(_)) = (&vpc, stack::outputs_of(&cfn, &vpc_stack).await?) {
+            Sweep::of(ctx, prior.inputs, vpc, Scope::Vpc)?.run().await?;
+        }
+        stack::delete(ctx, &cfn, &vpc_stack).await
     }
 
     /// The creation lines with the inputs known after apply shown as such

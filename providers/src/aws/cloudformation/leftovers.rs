@@ -1,0 +1,64 @@
+//! Before a stack that holds a VPC is deleted: sweep the VPC for what
+//! Kubernetes controllers left in it (see [`crate::aws::leftovers`]), which
+//! would otherwise fail the delete with `DependencyViolation`.
+
+use aws_sdk_cloudformation::Client;
+
+use super::stack::{describe, status};
+use crate::aws::error;
+use crate::aws::leftovers::{Scope, Sweep};
+use crate::contract::{OpContext, ProviderError, Values};
+
+/// The CloudFormation type of a VPC.
+const VPC: &str = "AWS::EC2::VPC";
+
+/// Sweeps each VPC stack `stack` holds, unless the stack is gone or already
+/// being deleted; `inputs` are the step's recorded inputs.
+pub(super) async fn sweep_vpcs(
+    ctx: &OpContext,
+    client: &Client,
+    stack: &str,
+    inputs: &Values,
+) -> Result<(), ProviderError> {
+    let Some(current) = describe(client, stack).await? else {
+        return Ok(());
+    };
+    if matches!(status(&current), "DELETE_COMPLETE" | "DELETE_IN_PROGRESS") {
+        return Ok(());
+    }
+    for vpc in vpcs(client, stack).await? {
+        Sweep::of(ctx, inputs, &vpc, Scope::Vpc)?.run().await?;
+    }
+    Ok(())
+}
+
+/// The ids of the VPCs stack `stack` made and still has.
+async fn vpcs(client: &Client, stack: &str) -> Result<Vec<String>, ProviderError> {
+    let mut found = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let page = client
+            .list_stack_resources()
+            .stack_name(stack)
+            .set_next_token(next.take())
+            .send()
+            .await
+            .map_err(|e| error::aws(&format!("list the resources of stack `{stack}`"), e))?;
+        found.extend(
+            page.stack_resource_summaries()
+                .iter()
+                .filter(|r| r.resource_type() == Some(VPC))
+                .filter(|r| {
+                    r.resource_status()
+                        .is_none_or(|s| s.as_str() != "DELETE_COMPLETE")
+                })
+                .filter_map(|r| r.physical_resource_id())
+                .filter(|id| id.starts_with("vpc-"))
+                .map(str::to_string),
+        );
+        match page.next_token() {
+            Some(t) => next = Some(t.to_string()),
+            None => return Ok(found),
+        }
+    }
+}
