@@ -299,3 +299,75 @@ fn the_pcluster_p5_workflow_plans_offline() {
         assert!(out.contains(line), "plan lacks {line:?}:\n{out}");
     }
 }
+
+/// The EFA rules of the queue only EC2 can answer, at plan: its two subnets
+/// in two zones, and a security group of its own (replacing pcluster's)
+/// that does not let itself in; the plan refuses both and names the fix.
+#[test]
+fn the_plan_asks_ec2_for_the_efa_queues_zones_and_groups() {
+    let moto = Moto::start();
+    moto.capacity_reservation(
+        "cr-0123456789abcdef0",
+        "p5.48xlarge",
+        "us-east-1a",
+        2,
+        false,
+        None,
+    );
+    let ec2 = |params: &str| moto.query_call("ec2", &format!("{params}&Version=2016-11-15"));
+    let first = |xml: &str, tag: &str| {
+        support::moto::between_all(xml, &format!("<{tag}>"), &format!("</{tag}>"))
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no <{tag}> in {xml}"))
+    };
+    let vpc = first(&ec2("Action=CreateVpc&CidrBlock=10.9.0.0/16"), "vpcId");
+    let subnet = |cidr: &str, zone: &str| {
+        first(
+            &ec2(&format!(
+                "Action=CreateSubnet&VpcId={vpc}&CidrBlock={cidr}&AvailabilityZone={zone}"
+            )),
+            "subnetId",
+        )
+    };
+    let (a, b) = (
+        subnet("10.9.1.0/24", "us-east-1a"),
+        subnet("10.9.2.0/24", "us-east-1b"),
+    );
+    let group = first(
+        &ec2(&format!(
+            "Action=CreateSecurityGroup&GroupName=efa-open&GroupDescription=efa&VpcId={vpc}"
+        )),
+        "groupId",
+    );
+    let p = Project::new();
+    p.write(
+        "cluster.yaml",
+        &CONFIG.replace(
+            "          - PLACEHOLDER_PRIVATE_SUBNET\n",
+            &format!(
+                "          - PLACEHOLDER_PRIVATE_SUBNET\n          - {b}\n        SecurityGroups: [{group}]\n"
+            ),
+        ),
+    );
+    p.write("wf.toml", &workflow(&PLAN_VALUES.replace("subnet-0b", &a)));
+    let mut env = moto.env();
+    env.push(("COLUMNS".into(), "400".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let plan = p.run_env(&["plan", "wf.toml"], &env).expect(1);
+    let all = plan.all();
+    for wanted in [
+        format!(
+            "queue compute-gpu: EFA: the subnets span 2 Availability Zones ({a} in us-east-1a, {b} in us-east-1b); EFA traffic does not cross zones"
+        ),
+        format!(
+            "queue compute-gpu: EFA: security group {group} does not allow all traffic in from itself, which EFA needs"
+        ),
+        format!(
+            "aws ec2 authorize-security-group-ingress --group-id {group} --protocol -1 --source-group {group}"
+        ),
+    ] {
+        assert!(all.contains(&wanted), "{wanted}\nmissing from\n{all}");
+    }
+    assert!(p.state_files().is_empty());
+}

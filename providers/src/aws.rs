@@ -16,6 +16,7 @@ mod cloudformation;
 pub(crate) mod config;
 pub(crate) mod ec2;
 mod ecr;
+pub(crate) mod efa_rules;
 pub(crate) mod error;
 mod fsx;
 mod hyperpod;

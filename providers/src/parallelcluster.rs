@@ -5,6 +5,7 @@
 mod cli;
 mod cluster;
 mod config;
+mod efa_online;
 mod efa_rules;
 mod errors;
 mod reservations;

@@ -274,3 +274,102 @@ fn batch_p4d_state_from_before_the_module_plans_only_moves() {
         "{text}"
     );
 }
+
+/// batch-p5's compute environment launches into the reservation its var
+/// names: a reservation in another zone than the VPC's subnet (read
+/// through the VPC stack's exports) is refused before the Batch stack is
+/// made, and by the plan once the VPC exists; the right one plans with its
+/// window and the stack is made.
+#[test]
+fn batch_p5_judges_its_capacity_reservation_before_the_batch_stack() {
+    let moto = Moto::start();
+    let _compute: BatchCompute = moto.batch_compute();
+    moto.capacity_reservation(
+        "cr-0b000000000000001",
+        "p5.48xlarge",
+        "us-east-1b",
+        2,
+        false,
+        Some(14),
+    );
+    moto.capacity_reservation(
+        "cr-0a000000000000001",
+        "p5.48xlarge",
+        "us-east-1a",
+        2,
+        false,
+        Some(14),
+    );
+    // Wide enough that no refusal is wrapped.
+    let mut env = moto.env();
+    env.push(("COLUMNS".into(), "400".into()));
+    let l = Local::new("batch-p5.toml", env);
+    let zone_b = "capacity_reservation_id=cr-0b000000000000001";
+    let refusal = "compute environment DistributedDeepLearningCE: capacity reservation cr-0b000000000000001 is in us-east-1b, the step's subnets are in us-east-1a";
+
+    // The first plan cannot know the VPC's subnets: the create judges them.
+    let first = l
+        .flow(
+            &["apply"],
+            &[
+                "--auto-approve",
+                "--var",
+                zone_b,
+                "--target",
+                "cluster.batch",
+            ],
+        )
+        .expect(1);
+    assert!(first.all().contains(refusal), "{}", first.all());
+    // The plan let it through (the subnet was not known); the create
+    // refused it after the VPC was made and before CreateStack.
+    assert!(
+        first.all().contains("parameters   = (known after apply)"),
+        "{}",
+        first.all()
+    );
+    assert!(
+        first.all().contains("2 created, 0 unchanged, 1 failed"),
+        "{}",
+        first.all()
+    );
+    assert!(
+        first.all().contains("give the step a subnet in us-east-1b"),
+        "{}",
+        first.all()
+    );
+    assert_eq!(stack_status(&moto, "batch-p5-batch"), None);
+    assert_eq!(
+        stack_status(&moto, "batch-p5-vpc").as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+
+    // Now the plan reads the subnet through the VPC stack's export.
+    let plan = l.flow(&["plan"], &["--var", zone_b]).expect(1);
+    assert!(plan.all().contains(refusal), "{}", plan.all());
+
+    let zone_a = "capacity_reservation_id=cr-0a000000000000001";
+    let plan = l.flow(&["plan"], &["--var", zone_a]).expect(0);
+    assert!(
+        plan.stdout.contains(
+            "DistributedDeepLearningCE: capacity reservation cr-0a000000000000001: 2 of 2 × p5.48xlarge available in us-east-1a, active"
+        ),
+        "{}",
+        plan.stdout
+    );
+    l.flow(
+        &["apply"],
+        &[
+            "--auto-approve",
+            "--var",
+            zone_a,
+            "--target",
+            "cluster.batch",
+        ],
+    )
+    .expect(0);
+    assert_eq!(
+        stack_status(&moto, "batch-p5-batch").as_deref(),
+        Some("CREATE_COMPLETE")
+    );
+}

@@ -304,7 +304,12 @@ impl Request {
             .header("content-type")
             .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"))
         {
-            Protocol::Query
+            // EC2's query API answers errors in its own shape.
+            if String::from_utf8_lossy(&self.body).contains("Version=2016-11-15") {
+                Protocol::Ec2
+            } else {
+                Protocol::Query
+            }
         } else if self.method_and_path().1.starts_with("/v1/") {
             Protocol::RestJson
         } else {
@@ -317,6 +322,7 @@ impl Request {
 enum Protocol {
     Json,
     Query,
+    Ec2,
     RestJson,
     RestXml,
 }
@@ -577,7 +583,7 @@ fn error_response(fault: Fault, protocol: Protocol) -> Vec<u8> {
     let (status, reason) = match fault {
         Fault::Throttle => match protocol {
             Protocol::RestJson => (429, "Too Many Requests"),
-            Protocol::RestXml => (503, "Slow Down"),
+            Protocol::RestXml | Protocol::Ec2 => (503, "Slow Down"),
             _ => (400, "Bad Request"),
         },
         Fault::TooMany => (429, "Too Many Requests"),
@@ -588,11 +594,12 @@ fn error_response(fault: Fault, protocol: Protocol) -> Vec<u8> {
     let code = match (fault, protocol) {
         (Fault::Throttle, Protocol::Json) => "ThrottlingException",
         (Fault::Throttle, Protocol::Query) => "Throttling",
+        (Fault::Throttle, Protocol::Ec2) => "RequestLimitExceeded",
         (Fault::Throttle, Protocol::RestJson) => "TooManyRequestsException",
         (Fault::Throttle, Protocol::RestXml) => "SlowDown",
         (Fault::TooMany, _) => "",
         (Fault::Refused, _) => "ValidationException",
-        (Fault::Internal, Protocol::RestXml) => "InternalError",
+        (Fault::Internal, Protocol::RestXml | Protocol::Ec2) => "InternalError",
         (Fault::Internal, _) => "InternalFailure",
         _ => "ServiceUnavailable",
     };
@@ -620,6 +627,13 @@ fn error_response(fault: Fault, protocol: Protocol) -> Vec<u8> {
             format!(
                 r#"<ErrorResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"><Error><Type>{}</Type><Code>{code}</Code><Message>{message}</Message></Error><RequestId>fault-proxy</RequestId></ErrorResponse>"#,
                 if status >= 500 { "Receiver" } else { "Sender" }
+            ),
+        ),
+        (Protocol::Ec2, _) => (
+            "text/xml",
+            String::new(),
+            format!(
+                r#"<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>"#
             ),
         ),
         (Protocol::RestXml, _) => (

@@ -15,6 +15,8 @@
 mod batch_drift;
 mod change_set;
 mod check;
+mod compute_environments;
+mod intrinsics;
 mod leftovers;
 mod refresh;
 mod spec;
@@ -318,6 +320,12 @@ impl Provider for CloudFormationStack {
                 )));
             }
         }
+        // What the compute environments launch into, judged again with the
+        // exports the stack will import, before anything is made.
+        let judged = compute_environments::judge(ctx, &client, &spec, true).await?;
+        if !judged.refusals.is_empty() {
+            return Err(crate::aws::reservation::refused(&judged.refusals));
+        }
         let mut request = client
             .create_stack()
             .stack_name(&spec.name)
@@ -427,6 +435,9 @@ impl Provider for CloudFormationStack {
         let spec = StackSpec::load(desired, &ctx.workdir)?;
         let client = client(ctx).await?;
         let mut detail = PlanDetail::default();
+        let judged = compute_environments::judge(ctx, &client, &spec, prior.is_none()).await?;
+        detail.lines.extend(judged.lines);
+        detail.refusals.extend(judged.refusals);
         let Some(current) = describe(&client, &spec.name).await? else {
             if prior.is_some() {
                 detail.lines.push(format!(
@@ -565,27 +576,4 @@ impl Provider for CloudFormationStack {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schema_marks_the_name_as_forcing_replacement() {
-        let p = CloudFormationStack::new();
-        assert_eq!(p.name(), "cloudformation.stack");
-        assert!(p.schema().input("stack_name").unwrap().force_new);
-        assert!(!p.schema().input("template").unwrap().force_new);
-        assert_eq!(
-            p.schema().input("template").unwrap().ty,
-            InputType::LocalFile
-        );
-    }
-
-    #[test]
-    fn change_set_names_are_valid() {
-        let n = change_set_name("0123456789abcdef0123456789abcdef");
-        assert!(n.starts_with("flow-") && n.len() <= 128);
-        let p = plan_change_set_name();
-        assert!(p.starts_with("flow-plan-"));
-        assert!(p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
-    }
-}
+mod tests;

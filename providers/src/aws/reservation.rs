@@ -157,6 +157,16 @@ pub fn judge(r: &Reservation, want: &Wanted<'_>, now: SystemTime) -> Vec<Refusal
     out
 }
 
+/// The error create fails with when the reservation refuses the group:
+/// every reason, before anything is made.
+pub fn refused(refusals: &[Refusal]) -> ProviderError {
+    let join =
+        |part: fn(&Refusal) -> &str| refusals.iter().map(part).collect::<Vec<_>>().join("; ");
+    ProviderError::bad_input(join(|r| &r.message))
+        .with_help(join(|r| &r.help))
+        .before_acting()
+}
+
 /// The line the plan shows: `capacity reservation cr-…: 4 × p5.48xlarge in
 /// us-east-1a, active, 2026-11-26T10:00:00Z → 2026-12-03T10:00:00Z`.
 pub fn window_line(r: &Reservation) -> String {

@@ -241,15 +241,21 @@ impl Provider for ParallelCluster {
         }
         // The queues' capacity reservations, when the file can be read
         // with what is known (its placeholders filled).
-        let reserved = match load(&ctx.workdir, desired) {
-            Ok((_, _, config)) => super::reservations::check(ctx, &config, creating).await?,
-            Err(_) => PlanDetail::default(),
+        // And the EFA rules only EC2 can answer (the queues' zones, the
+        // groups that replace pcluster's).
+        let (reserved, efa) = match load(&ctx.workdir, desired) {
+            Ok((_, _, config)) => (
+                super::reservations::check(ctx, &config, creating).await?,
+                super::efa_online::check(ctx, &config).await?,
+            ),
+            Err(_) => (PlanDetail::default(), PlanDetail::default()),
         };
         lines.extend(reserved.lines);
+        lines.extend(efa.lines);
         Ok(PlanDetail {
             lines,
             replace_because: None,
-            refusals: reserved.refusals,
+            refusals: reserved.refusals.into_iter().chain(efa.refusals).collect(),
         })
     }
 

@@ -7,6 +7,7 @@
 
 use super::spec::NodegroupSpec;
 use crate::aws::ec2::Ec2;
+use crate::aws::efa_rules;
 use crate::contract::{OpContext, ProviderError};
 
 /// What EC2 said of a node group's EFA.
@@ -49,21 +50,10 @@ pub async fn look(ctx: &OpContext, spec: &NodegroupSpec) -> Result<Looked, Provi
         )),
     }
     if !spec.subnet_ids.is_empty() && spec.capacity_reservation_id.is_none() {
-        match ec2.subnet_zones(&spec.subnet_ids).await {
-            Ok(zones) => {
-                let mut distinct: Vec<&str> = zones.iter().map(|(_, z)| z.as_str()).collect();
-                distinct.sort();
-                distinct.dedup();
-                if distinct.len() > 1 {
-                    let listed: Vec<String> =
-                        zones.iter().map(|(s, z)| format!("{s} in {z}")).collect();
-                    out.problems.push(format!(
-                        "the subnets span {} Availability Zones ({}); EFA traffic does not cross zones: keep the subnets of one zone in subnet_ids",
-                        distinct.len(),
-                        listed.join(", ")
-                    ));
-                }
-            }
+        match efa_rules::one_zone(&ec2, &spec.subnet_ids).await {
+            Ok(broken) => out
+                .problems
+                .extend(broken.map(|b| format!("{}: {} in subnet_ids", b.message, b.fix))),
             Err(e) => out.unjudged.push(format!(
                 "the subnets' zones (DescribeSubnets: {})",
                 e.message
@@ -71,22 +61,12 @@ pub async fn look(ctx: &OpContext, spec: &NodegroupSpec) -> Result<Looked, Provi
         }
     }
     if !spec.security_group_ids.is_empty() {
-        match ec2.security_groups(&spec.security_group_ids).await {
-            Ok(groups) => {
-                for g in groups {
-                    let id = &g.group_id;
-                    if !g.ingress {
-                        out.problems.push(format!(
-                            "security group {id} does not allow all traffic in from itself, which EFA needs: aws ec2 authorize-security-group-ingress --group-id {id} --protocol -1 --source-group {id}"
-                        ));
-                    }
-                    if !g.egress {
-                        out.problems.push(format!(
-                            "security group {id} does not allow all traffic out to itself, which EFA needs: aws ec2 authorize-security-group-egress --group-id {id} --ip-permissions IpProtocol=-1,UserIdGroupPairs=[{{GroupId={id}}}]"
-                        ));
-                    }
-                }
-            }
+        match efa_rules::self_rules(&ec2, &spec.security_group_ids).await {
+            Ok(broken) => out.problems.extend(
+                broken
+                    .into_iter()
+                    .map(|b| format!("{}: {}", b.message, b.fix)),
+            ),
             Err(e) => out.unjudged.push(format!(
                 "the security groups' rules (DescribeSecurityGroups: {})",
                 e.message

@@ -72,15 +72,7 @@ pub async fn check(
     })
 }
 
-/// The error create fails with when the reservation refuses the group:
-/// every reason, before anything is made.
-pub fn refused(refusals: &[Refusal]) -> ProviderError {
-    let join =
-        |part: fn(&Refusal) -> &str| refusals.iter().map(part).collect::<Vec<_>>().join("; ");
-    ProviderError::bad_input(join(|r| &r.message))
-        .with_help(join(|r| &r.help))
-        .before_acting()
-}
+pub use crate::aws::reservation::refused;
 
 #[cfg(test)]
 mod tests {

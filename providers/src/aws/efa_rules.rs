@@ -1,0 +1,61 @@
+//! The EFA rules only EC2 can answer, shared by every step that launches
+//! EFA nodes (node groups, Batch compute environments, ParallelCluster
+//! queues): the subnets sit in one Availability Zone (DescribeSubnets), and
+//! each security group lets all traffic in from and out to itself
+//! (DescribeSecurityGroups). The offline rules are in [`crate::efa`].
+
+use super::ec2::Ec2;
+use crate::contract::ProviderError;
+
+/// A broken rule, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Broken {
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it (a command where there is one).
+    pub fix: String,
+}
+
+/// Whether `subnets` sit in one zone: the rule broken when they do not.
+pub(crate) async fn one_zone(
+    ec2: &Ec2,
+    subnets: &[String],
+) -> Result<Option<Broken>, ProviderError> {
+    let zones = ec2.subnet_zones(subnets).await?;
+    let mut distinct: Vec<&str> = zones.iter().map(|(_, z)| z.as_str()).collect();
+    distinct.sort();
+    distinct.dedup();
+    if distinct.len() < 2 {
+        return Ok(None);
+    }
+    let listed: Vec<String> = zones.iter().map(|(s, z)| format!("{s} in {z}")).collect();
+    Ok(Some(Broken {
+        message: format!(
+            "the subnets span {} Availability Zones ({}); EFA traffic does not cross zones",
+            distinct.len(),
+            listed.join(", ")
+        ),
+        fix: "keep the subnets of one zone".into(),
+    }))
+}
+
+/// The self rules `groups` lack, each with the command that adds it.
+pub(crate) async fn self_rules(ec2: &Ec2, groups: &[String]) -> Result<Vec<Broken>, ProviderError> {
+    let mut out = Vec::new();
+    for g in ec2.security_groups(groups).await? {
+        let id = &g.group_id;
+        if !g.ingress {
+            out.push(Broken {
+                message: format!("security group {id} does not allow all traffic in from itself, which EFA needs"),
+                fix: format!("aws ec2 authorize-security-group-ingress --group-id {id} --protocol -1 --source-group {id}"),
+            });
+        }
+        if !g.egress {
+            out.push(Broken {
+                message: format!("security group {id} does not allow all traffic out to itself, which EFA needs"),
+                fix: format!("aws ec2 authorize-security-group-egress --group-id {id} --ip-permissions IpProtocol=-1,UserIdGroupPairs=[{{GroupId={id}}}]"),
+            });
+        }
+    }
+    Ok(out)
+}
