@@ -20,6 +20,7 @@ pub(crate) mod error;
 mod fsx;
 mod hyperpod;
 pub(crate) use crate::inputs;
+pub(crate) mod pacing;
 pub(crate) mod poll;
 pub(crate) mod reservation;
 mod s3;

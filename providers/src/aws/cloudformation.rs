@@ -158,7 +158,8 @@ impl CloudFormationStack {
         since: i64,
         seen: HashSet<String>,
     ) -> Result<Applied, ProviderError> {
-        let settled = settle(client, ctx.reporter.as_ref(), &spec.name, since, seen).await?;
+        let pace = stack::pace(ctx, Some(&spec.body));
+        let settled = settle(client, pace, ctx.reporter.as_ref(), &spec.name, since, seen).await?;
         match settled {
             Some(s) if USABLE.contains(&status(&s)) => Ok(applied(&s, spec)),
             Some(s) => Err(stack::failed(client, &spec.name, "create", &s, since).await),
@@ -185,7 +186,15 @@ impl CloudFormationStack {
             return Ok(());
         }
         if in_progress(status(&current)) && status(&current) != "DELETE_IN_PROGRESS" {
-            settle(client, ctx.reporter.as_ref(), target, since, HashSet::new()).await?;
+            settle(
+                client,
+                stack::pace(ctx, None),
+                ctx.reporter.as_ref(),
+                target,
+                since,
+                HashSet::new(),
+            )
+            .await?;
         }
         let seen = stack::seen_events(client, target).await;
         let mut request = client.delete_stack().stack_name(target);
@@ -196,7 +205,16 @@ impl CloudFormationStack {
             .send()
             .await
             .map_err(|e| error::aws(&format!("delete stack `{name}`"), e))?;
-        match settle(client, ctx.reporter.as_ref(), target, since, seen).await? {
+        match settle(
+            client,
+            stack::pace(ctx, None),
+            ctx.reporter.as_ref(),
+            target,
+            since,
+            seen,
+        )
+        .await?
+        {
             None => Ok(()),
             Some(s) if status(&s) == "DELETE_COMPLETE" => Ok(()),
             Some(s) => Err(stack::failed(client, name, "delete", &s, since).await),
@@ -245,7 +263,16 @@ impl CloudFormationStack {
                 }
             }
         }
-        match settle(client, ctx.reporter.as_ref(), &spec.name, since, seen).await? {
+        match settle(
+            client,
+            stack::pace(ctx, None),
+            ctx.reporter.as_ref(),
+            &spec.name,
+            since,
+            seen,
+        )
+        .await?
+        {
             Some(s) if status(&s) == "UPDATE_COMPLETE" || status(&s) == "CREATE_COMPLETE" => {
                 Ok(applied(&s, spec))
             }
@@ -358,6 +385,7 @@ impl Provider for CloudFormationStack {
         if current.as_ref().is_some_and(|s| in_progress(status(s))) {
             current = settle(
                 &client,
+                stack::pace(ctx, None),
                 ctx.reporter.as_ref(),
                 &target,
                 since,
@@ -539,6 +567,7 @@ impl Provider for CloudFormationStack {
             ));
             settle(
                 &client,
+                stack::pace(ctx, Some(&spec.body)),
                 ctx.reporter.as_ref(),
                 &target,
                 now() - SKEW,

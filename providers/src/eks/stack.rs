@@ -95,7 +95,7 @@ pub async fn ensure(
         }
     }
     let what = format!("stack `{name}`");
-    until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
+    until(Pace::LONG.within(ctx.timeout), ctx.reporter.as_ref(), &what, || async {
         let Some(stack) = describe(cfn, name).await? else {
             return Err(ProviderError::vanished(format!(
                 "stack `{name}` disappeared while being created"
@@ -129,7 +129,7 @@ pub async fn delete(ctx: &OpContext, cfn: &Client, name: &str) -> Result<(), Pro
         .await
         .map_err(|e| error::aws(&format!("delete stack `{name}`"), e))?;
     let what = format!("deletion of stack `{name}`");
-    until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
+    until(Pace::LONG.within(ctx.timeout), ctx.reporter.as_ref(), &what, || async {
         match describe(cfn, name).await? {
             None => Ok(Step::Done(())),
             Some(s) if status(&s) == "DELETE_FAILED" => Err(ProviderError::fatal(format!(
