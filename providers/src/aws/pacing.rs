@@ -33,6 +33,9 @@ pub mod expected {
         ("AWS::EKS::Cluster", EKS_CLUSTER),
         ("AWS::EKS::Nodegroup", EKS_NODEGROUP),
         ("AWS::FSx::FileSystem", FSX_LUSTRE),
+        ("AWS::IAM::Role", Duration::from_secs(30)),
+        ("AWS::IAM::OIDCProvider", Duration::from_secs(15)),
+        ("AWS::EC2::LaunchTemplate", Duration::from_secs(10)),
     ];
 
     /// A stack whose template holds none of [`STACK_TYPES`].

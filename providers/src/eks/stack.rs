@@ -9,6 +9,7 @@ use aws_sdk_cloudformation::types::{Capability, Stack, Tag};
 use serde_json::Value;
 
 use super::shared_error as error;
+use super::shared_pacing::expected;
 use super::shared_poll::{Pace, Step, until};
 use crate::contract::{OpContext, ProviderError, Values};
 
@@ -95,7 +96,8 @@ pub async fn ensure(
         }
     }
     let what = format!("stack `{name}`");
-    until(Pace::LONG.within(ctx.timeout), ctx.reporter.as_ref(), &what, || async {
+    let pace = Pace::expecting(expected::stack(&template.to_string())).within(ctx.timeout);
+    until(pace, ctx.reporter.as_ref(), &what, || async {
         let Some(stack) = describe(cfn, name).await? else {
             return Err(ProviderError::vanished(format!(
                 "stack `{name}` disappeared while being created"

@@ -95,7 +95,7 @@ fn stacks_last_as_long_as_their_slowest_resource_type() {
         "Resources:\n  Nat:\n    Type: AWS::EC2::NatGateway\n  Vpc:\n    Type: AWS::EC2::VPC\n";
     assert_eq!(expected::stack(vpc), Duration::from_secs(180));
     assert_eq!(
-        expected::stack("Type: AWS::IAM::Role"),
+        expected::stack("Type: AWS::SecretsManager::Secret"),
         expected::STACK_DEFAULT
     );
 }
