@@ -22,6 +22,7 @@ mod fsx;
 mod hyperpod;
 pub(crate) mod leftovers;
 pub(crate) use crate::inputs;
+pub(crate) mod pacing;
 pub(crate) mod poll;
 pub(crate) mod reservation;
 mod s3;

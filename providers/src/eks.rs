@@ -28,8 +28,8 @@ pub use nodegroup::EksNodegroup;
 // The AWS providers' shared pieces: SDK configuration, error mapping,
 // input readers, polling and token tags.
 pub(crate) use crate::aws::{
-    config as shared_config, error as shared_error, inputs as shared_inputs, poll as shared_poll,
-    tags as shared_tags,
+    config as shared_config, error as shared_error, inputs as shared_inputs,
+    pacing as shared_pacing, poll as shared_poll, tags as shared_tags,
 };
 
 /// Every EKS provider kind, for [`Registry::builtin`](crate::Registry::builtin).

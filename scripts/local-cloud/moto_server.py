@@ -21,6 +21,10 @@ requirements.txt) before it was filled here; nothing else of moto changes.
   VPC anew: here a deleted stack has no outputs.
 - EC2 has no capacity reservations: capacity_reservations.py (beside this
   file) adds CreateCapacityReservation and DescribeCapacityReservations.
+- Every create finishes at once: with FLOW_LATENCY_MODEL naming a table
+  (bench/latency.toml), latency_model.py (beside this file) keeps stacks,
+  clusters, node groups, file systems and compute environments in progress
+  for the table's scaled durations, and counts every call.
 
 Run with moto_server's arguments: python moto_server.py -H 127.0.0.1 -p PORT
 """
@@ -38,6 +42,7 @@ from moto.ec2.models.subnets import SubnetRouteTableAssociation
 from moto.server import main
 
 import capacity_reservations
+import latency_model
 
 
 def _delete_route_table(self, account_id, region_name):
@@ -159,6 +164,7 @@ Route.delete = _delete_route
 SubnetRouteTableAssociation.delete = _delete_association
 
 capacity_reservations.install()
+latency_model.install()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -120,6 +120,29 @@ fn free_port() -> u16 {
 impl Moto {
     /// Starts a moto server of this test's own, and waits until it answers.
     pub fn start() -> Moto {
+        Moto::start_with(&[])
+    }
+
+    /// [`Moto::start`] with the latency model of `bench/latency.toml`
+    /// (`scripts/local-cloud/latency_model.py`), its lengths divided by `scale`.
+    pub fn start_with_latency(scale: u32) -> Moto {
+        let table = workspace_root().join("bench/latency.toml");
+        Moto::start_with(&[
+            ("FLOW_LATENCY_MODEL", &table.to_string_lossy()),
+            ("FLOW_LATENCY_SCALE", &scale.to_string()),
+        ])
+    }
+
+    /// What the latency model saw: every call by operation, and each
+    /// resource it held (`GET /moto-api/flow-latency/report`).
+    pub fn latency_report(&self) -> serde_json::Value {
+        let (status, body) = self.http("GET", "/moto-api/flow-latency/report", &[], b"");
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).expect("JSON")
+    }
+
+    /// [`Moto::start`] with these variables in the server's environment.
+    pub fn start_with(env: &[(&str, &str)]) -> Moto {
         let server = moto_server();
         for _ in 0..5 {
             let dir = tempfile::Builder::new()
@@ -134,6 +157,7 @@ impl Moto {
             let child = Command::new(server.with_file_name("python"))
                 .arg(workspace_root().join("scripts/local-cloud/moto_server.py"))
                 .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .envs(env.iter().copied())
                 .stdin(Stdio::null())
                 .stdout(out.try_clone().expect("dup log"))
                 .stderr(out)

@@ -164,7 +164,8 @@ impl CloudFormationStack {
         since: i64,
         seen: HashSet<String>,
     ) -> Result<Applied, ProviderError> {
-        let settled = settle(client, ctx.reporter.as_ref(), &spec.name, since, seen).await?;
+        let pace = stack::pace(ctx, Some(&spec.body));
+        let settled = settle(client, pace, ctx.reporter.as_ref(), &spec.name, since, seen).await?;
         match settled {
             Some(s) if USABLE.contains(&status(&s)) => Ok(applied(&s, spec)),
             Some(s) => Err(stack::failed(client, &spec.name, "create", &s, since).await),
@@ -191,7 +192,15 @@ impl CloudFormationStack {
             return Ok(());
         }
         if in_progress(status(&current)) && status(&current) != "DELETE_IN_PROGRESS" {
-            settle(client, ctx.reporter.as_ref(), target, since, HashSet::new()).await?;
+            settle(
+                client,
+                stack::pace(ctx, None),
+                ctx.reporter.as_ref(),
+                target,
+                since,
+                HashSet::new(),
+            )
+            .await?;
         }
         let seen = stack::seen_events(client, target).await;
         let mut request = client.delete_stack().stack_name(target);
@@ -202,7 +211,16 @@ impl CloudFormationStack {
             .send()
             .await
             .map_err(|e| error::aws(&format!("delete stack `{name}`"), e))?;
-        match settle(client, ctx.reporter.as_ref(), target, since, seen).await? {
+        match settle(
+            client,
+            stack::pace(ctx, None),
+            ctx.reporter.as_ref(),
+            target,
+            since,
+            seen,
+        )
+        .await?
+        {
             None => Ok(()),
             Some(s) if status(&s) == "DELETE_COMPLETE" => Ok(()),
             Some(s) => Err(stack::failed(client, name, "delete", &s, since).await),
@@ -251,7 +269,16 @@ impl CloudFormationStack {
                 }
             }
         }
-        match settle(client, ctx.reporter.as_ref(), &spec.name, since, seen).await? {
+        match settle(
+            client,
+            stack::pace(ctx, None),
+            ctx.reporter.as_ref(),
+            &spec.name,
+            since,
+            seen,
+        )
+        .await?
+        {
             Some(s) if status(&s) == "UPDATE_COMPLETE" || status(&s) == "CREATE_COMPLETE" => {
                 Ok(applied(&s, spec))
             }
@@ -370,6 +397,7 @@ impl Provider for CloudFormationStack {
         if current.as_ref().is_some_and(|s| in_progress(status(s))) {
             current = settle(
                 &client,
+                stack::pace(ctx, None),
                 ctx.reporter.as_ref(),
                 &target,
                 since,
@@ -555,6 +583,7 @@ impl Provider for CloudFormationStack {
             ));
             settle(
                 &client,
+                stack::pace(ctx, Some(&spec.body)),
                 ctx.reporter.as_ref(),
                 &target,
                 now() - SKEW,

@@ -16,7 +16,7 @@ use aws_sdk_fsx::types::{
 use serde_json::Value;
 
 use super::poll::{Pace, Waiter};
-use super::{config, error, inputs, tags};
+use super::{config, error, inputs, pacing, tags};
 use crate::contract::{
     Applied, Change, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider,
     ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values, default_diff,
@@ -193,8 +193,14 @@ async fn settle(
     id: &str,
     gone_ok: bool,
 ) -> Result<Option<FileSystem>, ProviderError> {
+    // A create (gone not expected) takes minutes; other changes, unknown.
+    let pace = if gone_ok {
+        Pace::LONG
+    } else {
+        Pace::expecting(pacing::expected::FSX_LUSTRE)
+    };
     let mut waiter = Waiter::new(
-        Pace::LONG,
+        pace.within(ctx.timeout),
         ctx.reporter.as_ref(),
         format!("file system `{id}`"),
     );
@@ -497,7 +503,7 @@ impl Provider for FsxLustre {
             }
         }
         let mut waiter = Waiter::new(
-            Pace::LONG,
+            Pace::LONG.within(ctx.timeout),
             ctx.reporter.as_ref(),
             format!("file system `{id}` to be deleted"),
         );

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::pacing;
 use crate::contract::{ProviderError, Reporter};
 
 /// What one look at a long operation found.
@@ -24,21 +25,66 @@ pub(crate) struct Pace {
     pub first: Duration,
     /// No delay is longer than this.
     pub max: Duration,
-    /// Give up after this long (the step's `timeout` usually ends it sooner).
+    /// Give up after this long (the step's `timeout` usually ends it sooner;
+    /// see [`Pace::within`]).
     pub limit: Duration,
+    /// How the delays are chosen.
+    pub rhythm: Rhythm,
+}
+
+/// How the delays of a wait are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rhythm {
+    /// From `first`, half as long again each time, at most `max`: for waits
+    /// that settle in seconds (Kubernetes objects), unscaled.
+    Growing,
+    /// A cloud operation of the expected length (`None`: unknown), paced by
+    /// [`pacing::next_delay`] and scaled by `FLOW_TIME_SCALE`.
+    Cloud(Option<Duration>),
 }
 
 impl Pace {
-    /// Pacing for operations that take minutes (stacks, file systems, jobs).
+    /// Pacing for cloud operations that take minutes, of unknown length.
     pub const LONG: Pace = Pace {
-        first: Duration::from_secs(2),
-        max: Duration::from_secs(20),
+        first: pacing::FIRST,
+        max: pacing::BUDGET,
         limit: Duration::from_secs(6 * 3600),
+        rhythm: Rhythm::Cloud(None),
     };
 
-    /// The delay after `delay`: half as long again, at most `max`.
-    pub fn next(&self, delay: Duration) -> Duration {
-        (delay + delay / 2).min(self.max)
+    /// Pacing for a cloud operation that usually lasts `expected`
+    /// ([`pacing::expected`]).
+    pub const fn expecting(expected: Duration) -> Pace {
+        Pace {
+            rhythm: Rhythm::Cloud(Some(expected)),
+            ..Pace::LONG
+        }
+    }
+
+    /// The same pace, giving up no sooner than the step's `timeout`.
+    pub fn within(self, timeout: Option<Duration>) -> Pace {
+        Pace {
+            limit: timeout.map_or(self.limit, |t| self.limit.max(t)),
+            ..self
+        }
+    }
+
+    /// The factor this wait's delays are scaled by.
+    fn scale(&self) -> f64 {
+        match self.rhythm {
+            Rhythm::Growing => 1.0,
+            Rhythm::Cloud(_) => pacing::time_scale(),
+        }
+    }
+
+    /// The delay after `last` (zero before the first), `elapsed` (unscaled)
+    /// into the wait.
+    pub fn next(&self, elapsed: Duration, last: Duration) -> Duration {
+        match self.rhythm {
+            Rhythm::Growing if last.is_zero() => self.first,
+            Rhythm::Growing => (last + last / 2).min(self.max),
+            Rhythm::Cloud(expected) => pacing::next_delay(expected, elapsed, last),
+        }
     }
 }
 
@@ -77,7 +123,7 @@ pub(crate) struct Waiter<'a> {
     pace: Pace,
     what: String,
     start: Instant,
-    delay: Duration,
+    last: Duration,
     failed_looks: u32,
     /// Progress lines shown so far, deduplicated.
     pub progress: Progress<'a>,
@@ -91,7 +137,7 @@ impl<'a> Waiter<'a> {
             pace,
             what: what.into(),
             start: Instant::now(),
-            delay: pace.first,
+            last: Duration::ZERO,
             failed_looks: 0,
             progress: Progress::new(reporter),
             reporter,
@@ -125,18 +171,22 @@ impl<'a> Waiter<'a> {
         }
     }
 
-    /// Sleeps before the next look, each time half as long again; fails once
-    /// the wait has lasted its limit.
+    /// Sleeps before the next look, as the pace says; fails once the wait
+    /// would outlast its limit (real time, never scaled).
     pub async fn pause(&mut self) -> Result<(), ProviderError> {
-        if self.start.elapsed() + self.delay > self.pace.limit {
+        let scale = self.pace.scale();
+        let elapsed = self.start.elapsed();
+        let delay = self.pace.next(pacing::unscaled(elapsed, scale), self.last);
+        let sleep = pacing::scaled(delay, scale);
+        if elapsed + sleep > self.pace.limit {
             return Err(ProviderError::fatal(format!(
                 "gave up waiting for {} after {}s; it may still finish: the next apply looks again",
                 self.what,
-                self.start.elapsed().as_secs()
+                elapsed.as_secs()
             )));
         }
-        tokio::time::sleep(self.delay).await;
-        self.delay = self.pace.next(self.delay);
+        tokio::time::sleep(sleep).await;
+        self.last = delay;
         Ok(())
     }
 }
@@ -178,6 +228,7 @@ mod tests {
         first: Duration::from_millis(1),
         max: Duration::from_millis(4),
         limit: Duration::from_secs(5),
+        rhythm: Rhythm::Growing,
     };
 
     #[tokio::test]

@@ -9,6 +9,7 @@ use aws_sdk_cloudformation::types::{Capability, Stack, Tag};
 use serde_json::Value;
 
 use super::shared_error as error;
+use super::shared_pacing::expected;
 use super::shared_poll::{Pace, Step, until};
 use crate::contract::{OpContext, ProviderError, Values};
 
@@ -95,7 +96,8 @@ pub async fn ensure(
         }
     }
     let what = format!("stack `{name}`");
-    until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
+    let pace = Pace::expecting(expected::stack(&template.to_string())).within(ctx.timeout);
+    until(pace, ctx.reporter.as_ref(), &what, || async {
         let Some(stack) = describe(cfn, name).await? else {
             return Err(ProviderError::vanished(format!(
                 "stack `{name}` disappeared while being created"
@@ -129,7 +131,7 @@ pub async fn delete(ctx: &OpContext, cfn: &Client, name: &str) -> Result<(), Pro
         .await
         .map_err(|e| error::aws(&format!("delete stack `{name}`"), e))?;
     let what = format!("deletion of stack `{name}`");
-    until(Pace::LONG, ctx.reporter.as_ref(), &what, || async {
+    until(Pace::LONG.within(ctx.timeout), ctx.reporter.as_ref(), &what, || async {
         match describe(cfn, name).await? {
             None => Ok(Step::Done(())),
             Some(s) if status(&s) == "DELETE_FAILED" => Err(ProviderError::fatal(format!(

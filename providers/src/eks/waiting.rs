@@ -5,6 +5,7 @@
 //! same whatever the object.
 
 use std::future::Future;
+use std::time::Duration;
 
 use aws_sdk_eks::types::{Cluster, ClusterStatus, Nodegroup, NodegroupStatus};
 
@@ -120,12 +121,14 @@ fn status_word(status: Option<&str>) -> String {
     status.unwrap_or("UNKNOWN").to_string()
 }
 
-/// Look at `what` (`` cluster `x` ``) until `condition` is met, reporting
-/// its status as it changes. The object disappearing fails the wait
+/// Look at `what` (`` cluster `x` ``), expected to take `expected`
+/// ([`shared_pacing::expected`]), until `condition` is met, reporting its
+/// status as it changes. The object disappearing fails the wait
 /// ([`ProviderError::vanished`]); a failed condition fails it with `help`.
 pub(super) async fn await_condition<T, F, Fut>(
     ctx: &OpContext,
     what: &str,
+    expected: Duration,
     look: F,
     condition: fn(&T) -> Condition,
     help: &str,
@@ -134,7 +137,8 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<Option<T>, ProviderError>>,
 {
-    until(Pace::LONG, ctx.reporter.as_ref(), what, || async {
+    let pace = Pace::expecting(expected).within(ctx.timeout);
+    until(pace, ctx.reporter.as_ref(), what, || async {
         let Some(object) = look().await? else {
             return Err(ProviderError::vanished(format!("{what} disappeared")));
         };
@@ -162,7 +166,8 @@ where
     Fut: Future<Output = Result<Option<T>, ProviderError>>,
 {
     let waiting = format!("deletion of {what}");
-    until(Pace::LONG, ctx.reporter.as_ref(), &waiting, || async {
+    let pace = Pace::LONG.within(ctx.timeout);
+    until(pace, ctx.reporter.as_ref(), &waiting, || async {
         match look().await? {
             None => Ok(Step::Done(())),
             Some(object) => Ok(Step::Pending(vec![format!(

@@ -15,13 +15,14 @@ use super::crd_schema;
 use super::errors;
 use super::render::Doc;
 use crate::contract::ProviderError;
-use crate::eks::shared_poll::{Pace, Step, until};
+use crate::eks::shared_poll::{Pace, Rhythm, Step, until};
 
 /// Pacing for Kubernetes waits: objects settle in seconds, jobs in hours.
 pub const KUBE_PACE: Pace = Pace {
     first: std::time::Duration::from_millis(500),
     max: std::time::Duration::from_secs(5),
     limit: std::time::Duration::from_secs(24 * 3600),
+    rhythm: Rhythm::Growing,
 };
 
 /// An object flow applied, as state records it.

@@ -78,7 +78,11 @@ pub(crate) async fn until_done(
     name: &str,
 ) -> Result<Value, ProviderError> {
     let what = format!("cluster `{name}`");
-    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    let mut waiter = Waiter::new(
+        Pace::LONG.within(ctx.timeout),
+        ctx.reporter.as_ref(),
+        what.clone(),
+    );
     loop {
         match pc.describe(name).await {
             Ok(Some(cluster)) => {
@@ -119,7 +123,11 @@ pub(crate) async fn until_gone(
     name: &str,
 ) -> Result<(), ProviderError> {
     let what = format!("cluster `{name}`");
-    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    let mut waiter = Waiter::new(
+        Pace::LONG.within(ctx.timeout),
+        ctx.reporter.as_ref(),
+        what.clone(),
+    );
     loop {
         match pc.describe(name).await {
             Ok(None) => return Ok(()),
@@ -149,7 +157,11 @@ pub(crate) async fn until_fleet(
     wanted: &str,
 ) -> Result<(), ProviderError> {
     let what = format!("the compute fleet of `{name}`");
-    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    let mut waiter = Waiter::new(
+        Pace::LONG.within(ctx.timeout),
+        ctx.reporter.as_ref(),
+        what.clone(),
+    );
     loop {
         match pc.describe(name).await {
             Ok(Some(cluster)) => {

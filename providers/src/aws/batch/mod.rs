@@ -226,7 +226,7 @@ impl Provider for BatchJob {
         ));
         terminate(&client, id, "destroyed from flow").await?;
         let mut waiter = Waiter::new(
-            Pace::LONG,
+            Pace::LONG.within(ctx.timeout),
             ctx.reporter.as_ref(),
             format!("job `{name}` to stop"),
         );

@@ -150,7 +150,11 @@ pub(super) async fn run_to_end(
     id: &str,
 ) -> Result<JobDetail, ProviderError> {
     let what = format!("job `{name}` ({id})");
-    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    let mut waiter = Waiter::new(
+        Pace::LONG.within(ctx.timeout),
+        ctx.reporter.as_ref(),
+        what.clone(),
+    );
     loop {
         match describe(client, id).await {
             Ok(Some(job)) => {

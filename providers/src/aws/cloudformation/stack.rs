@@ -7,9 +7,9 @@ use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::types::{Stack, StackEvent};
 use serde_json::Value;
 
-use crate::aws::error;
 use crate::aws::poll::{Pace, Waiter};
-use crate::contract::{ProviderError, Reporter, Values};
+use crate::aws::{error, pacing};
+use crate::contract::{OpContext, ProviderError, Reporter, Values};
 
 /// The stack called (or with the id) `stack`, if it exists. A deleted stack
 /// looked up by id comes back with status `DELETE_COMPLETE`.
@@ -138,17 +138,26 @@ pub(super) async fn seen_events(client: &Client, stack: &str) -> HashSet<String>
     }
 }
 
+/// How to pace a wait for a stack of `template` (its create) or of any
+/// change (`None`), giving up no sooner than the step's timeout.
+pub(super) fn pace(ctx: &OpContext, template: Option<&str>) -> Pace {
+    template
+        .map_or(Pace::LONG, |t| Pace::expecting(pacing::expected::stack(t)))
+        .within(ctx.timeout)
+}
+
 /// Waits until the stack is no longer in progress, showing its new events
 /// (those after `since`, seconds since the epoch, and not in `seen`) as they
 /// come. Returns the settled stack, or `None` once it is gone.
 pub(super) async fn settle(
     client: &Client,
+    pace: Pace,
     reporter: &dyn Reporter,
     stack: &str,
     since: i64,
     mut seen: HashSet<String>,
 ) -> Result<Option<Stack>, ProviderError> {
-    let mut waiter = Waiter::new(Pace::LONG, reporter, format!("stack `{stack}`"));
+    let mut waiter = Waiter::new(pace, reporter, format!("stack `{stack}`"));
     loop {
         let look = async {
             let found = describe(client, stack).await?;

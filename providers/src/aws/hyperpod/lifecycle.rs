@@ -127,7 +127,11 @@ pub(crate) async fn until_in_service(
     name: &str,
 ) -> Result<DescribeClusterOutput, ProviderError> {
     let what = format!("HyperPod cluster `{name}`");
-    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    let mut waiter = Waiter::new(
+        Pace::LONG.within(ctx.timeout),
+        ctx.reporter.as_ref(),
+        what.clone(),
+    );
     loop {
         match describe(client, name).await {
             Ok(Some(cluster)) => {
@@ -201,7 +205,11 @@ pub(crate) async fn delete(
         return Err(err);
     }
     let what = format!("HyperPod cluster `{name}`");
-    let mut waiter = Waiter::new(Pace::LONG, ctx.reporter.as_ref(), what.clone());
+    let mut waiter = Waiter::new(
+        Pace::LONG.within(ctx.timeout),
+        ctx.reporter.as_ref(),
+        what.clone(),
+    );
     loop {
         match describe(client, name).await {
             Ok(None) => return Ok(()),

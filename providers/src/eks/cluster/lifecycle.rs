@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::super::nodegroup::{self, NodegroupSpec};
 use super::super::shared_error as error;
+use super::super::shared_pacing::expected;
 use super::super::shared_tags::{self as tags, TOKEN};
 use super::super::stack;
 use super::super::waiting;
@@ -87,6 +88,7 @@ pub(super) async fn wait_active(
     waiting::await_condition(
         ctx,
         &format!("cluster `{name}`"),
+        expected::EKS_CLUSTER,
         || waiting::find_cluster(eks, name),
         waiting::cluster_active,
         "EKS gave up on the cluster: read its health issues above, fix the cause (the role, the subnets), \

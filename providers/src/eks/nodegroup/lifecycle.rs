@@ -9,6 +9,7 @@ use aws_sdk_eks::types::{
 use serde_json::{Value, json};
 
 use super::super::shared_error as error;
+use super::super::shared_pacing::expected;
 use super::super::shared_tags::{self as tags, TOKEN};
 use super::super::{stack, waiting};
 use super::spec::{NodegroupSpec, effect};
@@ -197,6 +198,7 @@ pub(super) async fn wait_active(
     let ng = waiting::await_condition(
         ctx,
         &format!("node group `{}`", spec.name),
+        expected::EKS_NODEGROUP,
         || find(eks, spec),
         waiting::nodegroup_active,
         "EKS gave up on the node group: read its health issues above (capacity, the subnets, the \

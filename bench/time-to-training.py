@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Time to first training step (issue 18); prints its figures.
+
+For eks-p4d, batch-p5 and torchrec-eks, from bench/latency.toml:
+  a) the runbook: the seed runbook's commands one after another;
+  b) the critical path of flow's graph (each step's length from the table);
+  c) flow's measured wall time from `flow apply` to the training step's
+     start, against the test cloud with its latency model (every length
+     divided by the table's scale, 60), converted back to real minutes.
+It prints a/c, c/b, the graph's critical path, and for each operation the
+model held: its describe calls against what a waiter polling every 15 s
+would make, and how late flow noticed its end.
+
+What runs for real in (c): every AWS step (stacks, EKS cluster and node
+groups, FSx, ECR, S3, Secrets Manager) against moto through
+scripts/local-aws, flow's waiters paced with FLOW_TIME_SCALE=1/60. Steps the
+model has no AWS status for (kube.*, exec, batch.job) are `null` steps of
+the table's length with the same dependencies; the training step is a
+`null` step whose start is the figure.
+
+Usage: bench/time-to-training.py [--flow PATH] [--runs N] [--only eks-p4d,...] [--gantt FILE.svg]
+Builds the release binary first unless --flow is given.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TABLE = os.path.join(ROOT, "bench", "latency.toml")
+
+# Each seed: its file, the training step, and the runbook's commands in
+# order, each naming the workflow steps it does (steps in one command run
+# together: eksctl makes the VPC, then the cluster, then its node groups in
+# parallel).
+SEEDS = {
+    "eks-p4d": {
+        "file": "eks-p4d.toml",
+        "train": "train",
+        "runbook": [  # shared/seeds/eks-dlc-fsdp.md
+            ["images", "image"],                  # 2: build.sh (build, push)
+            ["vpc"], ["eks"], ["system_nodes|gpu_nodes"],  # 3: eksctl create cluster
+            ["etcd"], ["training_operator"],      # 4: kubectl apply
+            ["device_plugins"],
+            ["fsx"], ["fsx_csi"], ["fsx_volume"], # 4: fsx_create.sh, fsx_deploy.sh, pvc
+            ["nvidia_smi"], ["nccl"],             # 5: checks
+            ["hf_token"],                         # 6: token, then fsdp.sh
+        ],
+    },
+    "batch-p5": {
+        "file": "batch-p5.toml",
+        "train": "nccl",
+        "runbook": [  # shared/seeds/aws-batch-distributed-training.md
+            ["vpc"], ["bucket"], ["ssh"], ["batch"],
+        ],
+    },
+    "torchrec-eks": {
+        "file": "torchrec-eks.toml",
+        "train": "train",
+        "runbook": [  # shared/seeds/torchrec-on-eks.md
+            ["vpc"], ["eks"], ["gpu_nodes"],      # eksctl create cluster
+            ["device_plugins"],
+            ["data_bucket"], ["upload"], ["fsx"], ["fsx_csi"], ["fsx_volume"],
+            ["training_operator"], ["rendezvous"],
+        ],
+    },
+}
+
+# Providers the latency model holds, or that are quick real calls to moto:
+# they run for real. Everything else stands in as a `null` step.
+REAL = {"cloudformation.stack", "eks.cluster", "eks.nodegroup", "fsx.lustre",
+        "ecr.repository", "s3.bucket", "s3.sync", "secretsmanager.secret"}
+
+
+def stack_seconds(table, template_text):
+    section = table["cloudformation"]
+    types = set(re.findall(r"AWS::[A-Za-z0-9]+::[A-Za-z0-9]+", template_text))
+    return max([section[t] for t in types if t in section], default=section["default"])
+
+
+def step_seconds(table, wd, step):
+    """A step's real length from the table, as flow carries it out."""
+    p = step["provider"]
+    stacks = table["cloudformation"]
+    if p == "cloudformation.stack":
+        template = step.get("inputs", {}).get("template", "")
+        path = os.path.join(wd, template)
+        return stack_seconds(table, open(path).read()) if os.path.exists(path) else stacks["default"]
+    if p == "eks.cluster":
+        oidc = stacks["AWS::IAM::OIDCProvider"] if step.get("inputs", {}).get("with_oidc") else 0
+        # flow's role stack, the control plane, then the OIDC provider's stack.
+        return stacks["AWS::IAM::Role"] + table["operations"]["eks.cluster"] + oidc
+    if p == "eks.nodegroup":
+        # flow's node role and launch template stack, then the node group.
+        return stacks["AWS::IAM::Role"] + table["operations"]["eks.nodegroup"]
+    if p == "fsx.lustre":
+        return table["operations"]["fsx.lustre"]
+    return table["steps"].get(p, table["steps"].get(p.split(".")[0], 1))
+
+
+def flatten(wf, wd):
+    """The workflow's steps, a module's steps named `call_step` with its inputs put in."""
+    steps = dict(wf.get("steps", {}))
+    for call, mod in wf.get("modules", {}).items():
+        with open(os.path.join(wd, mod["source"], "main.toml")) as f:
+            text = f.read()
+        for key, value in mod.get("inputs", {}).items():
+            text = text.replace("${inputs.%s}" % key, str(value))
+        inner = tomllib.loads(text).get("steps", {})
+        for name, step in inner.items():
+            step = json.loads(re.sub(r"steps\.([a-z_0-9]+)\.", lambda m: f"steps.{call}_{m.group(1)}.",
+                                     json.dumps(step)))
+            step["depends_on"] = [f"{call}_{d}" for d in step.get("depends_on", [])]
+            step["short"] = name
+            steps[f"{call}_{name}"] = step
+    return steps
+
+
+def dependencies(steps, name):
+    step = steps[name]
+    refs = set(step.get("depends_on", []))
+    text = json.dumps({k: v for k, v in step.items() if k != "depends_on"})
+    for m in re.finditer(r"steps\.([A-Za-z_0-9-]+)", text):
+        if m.group(1) in steps and m.group(1) != name:
+            refs.add(m.group(1))
+    return sorted(refs)
+
+
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(v)
+
+
+def model_workflow(wf, steps, deps, table, wd, train):
+    """The workflow the bench applies: real AWS steps, `null` stand-ins."""
+    out = ['[workflow]\nname = %s\n' % json.dumps(wf["workflow"]["name"])]
+    for name, var in wf.get("vars", {}).items():
+        out.append(f"[vars.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in var.items()))
+    for name, step in steps.items():
+        key = json.dumps(name)
+        if step["provider"] in REAL:
+            body = {k: v for k, v in step.items() if k not in ("inputs", "short")}
+            body["depends_on"] = [d for d in step.get("depends_on", [])]
+            out.append(f"[steps.{key}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in body.items() if v != []))
+            out.append(f"[steps.{key}.inputs]\n" + "".join(
+                f"{k} = {toml_value(v)}\n" for k, v in step.get("inputs", {}).items()))
+        else:
+            ms = 0 if name == train else int(step_seconds(table, wd, step) * 1000 / table["scale"])
+            out.append(f"[steps.{key}]\nprovider = \"null\"\n")
+            if deps[name]:
+                out.append(f"depends_on = {toml_value(deps[name])}\n")
+            out.append(f"[steps.{key}.inputs]\ndelay_ms = {ms}\n")
+    return "".join(out)
+
+
+def critical_path(steps, deps, length):
+    finish, via = {}, {}
+
+    def end(n):
+        if n not in finish:
+            start = max((end(d) for d in deps[n]), default=0.0)
+            via[n] = max(deps[n], key=lambda d: finish[d], default=None)
+            finish[n] = start + length[n]
+        return finish[n]
+
+    for n in steps:
+        end(n)
+    return finish, via
+
+
+def chain(via, name):
+    out = []
+    while name:
+        out.append(name)
+        name = via[name]
+    return list(reversed(out))
+
+
+def minutes(s):
+    return f"{s / 60:5.1f} min"
+
+
+def run_seed(flow, seed, spec, table, workflows, gantt):
+    wd = workflows
+    with open(os.path.join(wd, spec["file"]), "rb") as f:
+        wf = tomllib.load(f)
+    steps = flatten(wf, wd)
+    deps = {n: dependencies(steps, n) for n in steps}
+    names = {steps[n].get("short", n): n for n in steps}
+    train = names[spec["train"]]
+    length = {n: step_seconds(table, wd, steps[n]) for n in steps}
+    finish, via = critical_path(steps, deps, length)
+    b = finish[train] - length[train]
+    a = 0.0
+    for command in spec["runbook"]:
+        a += max(length[names[s]] for part in command for s in part.split("|"))
+
+    model = model_workflow(wf, steps, deps, table, wd, train)
+    path = os.path.join(wd, f"model-{seed}.toml")
+    with open(path, "w") as f:
+        f.write(model)
+    env = {**os.environ, "NO_COLOR": "1", "FLOW_TIME_SCALE": f"1/{table['scale']:g}",
+           "FLOW_LATENCY_MODEL": TABLE}
+    script = (
+        'set -e; "$1" apply "$2" --auto-approve -q > "$3/apply.log" 2>&1 || { cat "$3/apply.log"; exit 1; }; '
+        'curl -s "$AWS_ENDPOINT_URL/moto-api/flow-latency/report" > "$3/model.json" || '
+        'python3 -c "import os,urllib.request;open(os.sys.argv[1],\'wb\').write(urllib.request.urlopen(os.environ[\'AWS_ENDPOINT_URL\']+\'/moto-api/flow-latency/report\').read())" "$3/model.json"'
+    )
+    out = tempfile.mkdtemp(prefix="flow-ttt-")
+    proc = subprocess.run([os.path.join(ROOT, "scripts", "local-aws"), "bash", "-c", script, "-", flow, path, out],
+                          cwd=wd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{seed}: apply failed:\n{proc.stdout}\n{proc.stderr}")
+    state = os.path.join(wd, ".flow", f"model-{seed}")
+    with open(os.path.join(state, "last-run.json")) as f:
+        last = json.load(f)
+    with open(os.path.join(out, "model.json")) as f:
+        report = json.load(f)
+    span = {s["step"]: s for s in last["steps"]}
+    c = (span[train]["start_ms"] - last["started_ms"]) / 1000.0 * table["scale"]
+    # Before the first step starts: flow's start-up and plan, scaled x60 too.
+    startup = (min(s["start_ms"] for s in last["steps"]) - last["started_ms"]) / 1000.0 * table["scale"]
+    if gantt:
+        subprocess.run([flow, "report", path, "-o", os.path.join(out, "report.html")], cwd=wd,
+                       capture_output=True)
+    return {"a": a, "b": b, "c": c, "startup": startup, "path": chain(via, train), "length": length, "report": report,
+            "spans": last, "deps": deps, "out": out, "scale": table["scale"]}
+
+
+def print_seed(seed, r):
+    a, b, c = r["a"], r["b"], r["c"]
+    print(f"{seed}")
+    print(f"  a) runbook, one command after another   {minutes(a)}")
+    print(f"  b) critical path of flow's graph         {minutes(b)}   "
+          + " -> ".join(f"{n} ({r['length'][n] / 60:.1f})" for n in r["path"][:-1]))
+    print(f"  c) flow under the model (x{r['scale']:g})       {minutes(c)}")
+    lagged = (c - r["startup"]) / b
+    # c counts from the run's start as flow records it (after its plan).
+    print(f"  a/c = {a / c:.2f}   c/b = {c / b:.3f}  (target c/b <= 1.03 -> {'PASS' if lagged <= 1.03 else 'FAIL'})")
+    print("  operation                               length  describes  15-s waiter  noticed late")
+    worst = True
+    for h in sorted(r["report"]["held"], key=lambda h: h["created"]):
+        real = h["seconds"] * r["scale"]
+        waiter = int(real // 15) + 1
+        late = ((h["first_seen_ready"] or h["ready"]) - h["ready"]) * r["scale"]
+        ok = h["looks"] <= waiter
+        worst &= ok
+        print(f"    {h['kind'] + ' ' + h['name']:<38} {real / 60:5.1f} min {h['looks']:6d}   {waiter:8d}"
+              f"      {late:5.1f} s ({late / real:.1%}){'' if ok else '  OVER'}")
+    calls = r["report"]["calls"]
+    print(f"  API calls: {sum(calls.values())} in all; "
+          + ", ".join(f"{k} {v}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flow")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--only", default=",".join(SEEDS))
+    ap.add_argument("--gantt", help="write the eks-p4d run's flow report (with its Gantt) here")
+    a = ap.parse_args()
+    if not a.flow:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "flow"], cwd=ROOT, check=True)
+    flow = os.path.abspath(a.flow) if a.flow else os.path.join(ROOT, "target", "release", "flow")
+    with open(TABLE, "rb") as f:
+        table = tomllib.load(f)
+    print(f"time to first training step, latency model {os.path.relpath(TABLE, ROOT)} (lengths / {table['scale']:g})")
+    for seed in a.only.split(","):
+        for i in range(a.runs):
+            work = tempfile.mkdtemp(prefix="flow-ttt-wf-")
+            wd = os.path.join(work, "workflows")
+            shutil.copytree(os.path.join(ROOT, "workflows"), wd)
+            try:
+                r = run_seed(flow, seed, SEEDS[seed], table, wd, a.gantt and seed == "eks-p4d")
+                print_seed(seed if a.runs == 1 else f"{seed} (run {i + 1})", r)
+                if a.gantt and seed == "eks-p4d":
+                    shutil.copy(os.path.join(r["out"], "report.html"), a.gantt)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

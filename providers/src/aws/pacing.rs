@@ -1,0 +1,127 @@
+//! When to look again at a long cloud operation, knowing how long it
+//! usually takes: rarely while it cannot be done yet, often around its
+//! expected end, so the end is noticed within a few percent of the
+//! operation's length without more calls than a waiter polling every 15 s.
+//!
+//! The expected lengths are real ones (minutes). `FLOW_TIME_SCALE` (a factor
+//! such as `1/60` or `0.0167`, for tests and benchmarks only) shrinks every
+//! wait of the schedule by that factor, matching the test cloud's latency
+//! model (bench/latency.toml), which divides the same lengths by 60.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The environment variable that scales every pacing wait (tests and bench only).
+pub const TIME_SCALE_ENV: &str = "FLOW_TIME_SCALE";
+
+/// How long operations usually take, in real time; the same figures, with
+/// their sources, as `bench/latency.toml`.
+pub mod expected {
+    use std::time::Duration;
+
+    /// An EKS control plane, CREATING to ACTIVE.
+    pub const EKS_CLUSTER: Duration = Duration::from_secs(600);
+    /// A managed node group, CREATING to ACTIVE.
+    pub const EKS_NODEGROUP: Duration = Duration::from_secs(300);
+    /// An FSx for Lustre file system, CREATING to AVAILABLE.
+    pub const FSX_LUSTRE: Duration = Duration::from_secs(600);
+
+    /// Stack lengths by the slowest resource type a template holds.
+    pub const STACK_TYPES: &[(&str, Duration)] = &[
+        ("AWS::EC2::NatGateway", Duration::from_secs(180)),
+        ("AWS::Batch::ComputeEnvironment", Duration::from_secs(60)),
+        ("AWS::EKS::Cluster", EKS_CLUSTER),
+        ("AWS::EKS::Nodegroup", EKS_NODEGROUP),
+        ("AWS::FSx::FileSystem", FSX_LUSTRE),
+        ("AWS::IAM::Role", Duration::from_secs(30)),
+        ("AWS::IAM::OIDCProvider", Duration::from_secs(15)),
+        ("AWS::EC2::LaunchTemplate", Duration::from_secs(10)),
+    ];
+
+    /// A stack whose template holds none of [`STACK_TYPES`].
+    pub const STACK_DEFAULT: Duration = Duration::from_secs(60);
+
+    /// How long a stack of `template` (YAML or JSON) usually takes to create:
+    /// as long as its slowest resource type.
+    pub fn stack(template: &str) -> Duration {
+        STACK_TYPES
+            .iter()
+            .filter(|(kind, _)| template.contains(kind))
+            .map(|(_, d)| *d)
+            .max()
+            .unwrap_or(STACK_DEFAULT)
+    }
+}
+
+/// The first pause when the length is unknown.
+pub const FIRST: Duration = Duration::from_secs(2);
+/// The pause with no expectation once it has grown, and after an overrun: a
+/// waiter polling every 15 s is the budget of calls.
+pub const BUDGET: Duration = Duration::from_secs(15);
+
+/// The pause between looks near the expected end, as a fraction of the
+/// expected length: an end there is noticed at most this late.
+const NEAR: f64 = 0.025;
+/// Looks come every [`NEAR`] from this many near-pauses before the expected
+/// end…
+const BEFORE: u32 = 3;
+/// …to this many after it; later every [`BUDGET`] (or [`NEAR`] if longer).
+const AFTER: u32 = 2;
+
+/// The pause before the next look, `elapsed` into a wait for an operation
+/// expected to last `expected` (`None`: unknown), the last pause having been
+/// `last` (zero before the first). All in real (unscaled) time.
+///
+/// Known length: one look every eighth of it (at least 30 s apart) until
+/// shortly before the expected end, then every 2.5 % of it until shortly
+/// after, then every 15 s. Unknown: 2 s growing by half up to 15 s.
+pub fn next_delay(expected: Option<Duration>, elapsed: Duration, last: Duration) -> Duration {
+    let Some(expected) = expected.filter(|e| !e.is_zero()) else {
+        return (last + last / 2).clamp(FIRST, BUDGET);
+    };
+    let near = expected.mul_f64(NEAR);
+    let window_start = expected.saturating_sub(near * BEFORE);
+    let window_end = expected + near * AFTER;
+    if elapsed < window_start {
+        let coarse = (BUDGET * 2).max(expected / 8);
+        coarse.min(window_start - elapsed).max(near)
+    } else if elapsed < window_end {
+        near
+    } else {
+        BUDGET.max(near)
+    }
+}
+
+/// The factor `FLOW_TIME_SCALE` sets (1 without it), read once.
+pub fn time_scale() -> f64 {
+    static SCALE: OnceLock<f64> = OnceLock::new();
+    *SCALE.get_or_init(|| {
+        std::env::var(TIME_SCALE_ENV)
+            .ok()
+            .and_then(|v| parse_scale(&v))
+            .unwrap_or(1.0)
+    })
+}
+
+/// `0.5`, or `1/60`; positive and at most 1, else `None`.
+pub fn parse_scale(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let value = match text.split_once('/') {
+        Some((n, d)) => n.trim().parse::<f64>().ok()? / d.trim().parse::<f64>().ok()?,
+        None => text.parse::<f64>().ok()?,
+    };
+    (value.is_finite() && value > 0.0 && value <= 1.0).then_some(value)
+}
+
+/// A real-time pause as the wait sleeps it, under `scale`.
+pub fn scaled(delay: Duration, scale: f64) -> Duration {
+    delay.mul_f64(scale)
+}
+
+/// Time spent under `scale`, as real time.
+pub fn unscaled(spent: Duration, scale: f64) -> Duration {
+    spent.div_f64(scale)
+}
+
+#[cfg(test)]
+mod tests;

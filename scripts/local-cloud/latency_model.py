@@ -1,0 +1,325 @@
+"""The test cloud's latency model: operations that take time, as AWS's do.
+
+moto finishes every create at once: a stack is CREATE_COMPLETE, a cluster
+ACTIVE, a file system AVAILABLE in the answer to the call that made it. With
+FLOW_LATENCY_MODEL naming a table (bench/latency.toml), this WSGI layer in
+front of moto's server keeps each such resource in progress for the table's
+duration divided by its `scale` (FLOW_LATENCY_SCALE overrides it), counted
+from when its create call arrived: its status calls answer CREATING or
+CREATE_IN_PROGRESS until then, whatever moto says. It also counts every call
+by operation and, for each held resource, the status calls that looked at it
+and when the first one saw it ready, served as JSON at
+GET /moto-api/flow-latency/report (the bench's and the tests' figures).
+
+Modelled: CloudFormation CreateStack (a stack lasts as long as its slowest
+resource type in the table), EKS CreateCluster and CreateNodegroup, FSx
+CreateFileSystem, Batch CreateComputeEnvironment. Deletes are not held:
+moto's resources are gone at once, and the model would have to answer for
+objects moto no longer has.
+"""
+
+import io
+import json
+import os
+import re
+import threading
+import time
+import tomllib
+import urllib.parse
+
+REPORT_PATH = "/moto-api/flow-latency/report"
+
+
+class Held:
+    """One resource held in progress."""
+
+    def __init__(self, kind, name, seconds):
+        self.kind = kind
+        self.name = name
+        self.created = time.time()
+        self.ready = self.created + seconds
+        self.looks = 0
+        self.first_seen_ready = None
+
+    def in_progress(self, now):
+        return now < self.ready
+
+    def looked(self, now):
+        self.looks += 1
+        if now >= self.ready and self.first_seen_ready is None:
+            self.first_seen_ready = now
+
+    def as_json(self):
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "created": self.created,
+            "ready": self.ready,
+            "seconds": self.ready - self.created,
+            "looks": self.looks,
+            "first_seen_ready": self.first_seen_ready,
+        }
+
+
+class Model:
+    """The table, the held resources and the call counts."""
+
+    def __init__(self, table, scale):
+        self.table = table
+        self.scale = scale
+        self.lock = threading.Lock()
+        self.held = {}
+        self.calls = {}
+
+    def seconds(self, section, key):
+        real = self.table.get(section, {}).get(key)
+        return None if real is None else float(real) / self.scale
+
+    def stack_seconds(self, template):
+        types = set(re.findall(r"AWS::[A-Za-z0-9]+::[A-Za-z0-9]+", template or ""))
+        section = self.table.get("cloudformation", {})
+        real = max(
+            [float(section[t]) for t in types if t in section],
+            default=float(section.get("default", 60)),
+        )
+        return real / self.scale
+
+    def hold(self, kind, name, seconds):
+        with self.lock:
+            # A create answered twice (a retried call moto accepted again)
+            # keeps the first clock: the far side started once.
+            self.held.setdefault((kind, name), Held(kind, name, seconds))
+
+    def look(self, kind, name):
+        """Whether `name` is still in progress; counts the look."""
+        now = time.time()
+        with self.lock:
+            held = self.held.get((kind, name))
+            if held is None:
+                return False
+            held.looked(now)
+            return held.in_progress(now)
+
+    def count(self, op):
+        with self.lock:
+            self.calls[op] = self.calls.get(op, 0) + 1
+
+    def report(self):
+        with self.lock:
+            return {
+                "scale": self.scale,
+                "calls": dict(self.calls),
+                "held": [h.as_json() for h in self.held.values()],
+            }
+
+
+def _form(body):
+    return {k: v[0] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
+
+
+def _json(body):
+    try:
+        return json.loads(body or b"{}")
+    except ValueError:
+        return {}
+
+
+def _stack_name(name):
+    # arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID, or NAME.
+    if name and name.startswith("arn:") and "/" in name:
+        return name.split("/")[1]
+    return name
+
+
+class Request:
+    """What the model needs of one request."""
+
+    def __init__(self, environ):
+        self.method = environ.get("REQUEST_METHOD", "GET")
+        self.path = environ.get("PATH_INFO", "")
+        self.target = environ.get("HTTP_X_AMZ_TARGET", "")
+        content_type = environ.get("CONTENT_TYPE", "")
+        self.form_encoded = content_type.startswith("application/x-www-form-urlencoded")
+        self.body = b""
+        length = environ.get("CONTENT_LENGTH")
+        # Only the small bodies of API calls are read here; S3 uploads (and
+        # chunked bodies) pass through untouched.
+        if length and (self.target or self.form_encoded or self.path.startswith(("/clusters", "/v1/"))):
+            self.body = environ["wsgi.input"].read(int(length))
+            environ["wsgi.input"] = io.BytesIO(self.body)
+        self.form = _form(self.body) if self.form_encoded else {}
+
+    def operation(self):
+        """The operation, named as tests/support/fault_proxy.rs names it."""
+        if self.target:
+            return self.target.rsplit(".", 1)[-1]
+        if "Action" in self.form:
+            return self.form["Action"]
+        if self.path.startswith("/v1/"):
+            return "batch:" + self.path[len("/v1/"):]
+        if self.path.startswith("/clusters"):
+            return f"eks:{self.method} {self.path}"
+        return f"s3:{self.method} {self.path}"
+
+
+def _rewrite_json(out, change):
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return out
+    return json.dumps(doc).encode() if change(doc) else out
+
+
+class Layer:
+    """The WSGI layer: counts, holds, rewrites."""
+
+    def __init__(self, app, model):
+        self.app = app
+        self.model = model
+
+    def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") == REPORT_PATH:
+            body = json.dumps(self.model.report()).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        req = Request(environ)
+        op = req.operation()
+        self.model.count(op)
+        after = self.after(req, op)
+        if after is None:
+            return self.app(environ, start_response)
+        captured = {}
+        chunks = []
+
+        def capture(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+            return chunks.append
+
+        result = self.app(environ, capture)
+        try:
+            chunks.extend(result)
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+        out = b"".join(chunks)
+        status = captured["status"]
+        if status.startswith("2"):
+            out = after(out)
+        headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(out))))
+        start_response(status, headers)
+        return [out]
+
+    def after(self, req, op):
+        """What to do with a successful answer to `op`, or None to pass it through."""
+        m = self.model
+        if op == "CreateStack":
+            name = req.form.get("StackName")
+            seconds = m.stack_seconds(req.form.get("TemplateBody"))
+            return lambda out: (m.hold("cloudformation", name, seconds), out)[1]
+        if op == "DescribeStacks" and req.form.get("StackName"):
+            name = _stack_name(req.form["StackName"])
+
+            def describe_stack(out):
+                if m.look("cloudformation", name):
+                    out = out.replace(b"<StackStatus>CREATE_COMPLETE</StackStatus>",
+                                      b"<StackStatus>CREATE_IN_PROGRESS</StackStatus>")
+                return out
+
+            return describe_stack
+        if op == "CreateFileSystem":
+            seconds = m.seconds("operations", "fsx.lustre")
+
+            def created_fs(out):
+                fs_id = _json(out).get("FileSystem", {}).get("FileSystemId")
+                if fs_id and seconds is not None:
+                    m.hold("fsx.lustre", fs_id, seconds)
+                return out
+
+            return created_fs
+        if op == "DescribeFileSystems":
+            # moto's file systems carry no Lifecycle: absent reads as AVAILABLE.
+            def describe_fs(out):
+                def change(doc):
+                    changed = False
+                    for fs in doc.get("FileSystems", []):
+                        if m.look("fsx.lustre", fs.get("FileSystemId")) and fs.get("Lifecycle", "AVAILABLE") == "AVAILABLE":
+                            fs["Lifecycle"] = "CREATING"
+                            changed = True
+                    return changed
+
+                return _rewrite_json(out, change)
+
+            return describe_fs
+        parts = req.path.strip("/").split("/")
+        if req.method == "POST" and parts == ["clusters"]:
+            return self._hold_named("eks.cluster", _json(req.body).get("name"))
+        if req.method == "POST" and len(parts) == 3 and parts[0] == "clusters" and parts[2] == "node-groups":
+            name = _json(req.body).get("nodegroupName")
+            return self._hold_named("eks.nodegroup", f"{parts[1]}/{name}")
+        if req.method == "GET" and len(parts) == 2 and parts[0] == "clusters":
+            return self._describe_named("eks.cluster", parts[1], "cluster", "ACTIVE")
+        if req.method == "GET" and len(parts) == 4 and parts[0] == "clusters" and parts[2] == "node-groups":
+            return self._describe_named("eks.nodegroup", f"{parts[1]}/{parts[3]}", "nodegroup", "ACTIVE")
+        if op == "batch:createcomputeenvironment":
+            return self._hold_named("batch.compute_environment", _json(req.body).get("computeEnvironmentName"))
+        if op == "batch:describecomputeenvironments":
+            def describe_ce(out):
+                def change(doc):
+                    changed = False
+                    for ce in doc.get("computeEnvironments", []):
+                        if m.look("batch.compute_environment", ce.get("computeEnvironmentName")) and ce.get("status") == "VALID":
+                            ce["status"] = "CREATING"
+                            changed = True
+                    return changed
+
+                return _rewrite_json(out, change)
+
+            return describe_ce
+        return None
+
+    def _hold_named(self, kind, name):
+        seconds = self.model.seconds("operations", kind)
+        if not name or seconds is None:
+            return None
+        return lambda out: (self.model.hold(kind, name, seconds), out)[1]
+
+    def _describe_named(self, kind, name, field, done):
+        def describe(out):
+            if not self.model.look(kind, name):
+                return out
+
+            def change(doc):
+                obj = doc.get(field) or {}
+                if obj.get("status") == done:
+                    obj["status"] = "CREATING"
+                    return True
+                return False
+
+            return _rewrite_json(out, change)
+
+        return describe
+
+
+def install():
+    """Wraps moto's server application when FLOW_LATENCY_MODEL names a table."""
+    path = os.environ.get("FLOW_LATENCY_MODEL")
+    if not path:
+        return
+    with open(path, "rb") as f:
+        table = tomllib.load(f)
+    scale = float(os.environ.get("FLOW_LATENCY_SCALE") or table.get("scale", 60))
+    model = Model(table, scale)
+
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    dispatch = DomainDispatcherApplication.__call__
+
+    def call(self, environ, start_response):
+        layer = getattr(self, "_flow_latency", None)
+        if layer is None:
+            layer = self._flow_latency = Layer(lambda e, s: dispatch(self, e, s), model)
+        return layer(environ, start_response)
+
+    DomainDispatcherApplication.__call__ = call
+    print(f"latency model: {path}, durations divided by {scale:g}", flush=True)
