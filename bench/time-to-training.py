@@ -18,7 +18,7 @@ model has no AWS status for (kube.*, exec, batch.job) are `null` steps of
 the table's length with the same dependencies; the training step is a
 `null` step whose start is the figure.
 
-Usage: bench/time-to-training.py [--flow PATH] [--runs N] [--only eks-p4d,...] [--gantt FILE.svg]
+Usage: bench/time-to-training.py [--flow PATH] [--runs N] [--only eks-p4d,...] [--gantt FILE.svg] [--scale N]
 Builds the release binary first unless --flow is given.
 """
 
@@ -216,7 +216,7 @@ def run_seed(flow, seed, spec, table, workflows, gantt):
     with open(path, "w") as f:
         f.write(model)
     env = {**os.environ, "NO_COLOR": "1", "FLOW_TIME_SCALE": f"1/{table['scale']:g}",
-           "FLOW_LATENCY_MODEL": TABLE}
+           "FLOW_LATENCY_MODEL": TABLE, "FLOW_LATENCY_SCALE": f"{table['scale']:g}"}
     script = (
         'set -e; "$1" apply "$2" --auto-approve -q > "$3/apply.log" 2>&1 || { cat "$3/apply.log"; exit 1; }; '
         'curl -s "$AWS_ENDPOINT_URL/moto-api/flow-latency/report" > "$3/model.json" || '
@@ -275,12 +275,17 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--only", default=",".join(SEEDS))
     ap.add_argument("--gantt", help="write the eks-p4d run's flow report (with its Gantt) here")
+    ap.add_argument("--scale", type=float,
+                    help="divide the table's lengths by this instead of its `scale` (a smaller one shrinks what "
+                         "the model's own call latency adds, at the cost of a longer run)")
     a = ap.parse_args()
     if not a.flow:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "flow"], cwd=ROOT, check=True)
     flow = os.path.abspath(a.flow) if a.flow else os.path.join(ROOT, "target", "release", "flow")
     with open(TABLE, "rb") as f:
         table = tomllib.load(f)
+    if a.scale:
+        table["scale"] = a.scale
     print(f"time to first training step, latency model {os.path.relpath(TABLE, ROOT)} (lengths / {table['scale']:g})")
     for seed in a.only.split(","):
         for i in range(a.runs):

@@ -373,3 +373,49 @@ fn batch_p5_judges_its_capacity_reservation_before_the_batch_stack() {
         Some("CREATE_COMPLETE")
     );
 }
+
+/// The EFA group batch-p5's compute environment imports from the VPC stack
+/// is judged through EC2 at plan: with its self rule revoked outside flow,
+/// the plan refuses the Batch stack and gives the command that adds it.
+#[test]
+fn batch_p5_plan_judges_the_imported_efa_group_through_ec2() {
+    let moto = Moto::start();
+    let mut env = moto.env();
+    env.push(("COLUMNS".into(), "400".into()));
+    let l = Local::new("batch-p5.toml", env);
+    // The VPC and the key: the Batch stack's parameters are then known.
+    l.flow(
+        &["apply"],
+        &[
+            "--auto-approve",
+            "--target",
+            "cluster.vpc",
+            "--target",
+            "cluster.ssh",
+        ],
+    )
+    .expect(0);
+    let group = l.output("cluster.vpc.SecurityGroup");
+    assert!(group.starts_with("sg-"), "{group}");
+    // The Batch stack plans with the group as the VPC stack made it.
+    l.flow(&["plan"], &["--target", "cluster.batch"]).expect(0);
+    moto.query_call(
+        "ec2",
+        &format!(
+            "Action=RevokeSecurityGroupIngress&Version=2016-11-15&GroupId={group}&IpPermissions.1.IpProtocol=-1&IpPermissions.1.Groups.1.GroupId={group}"
+        ),
+    );
+    let plan = l.flow(&["plan"], &["--target", "cluster.batch"]).expect(1);
+    let all = plan.all();
+    for wanted in [
+        format!(
+            "compute environment DistributedDeepLearningCE: EFA: security group {group} does not allow all traffic in from itself, which EFA needs"
+        ),
+        format!(
+            "aws ec2 authorize-security-group-ingress --group-id {group} --protocol -1 --source-group {group}"
+        ),
+    ] {
+        assert!(all.contains(&wanted), "{wanted}\nmissing from\n{all}");
+    }
+    assert_eq!(stack_status(&moto, "batch-p5-batch"), None);
+}

@@ -1,8 +1,8 @@
 //! The EFA rules only EC2 can answer, shared by every step that launches
 //! EFA nodes (node groups, Batch compute environments, ParallelCluster
-//! queues): the subnets sit in one Availability Zone (DescribeSubnets), and
-//! each security group lets all traffic in from and out to itself
-//! (DescribeSecurityGroups). The offline rules are in [`crate::efa`].
+//! queues): each instance type has EFA (DescribeInstanceTypes), the subnets
+//! sit in one Availability Zone (DescribeSubnets), and each security group
+//! lets all traffic in from and out to itself (DescribeSecurityGroups). The offline rules are in [`crate::efa`].
 
 use super::ec2::Ec2;
 use crate::contract::ProviderError;
@@ -14,6 +14,26 @@ pub(crate) struct Broken {
     pub message: String,
     /// How to fix it (a command where there is one).
     pub fix: String,
+}
+
+/// The instance types of `types` that have no EFA, as EC2 says.
+pub(crate) async fn types_have_efa(
+    ec2: &Ec2,
+    types: &[String],
+) -> Result<Vec<Broken>, ProviderError> {
+    Ok(ec2
+        .instance_types(types)
+        .await?
+        .into_iter()
+        .filter(|t| !t.supported)
+        .map(|t| Broken {
+            message: format!(
+                "instance type `{}` has no EFA (EC2 DescribeInstanceTypes)",
+                t.instance_type
+            ),
+            fix: "choose an instance type with EFA, or launch without EFA interfaces".into(),
+        })
+        .collect())
 }
 
 /// Whether `subnets` sit in one zone: the rule broken when they do not.

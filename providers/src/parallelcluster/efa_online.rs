@@ -1,6 +1,8 @@
 //! The EFA rules of a cluster configuration that only EC2 can answer, asked
 //! while planning: each queue with an `Efa.Enabled` compute resource has
-//! its `Networking.SubnetIds` in one Availability Zone, and the groups of
+//! instance types with EFA (DescribeInstanceTypes, beside the offline table
+//! of [`super::efa_rules`]), its `Networking.SubnetIds` in one Availability
+//! Zone, and the groups of
 //! `Networking.SecurityGroups` (which replace the ones pcluster makes, with
 //! the rules EFA needs) let all traffic in from and out to themselves.
 //! `AdditionalSecurityGroups` sit beside pcluster's own and are not judged.
@@ -11,9 +13,21 @@ use crate::aws::ec2::Ec2;
 use crate::aws::efa_rules;
 use crate::contract::{OpContext, PlanDetail, ProviderError, Refusal};
 
-/// The queues of `config` with EFA compute resources: `(name, subnets,
-/// security groups)`.
-pub(crate) fn efa_queues(config: &Value) -> Vec<(String, Vec<String>, Vec<String>)> {
+/// A queue with EFA compute resources, as the configuration gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EfaQueue {
+    /// Its name.
+    pub name: String,
+    /// The instance types of its EFA compute resources.
+    pub types: Vec<String>,
+    /// `Networking.SubnetIds`.
+    pub subnets: Vec<String>,
+    /// `Networking.SecurityGroups`.
+    pub groups: Vec<String>,
+}
+
+/// The queues of `config` with EFA compute resources.
+pub(crate) fn efa_queues(config: &Value) -> Vec<EfaQueue> {
     let strings = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)
             .map(|a| {
@@ -24,29 +38,51 @@ pub(crate) fn efa_queues(config: &Value) -> Vec<(String, Vec<String>, Vec<String
             })
             .unwrap_or_default()
     };
-    config
+    let mut out = Vec::new();
+    for q in config
         .pointer("/Scheduling/SlurmQueues")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|q| {
-            q.get("ComputeResources")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|r| r.pointer("/Efa/Enabled").and_then(Value::as_bool) == Some(true))
-        })
-        .map(|q| {
-            (
-                q.get("Name")
+    {
+        let mut types: Vec<String> = q
+            .get("ComputeResources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|r| r.pointer("/Efa/Enabled").and_then(Value::as_bool) == Some(true))
+            .flat_map(|r| {
+                let own = r
+                    .get("InstanceType")
                     .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string(),
-                strings(q.pointer("/Networking/SubnetIds")),
-                strings(q.pointer("/Networking/SecurityGroups")),
-            )
-        })
-        .collect()
+                    .map(str::to_string);
+                let listed = r
+                    .get("Instances")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| i.get("InstanceType").and_then(Value::as_str))
+                    .map(str::to_string);
+                own.into_iter().chain(listed).collect::<Vec<_>>()
+            })
+            .collect();
+        if types.is_empty() {
+            continue;
+        }
+        types.sort();
+        types.dedup();
+        out.push(EfaQueue {
+            name: q
+                .get("Name")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string(),
+            types,
+            subnets: strings(q.pointer("/Networking/SubnetIds")),
+            groups: strings(q.pointer("/Networking/SecurityGroups")),
+        });
+    }
+    out
 }
 
 /// What EC2 shows of the EFA queues' subnets and groups: lines for what it
@@ -58,10 +94,18 @@ pub(crate) async fn check(ctx: &OpContext, config: &Value) -> Result<PlanDetail,
         return Ok(detail);
     }
     let ec2 = Ec2::new(&crate::aws::config::sdk_config(ctx).await?);
-    for (queue, subnets, groups) in queues {
+    for q in queues {
+        let (queue, subnets, groups) = (&q.name, &q.subnets, &q.groups);
         let mut broken = Vec::new();
+        match efa_rules::types_have_efa(&ec2, &q.types).await {
+            Ok(b) => broken.extend(b),
+            Err(e) => detail.lines.push(format!(
+                "queue {queue}: EFA of the instance types not judged (DescribeInstanceTypes: {})",
+                e.message
+            )),
+        }
         if !subnets.is_empty() {
-            match efa_rules::one_zone(&ec2, &subnets).await {
+            match efa_rules::one_zone(&ec2, subnets).await {
                 Ok(b) => broken.extend(b),
                 Err(e) => detail.lines.push(format!(
                     "queue {queue}: EFA zones not judged (DescribeSubnets: {})",
@@ -70,7 +114,7 @@ pub(crate) async fn check(ctx: &OpContext, config: &Value) -> Result<PlanDetail,
             }
         }
         if !groups.is_empty() {
-            match efa_rules::self_rules(&ec2, &groups).await {
+            match efa_rules::self_rules(&ec2, groups).await {
                 Ok(b) => broken.extend(b),
                 Err(e) => detail.lines.push(format!(
                     "queue {queue}: EFA security groups not judged (DescribeSecurityGroups: {})",
@@ -102,11 +146,12 @@ mod tests {
         ]}});
         assert_eq!(
             efa_queues(&config),
-            [(
-                "train".to_string(),
-                vec!["subnet-a".to_string(), "subnet-b".to_string()],
-                vec!["sg-1".to_string()]
-            )]
+            [EfaQueue {
+                name: "train".into(),
+                types: vec!["p5.48xlarge".into()],
+                subnets: vec!["subnet-a".into(), "subnet-b".into()],
+                groups: vec!["sg-1".into()],
+            }]
         );
     }
 }

@@ -31,8 +31,8 @@ pub(super) struct Launch {
     pub instance_types: Vec<String>,
     /// Its subnets (`None` when not known).
     pub subnets: Option<Vec<String>>,
-    /// The security groups its EFA interfaces and instances use (`None`
-    /// when not known).
+    /// The security groups its EFA interfaces and instances use, those
+    /// known now (`None` when none is).
     pub groups: Option<Vec<String>>,
     /// Whether its launch template attaches EFA interfaces.
     pub efa: bool,
@@ -103,20 +103,18 @@ pub(super) fn launches(scope: &Scope<'_>) -> Vec<Launch> {
                 )
             })
             .collect();
-        let mut groups = strings(compute.get("SecurityGroupIds"));
-        for nic in &efa_nics {
-            match (strings(nic.get("Groups")), &mut groups) {
-                (Some(more), Some(all)) => all.extend(more),
-                (Some(more), None) if compute.get("SecurityGroupIds").is_none() => {
-                    groups = Some(more)
-                }
-                _ => groups = None,
-            }
-        }
-        if let Some(g) = &mut groups {
-            g.sort();
-            g.dedup();
-        }
+        // The groups that can be known now: the EFA interfaces' own, and
+        // the compute environment's (a list behind an unknown condition, or
+        // an import not made yet, is left out).
+        let mut known_groups: Vec<String> = efa_nics
+            .iter()
+            .filter_map(|nic| strings(nic.get("Groups")))
+            .flatten()
+            .chain(strings(compute.get("SecurityGroupIds")).unwrap_or_default())
+            .collect();
+        known_groups.sort();
+        known_groups.dedup();
+        let groups = (!known_groups.is_empty()).then_some(known_groups);
         if reservation.is_none() && efa_nics.is_empty() {
             continue;
         }
@@ -198,11 +196,20 @@ pub(super) async fn judge(
     Ok(judged)
 }
 
-/// The EFA rules EC2 answers for: one zone among the subnets, groups that
-/// let all traffic in from and out to themselves.
+/// The EFA rules EC2 answers for: instance types with EFA, one zone among
+/// the subnets, groups that let all traffic in from and out to themselves.
 async fn efa_online(sdk: &SdkConfig, launch: &Launch, judged: &mut Judged) {
     let ec2 = Ec2::new(sdk);
     let mut broken = Vec::new();
+    if !launch.instance_types.is_empty() {
+        match efa_rules::types_have_efa(&ec2, &launch.instance_types).await {
+            Ok(b) => broken.extend(b),
+            Err(e) => judged.lines.push(format!(
+                "{}: EFA of the instance types not judged (DescribeInstanceTypes: {})",
+                launch.name, e.message
+            )),
+        }
+    }
     match &launch.subnets {
         Some(subnets) if !subnets.is_empty() => match efa_rules::one_zone(&ec2, subnets).await {
             Ok(b) => broken.extend(b),
@@ -269,6 +276,7 @@ Parameters:
 Conditions:
   HasCapacityReservation: !Not [!Equals [!Ref CapacityReservationId, '']]
   UseCapacityBlock: !And [{Condition: HasCapacityReservation}, !Equals [!Ref CapacityBlock, 'true']]
+  OnlyKnownToAws: !Equals [!Ref 'AWS::AccountId', '123456789012']
 Resources:
   LT:
     Type: AWS::EC2::LaunchTemplate
@@ -290,6 +298,7 @@ Resources:
         Type: EC2
         InstanceTypes: [p5.48xlarge]
         Subnets: [{'Fn::ImportValue': !Sub '${VPCStackParameter}-PrivateSubnet'}]
+        SecurityGroupIds: !If [OnlyKnownToAws, [sg-other], !Ref 'AWS::NoValue']
         LaunchTemplate:
           LaunchTemplateId: !Ref LT
 "#,
