@@ -181,6 +181,22 @@ impl Lab {
         }
     }
 
+    /// Deletes, as the user would with the listed commands, the two objects
+    /// no cluster step of the workflow deletes.
+    fn remove_what_no_cluster_step_owns(&self, made: &Made) {
+        self.elb(&format!(
+            "Action=DeleteLoadBalancer&LoadBalancerArn={}",
+            made.other_load_balancer
+        ));
+        ec2(
+            &self.moto,
+            &format!(
+                "Action=DeleteNetworkInterface&NetworkInterfaceId={}",
+                made.fsx_interface
+            ),
+        );
+    }
+
     fn load_balancers(&self) -> Vec<String> {
         between_all(
             &self.elb("Action=DescribeLoadBalancers"),
@@ -315,17 +331,7 @@ fn destroy_lists_what_controllers_left_and_cleans_only_the_clusters_own() {
     assert!(lab.vpc_stack_exists());
 
     // The user removes those two with the commands given; the destroy ends.
-    lab.elb(&format!(
-        "Action=DeleteLoadBalancer&LoadBalancerArn={}",
-        made.other_load_balancer
-    ));
-    ec2(
-        &lab.moto,
-        &format!(
-            "Action=DeleteNetworkInterface&NetworkInterfaceId={}",
-            made.fsx_interface
-        ),
-    );
+    lab.remove_what_no_cluster_step_owns(&made);
     let done = lab.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
     assert!(done.stdout.contains("1 deleted"), "{}", done.all());
     assert!(!lab.vpc_stack_exists(), "{:?}", lab.moto.stacks());
@@ -339,17 +345,7 @@ fn kill_9_inside_each_clean_call_resumes_to_an_empty_vpc() {
     let lab = Lab::applied();
     let made = lab.make_leftovers();
     // Only the cluster's own: the VPC's sweep would refuse the others.
-    lab.elb(&format!(
-        "Action=DeleteLoadBalancer&LoadBalancerArn={}",
-        made.other_load_balancer
-    ));
-    ec2(
-        &lab.moto,
-        &format!(
-            "Action=DeleteNetworkInterface&NetworkInterfaceId={}",
-            made.fsx_interface
-        ),
-    );
+    lab.remove_what_no_cluster_step_owns(&made);
     let calls = [
         "DeleteLoadBalancer",
         "DeleteTargetGroup",

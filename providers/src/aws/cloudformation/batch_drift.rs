@@ -93,30 +93,15 @@ async fn batch_objects(
     params: &BTreeMap<String, String>,
 ) -> Result<Vec<BatchObject>, ProviderError> {
     let mut found = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let page = cfn
-            .list_stack_resources()
-            .stack_name(stack)
-            .set_next_token(next.take())
-            .send()
-            .await
-            .map_err(|e| error::aws(&format!("list the resources of stack `{stack}`"), e))?;
-        for r in page.stack_resource_summaries() {
-            let kind = match r.resource_type() {
-                Some(COMPUTE_ENVIRONMENT) => COMPUTE_ENVIRONMENT,
-                Some(JOB_QUEUE) => JOB_QUEUE,
-                _ => continue,
-            };
-            if let (Some(logical), Some(physical)) =
-                (r.logical_resource_id(), r.physical_resource_id())
-            {
-                found.push((kind, logical.to_string(), physical.to_string()));
-            }
-        }
-        match page.next_token() {
-            Some(t) => next = Some(t.to_string()),
-            None => break,
+    for r in super::stack::resources(cfn, stack).await? {
+        let kind = match r.resource_type() {
+            Some(COMPUTE_ENVIRONMENT) => COMPUTE_ENVIRONMENT,
+            Some(JOB_QUEUE) => JOB_QUEUE,
+            _ => continue,
+        };
+        if let (Some(logical), Some(physical)) = (r.logical_resource_id(), r.physical_resource_id())
+        {
+            found.push((kind, logical.to_string(), physical.to_string()));
         }
     }
     let mut objects = Vec::new();

@@ -4,8 +4,7 @@
 
 use aws_sdk_cloudformation::Client;
 
-use super::stack::{describe, status};
-use crate::aws::error;
+use super::stack::{describe, resources, status};
 use crate::aws::leftovers::{Scope, Sweep};
 use crate::contract::{OpContext, ProviderError, Values};
 
@@ -34,31 +33,16 @@ pub(super) async fn sweep_vpcs(
 
 /// The ids of the VPCs stack `stack` made and still has.
 async fn vpcs(client: &Client, stack: &str) -> Result<Vec<String>, ProviderError> {
-    let mut found = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let page = client
-            .list_stack_resources()
-            .stack_name(stack)
-            .set_next_token(next.take())
-            .send()
-            .await
-            .map_err(|e| error::aws(&format!("list the resources of stack `{stack}`"), e))?;
-        found.extend(
-            page.stack_resource_summaries()
-                .iter()
-                .filter(|r| r.resource_type() == Some(VPC))
-                .filter(|r| {
-                    r.resource_status()
-                        .is_none_or(|s| s.as_str() != "DELETE_COMPLETE")
-                })
-                .filter_map(|r| r.physical_resource_id())
-                .filter(|id| id.starts_with("vpc-"))
-                .map(str::to_string),
-        );
-        match page.next_token() {
-            Some(t) => next = Some(t.to_string()),
-            None => return Ok(found),
-        }
-    }
+    Ok(resources(client, stack)
+        .await?
+        .iter()
+        .filter(|r| r.resource_type() == Some(VPC))
+        .filter(|r| {
+            r.resource_status()
+                .is_none_or(|s| s.as_str() != "DELETE_COMPLETE")
+        })
+        .filter_map(|r| r.physical_resource_id())
+        .filter(|id| id.starts_with("vpc-"))
+        .map(str::to_string)
+        .collect())
 }

@@ -228,6 +228,29 @@ pub(super) fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// Every resource of stack `stack`, every page of `ListStackResources`.
+pub(super) async fn resources(
+    client: &Client,
+    stack: &str,
+) -> Result<Vec<aws_sdk_cloudformation::types::StackResourceSummary>, ProviderError> {
+    let mut found = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let page = client
+            .list_stack_resources()
+            .stack_name(stack)
+            .set_next_token(next.take())
+            .send()
+            .await
+            .map_err(|e| error::aws(&format!("list the resources of stack `{stack}`"), e))?;
+        found.extend(page.stack_resource_summaries().iter().cloned());
+        match page.next_token() {
+            Some(t) => next = Some(t.to_string()),
+            None => return Ok(found),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
