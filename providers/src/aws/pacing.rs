@@ -70,26 +70,46 @@ const AFTER: u32 = 2;
 
 /// The pause before the next look, `elapsed` into a wait for an operation
 /// expected to last `expected` (`None`: unknown), the last pause having been
-/// `last` (zero before the first). All in real (unscaled) time.
+/// `last` (zero before the first) and `looks` looks made so far (the first,
+/// at once, included). All in real (unscaled) time.
 ///
 /// Known length: one look every eighth of it (at least 30 s apart) until
 /// shortly before the expected end, then every 2.5 % of it until shortly
-/// after, then every 15 s. Unknown: 2 s growing by half up to 15 s.
-pub fn next_delay(expected: Option<Duration>, elapsed: Duration, last: Duration) -> Duration {
+/// after, then every 15 s; and never look number k before 15·k s, so a
+/// wait never makes more looks than a waiter polling every 15 s (the coarse
+/// looks early on save what the near-end looks spend). Unknown: 2 s growing
+/// by half up to 15 s.
+pub fn next_delay(
+    expected: Option<Duration>,
+    elapsed: Duration,
+    last: Duration,
+    looks: u32,
+) -> Duration {
     let Some(expected) = expected.filter(|e| !e.is_zero()) else {
         return (last + last / 2).clamp(FIRST, BUDGET);
     };
     let near = expected.mul_f64(NEAR);
     let window_start = expected.saturating_sub(near * BEFORE);
     let window_end = expected + near * AFTER;
-    if elapsed < window_start {
-        let coarse = (BUDGET * 2).max(expected / 8);
-        coarse.min(window_start - elapsed).max(near)
+    let paced = if elapsed < window_start {
+        // Coarse looks only as far as the budget up to the window's end
+        // leaves room for every near look.
+        let budget_to_window_end = (window_end.as_secs_f64() / BUDGET.as_secs_f64()) as u32 + 1;
+        let near_looks = BEFORE + AFTER + 1;
+        let coarse_allowed = budget_to_window_end.saturating_sub(1 + near_looks);
+        let to_window = window_start - elapsed;
+        if looks > coarse_allowed {
+            to_window
+        } else {
+            let coarse = (BUDGET * 2).max(expected / 8);
+            coarse.min(to_window).max(near)
+        }
     } else if elapsed < window_end {
         near
     } else {
         BUDGET.max(near)
-    }
+    };
+    paced.max((BUDGET * looks).saturating_sub(elapsed))
 }
 
 /// The factor `FLOW_TIME_SCALE` sets (1 without it), read once.

@@ -78,12 +78,12 @@ impl Pace {
     }
 
     /// The delay after `last` (zero before the first), `elapsed` (unscaled)
-    /// into the wait.
-    pub fn next(&self, elapsed: Duration, last: Duration) -> Duration {
+    /// into the wait, `looks` looks made so far.
+    pub fn next(&self, elapsed: Duration, last: Duration, looks: u32) -> Duration {
         match self.rhythm {
             Rhythm::Growing if last.is_zero() => self.first,
             Rhythm::Growing => (last + last / 2).min(self.max),
-            Rhythm::Cloud(expected) => pacing::next_delay(expected, elapsed, last),
+            Rhythm::Cloud(expected) => pacing::next_delay(expected, elapsed, last, looks),
         }
     }
 }
@@ -124,6 +124,8 @@ pub(crate) struct Waiter<'a> {
     what: String,
     start: Instant,
     last: Duration,
+    /// Looks made so far (each pause comes after one).
+    looks: u32,
     failed_looks: u32,
     /// Progress lines shown so far, deduplicated.
     pub progress: Progress<'a>,
@@ -138,6 +140,7 @@ impl<'a> Waiter<'a> {
             what: what.into(),
             start: Instant::now(),
             last: Duration::ZERO,
+            looks: 0,
             failed_looks: 0,
             progress: Progress::new(reporter),
             reporter,
@@ -176,7 +179,10 @@ impl<'a> Waiter<'a> {
     pub async fn pause(&mut self) -> Result<(), ProviderError> {
         let scale = self.pace.scale();
         let elapsed = self.start.elapsed();
-        let delay = self.pace.next(pacing::unscaled(elapsed, scale), self.last);
+        self.looks += 1;
+        let delay = self
+            .pace
+            .next(pacing::unscaled(elapsed, scale), self.last, self.looks);
         let sleep = pacing::scaled(delay, scale);
         if elapsed + sleep > self.pace.limit {
             return Err(ProviderError::fatal(format!(
