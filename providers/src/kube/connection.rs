@@ -126,6 +126,23 @@ impl Connection {
         })
     }
 
+    /// A connection to the EKS cluster `name` in the step's region, through
+    /// the endpoint DescribeCluster gives (or the loopback stand-in of
+    /// [`API_SERVER_ENV`]).
+    pub fn eks(ctx: &OpContext, name: &str) -> Self {
+        Connection {
+            target: Target::Eks {
+                name: name.to_string(),
+                endpoint: String::new(),
+                certificate_authority: String::new(),
+                region: None,
+            },
+            workdir: ctx.workdir.path().to_path_buf(),
+            ctx: ctx.clone(),
+            cached: Mutex::new(None),
+        }
+    }
+
     /// A client (a fresh one once an EKS token is due).
     pub async fn client(&self) -> Result<Client, ProviderError> {
         if let Some((made, client, _)) = &*self.cached.lock().unwrap_or_else(|e| e.into_inner())

@@ -11,6 +11,7 @@
 //! `spec` reads and checks the inputs; `lifecycle` makes, waits for,
 //! changes and deletes the group; this module is the provider kind.
 
+mod drain;
 mod efa_check;
 mod lifecycle;
 pub(crate) mod reservation;
@@ -130,6 +131,11 @@ impl EksNodegroup {
                     )
                     .forces_new(),
                     InputSpec::optional(input::TAGS, Map(Box::new(String)), "AWS tags"),
+                    InputSpec::optional(
+                        input::DRAIN_TIMEOUT,
+                        String,
+                        "How long a replacement waits for the new nodes and drains the old (default 15m)",
+                    ),
                 ],
                 open_inputs: false,
             },
@@ -190,7 +196,13 @@ impl Provider for EksNodegroup {
         match NodegroupSpec::for_checks(&crate::contract::known_inputs(inputs)) {
             None => Vec::new(),
             Some(Ok(spec)) => spec.problems(),
-            Some(Err(e)) => vec![Problem::at(e.input, e.error.message)],
+            Some(Err(e)) => {
+                let problem = Problem::at(e.input, e.error.message);
+                vec![match e.error.help {
+                    Some(help) => problem.with_help(help),
+                    None => problem,
+                }]
+            }
         }
     }
 
@@ -233,6 +245,30 @@ impl Provider for EksNodegroup {
 
     fn has_plan_detail(&self) -> bool {
         true
+    }
+
+    /// The group's `name` (EKS takes at most 63 characters).
+    fn replacement_name(&self) -> Option<crate::contract::Rename> {
+        Some(crate::contract::Rename {
+            input: input::NAME,
+            max_len: 63,
+        })
+    }
+
+    /// Node capacity must not go away while the new group starts.
+    fn creates_before_destroy(&self) -> bool {
+        true
+    }
+
+    /// Waits for the new group's nodes, then cordons and drains the old
+    /// group's (see `drain`).
+    async fn retire(
+        &self,
+        ctx: &OpContext,
+        old: Prior<'_>,
+        new: Prior<'_>,
+    ) -> Result<(), ProviderError> {
+        drain::retire(ctx, &drain::Retirement::of(old, new)?).await
     }
 
     /// The reservation is judged on what is known: the cluster and the
