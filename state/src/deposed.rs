@@ -68,7 +68,10 @@ mod tests {
         assert_eq!(rec.name_suffix, None);
         // And a record without them writes neither.
         let text = serde_json::to_string(&rec).unwrap();
-        assert!(!text.contains("deposed") && !text.contains("name_suffix"), "{text}");
+        assert!(
+            !text.contains("deposed") && !text.contains("name_suffix"),
+            "{text}"
+        );
     }
 
     #[test]

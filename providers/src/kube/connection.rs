@@ -112,6 +112,9 @@ pub struct Connection {
     target: Target,
     workdir: PathBuf,
     ctx: OpContext,
+    /// Whether the client retries 429, 503 and 504 answers by itself
+    /// (kube's default); off where the caller paces retries itself.
+    server_retry: bool,
     cached: Mutex<Option<(Instant, Client, Option<String>)>>,
 }
 
@@ -122,6 +125,7 @@ impl Connection {
             target: Target::from_inputs(inputs)?,
             workdir: ctx.workdir.path().to_path_buf(),
             ctx: ctx.clone(),
+            server_retry: true,
             cached: Mutex::new(None),
         })
     }
@@ -139,8 +143,17 @@ impl Connection {
             },
             workdir: ctx.workdir.path().to_path_buf(),
             ctx: ctx.clone(),
+            server_retry: true,
             cached: Mutex::new(None),
         }
+    }
+
+    /// The same connection, whose client hands 429, 503 and 504 answers
+    /// back at once instead of retrying them (an eviction a disruption
+    /// budget refuses is a 429 the caller waits on itself).
+    pub fn without_server_retry(mut self) -> Self {
+        self.server_retry = false;
+        self
     }
 
     /// A client (a fresh one once an EKS token is due).
@@ -150,7 +163,8 @@ impl Connection {
         {
             return Ok(client.clone());
         }
-        let (config, ns) = self.config().await?;
+        let (mut config, ns) = self.config().await?;
+        config.default_retry &= self.server_retry;
         let client = Client::try_from(config).map_err(|e| {
             ProviderError::fatal(format!("could not make a Kubernetes client: {e}"))
                 .with_help(KUBECONFIG_HELP)

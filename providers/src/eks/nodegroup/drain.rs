@@ -64,6 +64,7 @@ impl Retirement {
 /// evicts their pods.
 pub async fn retire(ctx: &OpContext, r: &Retirement) -> Result<(), ProviderError> {
     let client = Connection::eks(ctx, &r.cluster)
+        .without_server_retry()
         .client()
         .await
         .map_err(|e| cannot_reach(r, e))?;
@@ -310,9 +311,11 @@ async fn evict_all(
     deadline: Instant,
 ) -> Result<(), ProviderError> {
     let version = eviction_version(client).await?;
+    ctx.reporter.log(&format!("evicting through {version}"));
     let mut refused: Option<(String, String)> = None;
     loop {
         let pods = pods_on(client, nodes).await?;
+        ctx.reporter.log(&format!("{} pods to move", pods.len()));
         if pods.is_empty() {
             ctx.reporter.event(&format!(
                 "drained node group {}: {} nodes",
@@ -327,6 +330,7 @@ async fn evict_all(
             .filter(|p| p.metadata.deletion_timestamp.is_none())
         {
             let (ns, name) = pod_name(pod);
+            ctx.reporter.log(&format!("evicting pod {ns}/{name}"));
             match evict(client, &version, &ns, &name).await? {
                 Evicted::Done => ctx.reporter.event(&format!("evicted pod {ns}/{name}")),
                 Evicted::Refused(why) => {

@@ -133,7 +133,7 @@ impl EksNodegroup {
                     InputSpec::optional(input::TAGS, Map(Box::new(String)), "AWS tags"),
                     InputSpec::optional(
                         input::DRAIN_TIMEOUT,
-                        String,
+                        Duration,
                         "How long a replacement waits for the new nodes and drains the old (default 15m)",
                     ),
                 ],
