@@ -82,8 +82,23 @@ struct Fleet {
     seen: Arc<Seen>,
 }
 
+/// Stops the fleet when dropped, so a failed assertion ends the test
+/// instead of waiting on the fleet's thread.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 impl Fleet {
-    fn watch<'s>(&self, scope: &'s std::thread::Scope<'s, '_>, moto: &'s Moto, k: &'s KubeServer) {
+    fn watch<'s>(
+        &self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        moto: &'s Moto,
+        k: &'s KubeServer,
+    ) -> StopOnDrop {
         let (stop, seen) = (self.stop.clone(), self.seen.clone());
         scope.spawn(move || {
             while !stop.load(Ordering::SeqCst) {
@@ -91,6 +106,7 @@ impl Fleet {
                 std::thread::sleep(Duration::from_millis(300));
             }
         });
+        StopOnDrop(self.stop.clone())
     }
 }
 
@@ -231,7 +247,8 @@ impl Setup {
         let (status, body) = self
             .moto
             .rest_call("eks", "GET", "/clusters/dlc/node-groups", "");
-        if status == 404 {
+        if status != 200 {
+            // The cluster is gone, and its groups with it.
             return Vec::new();
         }
         let v: Value = serde_json::from_str(&body).unwrap();
@@ -315,7 +332,7 @@ fn an_instance_type_change_creates_the_new_group_then_drains_and_deletes_the_old
         seen: Arc::default(),
     };
     std::thread::scope(|scope| {
-        seen.watch(scope, &s.moto, &s.k);
+        let _stop = seen.watch(scope, &s.moto, &s.k);
         s.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
         wait_until(Duration::from_secs(30), "gpu's nodes", || {
             seen.seen.saw("group gpu ready")
@@ -436,7 +453,7 @@ fn a_killed_replacement_resumes_with_both_groups_accounted_for() {
         seen: Arc::default(),
     };
     std::thread::scope(|scope| {
-        fleet.watch(scope, &s.moto, &s.k);
+        let _stop = fleet.watch(scope, &s.moto, &s.k);
         s.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
         wait_until(Duration::from_secs(30), "gpu's nodes", || {
             fleet.seen.saw("group gpu ready")

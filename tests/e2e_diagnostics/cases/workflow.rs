@@ -745,7 +745,7 @@ corpus! {
         codes: &["flow::create-before-destroy"],
         at: &["5:25"],
         says: &[
-            "step `build` asks for create_before_destroy, but `null` cannot make a replacement under another name",
+            "step `build` asks for create_before_destroy, but `null` cannot make a replacement",
             "remove `create_before_destroy` from [steps.build.lifecycle]",
         ],
         ..BASE
