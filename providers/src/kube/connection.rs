@@ -7,7 +7,7 @@
 //!   (`"${steps.eks.outputs.connection}"`: name, endpoint,
 //!   certificate_authority, region). The bearer token is presigned from the
 //!   AWS credentials of the step's region and profile (see
-//!   [`crate::eks::token`]) and made anew every ten minutes (tokens last 15).
+//!   [`crate::eks_access::token`]) and made anew every ten minutes (tokens last 15).
 //!
 //! The token goes only to the endpoint DescribeCluster returns for the
 //! cluster's name, with the certificate authority it returns: the
@@ -221,10 +221,10 @@ impl Connection {
                     ctx.region = region.clone();
                 }
                 let stand_in = api_server_override()?;
-                let sdk = crate::eks::sdk_config(&ctx).await?;
-                let described = crate::eks::endpoint::described(&sdk, name).await?;
+                let sdk = crate::aws::config::sdk_config(&ctx).await?;
+                let described = crate::eks_access::endpoint::described(&sdk, name).await?;
                 let (endpoint, certificate_authority) = stand_in.unwrap_or(described);
-                let token = crate::eks::token::eks_token(&sdk, name).await?;
+                let token = crate::eks_access::token::eks_token(&sdk, name).await?;
                 let kc = eks_kubeconfig(&endpoint, &certificate_authority, &token)?;
                 let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
