@@ -69,6 +69,10 @@ pub async fn retire(ctx: &OpContext, r: &Retirement) -> Result<(), ProviderError
         .await
         .map_err(|e| cannot_reach(r, e))?;
     let deadline = Instant::now() + r.timeout;
+    // The first call tells whether the cluster can be reached at all.
+    group_nodes(&client, &r.new)
+        .await
+        .map_err(|e| cannot_reach(r, e))?;
     wait_new_nodes(ctx, &client, r, deadline).await?;
     let nodes = cordon(ctx, &client, &r.old).await?;
     evict_all(ctx, &client, r, &nodes, deadline).await
