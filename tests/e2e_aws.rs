@@ -111,6 +111,63 @@ fn a_template_edited_in_place_plans_a_change_set() {
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
 }
 
+/// `lifecycle.create_before_destroy` on any provider that can name a
+/// replacement: `--replace` of a stack makes `flow-vpc-xxxx` first, then
+/// deletes `flow-vpc`; replaced again, it goes back to `flow-vpc`.
+#[test]
+fn a_stack_replaced_create_before_destroy_is_made_under_a_suffixed_name_first() {
+    let moto = Moto::start();
+    let a = Aws::new(&moto, None);
+    let wf = STACKS.split("[steps.app]").next().unwrap().replace(
+        "[steps.vpc.inputs]",
+        "lifecycle = { create_before_destroy = true }\n[steps.vpc.inputs]",
+    );
+    a.p.write("wf.toml", &wf);
+    a.apply().expect(0);
+    let plan = a.run(&["plan", "wf.toml", "--replace", "vpc"]).expect(0);
+    assert!(plan.stdout.contains("+/- vpc"), "{}", plan.stdout);
+    assert!(
+        plan.stdout
+            .contains("create before destroy: creates `flow-vpc-")
+            && plan
+                .stdout
+                .contains("then retires (drains) and deletes `flow-vpc`"),
+        "{}",
+        plan.stdout
+    );
+    let replaced = a
+        .run(&["apply", "wf.toml", "--auto-approve", "--replace", "vpc"])
+        .expect(0);
+    assert!(replaced.stdout.contains("1 replaced"), "{}", replaced.all());
+    let stacks = moto.stacks();
+    let new: Vec<&String> = stacks
+        .iter()
+        .filter(|s| s.starts_with("flow-vpc-"))
+        .collect();
+    assert_eq!(new.len(), 1, "{stacks:?}");
+    assert!(!stacks.contains(&"flow-vpc".to_string()), "{stacks:?}");
+    let log = a.p.read(".flow/wf/logs/vpc.log");
+    assert!(
+        at(
+            &log,
+            &format!("creating `{}` while `flow-vpc` stays", new[0])
+        ) < at(&log, "deleted `flow-vpc`"),
+        "{log}"
+    );
+    let out = a.run(&["output", "wf.toml", "vpc.VpcId"]).expect(0);
+    assert!(out.stdout.starts_with("vpc-"), "{}", out.stdout);
+    a.run(&["apply", "wf.toml", "--auto-approve", "--replace", "vpc"])
+        .expect(0);
+    let stacks = moto.stacks();
+    assert!(stacks.contains(&"flow-vpc".to_string()), "{stacks:?}");
+    assert!(
+        !stacks.iter().any(|s| s.starts_with("flow-vpc-")),
+        "{stacks:?}"
+    );
+    a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(moto.stacks().is_empty(), "{:?}", moto.stacks());
+}
+
 #[test]
 fn validate_points_at_undeclared_and_missing_parameters() {
     let p = Project::new();

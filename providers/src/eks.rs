@@ -11,10 +11,8 @@
 
 mod cluster;
 mod eksctl;
-pub mod endpoint;
 mod nodegroup;
 mod stack;
-pub mod token;
 mod vpc;
 mod waiting;
 
@@ -22,6 +20,7 @@ use std::sync::Arc;
 
 use crate::contract::Provider;
 
+pub use crate::eks_access::{endpoint, token};
 pub use cluster::EksCluster;
 pub use nodegroup::EksNodegroup;
 

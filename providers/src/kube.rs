@@ -12,7 +12,7 @@ mod crd_schema;
 mod documents;
 mod drift;
 mod dry_run;
-mod errors;
+pub(crate) mod errors;
 mod fetch;
 mod file_entry;
 mod job;

@@ -6,6 +6,7 @@ pub mod capture;
 pub mod contract;
 pub mod efa;
 pub mod eks;
+pub mod eks_access;
 pub mod error_chain;
 pub mod exec;
 pub(crate) mod file_input;

@@ -114,6 +114,15 @@ pub struct StepRecord {
     /// updates a resource back to the workflow, which clears them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub drifted: BTreeMap<String, Value>,
+    /// The suffix the object's name carries when a create-before-destroy
+    /// replacement made it under another name than the workflow's (`gpu`
+    /// made as `gpu-3f9a`); the engine hands the provider the name with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_suffix: Option<String>,
+    /// The object a create-before-destroy replacement put aside and has not
+    /// deleted yet; apply and destroy finish it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deposed: Option<crate::Deposed>,
     /// When the step was first recorded (seconds since the Unix epoch).
     pub created_at: u64,
     /// When the record last changed (seconds since the Unix epoch).
@@ -139,6 +148,8 @@ impl StepRecord {
             attempts: 0,
             last_error: None,
             drifted: BTreeMap::new(),
+            name_suffix: None,
+            deposed: None,
             created_at: now,
             updated_at: now,
         }

@@ -40,6 +40,8 @@ eksctl_config = "cluster.yaml"
 
 [steps.p5]
 provider = "eks.nodegroup"
+# No Kubernetes API server runs here: a replacement cannot drain.
+lifecycle = { create_before_destroy = false }
 [steps.p5.inputs]
 cluster = "${steps.cluster.outputs.name}"
 name = "p5"

@@ -9,7 +9,8 @@
 //! from a loopback server: redirects, `insecure`, the `sha256` pin),
 //! `injection` (values that would add keys applied as one string), `jobs` (kube.job
 //! and training operators' jobs), `eks` (clusters from eksctl files, the
-//! EKS connection), `eks_efa` (the EFA rules EC2 answers for a node group), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
+//! EKS connection), `eks_efa` (the EFA rules EC2 answers for a node group),
+//! `nodegroup_replace` (a node group replaced create-before-destroy, drained under a PodDisruptionBudget), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
 //! published files, unmodified), `report` (`flow report` opened in a real
 //! browser).
 
@@ -23,6 +24,7 @@ mod injection;
 mod jobs;
 mod leftovers;
 mod manifests;
+mod nodegroup_replace;
 mod operator;
 mod report;
 mod reservations;

@@ -96,6 +96,12 @@ impl Op<'_> {
         }
     }
 
+    /// `inputs` as the provider must see them for an object whose name
+    /// carries `suffix` (a create-before-destroy replacement's).
+    pub(super) fn live(&self, inputs: &Values, suffix: Option<&str>) -> Values {
+        crate::plan::replacing::live_inputs(self.provider, inputs, suffix)
+    }
+
     /// How many times a retryable error is retried (the step's `retries`).
     pub(super) fn retries(&self) -> u32 {
         self.job.decl.as_ref().map_or(0, |d| d.retries)
@@ -103,7 +109,7 @@ impl Op<'_> {
 
     /// `call`, retried as the step's `retries` allow; its result and the
     /// number of attempts.
-    async fn with_retries<T, F, Fut>(&self, call: F) -> (Result<T, ProviderError>, u32)
+    pub(super) async fn with_retries<T, F, Fut>(&self, call: F) -> (Result<T, ProviderError>, u32)
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, ProviderError>>,
@@ -274,8 +280,9 @@ impl Op<'_> {
         self.begin(rec, Operation::Create, &token, &desired.stored)
             .await?;
         let ctx = self.op_context(&token);
+        let actual = self.live(&desired.actual, rec.name_suffix.as_deref());
         let (res, attempts) = self
-            .with_retries(|| self.provider.create(&ctx, &desired.actual))
+            .with_retries(|| self.provider.create(&ctx, &actual))
             .await;
         self.record_outcome(rec, res, &desired.stored, attempts)
             .await
@@ -311,12 +318,11 @@ impl Op<'_> {
         self.begin(rec, Operation::Update, &token, &desired.stored)
             .await?;
         let ctx = self.op_context(&token);
-        let recorded = RecordedPrior::of(rec, rec.inputs.clone());
+        let suffix = rec.name_suffix.clone();
+        let recorded = RecordedPrior::of(rec, self.live(&rec.inputs, suffix.as_deref()));
+        let actual = self.live(&desired.actual, suffix.as_deref());
         let (res, attempts) = self
-            .with_retries(|| {
-                self.provider
-                    .update(&ctx, recorded.prior(), &desired.actual)
-            })
+            .with_retries(|| self.provider.update(&ctx, recorded.prior(), &actual))
             .await;
         self.record_outcome(rec, res, &desired.stored, attempts)
             .await
@@ -331,7 +337,11 @@ impl Op<'_> {
         let recorded = rec.inputs.clone();
         self.begin(rec, Operation::Delete, &token, &recorded)
             .await?;
-        let prior = RecordedPrior::of(rec, unsealed(&recorded, self.desired));
+        let live = self.live(
+            &unsealed(&recorded, self.desired),
+            rec.name_suffix.as_deref(),
+        );
+        let prior = RecordedPrior::of(rec, live);
         let ctx = self.op_context(&token);
         let (res, attempts) = self
             .with_retries(|| self.provider.delete(&ctx, prior.prior()))
@@ -343,6 +353,7 @@ impl Op<'_> {
                 rec.inputs = Values::new();
                 rec.outputs = Values::new();
                 rec.private = Value::Null;
+                rec.name_suffix = None;
                 rec.in_flight = None;
                 rec.attempts = attempts;
                 rec.last_error = None;
@@ -355,17 +366,17 @@ impl Op<'_> {
 
 /// What a record holds for a provider's [`Prior`], copied, so that the
 /// record can be changed (the intent written) while the call runs.
-struct RecordedPrior {
-    id: Option<String>,
-    inputs: Values,
-    outputs: Values,
-    private: Value,
+pub(super) struct RecordedPrior {
+    pub(super) id: Option<String>,
+    pub(super) inputs: Values,
+    pub(super) outputs: Values,
+    pub(super) private: Value,
 }
 
 impl RecordedPrior {
     /// `rec`'s id, outputs and private data, with `inputs` (the recorded
     /// inputs, unsealed where the workflow still gives the secret).
-    fn of(rec: &StepRecord, inputs: Values) -> Self {
+    pub(super) fn of(rec: &StepRecord, inputs: Values) -> Self {
         RecordedPrior {
             id: rec.resource_id.clone(),
             inputs,
@@ -375,7 +386,7 @@ impl RecordedPrior {
     }
 
     /// The view the provider gets.
-    fn prior(&self) -> Prior<'_> {
+    pub(super) fn prior(&self) -> Prior<'_> {
         Prior {
             id: self.id.as_deref(),
             inputs: &self.inputs,

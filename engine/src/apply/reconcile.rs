@@ -32,13 +32,31 @@ impl Op<'_> {
         let planned = self.job.change.action;
         let mut rec = self.base_record();
         let mut did: Option<Action> = None;
-        let mut replace_requested = planned == Action::Replace;
+        // A plan that only finishes a replacement asks for no new one.
+        let finishing = self
+            .job
+            .change
+            .create_before_destroy
+            .as_ref()
+            .is_some_and(|r| r.finishes);
+        let mut replace_requested = planned == Action::Replace && !finishing;
         for _ in 0..4 {
             if let Some(flight) = rec.in_flight.clone() {
                 if self.reconcile(&mut rec, flight, desired).await? == Reconciled::LeftFailure {
                     replace_requested = true;
                 }
                 did = Some(did.unwrap_or(planned));
+                continue;
+            }
+            if rec.applied && rec.deposed.is_some() {
+                // A replacement exists; the object it replaces is retired
+                // before anything else (and was the only thing planned
+                // when the plan said it finishes one).
+                self.finish_deposed(&mut rec, false).await?;
+                if finishing {
+                    replace_requested = false;
+                }
+                did = Some(did.unwrap_or(Action::Replace));
                 continue;
             }
             if !rec.applied {
@@ -48,6 +66,7 @@ impl Op<'_> {
                     return Ok(Outcome::Done(Action::Import));
                 }
                 self.create(&mut rec, desired, new_token()).await?;
+                self.finish_deposed(&mut rec, false).await?;
                 return Ok(Outcome::Done(
                     did.map_or(Action::Create, |d| d.max(Action::Create)),
                 ));
@@ -94,6 +113,12 @@ impl Op<'_> {
                         did.unwrap_or(Action::Update).max(Action::Update),
                     ));
                 }
+                _ if self.job.change.create_before_destroy.is_some()
+                    && crate::plan::replacing::wanted(self.job.decl.as_ref(), self.provider) =>
+                {
+                    self.replace_creating_first(&mut rec, desired).await?;
+                    return Ok(Outcome::Done(Action::Replace));
+                }
                 _ => {
                     self.delete(&mut rec, new_token()).await?;
                     replace_requested = false;
@@ -122,11 +147,14 @@ impl Op<'_> {
         match flight.operation {
             Operation::Create => {
                 let ctx = self.op_context(&flight.token);
-                let read_inputs = if flight.inputs == desired.stored {
-                    desired.actual.clone()
-                } else {
-                    unsealed(&flight.inputs, Some(desired))
-                };
+                let read_inputs = self.live(
+                    &if flight.inputs == desired.stored {
+                        desired.actual.clone()
+                    } else {
+                        unsealed(&flight.inputs, Some(desired))
+                    },
+                    rec.name_suffix.as_deref(),
+                );
                 let found = self
                     .provider
                     .read(&ctx, known_id(rec, &flight), &read_inputs)
@@ -180,7 +208,10 @@ impl Op<'_> {
                         .read(
                             &ctx,
                             known_id(&rec, &flight),
-                            &unsealed(&flight.inputs, self.desired),
+                            &self.live(
+                                &unsealed(&flight.inputs, self.desired),
+                                rec.name_suffix.as_deref(),
+                            ),
                         )
                         .await
                         .map_err(StepError::CheckInterrupted)?;
@@ -215,6 +246,8 @@ impl Op<'_> {
         if rec.applied {
             self.delete(&mut rec, new_token()).await?;
         }
+        // What a create-before-destroy replacement put aside goes too.
+        self.finish_deposed(&mut rec, true).await?;
         self.ctx.journal().forget(self.name()).await?;
         Ok(Outcome::Done(Action::Delete))
     }

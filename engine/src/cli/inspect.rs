@@ -235,6 +235,14 @@ pub fn state_show(file: &Path, step: &str, state: &StateArgs) -> CliResult<i32> 
         })),
         "attempts": rec.attempts,
         "last_error": rec.last_error,
+        "name_suffix": rec.name_suffix,
+        "deposed": rec.deposed.as_ref().map(|d| serde_json::json!({
+            "stage": d.stage.to_string(),
+            "resource_id": d.resource_id,
+            "name_suffix": d.name_suffix,
+            "outputs": visible(&Value::Object(d.outputs.clone())),
+            "deposed_at": format_rfc3339(d.deposed_at),
+        })),
         "created_at": format_rfc3339(rec.created_at),
         "updated_at": format_rfc3339(rec.updated_at),
     });

@@ -71,6 +71,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
                     depends_on: rec.depends_on.clone(),
                     details: Vec::new(),
                     cost: None,
+                    create_before_destroy: None,
                 }
             })
             .collect(),

@@ -263,6 +263,10 @@ pub struct StepDecl {
     pub retries: u32,
     /// Whether destroy must refuse it.
     pub prevent_destroy: bool,
+    /// `lifecycle.create_before_destroy` as written, and where: whether a
+    /// replacement is made before the old object is deleted (`None`: as
+    /// the provider does by default).
+    pub create_before_destroy: Option<(bool, Span)>,
     /// A region for this step only (written plainly, or resolved from
     /// `region_node` once the variables are known).
     pub region: Option<String>,

@@ -355,6 +355,7 @@ impl Parser<'_> {
             timeout: None,
             retries: DEFAULT_RETRIES,
             prevent_destroy: false,
+            create_before_destroy: None,
             region: None,
             region_node: None,
             import: None,
@@ -460,10 +461,15 @@ impl Parser<'_> {
                                         .bool(&l.value, &format!("{what}.prevent_destroy"))
                                         .unwrap_or(false)
                                 }
+                                "create_before_destroy" => {
+                                    step.create_before_destroy = self
+                                        .bool(&l.value, &format!("{what}.create_before_destroy"))
+                                        .map(|b| (b, l.value.span.clone()))
+                                }
                                 other => self.unknown_key(
                                     l,
                                     other,
-                                    &["prevent_destroy"],
+                                    &["prevent_destroy", "create_before_destroy"],
                                     &format!("[steps.{}.lifecycle]", entry.key),
                                 ),
                             }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::model::{Action, DeferredStep, InputDiff, Plan, Shown, StepChange};
 use super::outputs::PlannedOutputs;
+use super::replacing;
 use crate::diag::{Diag, Diagnostics};
 use crate::lang::ast::{StepDecl, base_name, select_addresses};
 use crate::lang::inputs::{Desired, UNKNOWN, mask_sealed};
@@ -144,6 +145,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
             depends_on: rec.depends_on.clone(),
             details: Vec::new(),
             cost: None,
+            create_before_destroy: None,
         });
     }
     if !diags.is_empty() {
@@ -284,10 +286,15 @@ fn plan_step(
         depends_on: Vec::new(),
         details: Vec::new(),
         cost: None,
+        create_before_destroy: None,
     };
     let after = |k: &str| shown_after(desired, k);
     let Some(rec) = record.filter(|r| r.applied) else {
         change.action = Action::Create;
+        // A create-before-destroy replacement whose create did not finish:
+        // the old object waits to be retired once it has.
+        change.create_before_destroy =
+            record.and_then(|r| replacing::finishing(provider.as_ref(), r));
         if let (Some(id), None) = (&step.import, record.and_then(|r| r.in_flight.as_ref())) {
             change.action = Action::Import;
             change.reason = format!("adopts `{id}`, changing nothing");
@@ -383,6 +390,23 @@ fn plan_step(
             format!("step `{name}` must be replaced ({reason}), but it has lifecycle.prevent_destroy"),
         )
         .help("revert the change that forces replacement, or remove prevent_destroy first")));
+    }
+    if action == Action::Replace && replacing::wanted(Some(step), provider.as_ref()) {
+        change.create_before_destroy =
+            Some(replacing::planned(provider.as_ref(), rec, &desired.stored));
+    } else if let Some(finish) = replacing::finishing(provider.as_ref(), rec)
+        && action != Action::Replace
+    {
+        // The replacement exists; the old object was not retired yet.
+        reason = format!(
+            "an interrupted create-before-destroy replacement left {} to retire",
+            finish
+                .retires
+                .as_deref()
+                .map_or("the old object".into(), |n| format!("`{n}`"))
+        );
+        action = Action::Replace;
+        change.create_before_destroy = Some(finish);
     }
     change.action = action;
     change.reason = reason;

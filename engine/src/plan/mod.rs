@@ -8,6 +8,7 @@ pub mod outputs;
 pub mod refine;
 pub mod refresh;
 pub mod render;
+pub mod replacing;
 pub mod saved;
 
 pub use compute::{PlanRequest, compute_plan};

@@ -113,9 +113,22 @@ pub struct StepChange {
     /// provider can say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<super::costs::StepCost>,
+    /// The order of a replacement made before the old object is deleted
+    /// (`lifecycle.create_before_destroy`), or of finishing one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_before_destroy: Option<super::replacing::Replacement>,
 }
 
 impl StepChange {
+    /// The sign shown before the step: `+/-` for a replacement created
+    /// before the old object is deleted.
+    pub fn sign(&self) -> &'static str {
+        match (&self.create_before_destroy, self.action) {
+            (Some(_), Action::Replace) => "+/-",
+            _ => self.action.sign(),
+        }
+    }
+
     /// The change without provider details, for comparing plans.
     pub fn essence(&self) -> StepChange {
         StepChange {

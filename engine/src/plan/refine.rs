@@ -66,10 +66,22 @@ pub async fn refine_plan(
         {
             continue;
         }
-        let record = records.get(&change.step).filter(|r| r.applied).cloned();
+        let mut record = records.get(&change.step).filter(|r| r.applied).cloned();
+        let mut actual = desired.actual;
+        if let Some(r) = record.as_mut() {
+            // Names as the objects have them (a create-before-destroy
+            // replacement's carries a suffix).
+            let suffix = r.name_suffix.clone();
+            r.inputs =
+                super::replacing::live_inputs(provider.as_ref(), &r.inputs, suffix.as_deref());
+            if change.action != Action::Replace {
+                actual =
+                    super::replacing::live_inputs(provider.as_ref(), &actual, suffix.as_deref());
+            }
+        }
         let mut ctx = loaded.unwatched_context(&change.step, loaded.region_of(decl));
         ctx.timeout = decl.timeout;
-        pending.push((ctx, provider, record, desired.actual));
+        pending.push((ctx, provider, record, actual));
     }
     let parallelism = parallelism.max(1);
     let mut queue = pending.into_iter();

@@ -175,9 +175,16 @@ async fn read_all(
             };
             let timeout = settings.timeout;
             tasks.spawn(async move {
+                // An object a create-before-destroy replacement made has
+                // its name with the suffix.
+                let inputs = super::replacing::live_inputs(
+                    provider.as_ref(),
+                    &rec.inputs,
+                    rec.name_suffix.as_deref(),
+                );
                 let prior = Prior {
                     id: rec.resource_id.as_deref(),
-                    inputs: &rec.inputs,
+                    inputs: &inputs,
                     outputs: &rec.outputs,
                     private: &rec.private,
                 };

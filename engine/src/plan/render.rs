@@ -50,7 +50,7 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         .unwrap_or(0);
     let mixed_regions = plan.cost.as_ref().is_some_and(|c| c.mixed_regions());
     for c in &changed {
-        let sign = paint_action(style, c.action, c.action.sign());
+        let sign = paint_action(style, c.action, c.sign());
         let _ = writeln!(
             out,
             "{sign:>3} {:<width$}  {}  {}{}",
@@ -91,6 +91,9 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
                 line.push_str(&format!("; {u}"));
             }
             let _ = writeln!(out, "      {}", style.warn(&line));
+        }
+        if let Some(r) = &c.create_before_destroy {
+            let _ = writeln!(out, "      {}", style.warn(&r.line()));
         }
         for line in &c.details {
             let _ = writeln!(out, "      {}", style.dim(line));

@@ -305,6 +305,16 @@ impl Provider for CloudFormationStack {
         &self.schema
     }
 
+    /// `stack_name` (at most 128 characters), for
+    /// `lifecycle.create_before_destroy`: the template's own names
+    /// (exports, physical names) must not clash between the two stacks.
+    fn replacement_name(&self) -> Option<crate::contract::Rename> {
+        Some(crate::contract::Rename {
+            input: "stack_name",
+            max_len: 128,
+        })
+    }
+
     /// Parses the template and checks the parameters against it.
     fn validate(&self, inputs: &[(String, InputValue)], ctx: &ValidateContext) -> Vec<Problem> {
         check::problems(inputs, &ctx.workdir)

@@ -8,12 +8,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod cancel;
 mod error;
 mod refresh;
+mod replace;
 mod schema;
 
+pub use cancel::Cancel;
 pub use error::{ErrorKind, ProviderError};
 pub use refresh::{Drift, Refreshed, attribute_drift, input_drift};
+pub use replace::{Rename, next_suffix};
 pub use schema::{InputSpec, InputType, InputValue, Problem, Schema, StepKind};
 
 use async_trait::async_trait;
@@ -213,44 +217,6 @@ impl OpContext {
     }
 }
 
-/// A signal that the run was interrupted, cheap to clone and to poll.
-#[derive(Clone, Debug)]
-pub struct Cancel(tokio::sync::watch::Receiver<bool>);
-
-impl Cancel {
-    /// A sender and the signal it controls.
-    pub fn pair() -> (tokio::sync::watch::Sender<bool>, Cancel) {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        (tx, Cancel(rx))
-    }
-
-    /// A signal that never fires (planning, tests).
-    pub fn never() -> Cancel {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        // Keep the channel open for the life of the program, so it never reads as closed.
-        std::mem::forget(tx);
-        Cancel(rx)
-    }
-
-    /// Whether the run was interrupted.
-    pub fn is_cancelled(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once the run is interrupted (never, if it is not).
-    pub async fn cancelled(&self) {
-        let mut rx = self.0.clone();
-        loop {
-            if *rx.borrow_and_update() {
-                return;
-            }
-            if rx.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-    }
-}
-
 /// Something a step keeps running that costs money by the hour, for the cost
 /// estimate in plans.
 #[derive(Debug, Clone, PartialEq)]
@@ -395,6 +361,33 @@ pub trait Provider: Send + Sync {
     /// default is nothing.
     fn capacity(&self, _inputs: &Values, _ctx: &ValidateContext) -> Vec<Capacity> {
         Vec::new()
+    }
+
+    /// Which input names the object, when a replacement can be made under
+    /// a suffixed name while the old object still exists
+    /// (`lifecycle.create_before_destroy`); `None`: it cannot.
+    fn replacement_name(&self) -> Option<Rename> {
+        None
+    }
+
+    /// Whether a replacement is made before the old object is deleted even
+    /// when the step does not say so (a node group: its capacity must not
+    /// go away while the new group starts).
+    fn creates_before_destroy(&self) -> bool {
+        false
+    }
+
+    /// Take `old` out of service once its replacement `new` is created and
+    /// ready, before `old` is deleted (a node group's nodes cordoned and
+    /// drained). Called again after a resume: idempotent. The default does
+    /// nothing.
+    async fn retire(
+        &self,
+        _ctx: &OpContext,
+        _old: Prior<'_>,
+        _new: Prior<'_>,
+    ) -> Result<(), ProviderError> {
+        Ok(())
     }
 
     /// Find what an interrupted operation with `ctx.token` left behind, waiting
@@ -584,20 +577,6 @@ mod tests {
             default_diff(&s, &prior, &later),
             Change::Replace(vec!["size".into()])
         );
-    }
-
-    #[tokio::test]
-    async fn cancel_fires_once_sent() {
-        let (tx, cancel) = Cancel::pair();
-        assert!(!cancel.is_cancelled());
-        let waiter = tokio::spawn({
-            let c = cancel.clone();
-            async move { c.cancelled().await }
-        });
-        tx.send(true).unwrap();
-        waiter.await.unwrap();
-        assert!(cancel.is_cancelled());
-        assert!(!Cancel::never().is_cancelled());
     }
 
     #[test]

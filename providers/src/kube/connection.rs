@@ -7,7 +7,7 @@
 //!   (`"${steps.eks.outputs.connection}"`: name, endpoint,
 //!   certificate_authority, region). The bearer token is presigned from the
 //!   AWS credentials of the step's region and profile (see
-//!   [`crate::eks::token`]) and made anew every ten minutes (tokens last 15).
+//!   [`crate::eks_access::token`]) and made anew every ten minutes (tokens last 15).
 //!
 //! The token goes only to the endpoint DescribeCluster returns for the
 //! cluster's name, with the certificate authority it returns: the
@@ -112,6 +112,9 @@ pub struct Connection {
     target: Target,
     workdir: PathBuf,
     ctx: OpContext,
+    /// Whether the client retries 429, 503 and 504 answers by itself
+    /// (kube's default); off where the caller paces retries itself.
+    server_retry: bool,
     cached: Mutex<Option<(Instant, Client, Option<String>)>>,
 }
 
@@ -122,8 +125,35 @@ impl Connection {
             target: Target::from_inputs(inputs)?,
             workdir: ctx.workdir.path().to_path_buf(),
             ctx: ctx.clone(),
+            server_retry: true,
             cached: Mutex::new(None),
         })
+    }
+
+    /// A connection to the EKS cluster `name` in the step's region, through
+    /// the endpoint DescribeCluster gives (or the loopback stand-in of
+    /// [`API_SERVER_ENV`]).
+    pub fn eks(ctx: &OpContext, name: &str) -> Self {
+        Connection {
+            target: Target::Eks {
+                name: name.to_string(),
+                endpoint: String::new(),
+                certificate_authority: String::new(),
+                region: None,
+            },
+            workdir: ctx.workdir.path().to_path_buf(),
+            ctx: ctx.clone(),
+            server_retry: true,
+            cached: Mutex::new(None),
+        }
+    }
+
+    /// The same connection, whose client hands 429, 503 and 504 answers
+    /// back at once instead of retrying them (an eviction a disruption
+    /// budget refuses is a 429 the caller waits on itself).
+    pub fn without_server_retry(mut self) -> Self {
+        self.server_retry = false;
+        self
     }
 
     /// A client (a fresh one once an EKS token is due).
@@ -133,7 +163,8 @@ impl Connection {
         {
             return Ok(client.clone());
         }
-        let (config, ns) = self.config().await?;
+        let (mut config, ns) = self.config().await?;
+        config.default_retry &= self.server_retry;
         let client = Client::try_from(config).map_err(|e| {
             ProviderError::fatal(format!("could not make a Kubernetes client: {e}"))
                 .with_help(KUBECONFIG_HELP)
@@ -190,10 +221,10 @@ impl Connection {
                     ctx.region = region.clone();
                 }
                 let stand_in = api_server_override()?;
-                let sdk = crate::eks::sdk_config(&ctx).await?;
-                let described = crate::eks::endpoint::described(&sdk, name).await?;
+                let sdk = crate::aws::config::sdk_config(&ctx).await?;
+                let described = crate::eks_access::endpoint::described(&sdk, name).await?;
                 let (endpoint, certificate_authority) = stand_in.unwrap_or(described);
-                let token = crate::eks::token::eks_token(&sdk, name).await?;
+                let token = crate::eks_access::token::eks_token(&sdk, name).await?;
                 let kc = eks_kubeconfig(&endpoint, &certificate_authority, &token)?;
                 let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await

@@ -21,12 +21,12 @@ use super::errors;
 use super::logs::{self, Follower};
 use super::objects::{KUBE_PACE, Kinds, Record};
 use super::render::{Doc, Sources};
+use crate::aws::poll::Waiter;
 use crate::capture::Matchers;
 use crate::contract::{
     Applied, InputValue, OpContext, PlanDetail, Prior, Problem, Provider, ProviderError,
     ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
-use crate::eks::shared_poll::Waiter;
 
 /// The annotation naming the step that made a job.
 const STEP_ANNOTATION: &str = "flow.dev/step";

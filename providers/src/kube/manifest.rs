@@ -19,12 +19,12 @@ use super::connection::{Connection, Target};
 use super::objects::{self, KUBE_PACE, Kinds, Record};
 use super::ready::{self, Readiness, WaitFor};
 use super::render::{Doc, Sources};
+use crate::aws::poll::{Step, until};
 use crate::contract::{
     Applied, CONTENT_KEY, Drift, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
     Problem, Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext,
     Values,
 };
-use crate::eks::shared_poll::{Step, until};
 
 /// The `kube.manifest` provider kind.
 #[derive(Debug, Clone)]

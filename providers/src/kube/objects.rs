@@ -14,8 +14,8 @@ use serde_json::Value;
 use super::crd_schema;
 use super::errors;
 use super::render::Doc;
+use crate::aws::poll::{Pace, Rhythm, Step, until};
 use crate::contract::ProviderError;
-use crate::eks::shared_poll::{Pace, Rhythm, Step, until};
 
 /// Pacing for Kubernetes waits: objects settle in seconds, jobs in hours.
 pub const KUBE_PACE: Pace = Pace {

@@ -733,4 +733,28 @@ corpus! {
         says: &["workflow.state.keep_backups_for is not a duration"],
         ..BASE
     },
+    create_before_destroy_not_a_bool: Case {
+        file: "170-create-before-destroy-not-bool.toml",
+        codes: &["flow::wrong-type"],
+        at: &["3:39"],
+        says: &["create_before_destroy must be a boolean, found a string"],
+        ..BASE
+    },
+    create_before_destroy_unsupported: Case {
+        file: "171-create-before-destroy-unsupported.toml",
+        codes: &["flow::create-before-destroy"],
+        at: &["5:25"],
+        says: &[
+            "step `build` asks for create_before_destroy, but `null` cannot make a replacement",
+            "remove `create_before_destroy` from [steps.build.lifecycle]",
+        ],
+        ..BASE
+    },
+    drain_timeout_not_a_duration: Case {
+        file: "172-drain-timeout-not-a-duration.toml",
+        codes: &["flow::bad-duration"],
+        at: &["10:17"],
+        says: &["`until done` is not a duration", "write a duration such as"],
+        ..BASE
+    },
 }

@@ -160,6 +160,7 @@ async fn tick(client: &kube::Client, held: &HashSet<String>) {
         }
     }
     finalize_namespaces(client).await;
+    super::disruption::tick(client, held).await;
     let jobs = ar("batch", "v1", "Job", "jobs");
     for j in list(client, &jobs).await {
         let pods = j.data["spec"]["completions"].as_i64().unwrap_or(1).max(1);

@@ -14,48 +14,63 @@ pub(super) fn eks_webhook(
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind webhook");
     let url = format!("http://{}/authenticate", listener.local_addr().unwrap());
     std::thread::spawn(move || {
-        use std::io::{Read, Write};
         for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let mut raw = Vec::new();
-            let mut buf = [0u8; 8192];
-            let body = loop {
-                let n = s.read(&mut buf).unwrap_or(0);
-                if n == 0 {
-                    break None;
-                }
-                raw.extend_from_slice(&buf[..n]);
-                let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    continue;
-                };
-                let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
-                if raw.len() >= end + 4 + len {
-                    break Some(raw[end + 4..end + 4 + len].to_vec());
-                }
-            };
-            let Some(body) = body else { continue };
-            let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let token = review["spec"]["token"].as_str().unwrap_or_default();
-            let status = match verify_eks_token(sts, &cluster, token) {
-                Ok(arn) => {
-                    identities.lock().unwrap().push(arn.clone());
-                    json!({"authenticated": true, "user": {"username": arn, "groups": ["system:masters"]}})
-                }
-                Err(e) => json!({"authenticated": false, "error": e}),
-            };
-            let answer = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "status": status}).to_string();
-            let _ = s.write_all(
-                format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}", answer.len())
-                    .as_bytes(),
-            );
+            let Ok(s) = stream else { continue };
+            // One thread per connection: the API server may hold one open
+            // without a request, which must not stall the others.
+            let (cluster, identities) = (cluster.clone(), identities.clone());
+            std::thread::spawn(move || answer(s, sts, &cluster, &identities));
         }
     });
     url
+}
+
+/// Answers one TokenReview on `s`.
+fn answer(
+    mut s: std::net::TcpStream,
+    sts: std::net::SocketAddr,
+    cluster: &str,
+    identities: &Mutex<Vec<String>>,
+) {
+    use std::io::{Read, Write};
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    let body = loop {
+        let n = s.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break None;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if raw.len() >= end + 4 + len {
+            break Some(raw[end + 4..end + 4 + len].to_vec());
+        }
+    };
+    let Some(body) = body else { return };
+    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let token = review["spec"]["token"].as_str().unwrap_or_default();
+    let status = match verify_eks_token(sts, cluster, token) {
+        Ok(arn) => {
+            identities.lock().unwrap().push(arn.clone());
+            json!({"authenticated": true, "user": {"username": arn, "groups": ["system:masters"]}})
+        }
+        Err(e) => json!({"authenticated": false, "error": e}),
+    };
+    let answer =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "status": status})
+            .to_string();
+    let _ = s.write_all(
+                format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}", answer.len())
+                    .as_bytes(),
+            );
 }
 
 /// What EKS's authenticator checks of a token, then the STS call it makes;

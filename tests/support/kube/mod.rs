@@ -7,7 +7,9 @@
 //! No kubelet, scheduler or operator runs, so a [`Driver`] plays their part
 //! through the real API: it marks Deployments available, DaemonSets and
 //! StatefulSets ready, claims bound, finalizes terminating namespaces, and
-//! runs Jobs, PyTorchJobs and MPIJobs by creating their pods and writing `/status`.
+//! runs Jobs, PyTorchJobs and MPIJobs by creating their pods and writing `/status`,
+//! keeps PodDisruptionBudgets' status as the disruption controller would, and
+//! removes pods deleted off a node as its kubelet would.
 //! The pods' "logs" are their containers' termination messages (there is
 //! no kubelet to serve `pods/log`), which is what the provider falls back
 //! to; test manifests choose them with annotations:
@@ -29,6 +31,7 @@ use std::time::{Duration, Instant};
 use kube::api::Api;
 use serde_json::Value;
 
+mod disruption;
 mod driver;
 mod eks_token;
 
@@ -402,6 +405,21 @@ impl KubeServer {
                 .request::<Value>(req)
                 .await
                 .unwrap_or_else(|e| panic!("PATCH {path}: {e}"));
+        })
+    }
+
+    /// Creates the object `body` at collection path `path`
+    /// (`/api/v1/namespaces/default/pods`).
+    pub fn post(&self, path: &str, body: &Value) {
+        self.rt.block_on(async {
+            let req = http::Request::post(path)
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(body).unwrap())
+                .unwrap();
+            self.client
+                .request::<Value>(req)
+                .await
+                .unwrap_or_else(|e| panic!("POST {path}: {e}"));
         })
     }
 

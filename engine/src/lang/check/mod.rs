@@ -2,10 +2,12 @@
 //! and cycles. Needs no variable values and no state. This module walks the
 //! steps and holds what the checks share (where a problem is, expressions,
 //! `each`); `refs` checks references, `modules` what module calls pass and
-//! give back, `inputs` inputs against provider schemas, `cycle` cycles.
+//! give back, `inputs` inputs against provider schemas, `lifecycle` a
+//! step's lifecycle against its provider, `cycle` cycles.
 
 mod cycle;
 mod inputs;
+mod lifecycle;
 mod modules;
 mod refs;
 
@@ -39,6 +41,7 @@ pub fn check_workflow(wf: &Workflow) -> (Vec<Edge>, Diagnostics) {
         let at = At::step(wf, step);
         refs::check_step_refs(wf, step, &step_names, &var_names, &mut edges, &mut diags);
         inputs::check_inputs(wf, step, &mut diags);
+        lifecycle::check_lifecycle(wf, step, &mut diags);
         let written = step.inputs.iter().map(|i| &i.value);
         for node in written.chain(&step.region_node).chain(&step.import_node) {
             check_expressions(at, node, &mut diags);

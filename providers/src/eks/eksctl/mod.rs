@@ -391,6 +391,7 @@ fn nodegroup(
             placement_group: None,
             efa_count: None,
             tags: string_map(ng.get("tags")),
+            drain_timeout: None,
         },
         placement,
     ))

@@ -11,6 +11,7 @@
 //! `spec` reads and checks the inputs; `lifecycle` makes, waits for,
 //! changes and deletes the group; this module is the provider kind.
 
+mod drain;
 mod efa_check;
 mod lifecycle;
 pub(crate) mod reservation;
@@ -130,6 +131,11 @@ impl EksNodegroup {
                     )
                     .forces_new(),
                     InputSpec::optional(input::TAGS, Map(Box::new(String)), "AWS tags"),
+                    InputSpec::optional(
+                        input::DRAIN_TIMEOUT,
+                        Duration,
+                        "How long a replacement waits for the new nodes and drains the old (default 15m)",
+                    ),
                 ],
                 open_inputs: false,
             },
@@ -190,7 +196,13 @@ impl Provider for EksNodegroup {
         match NodegroupSpec::for_checks(&crate::contract::known_inputs(inputs)) {
             None => Vec::new(),
             Some(Ok(spec)) => spec.problems(),
-            Some(Err(e)) => vec![Problem::at(e.input, e.error.message)],
+            Some(Err(e)) => {
+                let problem = Problem::at(e.input, e.error.message);
+                vec![match e.error.help {
+                    Some(help) => problem.with_help(help),
+                    None => problem,
+                }]
+            }
         }
     }
 
@@ -233,6 +245,30 @@ impl Provider for EksNodegroup {
 
     fn has_plan_detail(&self) -> bool {
         true
+    }
+
+    /// The group's `name` (EKS takes at most 63 characters).
+    fn replacement_name(&self) -> Option<crate::contract::Rename> {
+        Some(crate::contract::Rename {
+            input: input::NAME,
+            max_len: 63,
+        })
+    }
+
+    /// Node capacity must not go away while the new group starts.
+    fn creates_before_destroy(&self) -> bool {
+        true
+    }
+
+    /// Waits for the new group's nodes, then cordons and drains the old
+    /// group's (see `drain`).
+    async fn retire(
+        &self,
+        ctx: &OpContext,
+        old: Prior<'_>,
+        new: Prior<'_>,
+    ) -> Result<(), ProviderError> {
+        drain::retire(ctx, &drain::Retirement::of(old, new)?).await
     }
 
     /// The reservation is judged on what is known: the cluster and the
@@ -386,206 +422,4 @@ fn applied(spec: &NodegroupSpec, outputs: Values) -> Applied {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::spec::{DEFAULT_DESIRED_SIZE, effect};
-    use super::*;
-    use crate::testing::values;
-    use aws_sdk_eks::types::TaintEffect;
-
-    fn spec(extra: Value) -> NodegroupSpec {
-        let mut v = values(
-            json!({"cluster": "dlc", "name": "gpu", "instance_types": ["p5.48xlarge"], "desired_size": 2}),
-        );
-        v.extend(values(extra));
-        NodegroupSpec::from_values(&v).unwrap()
-    }
-
-    fn problems_of(inputs: Value) -> Vec<Problem> {
-        let provider = EksNodegroup::new();
-        let inputs: Vec<(std::string::String, InputValue)> = values(inputs)
-            .into_iter()
-            .map(|(k, v)| (k, InputValue::Known(v)))
-            .collect();
-        let ctx = ValidateContext {
-            workdir: ".".into(),
-        };
-        provider.validate(&inputs, &ctx)
-    }
-
-    #[test]
-    fn each_problem_points_at_the_input_that_is_wrong() {
-        let base = json!({"cluster": "c", "name": "g", "instance_types": ["p5.48xlarge"]});
-        let with = |k: &str, v: Value| {
-            let mut b = base.clone();
-            b[k] = v;
-            b
-        };
-        let at = |p: &[Problem]| p.iter().map(|p| p.path.join(".")).collect::<Vec<_>>();
-        assert_eq!(
-            at(&problems_of(with("desired_size", json!("two")))),
-            ["desired_size"]
-        );
-        assert_eq!(at(&problems_of(with("efa", json!("yes")))), ["efa"]);
-        assert_eq!(at(&problems_of(with("labels", json!(["a"])))), ["labels"]);
-        assert_eq!(
-            at(&problems_of(with("taints", json!([{"value": "x"}])))),
-            ["taints"]
-        );
-        assert_eq!(
-            at(&problems_of(with("subnet_ids", json!("subnet-1")))),
-            ["subnet_ids"]
-        );
-        assert!(problems_of(base.clone()).is_empty());
-        // A cluster name known only after apply does not hide the checks.
-        let mut unknown_cluster = base.clone();
-        unknown_cluster.as_object_mut().unwrap().remove("cluster");
-        unknown_cluster["max_size"] = json!(0);
-        assert_eq!(at(&problems_of(unknown_cluster)), ["desired_size"]);
-    }
-
-    #[test]
-    fn capacity_uses_the_same_default_as_the_spec() {
-        let provider = EksNodegroup::new();
-        let caps = provider.capacity(
-            &values(json!({"instance_types": ["p4d.24xlarge"]})),
-            &crate::contract::ValidateContext {
-                workdir: ".".into(),
-            },
-        );
-        assert_eq!(
-            caps,
-            vec![crate::contract::Capacity::Instances {
-                instance_type: "p4d.24xlarge".into(),
-                count: DEFAULT_DESIRED_SIZE as u32
-            }]
-        );
-        assert!(
-            provider
-                .capacity(
-                    &values(json!({"cluster": "c"})),
-                    &crate::contract::ValidateContext {
-                        workdir: ".".into()
-                    },
-                )
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn efa_template_has_one_interface_per_card_and_the_reservation() {
-        let s = spec(
-            json!({"efa": true, "capacity_reservation_id": "cr-1", "node_role_arn": "arn:role", "disk_size": 500}),
-        );
-        assert_eq!(s.efa_interfaces(), 32);
-        let t = s.stack_template(Some("sg-cluster")).unwrap();
-        let data = &t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"];
-        assert_eq!(data["NetworkInterfaces"].as_array().unwrap().len(), 32);
-        assert_eq!(data["NetworkInterfaces"][0]["Groups"][0], "sg-cluster");
-        assert_eq!(
-            data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"],
-            "cr-1"
-        );
-        assert_eq!(data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"], 500);
-        assert!(t["Resources"].get("Role").is_none());
-        assert!(
-            s.describe().contains("EFA: 32 interfaces per node"),
-            "{}",
-            s.describe()
-        );
-        let none =
-            spec(json!({"efa": true, "capacity_reservation_id": "", "node_role_arn": "arn:role"}));
-        let t = none.stack_template(None).unwrap();
-        let data = &t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"];
-        assert!(
-            data.get("CapacityReservationSpecification").is_none(),
-            "an empty id is no reservation: {data}"
-        );
-    }
-
-    #[test]
-    fn an_empty_placement_group_is_no_change_from_none() {
-        let p = EksNodegroup::new();
-        let before =
-            values(json!({"cluster": "c", "name": "g", "instance_types": ["p5.48xlarge"]}));
-        let mut after = before.clone();
-        after.insert("placement_group".into(), json!(""));
-        assert_eq!(p.diff(&before, &after), crate::contract::Change::NoOp);
-        after.insert("placement_group".into(), json!("pg"));
-        assert_eq!(
-            p.diff(&before, &after),
-            crate::contract::Change::Replace(vec!["placement_group".into()])
-        );
-    }
-
-    #[test]
-    fn an_efa_group_without_a_placement_group_is_warned_in_the_plan() {
-        let ctx = crate::contract::ValidateContext {
-            workdir: ".".into(),
-        };
-        let bare = values(json!({"instance_types": ["p5.48xlarge"], "efa": true}));
-        let lines = EksNodegroup::new().plan_lines(&bare, &ctx);
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(lines[0].starts_with("warning: EFA node group `?` has no placement group"));
-        let placed =
-            spec(json!({"efa": true, "placement_group": "pg-train", "node_role_arn": "arn:role"}));
-        assert!(placed.efa_warnings().is_empty());
-        let t = placed.stack_template(None).unwrap();
-        assert_eq!(
-            t["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"]["Placement"]["GroupName"],
-            "pg-train"
-        );
-        let no_efa = values(json!({"instance_types": ["c5.2xlarge"]}));
-        assert!(EksNodegroup::new().plan_lines(&no_efa, &ctx).is_empty());
-    }
-
-    #[test]
-    fn role_only_stack_without_efa_and_none_with_a_role() {
-        let s = spec(json!({}));
-        let t = s.stack_template(None).unwrap();
-        assert!(t["Resources"].get("Role").is_some());
-        assert!(t["Resources"].get("LaunchTemplate").is_none());
-        assert!(
-            spec(json!({"node_role_arn": "arn:r"}))
-                .stack_template(None)
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn problems_are_found_offline() {
-        let s = spec(
-            json!({"instance_types": ["m5.large"], "efa": true, "min_size": 3,
-                            "taints": [{"key": "k", "effect": "Sometimes"}]}),
-        );
-        let p = s.problems();
-        assert!(p.iter().any(|p| p.path == ["desired_size"]), "{p:?}");
-        assert!(
-            p.iter()
-                .any(|p| p.path == ["instance_types", "0"] && p.message.contains("m5.large")),
-            "{p:?}"
-        );
-        assert!(
-            p.iter().any(|p| p.path == ["taints", "0", "effect"]),
-            "{p:?}"
-        );
-        assert_eq!(effect("NoSchedule"), Some(TaintEffect::NoSchedule));
-        assert_eq!(effect("NO_EXECUTE"), Some(TaintEffect::NoExecute));
-    }
-
-    #[test]
-    fn scaling_updates_in_place_the_rest_replaces() {
-        use crate::contract::Change;
-        let p = EksNodegroup::new();
-        let a = values(
-            json!({"cluster": "c", "name": "n", "instance_types": ["p4d.24xlarge"], "desired_size": 1}),
-        );
-        let mut b = a.clone();
-        b.insert("desired_size".into(), json!(4));
-        assert_eq!(p.diff(&a, &b), Change::Update(vec!["desired_size".into()]));
-        b.insert("instance_types".into(), json!(["p5.48xlarge"]));
-        assert_eq!(
-            p.diff(&a, &b),
-            Change::Replace(vec!["instance_types".into()])
-        );
-    }
-}
+mod tests;

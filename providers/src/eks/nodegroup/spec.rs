@@ -40,6 +40,7 @@ pub(super) mod input {
     pub const SECURITY_GROUP_IDS: &str = "security_group_ids";
     pub const PLACEMENT_GROUP: &str = "placement_group";
     pub const TAGS: &str = "tags";
+    pub const DRAIN_TIMEOUT: &str = "drain_timeout";
 }
 
 /// Nodes wanted when `desired_size` is not set.
@@ -118,6 +119,9 @@ pub struct NodegroupSpec {
     pub efa_count: Option<u32>,
     /// AWS tags.
     pub tags: BTreeMap<String, String>,
+    /// How long retiring the group after a replacement may wait for the new
+    /// nodes and the drain (`None`: [`super::drain::DEFAULT_DRAIN_TIMEOUT`]).
+    pub drain_timeout: Option<std::time::Duration>,
 }
 
 impl NodegroupSpec {
@@ -154,6 +158,7 @@ impl NodegroupSpec {
                 .filter(|g| !g.is_empty()),
             efa_count: None,
             tags: at(TAGS, str_map(v, TAGS))?,
+            drain_timeout: at(DRAIN_TIMEOUT, duration(v, DRAIN_TIMEOUT))?,
         })
     }
 
@@ -371,6 +376,17 @@ impl NodegroupSpec {
         }
         format!("managed node group {}: {}", self.name, parts.join("; "))
     }
+}
+
+/// A duration input (`"15m"`), if set.
+fn duration(v: &Values, name: &str) -> Result<Option<std::time::Duration>, ProviderError> {
+    let Some(text) = opt_str(v, name)? else {
+        return Ok(None);
+    };
+    humantime::parse_duration(&text).map(Some).map_err(|e| {
+        ProviderError::bad_input(format!("`{name}` {text:?} is not a duration: {e}"))
+            .with_help("write a duration such as \"15m\", \"1h\" or \"90s\"")
+    })
 }
 
 /// Taints from an input: a list of `{ key, value, effect }` tables.

@@ -4,7 +4,9 @@
 
 use aws_config::SdkConfig;
 
-use super::waiting::find_cluster;
+use aws_sdk_eks::types::Cluster;
+
+use crate::aws::error;
 use crate::contract::ProviderError;
 
 /// The API endpoint (`https://…`) and base64 PEM certificate authority of
@@ -35,5 +37,17 @@ pub async fn described(config: &SdkConfig, name: &str) -> Result<(String, String
             cluster.status().map_or("unknown", |s| s.as_str())
         ))
         .with_help("wait for the cluster to be ACTIVE: apply its eks.cluster step first")),
+    }
+}
+
+/// The cluster `name`, if EKS describes one.
+async fn find_cluster(
+    eks: &aws_sdk_eks::Client,
+    name: &str,
+) -> Result<Option<Cluster>, ProviderError> {
+    match eks.describe_cluster().name(name).send().await {
+        Ok(out) => Ok(out.cluster().cloned()),
+        Err(e) if error::code(&e) == Some("ResourceNotFoundException") => Ok(None),
+        Err(e) => Err(error::aws(&format!("describe cluster `{name}`"), e)),
     }
 }
