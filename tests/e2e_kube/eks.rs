@@ -40,8 +40,6 @@ eksctl_config = "cluster.yaml"
 
 [steps.p5]
 provider = "eks.nodegroup"
-# No Kubernetes API server runs here: a replacement cannot drain.
-lifecycle = { create_before_destroy = false }
 [steps.p5.inputs]
 cluster = "${steps.cluster.outputs.name}"
 name = "p5"
@@ -195,6 +193,16 @@ node_role_arn = "arn:aws:iam::123456789012:role/nodes"
         .run_env(&["apply", "wf.toml", "--auto-approve"], &env)
         .expect(0);
     assert!(up.stdout.contains("1 updated"), "{}", up.all());
+    // The p5 group's `cluster` input was known only after the cluster's
+    // update: planned as a replacement if it changed, it did not, and the
+    // group was left alone (no API server runs here to drain it).
+    assert!(
+        up.stdout
+            .contains("forced by `cluster` if it changes (known after apply)"),
+        "{}",
+        up.all()
+    );
+    assert!(!up.stdout.contains("replaced"), "{}", up.all());
     let (_, groups) = moto.rest_call("eks", "GET", "/clusters/dlc-p4d/node-groups", "");
     assert!(!groups.contains("\"sys\""), "sys was not removed: {groups}");
     let (_, p4d) = moto.rest_call("eks", "GET", "/clusters/dlc-p4d/node-groups/p4d", "");

@@ -39,7 +39,10 @@ impl Op<'_> {
             .create_before_destroy
             .as_ref()
             .is_some_and(|r| r.finishes);
-        let mut replace_requested = planned == Action::Replace && !finishing;
+        // A replacement the plan could not be sure of (forced only by
+        // inputs known after apply) is judged again on the real values.
+        let mut replace_requested =
+            planned == Action::Replace && !finishing && !self.job.change.replace_if_changed;
         for _ in 0..4 {
             if let Some(flight) = rec.in_flight.clone() {
                 if self.reconcile(&mut rec, flight, desired).await? == Reconciled::LeftFailure {

@@ -72,6 +72,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
                     details: Vec::new(),
                     cost: None,
                     create_before_destroy: None,
+                    replace_if_changed: false,
                 }
             })
             .collect(),

@@ -146,6 +146,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
             details: Vec::new(),
             cost: None,
             create_before_destroy: None,
+            replace_if_changed: false,
         });
     }
     if !diags.is_empty() {
@@ -287,6 +288,7 @@ fn plan_step(
         details: Vec::new(),
         cost: None,
         create_before_destroy: None,
+        replace_if_changed: false,
     };
     let after = |k: &str| shown_after(desired, k);
     let Some(rec) = record.filter(|r| r.applied) else {
@@ -342,6 +344,16 @@ fn plan_step(
             format!("provider changed from {} to {provider_name}", rec.provider),
             f.clone(),
         ),
+        (Change::Replace(f), _)
+            if !f.is_empty() && f.iter().all(|k| desired.unknown.contains(k)) =>
+        {
+            change.replace_if_changed = true;
+            (
+                Action::Replace,
+                format!("forced by {} if it changes (known after apply)", quoted(f)),
+                f.clone(),
+            )
+        }
         (Change::Replace(f), _) => (
             Action::Replace,
             if f.is_empty() {

@@ -117,6 +117,12 @@ pub struct StepChange {
     /// (`lifecycle.create_before_destroy`), or of finishing one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_before_destroy: Option<super::replacing::Replacement>,
+    /// A replacement forced only by inputs known after apply (a cluster's
+    /// name while the cluster is updated): apply replaces only if their
+    /// values turn out to differ, and otherwise does what the real values
+    /// ask (often nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replace_if_changed: bool,
 }
 
 impl StepChange {
