@@ -12,6 +12,11 @@
 //!
 //! - 1 → 2 (`v1_to_v2`): sealed inputs, `sha256:<hex>` in schema 1,
 //!   become `sealed:sha256:<hex>`.
+//! - 2 → 3 (`v2_to_v3`): nothing is rewritten; records may now carry
+//!   `deposed` and `name_suffix` (a create-before-destroy replacement's old
+//!   object and the live one's name). The bump keeps a flow that knows only
+//!   schema 2 from opening the state: it would rewrite records without the
+//!   object a replacement put aside, and lose track of it.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -52,10 +57,21 @@ pub(crate) enum MigrationError {
 }
 
 /// Every migration this build knows (schema 1 is the first).
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    from: 1,
-    run: v1_to_v2,
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        from: 1,
+        run: v1_to_v2,
+    },
+    Migration {
+        from: 2,
+        run: v2_to_v3,
+    },
+];
+
+/// Schema 2 → 3: no record changes (see the module's list).
+fn v2_to_v3(_steps: &sled::Tree) -> Result<sled::Batch, MigrationError> {
+    Ok(sled::Batch::default())
+}
 
 /// The recorded-input key of the content digest (`flow_providers::CONTENT_KEY`).
 const CONTENT_KEY: &str = "(content)";

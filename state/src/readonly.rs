@@ -297,14 +297,15 @@ mod tests {
             .unwrap();
         let got = ro.get("svc").unwrap();
         assert_eq!(got.inputs["env"]["TOKEN"], format!("sealed:{old}"));
-        // The serial apply will see once it has migrated.
-        assert_eq!(ro.serial(), 1);
+        // The serial apply will see once it has migrated (one per step:
+        // 1 → 2 → 3).
+        assert_eq!(ro.serial(), 2);
         drop(ro);
         assert_eq!(files(&root), before, "the state was written");
         assert!(crate::backup::list_backups(&root).unwrap().is_empty());
 
         let store = Store::open(&root, "flow apply").unwrap();
-        assert_eq!(store.serial(), 1);
+        assert_eq!(store.serial(), 2);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 /// The version of the record layout this build writes. Older versions are
 /// migrated on open; newer ones are refused. 2: sealed inputs are
 /// `sealed:sha256:<hex>` (`sha256:<hex>` in 1).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The operation a step was in the middle of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

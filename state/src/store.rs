@@ -517,7 +517,8 @@ mod tests {
         assert_eq!(got.inputs["env"]["TOKEN"], format!("sealed:{old}"));
         assert_eq!(got.inputs["env"]["REGION"], "x");
         assert_eq!(got.inputs["(content)"], content.as_str());
-        assert_eq!(store.serial(), 1);
+        // One serial per migration step: 1 → 2 → 3.
+        assert_eq!(store.serial(), 2);
         assert_eq!(
             meta::read_version(&root, &store.trees.meta).unwrap(),
             Some(SCHEMA_VERSION)
