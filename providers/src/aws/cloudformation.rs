@@ -18,6 +18,7 @@ mod check;
 mod compute_environments;
 mod intrinsics;
 mod leftovers;
+mod plan;
 mod refresh;
 mod spec;
 mod stack;
@@ -143,14 +144,6 @@ async fn restore_batch(
 /// The change set name an operation with `token` uses.
 fn change_set_name(token: &str) -> String {
     format!("flow-{token}")
-}
-
-/// A name for a change set that only plans: unique enough, never executed.
-fn plan_change_set_name() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("flow-plan-{:x}{:x}", nanos, std::process::id())
 }
 
 impl CloudFormationStack {
@@ -472,56 +465,7 @@ impl Provider for CloudFormationStack {
     ) -> Result<PlanDetail, ProviderError> {
         let spec = StackSpec::load(desired, &ctx.workdir)?;
         let client = client(ctx).await?;
-        let mut detail = PlanDetail::default();
-        let judged = compute_environments::judge(ctx, &client, &spec, prior.is_none()).await?;
-        detail.lines.extend(judged.lines);
-        detail.refusals.extend(judged.refusals);
-        let Some(current) = describe(&client, &spec.name).await? else {
-            if prior.is_some() {
-                detail.lines.push(format!(
-                    "stack `{}` no longer exists: apply creates it again",
-                    spec.name
-                ));
-            }
-            return Ok(detail);
-        };
-        let st = status(&current);
-        if st == "ROLLBACK_COMPLETE" {
-            detail.replace_because = Some(format!(
-                "stack `{}` is in ROLLBACK_COMPLETE (its creation failed and was rolled back): it can only be deleted and created again",
-                spec.name
-            ));
-            return Ok(detail);
-        }
-        if prior.is_none() {
-            if stack::tag(&current, tags::TOKEN).is_none() {
-                let refusal = crate::ownership::not_own(&format!("stack `{}` ({st})", spec.name));
-                detail
-                    .lines
-                    .push(format!("{}: apply will refuse it", refusal.message));
-            }
-            return Ok(detail);
-        }
-        if in_progress(st) {
-            detail.lines.push(format!(
-                "stack `{}` is {st}: apply waits for it first",
-                spec.name
-            ));
-            return Ok(detail);
-        }
-        let name = plan_change_set_name();
-        let mut stack_tags = spec.tags.clone();
-        if let Some(token) = stack::tag(&current, tags::TOKEN) {
-            stack_tags.insert(tags::TOKEN.to_string(), token.to_string());
-        }
-        let prepared =
-            change_set::create(&client, ctx.reporter.as_ref(), &spec, &name, &stack_tags).await;
-        change_set::delete(&client, &spec.name, &name).await?;
-        match prepared? {
-            Prepared::Ready(lines) => detail.lines = lines,
-            Prepared::NoChanges => detail.lines.push("no resource changes".into()),
-        }
-        Ok(detail)
+        plan::detail(ctx, &client, prior.is_some(), &spec).await
     }
 
     fn can_refresh(&self) -> bool {

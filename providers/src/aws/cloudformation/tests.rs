@@ -18,7 +18,7 @@ fn schema_marks_the_name_as_forcing_replacement() {
 fn change_set_names_are_valid() {
     let n = change_set_name("0123456789abcdef0123456789abcdef");
     assert!(n.starts_with("flow-") && n.len() <= 128);
-    let p = plan_change_set_name();
+    let p = plan::plan_change_set_name();
     assert!(p.starts_with("flow-plan-"));
     assert!(p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
 }

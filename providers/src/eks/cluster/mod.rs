@@ -8,10 +8,10 @@
 //! makes, waits for and describes the cluster; this module is the provider
 //! kind.
 
-mod leftovers;
 mod lifecycle;
 mod refresh;
 mod spec;
+mod teardown;
 
 use std::collections::BTreeMap;
 
@@ -22,11 +22,9 @@ use serde_json::Value;
 use super::eksctl;
 use super::nodegroup;
 use super::shared_error as error;
-use super::shared_inputs::opt_str;
 use super::shared_tags::TOKEN;
 use super::stack;
 use super::waiting;
-use crate::aws::leftovers::{Scope, Sweep};
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
     ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
@@ -395,52 +393,7 @@ impl Provider for EksCluster {
     }
 
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
-        let name = prior
-            .outputs
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| opt_str(prior.inputs, "name").ok().flatten())
-            .ok_or_else(|| ProviderError::fatal("no cluster name recorded").with_help("the step's record is incomplete (written by an older flow, or edited by hand): look at it with `flow state show FILE STEP`, or restore a backup with `flow state restore`"))?;
-        let eks = super::client(ctx).await?;
-        let cfn = stack::client(ctx).await?;
-        let found = waiting::find_cluster(&eks, &name).await?;
-        let vpc = leftovers::vpc_of(ctx, found.as_ref(), prior.outputs).await?;
-        for (ng, _) in recorded_nodegroups(prior.private) {
-            nodegroup::delete(ctx, &eks, &name, &ng).await?;
-        }
-        stack::delete(ctx, &cfn, &stack::name(&name, "oidc")).await?;
-        if found.is_some() {
-            ctx.reporter.event(&format!("deleting cluster {name}"));
-            match eks.delete_cluster().name(&name).send().await {
-                Ok(_) => {}
-                Err(e) if error::code(&e) == Some("ResourceNotFoundException") => {}
-                Err(e) => return Err(error::aws(&format!("delete cluster `{name}`"), e)),
-            }
-            waiting::await_gone(
-                ctx,
-                &format!("cluster `{name}`"),
-                || waiting::find_cluster(&eks, &name),
-                |c| c.status().map(|s| s.as_str()),
-            )
-            .await?;
-        }
-        // What controllers made for the cluster in its VPC (load balancers
-        // for Services, their groups, interfaces), before the VPC goes.
-        if let Some(vpc) = &vpc {
-            Sweep::of(ctx, prior.inputs, vpc, Scope::Cluster(name.clone()))?
-                .run()
-                .await?;
-        }
-        stack::delete(ctx, &cfn, &stack::name(&name, "role")).await?;
-        // The VPC made for an eksctl file without subnets, last, as eksctl
-        // deletes it (a no-op when there is none), once nothing else is left
-        // in it.
-        let vpc_stack = stack::name(&name, "vpc");
-        if let (Some(vpc), Some(_)) = (&vpc, stack::outputs_of(&cfn, &vpc_stack).await?) {
-            Sweep::of(ctx, prior.inputs, vpc, Scope::Vpc)?.run().await?;
-        }
-        stack::delete(ctx, &cfn, &vpc_stack).await
+        teardown::delete(ctx, prior).await
     }
 
     /// The creation lines with the inputs known after apply shown as such
