@@ -50,7 +50,7 @@ pub fn run_context(
     file: &Path,
     redactor: Redactor,
     records: BTreeMap<String, StepRecord>,
-    loaded: Option<&Loaded>,
+    loaded: Option<Arc<Loaded>>,
     ui: Ui,
     plan: &Plan,
     clean_leftovers: bool,
@@ -61,13 +61,15 @@ pub fn run_context(
             registry: registry.clone(),
             workflow_file: file.to_path_buf(),
             layout: store.layout().clone(),
-            workdir: loaded.map_or_else(|| workdir(file).into(), |l| l.workflow.dir.clone()),
+            workdir: loaded
+                .as_ref()
+                .map_or_else(|| workdir(file).into(), |l| l.workflow.dir.clone()),
             legacy_salt: store.salt(),
             redactor: Arc::new(redactor),
             sink: sink_for(ui, ui.json, plan.changes.len(), width),
             backoff: Backoff::default(),
-            profile: loaded.and_then(|l| l.workflow.profile.clone()),
-            loaded: loaded.map(|l| Arc::new(l.clone())),
+            profile: loaded.as_ref().and_then(|l| l.workflow.profile.clone()),
+            loaded,
             history: Some(store.run_log()),
             clean_leftovers,
         },
@@ -116,7 +118,18 @@ fn keep_timeline(ctx: &RunContext, started_ms: u64) {
     if steps.is_empty() {
         return;
     }
-    let doc = serde_json::json!({"started_ms": started_ms, "ended_ms": now_ms(), "steps": steps});
+    /// `last-run.json`, written straight from the spans (no JSON tree).
+    #[derive(serde::Serialize)]
+    struct LastRun<'a> {
+        started_ms: u64,
+        ended_ms: u64,
+        steps: &'a [crate::apply::context::StepSpan],
+    }
+    let doc = LastRun {
+        started_ms,
+        ended_ms: now_ms(),
+        steps: &steps,
+    };
     let path = ctx.settings().layout.last_run();
     let tmp = path.with_extension("json.tmp");
     let written = (|| {
@@ -128,7 +141,7 @@ fn keep_timeline(ctx: &RunContext, started_ms: u64) {
             .truncate(true)
             .mode(0o600)
             .open(&tmp)?;
-        f.write_all(doc.to_string().as_bytes())?;
+        f.write_all(&serde_json::to_vec(&doc).map_err(std::io::Error::other)?)?;
         f.sync_data()?;
         flow_state::durable::rename_durably(&tmp, &path)
     })();

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use flow_providers::Registry;
@@ -45,7 +46,8 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         ..VarInputs::default()
     };
     json_needs_approval(ui, args.auto_approve)?;
-    let loaded = load_workflow(&args.file, &vars, registry)?;
+    // Shared with the run as it is: the run context holds it without a copy.
+    let loaded = Arc::new(load_workflow(&args.file, &vars, registry)?);
     let target = target_with(&args.file, &args.state, loaded.workflow.state.as_ref())?;
     let store = open(&target, &args.state, "flow apply", Access::Write).await?;
     let store = store.as_ref();
@@ -84,7 +86,7 @@ enum Round {
 async fn apply_round(
     args: &ApplyArgs,
     vars: &VarInputs,
-    loaded: &Loaded,
+    loaded: &Arc<Loaded>,
     store: &dyn StateBackend,
     ui: Ui,
     registry: &Registry,
@@ -114,10 +116,13 @@ async fn apply_round(
         targets: &args.target,
         replace: &args.replace,
     };
-    let settled = settle_workflow(&request, &args.file, vars)?;
+    let settled = settle_workflow(&request, &args.file, vars)?.map(Arc::new);
     let loaded = settled.as_ref().unwrap_or(loaded);
     let plan = make_plan(
-        &PlanRequest { loaded, ..request },
+        &PlanRequest {
+            loaded: loaded.as_ref(),
+            ..request
+        },
         prices.as_ref(),
         refresh.drift.clone(),
     )
@@ -267,7 +272,7 @@ async fn apply_saved(
             vars.fixed.push((name.clone(), value.clone()));
         }
     }
-    let loaded = load_workflow(&saved.workflow_path, &vars, registry)?;
+    let loaded = Arc::new(load_workflow(&saved.workflow_path, &vars, registry)?);
     for (name, v) in &saved.vars {
         if let SavedVar::SensitiveDigest(d) = v {
             let now = loaded.vars.get(name).map(|v| digest(&v.value));
@@ -310,10 +315,13 @@ async fn apply_saved(
         targets: &saved.targets,
         replace: &saved.replace,
     };
-    let settled = settle_workflow(&request, &saved.workflow_path, &vars)?;
+    let settled = settle_workflow(&request, &saved.workflow_path, &vars)?.map(Arc::new);
     let loaded = settled.as_ref().unwrap_or(&loaded);
     let plan = make_plan(
-        &PlanRequest { loaded, ..request },
+        &PlanRequest {
+            loaded: loaded.as_ref(),
+            ..request
+        },
         prices.as_ref(),
         refresh.drift.clone(),
     )
@@ -392,7 +400,7 @@ fn given_again_differs(name: &str, saved: &str, now: Option<&str>) -> CliError {
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     store: &dyn StateBackend,
-    loaded: &Loaded,
+    loaded: &Arc<Loaded>,
     plan: Plan,
     refresh: Refresh,
     registry: &Registry,
@@ -444,7 +452,7 @@ async fn execute(
         file,
         redactor,
         records,
-        Some(loaded),
+        Some(loaded.clone()),
         ui,
         &plan,
         false,
