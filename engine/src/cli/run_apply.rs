@@ -408,21 +408,54 @@ async fn execute(
     parallelism: usize,
     file: &Path,
 ) -> CliResult<i32> {
-    // The backup is taken before the first write: moves, refresh, steps.
-    if plan.has_changes() {
-        store.backup()?;
+    // The backup is taken before the first write (moves, refresh, steps),
+    // on a thread of its own: its file and fsyncs overlap with preparing
+    // the jobs here.
+    let (backed_up, (edges, timeouts, jobs)) = std::thread::scope(|s| {
+        let backup = plan.has_changes().then(|| s.spawn(|| store.backup()));
+        let prepared = prepare_jobs(loaded, &plan, &refresh.records);
+        let backed_up = backup.map(|b| b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (backed_up, prepared)
+    });
+    if let Some(backed_up) = backed_up {
+        backed_up?;
     }
     write_moves(store, &plan.moved, &refresh.records).await?;
     record(store, &refresh).await?;
     let records = refresh.records;
+    let redactor = loaded.redactor();
+    let ctx = run_context(
+        store,
+        registry,
+        file,
+        redactor,
+        records,
+        Some(loaded.clone()),
+        ui,
+        &plan,
+        false,
+    );
+    let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts).await;
+    finish(&report, ui, "Apply")
+}
+/// What the run needs beside the context: the edges among steps (the
+/// workflow's, and those that order deletions), each step's timeout, and
+/// the jobs.
+type Prepared = (
+    Vec<(String, String)>,
+    BTreeMap<String, Duration>,
+    Vec<StepJob>,
+);
+
+/// The edges, timeouts and jobs of `plan` (see [`Prepared`]).
+fn prepare_jobs(loaded: &Loaded, plan: &Plan, records: &BTreeMap<String, StepRecord>) -> Prepared {
     let mut edges: Vec<(String, String)> = loaded
         .dag
         .edges()
         .into_iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    edges.extend(delete_edges(&plan, &records));
-    let redactor = loaded.redactor();
+    edges.extend(delete_edges(plan, records));
     let timeouts: BTreeMap<String, Duration> = loaded
         .workflow
         .steps
@@ -446,20 +479,9 @@ async fn execute(
             }
         })
         .collect();
-    let ctx = run_context(
-        store,
-        registry,
-        file,
-        redactor,
-        records,
-        Some(loaded.clone()),
-        ui,
-        &plan,
-        false,
-    );
-    let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts).await;
-    finish(&report, ui, "Apply")
+    (edges, timeouts, jobs)
 }
+
 /// Edges that order deletions: a removed step goes before what it depended
 /// on, and after whatever still depended on it.
 fn delete_edges(plan: &Plan, records: &BTreeMap<String, StepRecord>) -> Vec<(String, String)> {
