@@ -89,9 +89,18 @@ pub async fn run_jobs(
         names.iter().map(String::as_str),
         edges.iter().map(|(a, b)| (a.as_str(), b.as_str())),
     );
-    let mut signals = Signals::new();
     let started_ms = now_ms();
-    let mut report = run_all(ctx.clone(), jobs, &dag, parallelism, timeouts, &mut signals).await;
+    // The scheduler runs as a task of the runtime, beside the steps, not on
+    // the thread that waits for the command: a step that ends wakes it
+    // without waking another thread.
+    let (run_ctx, timeouts) = (ctx.clone(), timeouts.clone());
+    let scheduler = tokio::spawn(async move {
+        let mut signals = Signals::new();
+        run_all(run_ctx, jobs, &dag, parallelism, &timeouts, &mut signals).await
+    });
+    let mut report = scheduler
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     // Every step's result must be on disk before the run counts as done.
     for (step, error) in ctx.settle().await {
         for (name, outcome, _) in report.steps.iter_mut() {
