@@ -229,6 +229,14 @@ impl StepReporter {
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
+
+    /// Where the step's log goes (the file is made on first use).
+    pub fn log_path(&self) -> PathBuf {
+        match self.log.lock() {
+            Ok(log) => log.path.clone(),
+            Err(poisoned) => poisoned.into_inner().path.clone(),
+        }
+    }
 }
 
 struct LogFile {
@@ -278,6 +286,7 @@ mod tests {
             StepReporter::new("s", &path, redactor.clone(), Arc::new(Recorded::default()));
         reporter.remark("create (null) with hunter2-secret");
         assert!(!path.exists(), "a remark alone made the log");
+        assert_eq!(reporter.log_path(), path);
         redactor.add(&serde_json::Value::String("hunter2-secret".into()));
         reporter.note("failed: boom");
         let text = std::fs::read_to_string(&path).unwrap();
