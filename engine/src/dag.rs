@@ -1,6 +1,6 @@
 //! The dependency graph of a set of steps.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
@@ -8,7 +8,8 @@ use petgraph::graph::{DiGraph, NodeIndex};
 #[derive(Debug, Clone, Default)]
 pub struct Dag {
     graph: DiGraph<String, ()>,
-    index: BTreeMap<String, NodeIndex>,
+    /// Node by name; hashed (lookups only: [`Dag::names`] sorts).
+    index: HashMap<String, NodeIndex>,
 }
 
 impl Dag {
@@ -43,7 +44,9 @@ impl Dag {
 
     /// All node names, sorted.
     pub fn names(&self) -> Vec<&str> {
-        self.index.keys().map(String::as_str).collect()
+        let mut names: Vec<&str> = self.index.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
     }
 
     /// The number of nodes.

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::{Arc, mpsc};
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::error::StateError;
 use crate::records::StepRecord;
@@ -28,12 +28,20 @@ pub(crate) struct Change {
     pub value: Option<Vec<u8>>,
 }
 
+/// Whether changes queued by [`Committer::submit_record`] are on disk:
+/// `None` until the writer answers, then the serial of their batch or why
+/// not. Any number of tasks can wait on it (clone the receiver), and no task
+/// runs to deliver it: the writer sets it.
+pub type Durable = watch::Receiver<Option<Result<u64, Arc<StateError>>>>;
+
 /// How the writer answers one request.
 pub(crate) enum Reply<T> {
     /// To an `async` caller.
     Async(oneshot::Sender<Result<T, StateError>>),
     /// To a thread that blocks.
     Blocking(mpsc::SyncSender<Result<T, StateError>>),
+    /// To whoever watches (see [`Durable`]).
+    Watch(watch::Sender<Option<Result<T, Arc<StateError>>>>),
 }
 
 impl<T> Reply<T> {
@@ -45,6 +53,9 @@ impl<T> Reply<T> {
             }
             Reply::Blocking(tx) => {
                 let _ = tx.send(result);
+            }
+            Reply::Watch(tx) => {
+                let _ = tx.send(Some(result.map_err(Arc::new)));
             }
         }
     }
@@ -141,10 +152,44 @@ impl Committer {
         if let Err(e) = self.refused() {
             return Pending(Err(e));
         }
-        let changes = match encode(muts) {
-            Ok(c) => c,
-            Err(e) => return Pending(Err(e)),
+        match encode(muts) {
+            Ok(changes) => self.send(changes),
+            Err(e) => Pending(Err(e)),
+        }
+    }
+
+    /// Queues one put of `rec`, encoded from the reference (the caller keeps
+    /// its record), and returns the flag the writer sets once it is on disk
+    /// (or failed). As with [`Committer::submit`], changes queued later are
+    /// never written before this one.
+    pub fn submit_record(&self, rec: &StepRecord) -> Durable {
+        let change = match self.refused().and_then(|()| encode_record(rec)) {
+            Ok(change) => change,
+            Err(e) => return watch::channel(Some(Err(Arc::new(e)))).1,
         };
+        let (tx, rx) = watch::channel(None);
+        let request = Request::Commit {
+            changes: vec![change],
+            reply: Reply::Watch(tx),
+        };
+        if self.tx.send(request).is_err() {
+            return watch::channel(Some(Err(Arc::new(StateError::Closed)))).1;
+        }
+        rx
+    }
+
+    /// Records `rec` (encoded from the reference); returns once it is
+    /// flushed to disk.
+    pub async fn put_record(&self, rec: &StepRecord) -> Result<(), StateError> {
+        self.refused()?;
+        self.send(vec![encode_record(rec)?])
+            .durable()
+            .await
+            .map(|_| ())
+    }
+
+    /// Hands encoded `changes` to the writer.
+    fn send(&self, changes: Vec<Change>) -> Pending {
         let (reply_tx, reply_rx) = oneshot::channel();
         match self.tx.send(Request::Commit {
             changes,
@@ -181,24 +226,27 @@ impl Pending {
 fn encode(muts: Vec<Mutation>) -> Result<Vec<Change>, StateError> {
     muts.into_iter()
         .map(|m| match m {
-            Mutation::Put(rec) => {
-                let value = serde_json::to_vec(&rec).map_err(|e| {
-                    StateError::Sled(format!(
-                        "the record of step `{}` cannot be encoded: {e}",
-                        rec.name
-                    ))
-                })?;
-                Ok(Change {
-                    key: rec.name,
-                    value: Some(value),
-                })
-            }
+            Mutation::Put(rec) => encode_record(&rec),
             Mutation::Remove(name) => Ok(Change {
                 key: name,
                 value: None,
             }),
         })
         .collect()
+}
+
+/// The put of `rec`: its name and its JSON bytes.
+fn encode_record(rec: &StepRecord) -> Result<Change, StateError> {
+    let value = serde_json::to_vec(rec).map_err(|e| {
+        StateError::Sled(format!(
+            "the record of step `{}` cannot be encoded: {e}",
+            rec.name
+        ))
+    })?;
+    Ok(Change {
+        key: rec.name.clone(),
+        value: Some(value),
+    })
 }
 
 #[cfg(test)]
@@ -232,6 +280,27 @@ mod tests {
             .block_on(c.put(StepRecord::new("a", "exec", 0)))
             .unwrap_err();
         assert!(matches!(err, StateError::Closed));
+        let mut flag = c.submit_record(&StepRecord::new("a", "exec", 0));
+        let settled = rt.block_on(flag.wait_for(Option::is_some)).unwrap().clone();
+        let err = settled.expect("settled").unwrap_err();
+        assert!(matches!(err.as_ref(), StateError::Closed));
+        let err = rt
+            .block_on(c.put_record(&StepRecord::new("a", "exec", 0)))
+            .unwrap_err();
+        assert!(matches!(err, StateError::Closed));
+    }
+
+    #[test]
+    fn a_refusing_committer_refuses_a_record_by_reference() {
+        let c = Committer::refusing(Path::new("/state"), "flow plan");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let rec = StepRecord::new("a", "exec", 0);
+        let flag = c.submit_record(&rec).borrow().clone();
+        assert!(matches!(flag, Some(Err(e)) if matches!(e.as_ref(), StateError::ReadOnly { .. })));
+        let err = rt.block_on(c.put_record(&rec)).unwrap_err();
+        assert!(matches!(err, StateError::ReadOnly { .. }), "{err:?}");
     }
 
     #[test]

@@ -62,7 +62,7 @@ mod writer;
 
 pub use backend::StateBackend;
 pub use backup::{BackupInfo, Restored, list_backups, restore, restore_keeping};
-pub use commit::{Committer, Mutation, Pending};
+pub use commit::{Committer, Durable, Mutation, Pending};
 pub use deposed::{Deposed, Retiring};
 pub use error::StateError;
 pub use layout::StateLayout;

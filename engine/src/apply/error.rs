@@ -34,9 +34,6 @@ pub enum StepError {
         /// Why.
         cause: Arc<StateError>,
     },
-    /// The record of a step this one needs was never written (the writer stopped).
-    #[error("the state of `{0}` was never written")]
-    DependencyNeverWritten(String),
     /// The step's inputs could not be resolved.
     #[error("{}", .0.iter().map(|d| d.message.as_str()).collect::<Vec<_>>().join("; "))]
     Inputs(Vec<Diag>),
@@ -102,7 +99,6 @@ impl StepError {
             }),
             StepError::State(e) | StepError::Unrecorded { state: e, .. } => Some(state_help(e)),
             StepError::DependencyState { cause, .. } => Some(state_help(cause)),
-            StepError::DependencyNeverWritten(_) => None,
             StepError::Inputs(diags) => diags.iter().find_map(|d| d.help.clone()),
             StepError::InputsUnknown(_) => Some(
                 "an output they reference was not produced; check that the steps they name ran and give those outputs (`flow output FILE`)".into(),

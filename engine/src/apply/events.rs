@@ -136,9 +136,8 @@ impl StepReporter {
     }
 
     /// Append a line; an event repeating the line just logged (a command's
-    /// latest output shown as progress) is not written twice. `routine`
-    /// lines wait in memory until something else is written.
-    fn write(&self, line: &str, event: bool, routine: bool) {
+    /// latest output shown as progress) is not written twice.
+    fn write(&self, line: &str, event: bool) {
         let Ok(mut log) = self.log.lock() else { return };
         if event && line == log.last {
             return;
@@ -150,10 +149,6 @@ impl StepReporter {
             format!("{stamp} {line}")
         };
         log.last = line.to_string();
-        if routine && log.file.is_none() {
-            log.pending.push(text);
-            return;
-        }
         if log.file.is_none() && !log.unwritable {
             match open_log(&log.path) {
                 Ok(file) => log.file = Some(file),
@@ -172,8 +167,9 @@ impl StepReporter {
         }
         let pending = std::mem::take(&mut log.pending);
         if let Some(f) = log.file.as_mut() {
-            for p in pending {
-                let _ = writeln!(f, "{p}");
+            for (secs, line) in pending {
+                let stamp = flow_state::timefmt::format_rfc3339(secs);
+                let _ = writeln!(f, "{stamp} [flow] {}", self.redactor.redact(&line));
             }
             let _ = writeln!(f, "{text}");
         }
@@ -182,28 +178,29 @@ impl StepReporter {
     /// A note of the engine's own that matters (a retry, a reconciliation,
     /// a failure): always written.
     pub fn note(&self, line: &str) {
-        self.write(
-            &format!("[flow] {}", self.redactor.redact(line)),
-            false,
-            false,
-        );
+        self.write(&format!("[flow] {}", self.redactor.redact(line)), false);
     }
 
     /// A routine note of the engine's own (what starts, what ended well):
-    /// written only if the step's log has other lines.
+    /// written only if the step's log has other lines. Until then it waits
+    /// as it was given, with its time: stamped and redacted only if it is
+    /// written (most steps' never are).
     pub fn remark(&self, line: &str) {
-        self.write(
-            &format!("[flow] {}", self.redactor.redact(line)),
-            false,
-            true,
-        );
+        let Ok(mut log) = self.log.lock() else { return };
+        if log.file.is_none() {
+            log.pending.push((flow_state::now_secs(), line.to_string()));
+            log.last.clear();
+            return;
+        }
+        drop(log);
+        self.write(&format!("[flow] {}", self.redactor.redact(line)), false);
     }
 }
 
 impl Reporter for StepReporter {
     fn event(&self, message: &str) {
         let message = self.redactor.redact(message);
-        self.write(&message, true, false);
+        self.write(&message, true);
         self.sink.emit(Event::Progress {
             step: self.step.clone(),
             message,
@@ -211,7 +208,7 @@ impl Reporter for StepReporter {
     }
 
     fn log(&self, line: &str) {
-        self.write(&self.redactor.redact(line), false, false);
+        self.write(&self.redactor.redact(line), false);
     }
 
     fn measured(&self, measured: &flow_providers::Measured) {
@@ -232,12 +229,21 @@ impl StepReporter {
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
     }
+
+    /// Where the step's log goes (the file is made on first use).
+    pub fn log_path(&self) -> PathBuf {
+        match self.log.lock() {
+            Ok(log) => log.path.clone(),
+            Err(poisoned) => poisoned.into_inner().path.clone(),
+        }
+    }
 }
 
 struct LogFile {
     path: PathBuf,
     file: Option<std::fs::File>,
-    pending: Vec<String>,
+    /// Routine remarks not written yet: when (seconds) and what, unredacted.
+    pending: Vec<(u64, String)>,
     last: String,
     /// The file could not be opened (said once; not tried again).
     unwritable: bool,
@@ -269,6 +275,37 @@ mod tests {
                 self.0.lock().unwrap().push(message);
             }
         }
+    }
+
+    #[test]
+    fn routine_remarks_wait_and_are_written_redacted_before_the_first_real_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("logs/s.log");
+        let redactor = Arc::new(Redactor::default());
+        let reporter =
+            StepReporter::new("s", &path, redactor.clone(), Arc::new(Recorded::default()));
+        reporter.remark("create (null) with hunter2-secret");
+        assert!(!path.exists(), "a remark alone made the log");
+        assert_eq!(reporter.log_path(), path);
+        redactor.add(&serde_json::Value::String("hunter2-secret".into()));
+        reporter.note("failed: boom");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].ends_with(" [flow] create (null) with (sensitive)"),
+            "{text}"
+        );
+        assert!(lines[1].ends_with(" [flow] failed: boom"), "{text}");
+        reporter.remark("create done");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.lines()
+                .last()
+                .unwrap()
+                .ends_with(" [flow] create done"),
+            "{text}"
+        );
     }
 
     #[test]

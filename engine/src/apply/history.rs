@@ -81,7 +81,7 @@ pub async fn record(
                 gate: reporter.redactor().redact(&v.gate),
             })
             .collect(),
-        log: settings.layout.log_file(name).display().to_string(),
+        log: reporter.log_path().display().to_string(),
     };
     // On a thread of its own: an S3 state's mirror blocks on its runtime.
     let (tx, rx) = tokio::sync::oneshot::channel();

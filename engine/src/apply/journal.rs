@@ -7,12 +7,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use flow_state::{Committer, StateError, StepRecord, now_secs};
+use flow_state::{Committer, Durable, StateError, StepRecord, now_secs};
 
 use super::error::StepError;
-
-/// Whether a queued record reached the disk: `None` while unknown.
-type DurableFlag = tokio::sync::watch::Receiver<Option<Result<(), Arc<StateError>>>>;
 
 /// Step records as this run changes them, and the writes that make them durable.
 pub struct Journal {
@@ -20,7 +17,7 @@ pub struct Journal {
     records: Mutex<BTreeMap<String, StepRecord>>,
     /// Success records queued but maybe not yet on disk, by step: dependents
     /// start at once and wait for these before their first side effect.
-    durable: Mutex<BTreeMap<String, DurableFlag>>,
+    durable: Mutex<BTreeMap<String, Durable>>,
 }
 
 impl Journal {
@@ -43,50 +40,48 @@ impl Journal {
         self.records.lock().expect("records").get(step).map(f)
     }
 
-    /// Write `rec` and wait until it is on disk.
+    /// Write `rec` and wait until it is on disk. The record is encoded
+    /// from the reference and copied once, into this journal.
     pub async fn persist(&self, rec: &mut StepRecord) -> Result<(), StateError> {
         rec.updated_at = now_secs();
+        let written = self.committer.put_record(rec);
         self.records
             .lock()
             .expect("records")
             .insert(rec.name.clone(), rec.clone());
-        self.committer.put(rec.clone()).await
+        written.await
     }
 
     /// Record `rec` without waiting for the flush: dependents may be started
     /// at once, since each waits (before its intent) for this flag before it
-    /// does anything, and the writer never writes a later change before this one.
+    /// does anything, and the writer never writes a later change before this
+    /// one. The writer itself sets the flag: no task runs per record.
     pub fn persist_queued(&self, rec: &mut StepRecord) {
         rec.updated_at = now_secs();
+        let flag = self.committer.submit_record(rec);
+        self.durable
+            .lock()
+            .expect("durable")
+            .insert(rec.name.clone(), flag);
         self.records
             .lock()
             .expect("records")
             .insert(rec.name.clone(), rec.clone());
-        let pending = self
-            .committer
-            .submit(vec![flow_state::Mutation::Put(rec.clone())]);
-        let (tx, rx) = tokio::sync::watch::channel(None);
-        self.durable
-            .lock()
-            .expect("durable")
-            .insert(rec.name.clone(), rx);
-        tokio::spawn(async move {
-            let result = pending.durable().await.map(|_| ()).map_err(Arc::new);
-            let _ = tx.send(Some(result));
-        });
     }
 
     /// Wait until the queued record of `step`, if any, is on disk.
     pub async fn wait_durable(&self, step: &str) -> Result<(), StepError> {
         let flag = self.durable.lock().expect("durable").get(step).cloned();
         let Some(mut flag) = flag else { return Ok(()) };
+        // A writer that stops without answering (its thread gone) is a
+        // closed state, as an awaited write would have said.
         let settled = flag
             .wait_for(Option::is_some)
             .await
-            .map_err(|_| StepError::DependencyNeverWritten(step.to_string()))?
-            .clone();
+            .map(|settled| settled.clone().expect("settled"))
+            .unwrap_or_else(|_| Err(Arc::new(StateError::Closed)));
         settled
-            .expect("settled")
+            .map(|_serial| ())
             .map_err(|cause| StepError::DependencyState {
                 step: step.to_string(),
                 cause,

@@ -79,7 +79,7 @@ impl Op<'_> {
             step: self.name().to_string(),
             token: token.to_string(),
             workdir: self.workdir(),
-            log_path: self.ctx.settings().layout.log_file(self.name()),
+            log_path: self.reporter.log_path(),
             region: self.job.region.clone(),
             profile: self.ctx.settings().profile.clone(),
             cancel: self.ctx.cancel().clone(),

@@ -50,7 +50,7 @@ pub fn run_context(
     file: &Path,
     redactor: Redactor,
     records: BTreeMap<String, StepRecord>,
-    loaded: Option<&Loaded>,
+    loaded: Option<Arc<Loaded>>,
     ui: Ui,
     plan: &Plan,
     clean_leftovers: bool,
@@ -61,13 +61,15 @@ pub fn run_context(
             registry: registry.clone(),
             workflow_file: file.to_path_buf(),
             layout: store.layout().clone(),
-            workdir: loaded.map_or_else(|| workdir(file).into(), |l| l.workflow.dir.clone()),
+            workdir: loaded
+                .as_ref()
+                .map_or_else(|| workdir(file).into(), |l| l.workflow.dir.clone()),
             legacy_salt: store.salt(),
             redactor: Arc::new(redactor),
             sink: sink_for(ui, ui.json, plan.changes.len(), width),
             backoff: Backoff::default(),
-            profile: loaded.and_then(|l| l.workflow.profile.clone()),
-            loaded: loaded.map(|l| Arc::new(l.clone())),
+            profile: loaded.as_ref().and_then(|l| l.workflow.profile.clone()),
+            loaded,
             history: Some(store.run_log()),
             clean_leftovers,
         },
@@ -87,9 +89,18 @@ pub async fn run_jobs(
         names.iter().map(String::as_str),
         edges.iter().map(|(a, b)| (a.as_str(), b.as_str())),
     );
-    let mut signals = Signals::new();
     let started_ms = now_ms();
-    let mut report = run_all(ctx.clone(), jobs, &dag, parallelism, timeouts, &mut signals).await;
+    // The scheduler runs as a task of the runtime, beside the steps, not on
+    // the thread that waits for the command: a step that ends wakes it
+    // without waking another thread.
+    let (run_ctx, timeouts) = (ctx.clone(), timeouts.clone());
+    let scheduler = tokio::spawn(async move {
+        let mut signals = Signals::new();
+        run_all(run_ctx, jobs, &dag, parallelism, &timeouts, &mut signals).await
+    });
+    let mut report = scheduler
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     // Every step's result must be on disk before the run counts as done.
     for (step, error) in ctx.settle().await {
         for (name, outcome, _) in report.steps.iter_mut() {
@@ -116,7 +127,18 @@ fn keep_timeline(ctx: &RunContext, started_ms: u64) {
     if steps.is_empty() {
         return;
     }
-    let doc = serde_json::json!({"started_ms": started_ms, "ended_ms": now_ms(), "steps": steps});
+    /// `last-run.json`, written straight from the spans (no JSON tree).
+    #[derive(serde::Serialize)]
+    struct LastRun<'a> {
+        started_ms: u64,
+        ended_ms: u64,
+        steps: &'a [crate::apply::context::StepSpan],
+    }
+    let doc = LastRun {
+        started_ms,
+        ended_ms: now_ms(),
+        steps: &steps,
+    };
     let path = ctx.settings().layout.last_run();
     let tmp = path.with_extension("json.tmp");
     let written = (|| {
@@ -128,7 +150,7 @@ fn keep_timeline(ctx: &RunContext, started_ms: u64) {
             .truncate(true)
             .mode(0o600)
             .open(&tmp)?;
-        f.write_all(doc.to_string().as_bytes())?;
+        f.write_all(&serde_json::to_vec(&doc).map_err(std::io::Error::other)?)?;
         f.sync_data()?;
         flow_state::durable::rename_durably(&tmp, &path)
     })();

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use flow_providers::Registry;
@@ -45,7 +46,8 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
         ..VarInputs::default()
     };
     json_needs_approval(ui, args.auto_approve)?;
-    let loaded = load_workflow(&args.file, &vars, registry)?;
+    // Shared with the run as it is: the run context holds it without a copy.
+    let loaded = Arc::new(load_workflow(&args.file, &vars, registry)?);
     let target = target_with(&args.file, &args.state, loaded.workflow.state.as_ref())?;
     let store = open(&target, &args.state, "flow apply", Access::Write).await?;
     let store = store.as_ref();
@@ -84,7 +86,7 @@ enum Round {
 async fn apply_round(
     args: &ApplyArgs,
     vars: &VarInputs,
-    loaded: &Loaded,
+    loaded: &Arc<Loaded>,
     store: &dyn StateBackend,
     ui: Ui,
     registry: &Registry,
@@ -114,10 +116,13 @@ async fn apply_round(
         targets: &args.target,
         replace: &args.replace,
     };
-    let settled = settle_workflow(&request, &args.file, vars)?;
+    let settled = settle_workflow(&request, &args.file, vars)?.map(Arc::new);
     let loaded = settled.as_ref().unwrap_or(loaded);
     let plan = make_plan(
-        &PlanRequest { loaded, ..request },
+        &PlanRequest {
+            loaded: loaded.as_ref(),
+            ..request
+        },
         prices.as_ref(),
         refresh.drift.clone(),
     )
@@ -267,7 +272,7 @@ async fn apply_saved(
             vars.fixed.push((name.clone(), value.clone()));
         }
     }
-    let loaded = load_workflow(&saved.workflow_path, &vars, registry)?;
+    let loaded = Arc::new(load_workflow(&saved.workflow_path, &vars, registry)?);
     for (name, v) in &saved.vars {
         if let SavedVar::SensitiveDigest(d) = v {
             let now = loaded.vars.get(name).map(|v| digest(&v.value));
@@ -310,10 +315,13 @@ async fn apply_saved(
         targets: &saved.targets,
         replace: &saved.replace,
     };
-    let settled = settle_workflow(&request, &saved.workflow_path, &vars)?;
+    let settled = settle_workflow(&request, &saved.workflow_path, &vars)?.map(Arc::new);
     let loaded = settled.as_ref().unwrap_or(&loaded);
     let plan = make_plan(
-        &PlanRequest { loaded, ..request },
+        &PlanRequest {
+            loaded: loaded.as_ref(),
+            ..request
+        },
         prices.as_ref(),
         refresh.drift.clone(),
     )
@@ -392,7 +400,7 @@ fn given_again_differs(name: &str, saved: &str, now: Option<&str>) -> CliError {
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     store: &dyn StateBackend,
-    loaded: &Loaded,
+    loaded: &Arc<Loaded>,
     plan: Plan,
     refresh: Refresh,
     registry: &Registry,
@@ -400,21 +408,54 @@ async fn execute(
     parallelism: usize,
     file: &Path,
 ) -> CliResult<i32> {
-    // The backup is taken before the first write: moves, refresh, steps.
-    if plan.has_changes() {
-        store.backup()?;
+    // The backup is taken before the first write (moves, refresh, steps),
+    // on a thread of its own: its file and fsyncs overlap with preparing
+    // the jobs here.
+    let (backed_up, (edges, timeouts, jobs)) = std::thread::scope(|s| {
+        let backup = plan.has_changes().then(|| s.spawn(|| store.backup()));
+        let prepared = prepare_jobs(loaded, &plan, &refresh.records);
+        let backed_up = backup.map(|b| b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (backed_up, prepared)
+    });
+    if let Some(backed_up) = backed_up {
+        backed_up?;
     }
     write_moves(store, &plan.moved, &refresh.records).await?;
     record(store, &refresh).await?;
     let records = refresh.records;
+    let redactor = loaded.redactor();
+    let ctx = run_context(
+        store,
+        registry,
+        file,
+        redactor,
+        records,
+        Some(loaded.clone()),
+        ui,
+        &plan,
+        false,
+    );
+    let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts).await;
+    finish(&report, ui, "Apply")
+}
+/// What the run needs beside the context: the edges among steps (the
+/// workflow's, and those that order deletions), each step's timeout, and
+/// the jobs.
+type Prepared = (
+    Vec<(String, String)>,
+    BTreeMap<String, Duration>,
+    Vec<StepJob>,
+);
+
+/// The edges, timeouts and jobs of `plan` (see [`Prepared`]).
+fn prepare_jobs(loaded: &Loaded, plan: &Plan, records: &BTreeMap<String, StepRecord>) -> Prepared {
     let mut edges: Vec<(String, String)> = loaded
         .dag
         .edges()
         .into_iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    edges.extend(delete_edges(&plan, &records));
-    let redactor = loaded.redactor();
+    edges.extend(delete_edges(plan, records));
     let timeouts: BTreeMap<String, Duration> = loaded
         .workflow
         .steps
@@ -438,20 +479,9 @@ async fn execute(
             }
         })
         .collect();
-    let ctx = run_context(
-        store,
-        registry,
-        file,
-        redactor,
-        records,
-        Some(loaded),
-        ui,
-        &plan,
-        false,
-    );
-    let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts).await;
-    finish(&report, ui, "Apply")
+    (edges, timeouts, jobs)
 }
+
 /// Edges that order deletions: a removed step goes before what it depended
 /// on, and after whatever still depended on it.
 fn delete_edges(plan: &Plan, records: &BTreeMap<String, StepRecord>) -> Vec<(String, String)> {

@@ -123,7 +123,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         &args.file,
         redactor,
         records,
-        loaded.as_ref(),
+        loaded.map(std::sync::Arc::new),
         ui,
         &plan,
         args.clean_leftovers,

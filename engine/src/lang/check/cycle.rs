@@ -1,6 +1,6 @@
 //! Dependency cycles, each link shown where it is written.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use super::Edge;
 use crate::diag::Diag;
@@ -8,12 +8,14 @@ use crate::lang::ast::Workflow;
 
 /// The first dependency cycle, naming every step on it in order.
 pub fn find_cycle(wf: &Workflow, edges: &[Edge]) -> Option<Diag> {
-    let mut succ: BTreeMap<&str, Vec<&Edge>> = BTreeMap::new();
+    // Hashed, not ordered: only lookups; the walk's order comes from the
+    // steps' order and each step's edges in the order written.
+    let mut succ: HashMap<&str, Vec<&Edge>> = HashMap::with_capacity(wf.steps.len());
     for e in edges {
         succ.entry(e.from.as_str()).or_default().push(e);
     }
     // Iterative DFS with colours; the stack of edges gives the cycle's path.
-    let mut colour: BTreeMap<&str, u8> = BTreeMap::new();
+    let mut colour: HashMap<&str, u8> = HashMap::with_capacity(wf.steps.len());
     for start in wf.steps.iter().map(|s| s.name.as_str()) {
         if colour.get(start).copied().unwrap_or(0) != 0 {
             continue;
