@@ -16,7 +16,7 @@ mod support;
 // - create no `.flow` state folder.
 //
 // The rendered diagnostics are kept as insta snapshots in `snapshots/` beside
-// this file; the cases are in `cases/` (`workflow.rs`, `language.rs`).
+// this file; the cases are in `cases/`, a file per topic (see `cases/mod.rs`).
 //
 // Cases marked `#[ignore = "engine bug: ..."]` describe the diagnostic the
 // engine *should* give; they fail today. Run them with

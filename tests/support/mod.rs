@@ -5,6 +5,7 @@
 pub mod aws;
 pub mod clock;
 pub mod disk;
+pub mod fault_answers;
 pub mod fault_proxy;
 pub mod kube;
 pub mod moto;

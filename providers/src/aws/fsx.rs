@@ -6,25 +6,24 @@
 //! grows in place (shrinking replaces), tags change in place, and any other
 //! change replaces the file system. Delete waits until it is gone.
 
-use std::collections::BTreeMap;
+mod file_system;
+mod schema;
+mod wait;
 
 use async_trait::async_trait;
 use aws_sdk_fsx::Client;
 use aws_sdk_fsx::types::{
-    CreateFileSystemLustreConfiguration, FileSystem, FileSystemType, LustreDeploymentType, Tag,
+    CreateFileSystemLustreConfiguration, FileSystemType, LustreDeploymentType, Tag,
 };
 use serde_json::Value;
 
-use super::poll::{Pace, Waiter};
-use super::{config, error, inputs, pacing, tags};
+use super::{config, error, inputs, tags};
 use crate::contract::{
-    Applied, Change, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider,
-    ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values, default_diff,
-    input_drift,
+    Applied, Change, InputValue, OpContext, Prior, Problem, Provider, ProviderError, ReadOutcome,
+    Refreshed, Schema, ValidateContext, Values, default_diff, input_drift,
 };
-
-/// The deployment types FSx for Lustre offers.
-const DEPLOYMENT_TYPES: [&str; 4] = ["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"];
+use file_system::{applied, describe, find_by_token, lifecycle, tag_map};
+use wait::settle;
 
 /// The `fsx.lustre` provider kind.
 #[derive(Debug, Clone)]
@@ -35,61 +34,8 @@ pub struct FsxLustre {
 impl FsxLustre {
     /// The provider with its schema.
     pub fn new() -> Self {
-        let strings = || InputType::List(Box::new(InputType::String));
         FsxLustre {
-            schema: Schema {
-                kind: StepKind::Resource,
-                description: "An FSx for Lustre file system",
-                inputs: vec![
-                    InputSpec::required(
-                        "storage_capacity",
-                        InputType::Integer,
-                        "Storage in GiB (1200, 2400, then steps of 2400 or 3600); grows in place, shrinking replaces",
-                    ),
-                    InputSpec::required(
-                        "subnet_ids",
-                        strings(),
-                        "The subnet (one) the file system lives in",
-                    )
-                    .forces_new(),
-                    InputSpec::optional(
-                        "security_group_ids",
-                        strings(),
-                        "Security groups of its network interfaces",
-                    )
-                    .forces_new(),
-                    InputSpec::optional(
-                        "deployment_type",
-                        InputType::String,
-                        "SCRATCH_1, SCRATCH_2 (the default), PERSISTENT_1 or PERSISTENT_2",
-                    )
-                    .forces_new(),
-                    InputSpec::optional(
-                        "per_unit_storage_throughput",
-                        InputType::Integer,
-                        "MB/s per TiB, for PERSISTENT deployment types",
-                    )
-                    .forces_new(),
-                    InputSpec::optional(
-                        "import_path",
-                        InputType::String,
-                        "s3://bucket/prefix to load files from",
-                    )
-                    .forces_new(),
-                    InputSpec::optional(
-                        "export_path",
-                        InputType::String,
-                        "s3://bucket/prefix to export files to",
-                    )
-                    .forces_new(),
-                    InputSpec::optional(
-                        "tags",
-                        InputType::Map(Box::new(InputType::String)),
-                        "Tags; change in place",
-                    ),
-                ],
-                open_inputs: false,
-            },
+            schema: schema::schema(),
         }
     }
 }
@@ -103,148 +49,6 @@ impl Default for FsxLustre {
 /// An FSx client for `ctx`.
 async fn client(ctx: &OpContext) -> Result<Client, ProviderError> {
     Ok(Client::new(&config::sdk_config(ctx).await?))
-}
-
-/// The value of the file system's tag `key`.
-fn tag<'a>(fs: &'a FileSystem, key: &str) -> Option<&'a str> {
-    fs.tags()
-        .iter()
-        .find(|t| t.key() == Some(key))
-        .and_then(|t| t.value())
-}
-
-/// The file system's tags as a map.
-fn tag_map(fs: &FileSystem) -> BTreeMap<String, String> {
-    fs.tags()
-        .iter()
-        .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
-        .collect()
-}
-
-/// Its lifecycle; a service that reports none (some emulators) counts as available.
-fn lifecycle(fs: &FileSystem) -> &str {
-    fs.lifecycle().map_or("AVAILABLE", |l| l.as_str())
-}
-
-/// What state keeps of an available file system.
-fn applied(fs: &FileSystem) -> Applied {
-    let mut outputs = Values::new();
-    let id = fs.file_system_id().unwrap_or_default().to_string();
-    outputs.insert("file_system_id".into(), Value::String(id.clone()));
-    outputs.insert(
-        "dns_name".into(),
-        Value::String(fs.dns_name().unwrap_or_default().to_string()),
-    );
-    let mount = fs
-        .lustre_configuration()
-        .and_then(|l| l.mount_name())
-        .unwrap_or_default();
-    outputs.insert("mount_name".into(), Value::String(mount.to_string()));
-    Applied {
-        id: Some(id),
-        outputs,
-        private: Value::Null,
-    }
-}
-
-/// The file system `id`, if it exists.
-async fn describe(client: &Client, id: &str) -> Result<Option<FileSystem>, ProviderError> {
-    match client
-        .describe_file_systems()
-        .file_system_ids(id)
-        .send()
-        .await
-    {
-        Ok(out) => Ok(out.file_systems().first().cloned()),
-        Err(e) if error::code(&e) == Some("FileSystemNotFound") => Ok(None),
-        Err(e) => Err(error::aws(&format!("describe file system `{id}`"), e)),
-    }
-}
-
-/// The file system tagged with operation token `token`, if any.
-async fn find_by_token(client: &Client, token: &str) -> Result<Option<FileSystem>, ProviderError> {
-    let mut next: Option<String> = None;
-    loop {
-        let out = client
-            .describe_file_systems()
-            .set_next_token(next.take())
-            .send()
-            .await
-            .map_err(|e| error::aws("list file systems", e))?;
-        if let Some(fs) = out
-            .file_systems()
-            .iter()
-            .find(|fs| tag(fs, tags::TOKEN) == Some(token) && lifecycle(fs) != "DELETING")
-        {
-            return Ok(Some(fs.clone()));
-        }
-        match out.next_token() {
-            Some(t) if !t.is_empty() => next = Some(t.to_string()),
-            _ => return Ok(None),
-        }
-    }
-}
-
-/// Waits until file system `id` is `AVAILABLE` (or gone, with `gone_ok`),
-/// reporting lifecycle changes.
-async fn settle(
-    ctx: &OpContext,
-    client: &Client,
-    id: &str,
-    gone_ok: bool,
-) -> Result<Option<FileSystem>, ProviderError> {
-    // A create (gone not expected) takes minutes; other changes, unknown.
-    let pace = if gone_ok {
-        Pace::LONG
-    } else {
-        Pace::expecting(pacing::expected::FSX_LUSTRE)
-    };
-    let mut waiter = Waiter::new(
-        pace.within(ctx.timeout),
-        ctx.reporter.as_ref(),
-        format!("file system `{id}`"),
-    );
-    loop {
-        match describe(client, id).await {
-            Ok(None) if gone_ok => return Ok(None),
-            Ok(None) => {
-                return Err(ProviderError::vanished(format!(
-                    "file system `{id}` disappeared"
-                )));
-            }
-            Ok(Some(fs)) => {
-                waiter.looked();
-                let state = lifecycle(&fs).to_string();
-                let updating = fs.administrative_actions().iter().any(|a| {
-                    a.status()
-                        .is_some_and(|s| matches!(s.as_str(), "PENDING" | "IN_PROGRESS"))
-                });
-                match state.as_str() {
-                    "AVAILABLE" if !updating => return Ok(Some(fs)),
-                    "FAILED" | "MISCONFIGURED" | "MISCONFIGURED_UNAVAILABLE" => {
-                        let why = fs
-                            .failure_details()
-                            .and_then(|f| f.message())
-                            .unwrap_or("no reason given");
-                        return Err(ProviderError::fatal(format!(
-                            "file system `{id}` is {state}: {why}"
-                        )).with_help("FSx gave up on the file system: read the reason above (capacity in the subnet's zone, the security group, the S3 import path), fix it, then `flow apply --replace STEP`"));
-                    }
-                    "DELETING" if !gone_ok => {
-                        return Err(ProviderError::fatal(format!(
-                            "file system `{id}` is being deleted"
-                        )).with_help("something is deleting the file system; wait until it is gone, then `flow apply` creates it again"));
-                    }
-                    _ => waiter.report([format!(
-                        "file system `{id}` is {state}{}",
-                        if updating { " (updating)" } else { "" }
-                    )]),
-                }
-            }
-            Err(e) => waiter.tolerate(e)?,
-        }
-        waiter.pause().await?;
-    }
 }
 
 impl FsxLustre {
@@ -297,33 +101,7 @@ impl Provider for FsxLustre {
     }
 
     fn validate(&self, inputs: &[(String, InputValue)], _ctx: &ValidateContext) -> Vec<Problem> {
-        let mut problems = Vec::new();
-        for (name, value) in inputs {
-            let InputValue::Known(v) = value else {
-                continue;
-            };
-            match (name.as_str(), v) {
-                ("deployment_type", Value::String(t))
-                    if !DEPLOYMENT_TYPES.contains(&t.as_str()) =>
-                {
-                    problems.push(
-                        Problem::at(
-                            name,
-                            format!("`{t}` is not an FSx for Lustre deployment type"),
-                        )
-                        .with_help(format!("use one of {}", DEPLOYMENT_TYPES.join(", "))),
-                    );
-                }
-                ("storage_capacity", Value::Number(n)) if n.as_i64().is_some_and(|c| c < 1200) => {
-                    problems.push(Problem::at(name, "FSx for Lustre needs at least 1200 GiB"));
-                }
-                ("import_path" | "export_path", Value::String(p)) if !p.starts_with("s3://") => {
-                    problems.push(Problem::at(name, format!("`{p}` is not an s3:// path")));
-                }
-                _ => {}
-            }
-        }
-        problems
+        schema::problems(inputs)
     }
 
     /// Capacity grows in place and shrinking replaces; tags change in place;
@@ -502,31 +280,7 @@ impl Provider for FsxLustre {
                 Err(e) => return Err(error::aws(&format!("delete file system `{id}`"), e)),
             }
         }
-        let mut waiter = Waiter::new(
-            Pace::LONG.within(ctx.timeout),
-            ctx.reporter.as_ref(),
-            format!("file system `{id}` to be deleted"),
-        );
-        loop {
-            match describe(&client, id).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(fs)) => {
-                    waiter.looked();
-                    if lifecycle(&fs) == "FAILED" {
-                        let why = fs
-                            .failure_details()
-                            .and_then(|f| f.message())
-                            .unwrap_or("no reason given");
-                        return Err(ProviderError::fatal(format!(
-                            "deleting file system `{id}` failed: {why}"
-                        )).with_help("read the reason above; a file system still mounted or with a data repository task running cannot be deleted yet: stop those, then `flow destroy` again"));
-                    }
-                    waiter.report([format!("file system `{id}` is {}", lifecycle(&fs))]);
-                }
-                Err(e) => waiter.tolerate(e)?,
-            }
-            waiter.pause().await?;
-        }
+        wait::deleted(ctx, &client, id).await
     }
 
     fn can_refresh(&self) -> bool {
@@ -649,81 +403,4 @@ impl Provider for FsxLustre {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::values;
-    use serde_json::json;
-
-    fn base() -> Values {
-        values(json!({"storage_capacity": 2400, "subnet_ids": ["subnet-1"], "tags": {"a": "1"}}))
-    }
-
-    #[test]
-    fn capacity_grows_in_place_and_shrinking_replaces() {
-        let p = FsxLustre::new();
-        let mut bigger = base();
-        bigger.insert("storage_capacity".into(), json!(4800));
-        assert_eq!(
-            p.diff(&base(), &bigger),
-            Change::Update(vec!["storage_capacity".into()])
-        );
-        let mut smaller = base();
-        smaller.insert("storage_capacity".into(), json!(1200));
-        assert_eq!(
-            p.diff(&base(), &smaller),
-            Change::Replace(vec!["storage_capacity".into()])
-        );
-        let mut retagged = base();
-        retagged.insert("tags".into(), json!({"a": "2"}));
-        assert_eq!(
-            p.diff(&base(), &retagged),
-            Change::Update(vec!["tags".into()])
-        );
-        let mut moved = base();
-        moved.insert("subnet_ids".into(), json!(["subnet-2"]));
-        assert_eq!(
-            p.diff(&base(), &moved),
-            Change::Replace(vec!["subnet_ids".into()])
-        );
-    }
-
-    #[test]
-    fn validate_checks_type_capacity_and_paths() {
-        let ctx = ValidateContext {
-            workdir: ".".into(),
-        };
-        let inputs = vec![
-            (
-                "deployment_type".to_string(),
-                InputValue::Known(json!("SCRATCH_9")),
-            ),
-            (
-                "storage_capacity".to_string(),
-                InputValue::Known(json!(100)),
-            ),
-            (
-                "import_path".to_string(),
-                InputValue::Known(json!("bucket/x")),
-            ),
-            ("export_path".to_string(), InputValue::Unknown),
-        ];
-        let problems = FsxLustre::new().validate(&inputs, &ctx);
-        let paths: Vec<_> = problems.iter().map(|p| p.path[0].as_str()).collect();
-        assert_eq!(
-            paths,
-            ["deployment_type", "storage_capacity", "import_path"]
-        );
-    }
-
-    #[test]
-    fn outputs_default_missing_values_to_empty() {
-        let fs = FileSystem::builder()
-            .file_system_id("fs-1")
-            .dns_name("fs-1.fsx")
-            .build();
-        let a = applied(&fs);
-        assert_eq!(a.id.as_deref(), Some("fs-1"));
-        assert_eq!(a.outputs["mount_name"], "");
-        assert_eq!(lifecycle(&fs), "AVAILABLE");
-    }
-}
+mod tests;
