@@ -43,15 +43,19 @@ impl Op<'_> {
         // inputs known after apply) is judged again on the real values.
         let mut replace_requested =
             planned == Action::Replace && !finishing && !self.job.change.replace_if_changed;
+        // A replacement whose create failed on the far side: it is deleted
+        // and made again; the object it replaces stays until one succeeds.
+        let mut failed_replacement = false;
         for _ in 0..4 {
             if let Some(flight) = rec.in_flight.clone() {
                 if self.reconcile(&mut rec, flight, desired).await? == Reconciled::LeftFailure {
                     replace_requested = true;
+                    failed_replacement = rec.deposed.is_some();
                 }
                 did = Some(did.unwrap_or(planned));
                 continue;
             }
-            if rec.applied && rec.deposed.is_some() {
+            if rec.applied && rec.deposed.is_some() && !failed_replacement {
                 // A replacement exists; the object it replaces is retired
                 // before anything else (and was the only thing planned
                 // when the plan said it finishes one).
@@ -60,6 +64,16 @@ impl Op<'_> {
                     replace_requested = false;
                 }
                 did = Some(did.unwrap_or(Action::Replace));
+                continue;
+            }
+            if !rec.applied
+                && rec.deposed.is_some()
+                && !crate::plan::replacing::wanted(self.job.decl.as_ref(), self.provider)
+            {
+                // The replacement was never made and the step no longer
+                // wants it made first (a reservation the old object holds):
+                // the old object goes, then the new one is made.
+                self.finish_deposed(&mut rec, false).await?;
                 continue;
             }
             if !rec.applied {
@@ -115,6 +129,14 @@ impl Op<'_> {
                     return Ok(Outcome::Done(
                         did.unwrap_or(Action::Update).max(Action::Update),
                     ));
+                }
+                _ if failed_replacement => {
+                    // Only the failed replacement goes; the next turn makes
+                    // it again under the same name, then retires the old.
+                    self.delete(&mut rec, new_token()).await?;
+                    failed_replacement = false;
+                    replace_requested = false;
+                    did = Some(Action::Replace);
                 }
                 _ if self.job.change.create_before_destroy.is_some()
                     && crate::plan::replacing::wanted(self.job.decl.as_ref(), self.provider) =>

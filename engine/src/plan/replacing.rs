@@ -98,6 +98,11 @@ pub fn planned(provider: &dyn Provider, rec: &StepRecord, desired: &Values) -> R
 
 /// What finishing `rec`'s deposed object does, for the plan, if it has one.
 pub fn finishing(provider: &dyn Provider, rec: &StepRecord) -> Option<Replacement> {
+    // Only once the replacement exists and did not fail: else the step is
+    // planned to make it first.
+    if !rec.applied || rec.in_flight.is_some() {
+        return None;
+    }
     let old = rec.deposed.as_ref()?;
     Some(Replacement {
         creates: None,

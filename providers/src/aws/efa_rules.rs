@@ -60,9 +60,18 @@ pub(crate) async fn one_zone(
 }
 
 /// The self rules `groups` lack, each with the command that adds it.
+/// Rules add up across the groups an interface has: one group letting all
+/// traffic in from itself and one letting it out is enough.
 pub(crate) async fn self_rules(ec2: &Ec2, groups: &[String]) -> Result<Vec<Broken>, ProviderError> {
+    let found = ec2.security_groups(groups).await?;
+    let ingress = found.iter().any(|g| g.ingress);
+    let egress = found.iter().any(|g| g.egress);
     let mut out = Vec::new();
-    for g in ec2.security_groups(groups).await? {
+    for g in found.iter().map(|g| super::ec2::SelfRules {
+        ingress: g.ingress || ingress,
+        egress: g.egress || egress,
+        ..g.clone()
+    }) {
         let id = &g.group_id;
         if !g.ingress {
             out.push(Broken {

@@ -22,8 +22,9 @@ pub struct Wanted<'a> {
     pub zones: &'a [String],
     /// How many instances it launches into the reservation.
     pub count: i32,
-    /// Whether the step launches as a capacity block (`CAPACITY_BLOCK`).
-    pub capacity_block: bool,
+    /// Whether the step launches as a capacity block (`CAPACITY_BLOCK`);
+    /// `None` when not known yet (then not judged).
+    pub capacity_block: Option<bool>,
     /// How long the step may take (its `timeout`): the reservation must
     /// last that long from now.
     pub must_last: Option<Duration>,
@@ -94,9 +95,11 @@ pub fn judge(r: &Reservation, want: &Wanted<'_>, now: SystemTime) -> Vec<Refusal
             "name a Linux/UNIX reservation".into(),
         );
     }
-    if want.capacity_block != (r.kind == "capacity-block") {
+    if let Some(block) = want.capacity_block
+        && block != (r.kind == "capacity-block")
+    {
         refuse(
-            if want.capacity_block {
+            if block {
                 format!("{id} is not a capacity block, but the step launches as one (CAPACITY_BLOCK)")
             } else {
                 format!("{id} is a capacity block, but the step does not launch as one")
@@ -206,8 +209,8 @@ pub struct Ask {
     pub subnets: Option<Vec<String>>,
     /// Instances launched into it.
     pub count: i32,
-    /// Whether the step launches as a capacity block.
-    pub capacity_block: bool,
+    /// Whether the step launches as a capacity block (`None`: not known).
+    pub capacity_block: Option<bool>,
 }
 
 /// Reads `ask`'s reservation and judges it: the plan's line for it (its
@@ -346,7 +349,7 @@ mod tests {
             instance_types: types,
             zones,
             count,
-            capacity_block: false,
+            capacity_block: Some(false),
             must_last: Some(Duration::from_secs(3_600)),
             creating: true,
         }
@@ -406,7 +409,7 @@ mod tests {
         let types = ["p5.48xlarge".to_string()];
         let block = p5("scheduled", "capacity-block");
         let mut want = wanted(&types, &[], 4);
-        want.capacity_block = true;
+        want.capacity_block = Some(true);
         assert!(
             judge(&block, &want, at(0)).is_empty(),
             "starts 1000 s from now"
@@ -419,7 +422,7 @@ mod tests {
                 .message
                 .contains("starts 1970-01-01T00:16:40Z, after the step's timeout")
         );
-        want.capacity_block = false;
+        want.capacity_block = Some(false);
         assert!(
             judge(&block, &want, at(2_000))
                 .iter()

@@ -28,7 +28,7 @@ pub fn asks(config: &Value) -> Vec<(String, String, Ask)> {
                     instance_types: r.instance_types.clone(),
                     subnets: Some(q.subnets.clone()),
                     count: r.min as i32,
-                    capacity_block: q.capacity_type == "CAPACITY_BLOCK",
+                    capacity_block: Some(q.capacity_type == "CAPACITY_BLOCK"),
                 },
             ));
         }
@@ -88,7 +88,7 @@ mod tests {
         assert_eq!((asks[0].0.as_str(), asks[0].1.as_str()), ("gpu", "p5"));
         assert_eq!(asks[0].2.id, "cr-queue");
         assert_eq!(asks[0].2.count, 2);
-        assert!(asks[0].2.capacity_block);
+        assert_eq!(asks[0].2.capacity_block, Some(true));
         assert_eq!(
             asks[0].2.subnets.as_deref(),
             Some(&["subnet-a".to_string()][..])

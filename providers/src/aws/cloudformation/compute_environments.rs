@@ -38,8 +38,9 @@ pub(super) struct Launch {
     pub efa: bool,
     /// The reservation its launch template targets, if any.
     pub reservation: Option<String>,
-    /// Whether it launches as a capacity block.
-    pub capacity_block: bool,
+    /// Whether it launches as a capacity block (`None`: behind a condition
+    /// only AWS can evaluate).
+    pub capacity_block: Option<bool>,
 }
 
 /// The compute environments of `template` that target a reservation or
@@ -87,8 +88,16 @@ pub(super) fn launches(scope: &Scope<'_>) -> Vec<Launch> {
                     .map(text)
             })
             .filter(|id| !id.is_empty());
-        let capacity_block = known(lt_data.and_then(|d| d.get("InstanceMarketOptions")))
-            .is_some_and(|m| m.get("MarketType").map(text).as_deref() == Some("capacity-block"));
+        let capacity_block = match lt_data
+            .and_then(|d| d.get("InstanceMarketOptions"))
+            .map(|m| scope.eval(m))
+        {
+            None | Some(Eval::NoValue) => Some(false),
+            Some(Eval::Known(m)) => {
+                Some(m.get("MarketType").map(text).as_deref() == Some("capacity-block"))
+            }
+            Some(Eval::Unknown) => None,
+        };
         let nics = lt_data
             .and_then(|d| d.get("NetworkInterfaces"))
             .and_then(Value::as_array)
@@ -141,7 +150,9 @@ pub(super) struct Judged {
 }
 
 /// Judges the compute environments of `spec`'s template; `creating` when the
-/// stack is made now (a reservation's available count must cover it).
+/// stack is made now (a reservation's available count must cover it). What
+/// AWS does not answer becomes a "not judged" line: the checks never fail a
+/// plan or a create on their own.
 pub(super) async fn judge(
     ctx: &OpContext,
     client: &Client,
@@ -161,24 +172,57 @@ pub(super) async fn judge(
     if launches(&offline).is_empty() {
         return Ok(judged);
     }
-    let exports = exports(client).await?;
+    let exports = match exports(client).await {
+        Ok(e) => e,
+        Err(e) => {
+            judged.lines.push(format!(
+                "compute environments not judged: {} (the plan goes on without these checks)",
+                e.message
+            ));
+            return Ok(judged);
+        }
+    };
     let scope = Scope {
         template: &template,
         params: &spec.params,
         exports: &exports,
     };
-    let sdk = crate::aws::config::sdk_config(ctx).await?;
+    let sdk = match crate::aws::config::sdk_config(ctx).await {
+        Ok(sdk) => sdk,
+        Err(e) => {
+            judged
+                .lines
+                .push(format!("compute environments not judged: {}", e.message));
+            return Ok(judged);
+        }
+    };
     for launch in launches(&scope) {
         if let Some(id) = &launch.reservation {
             let ask = Ask {
                 id: id.clone(),
-                instance_types: launch.instance_types.clone(),
+                // Families (`p5`) and `optimal` name no one type to match.
+                instance_types: launch
+                    .instance_types
+                    .iter()
+                    .filter(|t| t.contains('.'))
+                    .cloned()
+                    .collect(),
                 subnets: launch.subnets.clone(),
                 // Batch starts instances as jobs come: at least one must fit.
                 count: 1,
                 capacity_block: launch.capacity_block,
             };
-            let (lines, refusals) = reservation::check(&sdk, &ask, ctx.timeout, creating).await?;
+            let (lines, refusals) =
+                match reservation::check(&sdk, &ask, ctx.timeout, creating).await {
+                    Ok(found) => found,
+                    Err(e) => (
+                        vec![format!(
+                            "capacity reservation {id} not judged: {}",
+                            e.message
+                        )],
+                        Vec::new(),
+                    ),
+                };
             judged
                 .lines
                 .extend(lines.into_iter().map(|l| format!("{}: {l}", launch.name)));
@@ -332,7 +376,7 @@ Resources:
                 groups: Some(vec!["sg-1".into()]),
                 efa: true,
                 reservation: Some("cr-0123".into()),
-                capacity_block: true,
+                capacity_block: Some(true),
             }]
         );
         // Before the VPC stack exists its exports are unknown; the
@@ -356,7 +400,7 @@ Resources:
         let l = &launches(&s)[0];
         assert_eq!(
             (l.reservation.clone(), l.capacity_block, l.efa),
-            (None, false, true)
+            (None, Some(false), true)
         );
     }
 }

@@ -16,22 +16,34 @@ mod sweep;
 
 pub(crate) use sweep::{Scope, Sweep, input_specs};
 
-/// The tags that tie an object to a cluster: `kubernetes.io/cluster/NAME`
-/// (in-tree controllers, eksctl), `elbv2.k8s.aws/cluster = NAME` (the Load
-/// Balancer Controller) and `cluster.k8s.amazonaws.com/name = NAME` (the
-/// VPC CNI's interfaces).
+/// The tags that tie an object to the cluster that made it:
+/// `kubernetes.io/cluster/NAME = owned` (in-tree controllers),
+/// `elbv2.k8s.aws/cluster = NAME` (the Load Balancer Controller) and
+/// `cluster.k8s.amazonaws.com/name = NAME` (the VPC CNI's interfaces).
+/// `kubernetes.io/cluster/NAME = shared` marks what users share with a
+/// cluster (subnets, node groups' security groups), not what it made: it
+/// ties nothing. An object tied to two clusters ties to none (it is not
+/// one cluster's to delete).
 pub(crate) fn cluster_of<'a>(
     tags: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> Option<(String, String)> {
+    let mut found: Option<(String, String)> = None;
     for (key, value) in tags {
-        if let Some(name) = key.strip_prefix("kubernetes.io/cluster/") {
-            return Some((name.to_string(), format!("{key}={value}")));
-        }
-        if key == "elbv2.k8s.aws/cluster" || key == "cluster.k8s.amazonaws.com/name" {
-            return Some((value.to_string(), format!("{key}={value}")));
+        let tie = if let Some(name) = key.strip_prefix("kubernetes.io/cluster/") {
+            (value == "owned").then(|| name.to_string())
+        } else if key == "elbv2.k8s.aws/cluster" || key == "cluster.k8s.amazonaws.com/name" {
+            Some(value.to_string())
+        } else {
+            None
+        };
+        let Some(name) = tie else { continue };
+        match &found {
+            Some((other, _)) if *other != name => return None,
+            Some(_) => {}
+            None => found = Some((name, format!("{key}={value}"))),
         }
     }
-    None
+    found
 }
 
 /// Tags of objects that something else deletes: a CloudFormation stack's
@@ -166,6 +178,24 @@ mod tests {
             Some(("p4d".into(), "cluster.k8s.amazonaws.com/name=p4d".into()))
         );
         assert_eq!(tie("Name", "p4d"), None);
+        // What users share with a cluster is not the cluster's to delete.
+        assert_eq!(tie("kubernetes.io/cluster/p4d", "shared"), None);
+        // Nor is what two clusters claim.
+        assert_eq!(
+            cluster_of([
+                ("elbv2.k8s.aws/cluster", "p4d"),
+                ("kubernetes.io/cluster/other", "owned")
+            ]),
+            None
+        );
+        assert_eq!(
+            cluster_of([
+                ("elbv2.k8s.aws/cluster", "p4d"),
+                ("kubernetes.io/cluster/p4d", "owned")
+            ])
+            .map(|(name, _)| name),
+            Some("p4d".to_string())
+        );
         assert!(owned_elsewhere(
             ["Name", "aws:cloudformation:stack-name"].into_iter()
         ));

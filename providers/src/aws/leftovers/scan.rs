@@ -228,6 +228,9 @@ fn interface_leftover(eni: &NetworkInterface) -> Option<Leftover> {
             .iter()
             .map(|t| (t.key().unwrap_or_default(), t.value().unwrap_or_default()))
     };
+    if owned_elsewhere(pairs().map(|(k, _)| k)) {
+        return None;
+    }
     let description = eni.description().unwrap_or_default();
     let tie = match cluster_of(pairs()) {
         Some((name, tag)) => Tie::Cluster { name, tag },

@@ -56,7 +56,28 @@ impl Sweep<'_> {
         let deadline = Instant::now() + self.wait;
         let mut waiting_said = false;
         loop {
-            let left = self.in_scope(clients.scan(&self.vpc).await?);
+            let found = match clients.scan(&self.vpc).await {
+                Ok(found) => found,
+                // Throttled or a server fault: look again, within the wait.
+                Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                    self.ctx.reporter.log(&format!(
+                        "looking for leftovers in {}: {} (will look again)",
+                        self.vpc, e.message
+                    ));
+                    tokio::time::sleep(LOOK_EVERY).await;
+                    continue;
+                }
+                // Not allowed to look (no elasticloadbalancing:Describe*,
+                // say): the destroy goes on as it did before the sweep.
+                Err(e) => {
+                    self.ctx.reporter.event(&format!(
+                        "could not look for what controllers left in {}: {}; going on without that check",
+                        self.vpc, e.message
+                    ));
+                    return Ok(());
+                }
+            };
+            let left = self.in_scope(found);
             if left.is_empty() {
                 return Ok(());
             }

@@ -100,7 +100,8 @@ fn the_scale_reads_fractions_and_refuses_nonsense() {
     assert_eq!(parse_scale("1/60"), Some(1.0 / 60.0));
     assert_eq!(parse_scale(" 0.5 "), Some(0.5));
     assert_eq!(parse_scale("1"), Some(1.0));
-    for bad in ["0", "-1", "2", "1/0", "fast", ""] {
+    // Below 1/600 a schedule would spin.
+    for bad in ["0", "-1", "2", "1/0", "fast", "", "1/6000", "1e-6"] {
         assert_eq!(parse_scale(bad), None, "{bad}");
     }
     let d = Duration::from_secs(600);

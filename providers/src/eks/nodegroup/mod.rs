@@ -288,11 +288,21 @@ impl Provider for EksNodegroup {
         prior: Option<Prior<'_>>,
         desired: &Values,
     ) -> Result<crate::contract::PlanDetail, ProviderError> {
+        // A replacement is made beside the old group (create before
+        // destroy): it needs the reservation's free instances, as a new
+        // group does.
+        let creating = match prior {
+            None => true,
+            Some(p) => matches!(
+                self.diff(p.inputs, desired),
+                crate::contract::Change::Replace(_)
+            ),
+        };
         let mut detail = match reservation::ask_of(desired)? {
             Some(ask) => {
                 let sdk = super::sdk_config(ctx).await?;
                 let group = crate::inputs::opt_str(desired, spec::input::NAME)?;
-                reservation::check(&sdk, ctx, group.as_deref(), &ask, prior.is_none()).await?
+                reservation::check(&sdk, ctx, group.as_deref(), &ask, creating).await?
             }
             None => crate::contract::PlanDetail::default(),
         };

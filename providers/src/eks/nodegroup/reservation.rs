@@ -26,7 +26,9 @@ pub fn ask_of(v: &Values) -> Result<Option<Ask>, ProviderError> {
             .then(|| str_list(v, input::SUBNET_IDS))
             .transpose()?,
         count: opt_int(v, input::DESIRED_SIZE)?.unwrap_or(DEFAULT_DESIRED_SIZE) as i32,
-        capacity_block: opt_str(v, input::CAPACITY_TYPE)?.as_deref() == Some("CAPACITY_BLOCK"),
+        capacity_block: Some(
+            opt_str(v, input::CAPACITY_TYPE)?.as_deref() == Some("CAPACITY_BLOCK"),
+        ),
     }))
 }
 
@@ -40,7 +42,7 @@ pub fn ask_of_spec(ng: &super::NodegroupSpec) -> Option<Ask> {
         instance_types: ng.instance_types.clone(),
         subnets: Some(ng.subnet_ids.clone()),
         count: ng.desired_size,
-        capacity_block: ng.on_capacity_block(),
+        capacity_block: Some(ng.on_capacity_block()),
     })
 }
 
@@ -91,6 +93,6 @@ mod tests {
         .unwrap();
         assert_eq!(ask.subnets, None, "subnets not known yet");
         assert_eq!(ask.count, 4);
-        assert!(ask.capacity_block);
+        assert_eq!(ask.capacity_block, Some(true));
     }
 }
