@@ -154,6 +154,73 @@ fn a_stack_replaced_create_before_destroy_is_made_under_a_suffixed_name_first() 
     assert!(moto.stacks().is_empty(), "{:?}", moto.stacks());
 }
 
+/// A replacement made first whose stack fails (the proxy shows every stack
+/// it describes rolled back) never takes the old stack's place: the apply
+/// after it deletes the failed replacement and makes it again, and the
+/// healthy old stack stays until a replacement succeeds.
+#[test]
+fn a_failed_create_before_destroy_replacement_leaves_the_old_stack() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    let wf = STACKS.split("[steps.app]").next().unwrap().replace(
+        "[steps.vpc.inputs]",
+        "lifecycle = { create_before_destroy = true }\n[steps.vpc.inputs]",
+    );
+    a.p.write("wf.toml", &wf);
+    a.apply().expect(0);
+    proxy.rewrite(
+        "DescribeStacks",
+        "<StackStatus>CREATE_COMPLETE</StackStatus>",
+        "<StackStatus>ROLLBACK_COMPLETE</StackStatus>",
+        1000,
+    );
+    let failed = a
+        .run(&["apply", "wf.toml", "--auto-approve", "--replace", "vpc"])
+        .expect(1);
+    assert!(
+        failed.all().contains("creating `flow-vpc-"),
+        "{}",
+        failed.all()
+    );
+    assert!(
+        moto.stacks().contains(&"flow-vpc".to_string()),
+        "{:?}",
+        moto.stacks()
+    );
+    // Resumed while the replacement still reads as rolled back: it is
+    // deleted and made again, and fails again; the old stack stays.
+    let again = a.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
+    let log = a.p.read(".flow/wf/logs/vpc.log");
+    assert!(
+        log.contains("the interrupted create had failed"),
+        "{log}\n{}",
+        again.all()
+    );
+    assert!(!log.contains("deleted `flow-vpc`"), "{log}");
+    assert!(
+        moto.stacks().contains(&"flow-vpc".to_string()),
+        "{:?}",
+        moto.stacks()
+    );
+    // Once a replacement succeeds, the old stack goes.
+    proxy.calm();
+    let done = a.apply().expect(0);
+    let stacks = moto.stacks();
+    assert!(
+        !stacks.contains(&"flow-vpc".to_string()),
+        "{stacks:?}\n{}\n{}",
+        done.all(),
+        a.p.read(".flow/wf/logs/vpc.log")
+    );
+    assert_eq!(
+        stacks.iter().filter(|s| s.starts_with("flow-vpc-")).count(),
+        1,
+        "{stacks:?}"
+    );
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+}
+
 #[test]
 fn validate_points_at_undeclared_and_missing_parameters() {
     let p = Project::new();

@@ -353,7 +353,12 @@ impl Op<'_> {
                 rec.inputs = Values::new();
                 rec.outputs = Values::new();
                 rec.private = Value::Null;
-                rec.name_suffix = None;
+                // While an old object is put aside, the next one must not
+                // take its name: a failed replacement is made again under
+                // its own.
+                if rec.deposed.is_none() {
+                    rec.name_suffix = None;
+                }
                 rec.in_flight = None;
                 rec.attempts = attempts;
                 rec.last_error = None;
