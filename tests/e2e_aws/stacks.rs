@@ -221,6 +221,56 @@ fn a_failed_create_before_destroy_replacement_leaves_the_old_stack() {
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
 }
 
+/// The way out of a replacement that cannot be made beside the old object:
+/// CloudFormation refuses the new stack (the proxy answers its CreateStack
+/// with a ValidationException, nothing made), the old stack stays put
+/// aside; with `create_before_destroy = false` the next apply deletes the
+/// old stack first, then makes the new one.
+#[test]
+fn create_before_destroy_turned_off_deletes_the_old_stack_first() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    let base = STACKS.split("[steps.app]").next().unwrap().to_string();
+    let wf = base.replace(
+        "[steps.vpc.inputs]",
+        "lifecycle = { create_before_destroy = true }\n[steps.vpc.inputs]",
+    );
+    a.p.write("wf.toml", &wf);
+    a.apply().expect(0);
+    proxy.schedule(
+        "CreateStack",
+        &[Some(crate::support::fault_proxy::Fault::Refused)],
+    );
+    a.run(&["apply", "wf.toml", "--auto-approve", "--replace", "vpc"])
+        .expect(1);
+    assert_eq!(
+        moto.stacks(),
+        ["flow-vpc"],
+        "the refused replacement made nothing"
+    );
+    let shown = a.run(&["state", "show", "wf.toml", "vpc"]).expect(0);
+    assert!(shown.stdout.contains("deposed"), "{}", shown.stdout);
+
+    a.p.write(
+        "wf.toml",
+        &base.replace(
+            "[steps.vpc.inputs]",
+            "lifecycle = { create_before_destroy = false }\n[steps.vpc.inputs]",
+        ),
+    );
+    a.apply().expect(0);
+    let log = a.p.read(".flow/wf/logs/vpc.log");
+    assert!(!log.contains("retiring `flow-vpc`"), "{log}");
+    let stacks = moto.stacks();
+    assert_eq!(stacks.len(), 1, "{stacks:?}");
+    assert!(
+        at(&log, "deleted `flow-vpc`") < log.rfind("create done").unwrap_or(0),
+        "{log}"
+    );
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+}
+
 #[test]
 fn validate_points_at_undeclared_and_missing_parameters() {
     let p = Project::new();
