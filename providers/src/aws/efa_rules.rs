@@ -88,3 +88,44 @@ pub(crate) async fn self_rules(ec2: &Ec2, groups: &[String]) -> Result<Vec<Broke
     }
     Ok(out)
 }
+
+/// What EC2 says of EFA nodes of `types` in `subnets` with `groups` (empty:
+/// not asked): the broken rules, and a line for each rule EC2 did not
+/// answer for.
+pub(crate) async fn judge(
+    ec2: &Ec2,
+    types: &[String],
+    subnets: &[String],
+    groups: &[String],
+) -> (Vec<Broken>, Vec<String>) {
+    let mut broken = Vec::new();
+    let mut unjudged = Vec::new();
+    if !types.is_empty() {
+        match types_have_efa(ec2, types).await {
+            Ok(b) => broken.extend(b),
+            Err(e) => unjudged.push(format!(
+                "EFA of the instance types not judged (DescribeInstanceTypes: {})",
+                e.message
+            )),
+        }
+    }
+    if !subnets.is_empty() {
+        match one_zone(ec2, subnets).await {
+            Ok(b) => broken.extend(b),
+            Err(e) => unjudged.push(format!(
+                "EFA zones not judged (DescribeSubnets: {})",
+                e.message
+            )),
+        }
+    }
+    if !groups.is_empty() {
+        match self_rules(ec2, groups).await {
+            Ok(b) => broken.extend(b),
+            Err(e) => unjudged.push(format!(
+                "EFA security groups not judged (DescribeSecurityGroups: {})",
+                e.message
+            )),
+        }
+    }
+    (broken, unjudged)
+}

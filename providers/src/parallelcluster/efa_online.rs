@@ -95,33 +95,11 @@ pub(crate) async fn check(ctx: &OpContext, config: &Value) -> Result<PlanDetail,
     }
     let ec2 = Ec2::new(&crate::aws::config::sdk_config(ctx).await?);
     for q in queues {
-        let (queue, subnets, groups) = (&q.name, &q.subnets, &q.groups);
-        let mut broken = Vec::new();
-        match efa_rules::types_have_efa(&ec2, &q.types).await {
-            Ok(b) => broken.extend(b),
-            Err(e) => detail.lines.push(format!(
-                "queue {queue}: EFA of the instance types not judged (DescribeInstanceTypes: {})",
-                e.message
-            )),
-        }
-        if !subnets.is_empty() {
-            match efa_rules::one_zone(&ec2, subnets).await {
-                Ok(b) => broken.extend(b),
-                Err(e) => detail.lines.push(format!(
-                    "queue {queue}: EFA zones not judged (DescribeSubnets: {})",
-                    e.message
-                )),
-            }
-        }
-        if !groups.is_empty() {
-            match efa_rules::self_rules(&ec2, groups).await {
-                Ok(b) => broken.extend(b),
-                Err(e) => detail.lines.push(format!(
-                    "queue {queue}: EFA security groups not judged (DescribeSecurityGroups: {})",
-                    e.message
-                )),
-            }
-        }
+        let (broken, unjudged) = efa_rules::judge(&ec2, &q.types, &q.subnets, &q.groups).await;
+        let queue = &q.name;
+        detail
+            .lines
+            .extend(unjudged.into_iter().map(|u| format!("queue {queue}: {u}")));
         detail.refusals.extend(broken.into_iter().map(|b| Refusal {
             message: format!("queue {queue}: EFA: {}", b.message),
             help: b.fix,

@@ -243,39 +243,21 @@ pub(super) async fn judge(
 /// The EFA rules EC2 answers for: instance types with EFA, one zone among
 /// the subnets, groups that let all traffic in from and out to themselves.
 async fn efa_online(sdk: &SdkConfig, launch: &Launch, judged: &mut Judged) {
-    let ec2 = Ec2::new(sdk);
-    let mut broken = Vec::new();
-    if !launch.instance_types.is_empty() {
-        match efa_rules::types_have_efa(&ec2, &launch.instance_types).await {
-            Ok(b) => broken.extend(b),
-            Err(e) => judged.lines.push(format!(
-                "{}: EFA of the instance types not judged (DescribeInstanceTypes: {})",
-                launch.name, e.message
-            )),
-        }
-    }
-    match &launch.subnets {
-        Some(subnets) if !subnets.is_empty() => match efa_rules::one_zone(&ec2, subnets).await {
-            Ok(b) => broken.extend(b),
-            Err(e) => judged.lines.push(format!(
-                "{}: EFA zones not judged (DescribeSubnets: {})",
-                launch.name, e.message
-            )),
-        },
-        _ => judged.lines.push(format!(
+    let subnets = launch.subnets.clone().unwrap_or_default();
+    if subnets.is_empty() {
+        judged.lines.push(format!(
             "{}: EFA zones not judged: its subnets are known only once the stacks they come from exist",
             launch.name
-        )),
+        ));
     }
-    if let Some(groups) = launch.groups.as_ref().filter(|g| !g.is_empty()) {
-        match efa_rules::self_rules(&ec2, groups).await {
-            Ok(b) => broken.extend(b),
-            Err(e) => judged.lines.push(format!(
-                "{}: EFA security groups not judged (DescribeSecurityGroups: {})",
-                launch.name, e.message
-            )),
-        }
-    }
+    let groups = launch.groups.clone().unwrap_or_default();
+    let (broken, unjudged) =
+        efa_rules::judge(&Ec2::new(sdk), &launch.instance_types, &subnets, &groups).await;
+    judged.lines.extend(
+        unjudged
+            .into_iter()
+            .map(|u| format!("{}: {u}", launch.name)),
+    );
     judged.refusals.extend(broken.into_iter().map(|b| Refusal {
         message: format!("compute environment {}: EFA: {}", launch.name, b.message),
         help: b.fix,
