@@ -27,16 +27,22 @@ import time
 import tomllib
 import urllib.parse
 
+from warm_up import WarmUp
+
 REPORT_PATH = "/moto-api/flow-latency/report"
 
 
 class Held:
     """One resource held in progress."""
 
-    def __init__(self, kind, name, seconds):
+    def __init__(self, kind, name, seconds, arrived):
         self.kind = kind
         self.name = name
-        self.created = time.time()
+        # The clock starts when the create call arrived, not when moto
+        # answered it: moto does a stack's or a cluster's emulation inside
+        # the call (100 - 200 ms, 6 - 12 s at x60), where AWS does that work
+        # inside the operation's length.
+        self.created = arrived
         self.ready = self.created + seconds
         self.looks = 0
         self.first_seen_ready = None
@@ -70,6 +76,9 @@ class Model:
         self.lock = threading.Lock()
         self.held = {}
         self.calls = {}
+        # Every call's operation, start and end (time.time()), for finding
+        # where a run's time went between the held operations.
+        self.timeline = []
 
     def seconds(self, section, key):
         real = self.table.get(section, {}).get(key)
@@ -84,11 +93,11 @@ class Model:
         )
         return real / self.scale
 
-    def hold(self, kind, name, seconds):
+    def hold(self, kind, name, seconds, arrived):
         with self.lock:
             # A create answered twice (a retried call moto accepted again)
             # keeps the first clock: the far side started once.
-            self.held.setdefault((kind, name), Held(kind, name, seconds))
+            self.held.setdefault((kind, name), Held(kind, name, seconds, arrived))
 
     def look(self, kind, name):
         """Whether `name` is still in progress; counts the look."""
@@ -104,12 +113,17 @@ class Model:
         with self.lock:
             self.calls[op] = self.calls.get(op, 0) + 1
 
+    def answered(self, op, started):
+        with self.lock:
+            self.timeline.append((op, started, time.time()))
+
     def report(self):
         with self.lock:
             return {
                 "scale": self.scale,
                 "calls": dict(self.calls),
                 "held": [h.as_json() for h in self.held.values()],
+                "timeline": [{"op": op, "start": a, "end": b} for op, a, b in self.timeline],
             }
 
 
@@ -135,6 +149,7 @@ class Request:
     """What the model needs of one request."""
 
     def __init__(self, environ):
+        self.arrived = time.time()
         self.method = environ.get("REQUEST_METHOD", "GET")
         self.path = environ.get("PATH_INFO", "")
         self.target = environ.get("HTTP_X_AMZ_TARGET", "")
@@ -173,21 +188,30 @@ def _rewrite_json(out, change):
 class Layer:
     """The WSGI layer: counts, holds, rewrites."""
 
-    def __init__(self, app, model):
+    def __init__(self, app, model, warm_up=None):
         self.app = app
         self.model = model
+        self.warm_up = warm_up
 
     def __call__(self, environ, start_response):
         if environ.get("PATH_INFO") == REPORT_PATH:
             body = json.dumps(self.model.report()).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
+        if self.warm_up is not None:
+            if self.warm_up.is_warm_up(environ):
+                return self.app(environ, start_response)
+            self.warm_up.wait(environ)
         req = Request(environ)
+        started = req.arrived
         op = req.operation()
         self.model.count(op)
         after = self.after(req, op)
         if after is None:
-            return self.app(environ, start_response)
+            try:
+                return self.app(environ, start_response)
+            finally:
+                self.model.answered(op, started)
         captured = {}
         chunks = []
 
@@ -208,6 +232,7 @@ class Layer:
         headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
         headers.append(("Content-Length", str(len(out))))
         start_response(status, headers)
+        self.model.answered(op, started)
         return [out]
 
     def after(self, req, op):
@@ -216,7 +241,7 @@ class Layer:
         if op == "CreateStack":
             name = req.form.get("StackName")
             seconds = m.stack_seconds(req.form.get("TemplateBody"))
-            return lambda out: (m.hold("cloudformation", name, seconds), out)[1]
+            return lambda out: (m.hold("cloudformation", name, seconds, req.arrived), out)[1]
         if op == "DescribeStacks" and req.form.get("StackName"):
             name = _stack_name(req.form["StackName"])
 
@@ -233,7 +258,7 @@ class Layer:
             def created_fs(out):
                 fs_id = _json(out).get("FileSystem", {}).get("FileSystemId")
                 if fs_id and seconds is not None:
-                    m.hold("fsx.lustre", fs_id, seconds)
+                    m.hold("fsx.lustre", fs_id, seconds, req.arrived)
                 return out
 
             return created_fs
@@ -253,16 +278,16 @@ class Layer:
             return describe_fs
         parts = req.path.strip("/").split("/")
         if req.method == "POST" and parts == ["clusters"]:
-            return self._hold_named("eks.cluster", _json(req.body).get("name"))
+            return self._hold_named(req, "eks.cluster", _json(req.body).get("name"))
         if req.method == "POST" and len(parts) == 3 and parts[0] == "clusters" and parts[2] == "node-groups":
             name = _json(req.body).get("nodegroupName")
-            return self._hold_named("eks.nodegroup", f"{parts[1]}/{name}")
+            return self._hold_named(req, "eks.nodegroup", f"{parts[1]}/{name}")
         if req.method == "GET" and len(parts) == 2 and parts[0] == "clusters":
             return self._describe_named("eks.cluster", parts[1], "cluster", "ACTIVE")
         if req.method == "GET" and len(parts) == 4 and parts[0] == "clusters" and parts[2] == "node-groups":
             return self._describe_named("eks.nodegroup", f"{parts[1]}/{parts[3]}", "nodegroup", "ACTIVE")
         if op == "batch:createcomputeenvironment":
-            return self._hold_named("batch.compute_environment", _json(req.body).get("computeEnvironmentName"))
+            return self._hold_named(req, "batch.compute_environment", _json(req.body).get("computeEnvironmentName"))
         if op == "batch:describecomputeenvironments":
             def describe_ce(out):
                 def change(doc):
@@ -278,11 +303,11 @@ class Layer:
             return describe_ce
         return None
 
-    def _hold_named(self, kind, name):
+    def _hold_named(self, req, kind, name):
         seconds = self.model.seconds("operations", kind)
         if not name or seconds is None:
             return None
-        return lambda out: (self.model.hold(kind, name, seconds), out)[1]
+        return lambda out: (self.model.hold(kind, name, seconds, req.arrived), out)[1]
 
     def _describe_named(self, kind, name, field, done):
         def describe(out):
@@ -310,6 +335,8 @@ def install():
         table = tomllib.load(f)
     scale = float(os.environ.get("FLOW_LATENCY_SCALE") or table.get("scale", 60))
     model = Model(table, scale)
+    warm = WarmUp()
+    warm.start()
 
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
@@ -318,7 +345,7 @@ def install():
     def call(self, environ, start_response):
         layer = getattr(self, "_flow_latency", None)
         if layer is None:
-            layer = self._flow_latency = Layer(lambda e, s: dispatch(self, e, s), model)
+            layer = self._flow_latency = Layer(lambda e, s: dispatch(self, e, s), model, warm)
         return layer(environ, start_response)
 
     DomainDispatcherApplication.__call__ = call
