@@ -30,6 +30,7 @@ use async_trait::async_trait;
 use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::types::Stack;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use super::{config, error, tags};
 use crate::contract::{
@@ -147,8 +148,9 @@ fn change_set_name(token: &str) -> String {
 }
 
 impl CloudFormationStack {
-    /// Waits for a stack this create started (or is resuming) and turns its
-    /// settled state into the result.
+    /// Waits for a stack this create started (`sent`: when its
+    /// `CreateStack` went out, if this call sent it) or is resuming, and
+    /// turns its settled state into the result.
     async fn finish_create(
         &self,
         client: &Client,
@@ -156,8 +158,12 @@ impl CloudFormationStack {
         spec: &StackSpec,
         since: i64,
         seen: HashSet<String>,
+        sent: Option<Instant>,
     ) -> Result<Applied, ProviderError> {
-        let pace = stack::pace(ctx, Some(&spec.body));
+        let mut pace = stack::pace(ctx, Some(&spec.body));
+        if let Some(sent) = sent {
+            pace = pace.since(sent);
+        }
         let settled = settle(client, pace, ctx.reporter.as_ref(), &spec.name, since, seen).await?;
         match settled {
             Some(s) if USABLE.contains(&status(&s)) => Ok(applied(&s, spec)),
@@ -332,7 +338,9 @@ impl Provider for CloudFormationStack {
                     spec.name
                 ));
                 let seen = stack::seen_events(&client, &spec.name).await;
-                return self.finish_create(&client, ctx, &spec, since, seen).await;
+                return self
+                    .finish_create(&client, ctx, &spec, since, seen, None)
+                    .await;
             }
             if token.is_some()
                 && (st == "ROLLBACK_COMPLETE" || st == "ROLLBACK_FAILED" || st == "CREATE_FAILED")
@@ -368,6 +376,7 @@ impl Provider for CloudFormationStack {
         if !ctx.token.is_empty() {
             request = request.client_request_token(&ctx.token);
         }
+        let sent = Instant::now();
         match request.send().await {
             Ok(_) => {}
             // A retry of our own call that had reached CloudFormation.
@@ -381,7 +390,7 @@ impl Provider for CloudFormationStack {
             }
             Err(e) => return Err(error::refused(&format!("create stack `{}`", spec.name), e)),
         }
-        self.finish_create(&client, ctx, &spec, since, HashSet::new())
+        self.finish_create(&client, ctx, &spec, since, HashSet::new(), Some(sent))
             .await
     }
 

@@ -16,6 +16,7 @@ use aws_sdk_fsx::types::{
     CreateFileSystemLustreConfiguration, FileSystemType, LustreDeploymentType, Tag,
 };
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::{config, error, inputs, tags};
 use crate::contract::{
@@ -52,14 +53,16 @@ async fn client(ctx: &OpContext) -> Result<Client, ProviderError> {
 }
 
 impl FsxLustre {
-    /// Waits for a file system this operation made and returns its outputs.
+    /// Waits for a file system this operation made (its create sent at
+    /// `sent`, when this call made it) and returns its outputs.
     async fn finish(
         &self,
         ctx: &OpContext,
         client: &Client,
         id: &str,
+        sent: Option<Instant>,
     ) -> Result<Applied, ProviderError> {
-        let fs = settle(ctx, client, id, false).await?;
+        let fs = settle(ctx, client, id, false, sent).await?;
         Ok(applied(
             &fs.expect("settle without gone_ok returns a file system"),
         ))
@@ -134,7 +137,7 @@ impl Provider for FsxLustre {
             ctx.reporter.event(&format!(
                 "file system `{id}` was already created by this operation"
             ));
-            return self.finish(ctx, &client, &id).await;
+            return self.finish(ctx, &client, &id, None).await;
         }
         let capacity = inputs::opt_int(values, "storage_capacity")?
             .ok_or_else(|| ProviderError::bad_input("`storage_capacity` is required"))?;
@@ -175,6 +178,7 @@ impl Provider for FsxLustre {
         // would make a second file system wherever the token is not
         // honoured. The engine retries instead, and this create looks for
         // the token's file system first.
+        let sent = Instant::now();
         let out = request
             .customize()
             .config_override(
@@ -192,7 +196,7 @@ impl Provider for FsxLustre {
         ctx.reporter.event(&format!(
             "file system `{id}` created; waiting until it is AVAILABLE"
         ));
-        self.finish(ctx, &client, &id).await
+        self.finish(ctx, &client, &id, Some(sent)).await
     }
 
     async fn update(
@@ -206,7 +210,7 @@ impl Provider for FsxLustre {
             .id
             .ok_or_else(|| ProviderError::fatal("state records no file system id").with_help("the step's record is incomplete (written by an older flow, or edited by hand): look at it with `flow state show FILE STEP`, or restore a backup with `flow state restore`"))?
             .to_string();
-        let Some(fs) = settle(ctx, &client, &id, true).await? else {
+        let Some(fs) = settle(ctx, &client, &id, true, None).await? else {
             return Err(ProviderError::fatal(format!(
                 "file system `{id}` no longer exists; run `flow apply --replace {}` to create it again",
                 ctx.step
@@ -260,7 +264,7 @@ impl Provider for FsxLustre {
                 .await
                 .map_err(|e| error::aws(&format!("untag file system `{id}`"), e))?;
         }
-        self.finish(ctx, &client, &id).await
+        self.finish(ctx, &client, &id, None).await
     }
 
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
@@ -389,7 +393,7 @@ impl Provider for FsxLustre {
                 lifecycle(&fs)
             ));
         }
-        match settle(ctx, &client, &id, true).await {
+        match settle(ctx, &client, &id, true, None).await {
             Ok(Some(fs)) => Ok(ReadOutcome::Present(applied(&fs))),
             Ok(None) => Ok(ReadOutcome::Missing),
             // FSx gave up on it (FAILED, MISCONFIGURED): delete, then create anew.

@@ -30,6 +30,10 @@ pub(crate) struct Pace {
     pub limit: Duration,
     /// How the delays are chosen.
     pub rhythm: Rhythm,
+    /// When the operation was asked for, if this wait follows the call that
+    /// started it: the expected length counts from there, as the service's
+    /// does, not from the answer (`None`: from the wait's start).
+    pub since: Option<Instant>,
 }
 
 /// How the delays of a wait are chosen.
@@ -50,6 +54,7 @@ impl Pace {
         max: pacing::BUDGET,
         limit: Duration::from_secs(6 * 3600),
         rhythm: Rhythm::Cloud(None),
+        since: None,
     };
 
     /// Pacing for a cloud operation that usually lasts `expected`
@@ -65,6 +70,15 @@ impl Pace {
     pub fn within(self, timeout: Option<Duration>) -> Pace {
         Pace {
             limit: timeout.map_or(self.limit, |t| self.limit.max(t)),
+            ..self
+        }
+    }
+
+    /// The same pace, counting the operation's length from `sent`, when the
+    /// call that started it went out.
+    pub fn since(self, sent: Instant) -> Pace {
+        Pace {
+            since: Some(sent),
             ..self
         }
     }
@@ -138,7 +152,7 @@ impl<'a> Waiter<'a> {
         Waiter {
             pace,
             what: what.into(),
-            start: Instant::now(),
+            start: pace.since.unwrap_or_else(Instant::now),
             last: Duration::ZERO,
             looks: 0,
             failed_looks: 0,
@@ -235,6 +249,7 @@ mod tests {
         max: Duration::from_millis(4),
         limit: Duration::from_secs(5),
         rhythm: Rhythm::Growing,
+        since: None,
     };
 
     #[tokio::test]
@@ -305,5 +320,34 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    #[tokio::test]
+    async fn a_wait_since_its_call_counts_from_the_call() {
+        let reporter = RecordingReporter::default();
+        let pace = Pace {
+            limit: Duration::from_millis(200),
+            ..FAST
+        };
+        let mut looks = 0;
+        // Asked for a second ago: the limit is already past after one look.
+        let sent = Instant::now() - Duration::from_secs(1);
+        let err = until(pace.since(sent), &reporter, "cluster c", || {
+            looks += 1;
+            async { Ok::<Step<()>, ProviderError>(Step::Pending(vec![])) }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(looks, 1, "{}", err.message);
+        assert!(err.message.contains("after 1s"), "{}", err.message);
+        // From the wait's own start, the same pace looks many times first.
+        looks = 0;
+        until(pace, &reporter, "cluster c", || {
+            looks += 1;
+            async { Ok::<Step<()>, ProviderError>(Step::Pending(vec![])) }
+        })
+        .await
+        .unwrap_err();
+        assert!(looks > 10, "{looks} looks");
     }
 }

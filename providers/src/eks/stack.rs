@@ -7,6 +7,7 @@
 use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::types::{Capability, Stack, Tag};
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::shared_error as error;
 use super::shared_pacing::expected;
@@ -70,8 +71,10 @@ pub async fn ensure(
     name: &str,
     template: &Value,
 ) -> Result<Values, ProviderError> {
+    let mut sent = None;
     if describe(cfn, name).await?.is_none() {
         ctx.reporter.event(&format!("creating stack {name}"));
+        sent = Some(Instant::now());
         let mut req = cfn
             .create_stack()
             .stack_name(name)
@@ -96,7 +99,10 @@ pub async fn ensure(
         }
     }
     let what = format!("stack `{name}`");
-    let pace = Pace::expecting(expected::stack(&template.to_string())).within(ctx.timeout);
+    let mut pace = Pace::expecting(expected::stack(&template.to_string())).within(ctx.timeout);
+    if let Some(sent) = sent {
+        pace = pace.since(sent);
+    }
     until(pace, ctx.reporter.as_ref(), &what, || async {
         let Some(stack) = describe(cfn, name).await? else {
             return Err(ProviderError::vanished(format!(

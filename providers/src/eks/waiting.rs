@@ -8,6 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_eks::types::{Cluster, ClusterStatus, Nodegroup, NodegroupStatus};
+use tokio::time::Instant;
 
 use super::shared_error as error;
 use super::shared_poll::{Pace, Step, until};
@@ -122,13 +123,15 @@ fn status_word(status: Option<&str>) -> String {
 }
 
 /// Look at `what` (`` cluster `x` ``), expected to take `expected`
-/// ([`shared_pacing::expected`]), until `condition` is met, reporting its
-/// status as it changes. The object disappearing fails the wait
-/// ([`ProviderError::vanished`]); a failed condition fails it with `help`.
+/// ([`shared_pacing::expected`]) from `sent` (when the call that started it
+/// went out, if the caller sent it; else from now), until `condition` is
+/// met, reporting its status as it changes. The object disappearing fails
+/// the wait ([`ProviderError::vanished`]); a failed condition fails it with
+/// `help`.
 pub(super) async fn await_condition<T, F, Fut>(
     ctx: &OpContext,
     what: &str,
-    expected: Duration,
+    (expected, sent): (Duration, Option<Instant>),
     look: F,
     condition: fn(&T) -> Condition,
     help: &str,
@@ -137,7 +140,10 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<Option<T>, ProviderError>>,
 {
-    let pace = Pace::expecting(expected).within(ctx.timeout);
+    let mut pace = Pace::expecting(expected).within(ctx.timeout);
+    if let Some(sent) = sent {
+        pace = pace.since(sent);
+    }
     until(pace, ctx.reporter.as_ref(), what, || async {
         let Some(object) = look().await? else {
             return Err(ProviderError::vanished(format!("{what} disappeared")));

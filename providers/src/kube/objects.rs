@@ -23,6 +23,7 @@ pub const KUBE_PACE: Pace = Pace {
     max: std::time::Duration::from_secs(5),
     limit: std::time::Duration::from_secs(24 * 3600),
     rhythm: Rhythm::Growing,
+    since: None,
 };
 
 /// An object flow applied, as state records it.

@@ -3,6 +3,7 @@
 
 use aws_sdk_fsx::Client;
 use aws_sdk_fsx::types::FileSystem;
+use tokio::time::Instant;
 
 use super::file_system::{describe, lifecycle};
 use crate::aws::pacing;
@@ -10,19 +11,24 @@ use crate::aws::poll::{Pace, Waiter};
 use crate::contract::{OpContext, ProviderError};
 
 /// Waits until file system `id` is `AVAILABLE` (or gone, with `gone_ok`),
-/// reporting lifecycle changes.
+/// reporting lifecycle changes; `sent`: when the create that started it went
+/// out, if this call sent it.
 pub(super) async fn settle(
     ctx: &OpContext,
     client: &Client,
     id: &str,
     gone_ok: bool,
+    sent: Option<Instant>,
 ) -> Result<Option<FileSystem>, ProviderError> {
     // A create (gone not expected) takes minutes; other changes, unknown.
-    let pace = if gone_ok {
+    let mut pace = if gone_ok {
         Pace::LONG
     } else {
         Pace::expecting(pacing::expected::FSX_LUSTRE)
     };
+    if let Some(sent) = sent {
+        pace = pace.since(sent);
+    }
     let mut waiter = Waiter::new(
         pace.within(ctx.timeout),
         ctx.reporter.as_ref(),

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use super::super::nodegroup::{self, NodegroupSpec};
 use super::super::shared_error as error;
@@ -85,10 +86,21 @@ pub(super) async fn wait_active(
     eks: &aws_sdk_eks::Client,
     name: &str,
 ) -> Result<aws_sdk_eks::types::Cluster, ProviderError> {
+    wait_active_since(ctx, eks, name, None).await
+}
+
+/// Waits until the cluster is `ACTIVE`, its create sent at `sent` (if this
+/// call sent it).
+async fn wait_active_since(
+    ctx: &OpContext,
+    eks: &aws_sdk_eks::Client,
+    name: &str,
+    sent: Option<Instant>,
+) -> Result<aws_sdk_eks::types::Cluster, ProviderError> {
     waiting::await_condition(
         ctx,
         &format!("cluster `{name}`"),
-        expected::EKS_CLUSTER,
+        (expected::EKS_CLUSTER, sent),
         || waiting::find_cluster(eks, name),
         waiting::cluster_active,
         "EKS gave up on the cluster: read its health issues above, fix the cause (the role, the subnets), \
@@ -158,6 +170,7 @@ pub(super) async fn converge(
     let eks = super::super::client(ctx).await?;
     let cfn = stack::client(ctx).await?;
     let spec = &with_vpc(ctx, &cfn, spec, true).await?;
+    let mut sent = None;
     match waiting::find_cluster(&eks, &spec.name).await? {
         Some(c) => {
             let token = c.tags().and_then(|t| t.get(TOKEN));
@@ -192,6 +205,7 @@ pub(super) async fn converge(
             let all: HashMap<String, String> = tags::with_token(&spec.tags, &ctx.token)
                 .into_iter()
                 .collect();
+            sent = Some(Instant::now());
             eks.create_cluster()
                 .name(&spec.name)
                 .set_version(spec.version.clone())
@@ -204,7 +218,7 @@ pub(super) async fn converge(
                 .map_err(|e| error::refused(&format!("create cluster `{}`", spec.name), e))?;
         }
     }
-    let cluster = wait_active(ctx, &eks, &spec.name).await?;
+    let cluster = wait_active_since(ctx, &eks, &spec.name, sent).await?;
     if spec.with_oidc
         && let Some(issuer) = cluster
             .identity()

@@ -7,6 +7,7 @@ use aws_sdk_eks::types::{
     AmiTypes, CapacityTypes, LaunchTemplateSpecification, NodegroupScalingConfig, Taint,
 };
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use super::super::shared_error as error;
 use super::super::shared_pacing::expected;
@@ -141,10 +142,11 @@ pub async fn create(
         }
         None => req = req.set_disk_size(spec.disk_size),
     }
+    let sent = Instant::now();
     req.send()
         .await
         .map_err(|e| error::refused(&format!("create node group `{}`", spec.name), e))?;
-    wait_active(ctx, eks, spec).await
+    wait_active_since(ctx, eks, spec, Some(sent)).await
 }
 
 /// The node group `spec` describes, if it exists.
@@ -195,10 +197,21 @@ pub(super) async fn wait_active(
     eks: &aws_sdk_eks::Client,
     spec: &NodegroupSpec,
 ) -> Result<Values, ProviderError> {
+    wait_active_since(ctx, eks, spec, None).await
+}
+
+/// Waits until the node group is `ACTIVE`, its create sent at `sent` (if
+/// this call sent it); its outputs then.
+async fn wait_active_since(
+    ctx: &OpContext,
+    eks: &aws_sdk_eks::Client,
+    spec: &NodegroupSpec,
+    sent: Option<Instant>,
+) -> Result<Values, ProviderError> {
     let ng = waiting::await_condition(
         ctx,
         &format!("node group `{}`", spec.name),
-        expected::EKS_NODEGROUP,
+        (expected::EKS_NODEGROUP, sent),
         || find(eks, spec),
         waiting::nodegroup_active,
         "EKS gave up on the node group: read its health issues above (capacity, the subnets, the \
