@@ -91,41 +91,43 @@ pub(crate) async fn self_rules(ec2: &Ec2, groups: &[String]) -> Result<Vec<Broke
 
 /// What EC2 says of EFA nodes of `types` in `subnets` with `groups` (empty:
 /// not asked): the broken rules, and a line for each rule EC2 did not
-/// answer for.
+/// answer for. The three questions go to EC2 at once.
 pub(crate) async fn judge(
     ec2: &Ec2,
     types: &[String],
     subnets: &[String],
     groups: &[String],
 ) -> (Vec<Broken>, Vec<String>) {
+    let (types_answer, zones_answer, groups_answer) = tokio::join!(
+        async { (!types.is_empty()).then_some(types_have_efa(ec2, types).await) },
+        async { (!subnets.is_empty()).then_some(one_zone(ec2, subnets).await) },
+        async { (!groups.is_empty()).then_some(self_rules(ec2, groups).await) },
+    );
     let mut broken = Vec::new();
     let mut unjudged = Vec::new();
-    if !types.is_empty() {
-        match types_have_efa(ec2, types).await {
-            Ok(b) => broken.extend(b),
-            Err(e) => unjudged.push(format!(
-                "EFA of the instance types not judged (DescribeInstanceTypes: {})",
-                e.message
-            )),
-        }
+    match types_answer {
+        Some(Ok(b)) => broken.extend(b),
+        Some(Err(e)) => unjudged.push(format!(
+            "EFA of the instance types not judged (DescribeInstanceTypes: {})",
+            e.message
+        )),
+        None => {}
     }
-    if !subnets.is_empty() {
-        match one_zone(ec2, subnets).await {
-            Ok(b) => broken.extend(b),
-            Err(e) => unjudged.push(format!(
-                "EFA zones not judged (DescribeSubnets: {})",
-                e.message
-            )),
-        }
+    match zones_answer {
+        Some(Ok(b)) => broken.extend(b),
+        Some(Err(e)) => unjudged.push(format!(
+            "EFA zones not judged (DescribeSubnets: {})",
+            e.message
+        )),
+        None => {}
     }
-    if !groups.is_empty() {
-        match self_rules(ec2, groups).await {
-            Ok(b) => broken.extend(b),
-            Err(e) => unjudged.push(format!(
-                "EFA security groups not judged (DescribeSecurityGroups: {})",
-                e.message
-            )),
-        }
+    match groups_answer {
+        Some(Ok(b)) => broken.extend(b),
+        Some(Err(e)) => unjudged.push(format!(
+            "EFA security groups not judged (DescribeSecurityGroups: {})",
+            e.message
+        )),
+        None => {}
     }
     (broken, unjudged)
 }

@@ -28,7 +28,17 @@ pub async fn look(ctx: &OpContext, spec: &NodegroupSpec) -> Result<Looked, Provi
         return Ok(out);
     }
     let ec2 = Ec2::new(&super::super::sdk_config(ctx).await?);
-    match ec2.instance_types(&spec.instance_types).await {
+    let zones_asked = !spec.subnet_ids.is_empty() && spec.capacity_reservation_id.is_none();
+    // The three questions go to EC2 at once.
+    let (types, zones, groups) = tokio::join!(
+        ec2.instance_types(&spec.instance_types),
+        async { zones_asked.then_some(efa_rules::one_zone(&ec2, &spec.subnet_ids).await) },
+        async {
+            (!spec.security_group_ids.is_empty())
+                .then_some(efa_rules::self_rules(&ec2, &spec.security_group_ids).await)
+        },
+    );
+    match types {
         Ok(types) => {
             for t in &types {
                 if !t.supported {
@@ -49,29 +59,27 @@ pub async fn look(ctx: &OpContext, spec: &NodegroupSpec) -> Result<Looked, Provi
             e.message
         )),
     }
-    if !spec.subnet_ids.is_empty() && spec.capacity_reservation_id.is_none() {
-        match efa_rules::one_zone(&ec2, &spec.subnet_ids).await {
-            Ok(broken) => out
-                .problems
-                .extend(broken.map(|b| format!("{}: {} in subnet_ids", b.message, b.fix))),
-            Err(e) => out.unjudged.push(format!(
-                "the subnets' zones (DescribeSubnets: {})",
-                e.message
-            )),
-        }
+    match zones {
+        Some(Ok(broken)) => out
+            .problems
+            .extend(broken.map(|b| format!("{}: {} in subnet_ids", b.message, b.fix))),
+        Some(Err(e)) => out.unjudged.push(format!(
+            "the subnets' zones (DescribeSubnets: {})",
+            e.message
+        )),
+        None => {}
     }
-    if !spec.security_group_ids.is_empty() {
-        match efa_rules::self_rules(&ec2, &spec.security_group_ids).await {
-            Ok(broken) => out.problems.extend(
-                broken
-                    .into_iter()
-                    .map(|b| format!("{}: {}", b.message, b.fix)),
-            ),
-            Err(e) => out.unjudged.push(format!(
-                "the security groups' rules (DescribeSecurityGroups: {})",
-                e.message
-            )),
-        }
+    match groups {
+        Some(Ok(broken)) => out.problems.extend(
+            broken
+                .into_iter()
+                .map(|b| format!("{}: {}", b.message, b.fix)),
+        ),
+        Some(Err(e)) => out.unjudged.push(format!(
+            "the security groups' rules (DescribeSecurityGroups: {})",
+            e.message
+        )),
+        None => {}
     }
     Ok(out)
 }
