@@ -263,6 +263,19 @@ def print_seed(seed, r):
         worst &= ok
         print(f"    {h['kind'] + ' ' + h['name']:<38} {real / 60:5.1f} min {h['looks']:6d}   {waiter:8d}"
               f"      {late:5.1f} s ({late / real:.1%}){'' if ok else '  OVER'}")
+    print("  the critical path as run (x{:g}): step, start after its last dependency ended, length run / table".format(r["scale"]))
+    span = {s["step"]: s for s in r["spans"]["steps"]}
+    t0 = r["spans"]["started_ms"]
+    prev_end = None
+    for n in r["path"]:
+        s = span.get(n)
+        if not s or s.get("end_ms") is None:
+            continue
+        start = (s["start_ms"] - t0) / 1000.0 * r["scale"]
+        run = (s["end_ms"] - s["start_ms"]) / 1000.0 * r["scale"]
+        gap = start - prev_end if prev_end is not None else start
+        print(f"    {n:<24} +{gap:5.1f} s   {run / 60:5.2f} / {r['length'][n] / 60:5.2f} min  ({run - r['length'][n]:+.1f} s)")
+        prev_end = (s["end_ms"] - t0) / 1000.0 * r["scale"]
     calls = r["report"]["calls"]
     print(f"  API calls: {sum(calls.values())} in all; "
           + ", ".join(f"{k} {v}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
@@ -278,6 +291,7 @@ def main():
     ap.add_argument("--scale", type=float,
                     help="divide the table's lengths by this instead of its `scale` (a smaller one shrinks what "
                          "the model's own call latency adds, at the cost of a longer run)")
+    ap.add_argument("--dump", help="write the last run's spans and the model's report (with every call) here")
     a = ap.parse_args()
     if not a.flow:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "flow"], cwd=ROOT, check=True)
@@ -295,6 +309,9 @@ def main():
             try:
                 r = run_seed(flow, seed, SEEDS[seed], table, wd, a.gantt and seed == "eks-p4d")
                 print_seed(seed if a.runs == 1 else f"{seed} (run {i + 1})", r)
+                if a.dump:
+                    with open(a.dump, "w") as f:
+                        json.dump({k: r[k] for k in ("spans", "report", "path", "length", "scale")}, f)
                 if a.gantt and seed == "eks-p4d":
                     shutil.copy(os.path.join(r["out"], "report.html"), a.gantt)
             finally:
