@@ -30,6 +30,13 @@ impl Journal {
         }
     }
 
+    /// Leaves the records and durable flags to the process's exit (see
+    /// [`super::context::RunContext::leave_to_exit`]).
+    pub fn leave_to_exit(&self) {
+        std::mem::forget(std::mem::take(&mut *self.records.lock().expect("records")));
+        std::mem::forget(std::mem::take(&mut *self.durable.lock().expect("durable")));
+    }
+
     /// The record of `name`, as this run last wrote it.
     pub fn record(&self, name: &str) -> Option<StepRecord> {
         self.records.lock().expect("records").get(name).cloned()
