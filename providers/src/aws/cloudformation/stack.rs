@@ -160,11 +160,14 @@ pub(super) async fn settle(
     let mut waiter = Waiter::new(pace, reporter, format!("stack `{stack}`"));
     loop {
         let look = async {
-            let found = describe(client, stack).await?;
+            // The stack and its events are asked for at once: a look costs
+            // one round trip, not two (a stack that is gone has no events
+            // to show, and their error is then not one).
+            let (found, recent) = tokio::join!(describe(client, stack), events(client, stack));
+            let found = found?;
             let lines = match &found {
                 Some(_) => {
-                    let mut fresh: Vec<StackEvent> = events(client, stack)
-                        .await?
+                    let mut fresh: Vec<StackEvent> = recent?
                         .into_iter()
                         .filter(|e| when(e) >= since)
                         .filter(|e| e.event_id().is_some_and(|id| !seen.contains(id)))
