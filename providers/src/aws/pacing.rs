@@ -68,14 +68,46 @@ const BEFORE: u32 = 3;
 /// …to this many after it; later every [`BUDGET`] (or [`NEAR`] if longer).
 const AFTER: u32 = 2;
 
+/// The looks near an operation's expected end.
+struct Window {
+    /// The first near look.
+    start: Duration,
+    /// The last near look.
+    end: Duration,
+    /// How many near looks come before the expected end.
+    before: u32,
+    /// The looks a 15-s waiter makes by `end`, the first one included.
+    budget_to_end: u32,
+}
+
+impl Window {
+    /// The window of an operation expected to last `expected`. One too
+    /// short for every near look (under 90 s) keeps those at and after its
+    /// expected end and gives up the earlier ones: an end a little late is
+    /// then seen within 2.5 %, where the budget would otherwise hold the
+    /// next look back 15 s.
+    fn of(expected: Duration) -> Window {
+        let near = expected.mul_f64(NEAR);
+        let end = expected + near * AFTER;
+        let budget_to_end = (end.as_secs_f64() / BUDGET.as_secs_f64()) as u32 + 1;
+        let before = BEFORE.min(budget_to_end.saturating_sub(1 + AFTER + 1));
+        Window {
+            start: expected.saturating_sub(near * before),
+            end,
+            before,
+            budget_to_end,
+        }
+    }
+}
+
 /// The pause before the next look, `elapsed` into a wait for an operation
 /// expected to last `expected` (`None`: unknown), the last pause having been
 /// `last` (zero before the first) and `looks` looks made so far (the first,
 /// at once, included). All in real (unscaled) time.
 ///
 /// Known length: one look every eighth of it (at least 30 s apart) until
-/// shortly before the expected end, then every 2.5 % of it until shortly
-/// after, then every 15 s; and never look number k before 15·k s, so a
+/// shortly before the expected end (at it, for operations under 90 s),
+/// then every 2.5 % of it until shortly after, then every 15 s; and never look number k before 15·k s, so a
 /// wait never makes more looks than a waiter polling every 15 s (the coarse
 /// looks early on save what the near-end looks spend). Unknown: 2 s growing
 /// by half up to 15 s.
@@ -89,13 +121,16 @@ pub fn next_delay(
         return (last + last / 2).clamp(FIRST, BUDGET);
     };
     let near = expected.mul_f64(NEAR);
-    let window_start = expected.saturating_sub(near * BEFORE);
-    let window_end = expected + near * AFTER;
+    let Window {
+        start: window_start,
+        end: window_end,
+        before,
+        budget_to_end: budget_to_window_end,
+    } = Window::of(expected);
     let paced = if elapsed < window_start {
         // Coarse looks only as far as the budget up to the window's end
         // leaves room for every near look.
-        let budget_to_window_end = (window_end.as_secs_f64() / BUDGET.as_secs_f64()) as u32 + 1;
-        let near_looks = BEFORE + AFTER + 1;
+        let near_looks = before + AFTER + 1;
         let coarse_allowed = budget_to_window_end.saturating_sub(1 + near_looks);
         let to_window = window_start - elapsed;
         if looks > coarse_allowed {

@@ -46,6 +46,35 @@ fn an_end_near_the_expected_one_is_seen_within_three_percent() {
     }
 }
 
+/// A minute-long operation (a Batch compute environment's stack) has room
+/// for four looks after the first one: they go at and after its expected
+/// end, so an end up to 5 % late is seen within 2.5 % of its length, and
+/// one up to 2.5 % early within 4 %.
+#[test]
+fn a_minute_long_operation_is_looked_at_from_its_expected_end() {
+    let e = Duration::from_secs(60);
+    for fraction in [1.0, 1.001, 1.01, 1.02, 1.04, 1.05] {
+        let done = e.mul_f64(fraction);
+        let (looks, lag) = simulate(Some(e), done);
+        assert!(
+            lag <= e.mul_f64(0.025) + Duration::from_millis(1),
+            "ending at {fraction}: seen {lag:?} late"
+        );
+        assert!(
+            looks <= budget(done),
+            "ending at {fraction}: {looks} looks, a 15 s waiter {}",
+            budget(done)
+        );
+    }
+    for fraction in [0.975, 0.99] {
+        let (_, lag) = simulate(Some(e), e.mul_f64(fraction));
+        assert!(
+            lag <= e.mul_f64(0.04),
+            "ending at {fraction}: seen {lag:?} late"
+        );
+    }
+}
+
 #[test]
 fn long_operations_cost_fewer_calls_than_a_fifteen_second_waiter() {
     for e in [300, 600, 900].map(Duration::from_secs) {
@@ -69,7 +98,7 @@ fn early_and_late_ends_stay_within_the_budget() {
             // the looks near the expected end begin; a late one within the
             // coarse spacing too.
             let coarse = (BUDGET * 2).max(e / 8);
-            let window_start = e.mul_f64(1.0 - f64::from(BEFORE) * NEAR);
+            let window_start = Window::of(e).start;
             let seen = done + lag;
             assert!(
                 lag <= coarse
