@@ -82,10 +82,10 @@ struct Window {
 
 impl Window {
     /// The window of an operation expected to last `expected`. One too
-    /// short for every near look (under 90 s) keeps those at and after its
-    /// expected end and gives up the earlier ones: an end a little late is
-    /// then seen within 2.5 %, where the budget would otherwise hold the
-    /// next look back 15 s.
+    /// short for every near look (under 90 s) gives up those before its
+    /// expected end first, and keeps those at and after it: an end a little
+    /// late is then seen within 2.5 %, where the budget would otherwise
+    /// hold the next look back 15 s.
     fn of(expected: Duration) -> Window {
         let near = expected.mul_f64(NEAR);
         let end = expected + near * AFTER;
@@ -106,7 +106,8 @@ impl Window {
 /// at once, included). All in real (unscaled) time.
 ///
 /// Known length: one look every eighth of it (at least 30 s apart) until
-/// shortly before the expected end (at it, for operations under 90 s),
+/// shortly before the expected end (less before it, for operations under
+/// 90 s),
 /// then every 2.5 % of it until shortly after, then every 15 s; and never look number k before 15·k s, so a
 /// wait never makes more looks than a waiter polling every 15 s (the coarse
 /// looks early on save what the near-end looks spend). Unknown: 2 s growing

@@ -47,9 +47,9 @@ fn an_end_near_the_expected_one_is_seen_within_three_percent() {
 }
 
 /// A minute-long operation (a Batch compute environment's stack) has room
-/// for four looks after the first one: they go at and after its expected
-/// end, so an end up to 5 % late is seen within 2.5 % of its length, and
-/// one up to 2.5 % early within 4 %.
+/// for four looks after the first one: one just before its expected end
+/// and three at and after it, so an end up to 5 % late is seen within
+/// 2.5 % of its length, and one up to 2.5 % early within 4 %.
 #[test]
 fn a_minute_long_operation_is_looked_at_from_its_expected_end() {
     let e = Duration::from_secs(60);
