@@ -18,6 +18,7 @@ mod support;
 mod batch;
 mod faults;
 mod fsx;
+mod protected;
 mod resume;
 mod s3_sync;
 mod secrets;

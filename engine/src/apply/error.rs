@@ -58,6 +58,12 @@ pub enum StepError {
         /// What the step needs now.
         wanted: Action,
     },
+    /// With the values known now the step must be replaced, and it has
+    /// `lifecycle.prevent_destroy`.
+    #[error(
+        "with the values known now the step must be replaced, but it has lifecycle.prevent_destroy: nothing was deleted"
+    )]
+    Protected,
     /// Create, update and delete went round without the step settling.
     #[error("the step did not settle after several operations")]
     DidNotSettle,
@@ -108,6 +114,9 @@ impl StepError {
             StepError::PlanOutdated { .. } => {
                 Some("run `flow plan` to see the change, then apply again".into())
             }
+            StepError::Protected => Some(
+                "`flow plan` shows what forces the replacement: revert it, or remove prevent_destroy first".into(),
+            ),
             StepError::DidNotSettle => Some(
                 "look at the step's log with `flow logs FILE STEP`; the provider's object keeps changing under flow".into(),
             ),

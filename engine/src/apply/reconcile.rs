@@ -112,6 +112,15 @@ impl Op<'_> {
             if wanted > planned && did.is_none() {
                 return Err(StepError::PlanOutdated { planned, wanted });
             }
+            // A replacement the plan left to the real values (see
+            // `replace_if_changed`) that they turn out to need, on a step
+            // that must not be deleted: stop before anything is.
+            if wanted == Action::Replace
+                && !failed_replacement
+                && self.job.decl.as_ref().is_some_and(|d| d.prevent_destroy)
+            {
+                return Err(StepError::Protected);
+            }
             match wanted {
                 Action::NoOp => {
                     if rec.depends_on != self.job.depends_on || rec.last_error.is_some() {

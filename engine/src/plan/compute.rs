@@ -396,7 +396,16 @@ fn plan_step(
         action = Action::Update;
         reason = "changed outside flow".into();
     }
-    if action == Action::Replace && prevent_destroy {
+    if action == Action::Replace
+        && prevent_destroy
+        && change.replace_if_changed
+        && rec.in_flight.is_none()
+    {
+        // Replaced only if inputs known after apply turn out to change: the
+        // plan cannot tell, and apply refuses before deleting anything if
+        // they do (an EKS control-plane upgrade seldom changes its name).
+        reason.push_str("; lifecycle.prevent_destroy: apply stops, deleting nothing, if it does");
+    } else if action == Action::Replace && prevent_destroy {
         return Err(Box::new(Diag::new(
             "flow::prevent-destroy",
             format!("step `{name}` must be replaced ({reason}), but it has lifecycle.prevent_destroy"),
