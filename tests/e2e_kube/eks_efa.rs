@@ -138,3 +138,46 @@ fn ec2_judges_zones_and_self_rules_at_plan_and_apply_refuses() {
         .expect(0);
     assert_eq!(out.stdout.trim(), "32");
 }
+
+/// A rule with nothing to judge is not asked of EC2: a node group without
+/// `security_group_ids` makes no DescribeSecurityGroups (unfiltered, it
+/// would list every group in the region), while its instance types and
+/// subnets are still asked about, at once (the latency model counts).
+#[test]
+fn a_rule_with_nothing_to_judge_is_not_asked_of_ec2() {
+    let moto = Moto::start_with_latency(60);
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let vpc = first(
+        &ec2(&moto, "Action=CreateVpc&CidrBlock=10.0.0.0/16"),
+        "vpcId",
+    );
+    let subnet = first(
+        &ec2(
+            &moto,
+            &format!(
+                "Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.0.0.0/24&AvailabilityZone=us-east-1a"
+            ),
+        ),
+        "subnetId",
+    );
+    let p = Project::new();
+    p.write(
+        "wf.toml",
+        &WORKFLOW
+            .replace("SUBNET_A", &subnet)
+            .replace("SUBNET_B", &subnet)
+            .replace("SUBNETS", &format!("\"{subnet}\""))
+            .replace("security_group_ids = [\"GROUP\"]\n", ""),
+    );
+    let plan = p.run_env(&["plan", "wf.toml"], &env).expect(0);
+    assert!(
+        plan.stdout.contains("EFA: 32 interfaces per node"),
+        "{}",
+        plan.stdout
+    );
+    let calls = &moto.latency_report()["calls"];
+    assert_eq!(calls["DescribeInstanceTypes"], 1, "{calls}");
+    assert_eq!(calls["DescribeSubnets"], 1, "{calls}");
+    assert!(calls["DescribeSecurityGroups"].is_null(), "{calls}");
+}

@@ -98,10 +98,30 @@ pub(crate) async fn judge(
     subnets: &[String],
     groups: &[String],
 ) -> (Vec<Broken>, Vec<String>) {
+    // An empty list is not asked about at all: EC2 would answer an
+    // unfiltered describe with everything in the region.
     let (types_answer, zones_answer, groups_answer) = tokio::join!(
-        async { (!types.is_empty()).then_some(types_have_efa(ec2, types).await) },
-        async { (!subnets.is_empty()).then_some(one_zone(ec2, subnets).await) },
-        async { (!groups.is_empty()).then_some(self_rules(ec2, groups).await) },
+        async {
+            if types.is_empty() {
+                None
+            } else {
+                Some(types_have_efa(ec2, types).await)
+            }
+        },
+        async {
+            if subnets.is_empty() {
+                None
+            } else {
+                Some(one_zone(ec2, subnets).await)
+            }
+        },
+        async {
+            if groups.is_empty() {
+                None
+            } else {
+                Some(self_rules(ec2, groups).await)
+            }
+        },
     );
     let mut broken = Vec::new();
     let mut unjudged = Vec::new();

@@ -32,10 +32,19 @@ pub async fn look(ctx: &OpContext, spec: &NodegroupSpec) -> Result<Looked, Provi
     // The three questions go to EC2 at once.
     let (types, zones, groups) = tokio::join!(
         ec2.instance_types(&spec.instance_types),
-        async { zones_asked.then_some(efa_rules::one_zone(&ec2, &spec.subnet_ids).await) },
         async {
-            (!spec.security_group_ids.is_empty())
-                .then_some(efa_rules::self_rules(&ec2, &spec.security_group_ids).await)
+            if zones_asked {
+                Some(efa_rules::one_zone(&ec2, &spec.subnet_ids).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if spec.security_group_ids.is_empty() {
+                None
+            } else {
+                Some(efa_rules::self_rules(&ec2, &spec.security_group_ids).await)
+            }
         },
     );
     match types {
