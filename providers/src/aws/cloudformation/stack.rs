@@ -165,30 +165,30 @@ pub(super) async fn settle(
             // to show, and their error is then not one).
             let (found, recent) = tokio::join!(describe(client, stack), events(client, stack));
             let found = found?;
-            let lines = match &found {
-                Some(_) => {
-                    let mut fresh: Vec<StackEvent> = recent?
-                        .into_iter()
-                        .filter(|e| when(e) >= since)
-                        .filter(|e| e.event_id().is_some_and(|id| !seen.contains(id)))
-                        .collect();
-                    fresh.reverse();
-                    for e in &fresh {
-                        seen.insert(e.event_id().unwrap_or_default().to_string());
-                    }
-                    fresh.iter().map(event_line).collect()
-                }
+            let fresh = match &found {
+                Some(_) => fresh_events(recent?, since, &mut seen),
                 None => Vec::new(),
             };
-            Ok::<_, ProviderError>((found, lines))
+            Ok::<_, ProviderError>((found, fresh))
         };
         match look.await {
-            Ok((found, lines)) => {
+            Ok((found, fresh)) => {
                 waiter.looked();
-                waiter.report(lines);
+                let ended_shown = fresh.iter().any(stack_ended);
+                waiter.report(fresh.iter().map(event_line));
                 match found {
                     None => return Ok(None),
-                    Some(s) if !in_progress(status(&s)) => return Ok(Some(s)),
+                    Some(s) if !in_progress(status(&s)) => {
+                        // The events read beside this look may predate the
+                        // status it saw: without the stack's own last event
+                        // they are read once more, so that what ended it is
+                        // shown (best effort).
+                        if !ended_shown && let Ok(recent) = events(client, stack).await {
+                            let more = fresh_events(recent, since, &mut seen);
+                            waiter.report(more.iter().map(event_line));
+                        }
+                        return Ok(Some(s));
+                    }
                     Some(s) => waiter.report([format!("stack `{stack}` is {}", status(&s))]),
                 }
             }
@@ -196,6 +196,33 @@ pub(super) async fn settle(
         }
         waiter.pause().await?;
     }
+}
+
+/// The `recent` events (newest first, as CloudFormation lists them) from
+/// `since` on that are not in `seen`, oldest first; each is added to `seen`.
+fn fresh_events(
+    recent: Vec<StackEvent>,
+    since: i64,
+    seen: &mut HashSet<String>,
+) -> Vec<StackEvent> {
+    let mut fresh: Vec<StackEvent> = recent
+        .into_iter()
+        .filter(|e| when(e) >= since)
+        .filter(|e| e.event_id().is_some_and(|id| !seen.contains(id)))
+        .collect();
+    fresh.reverse();
+    for e in &fresh {
+        seen.insert(e.event_id().unwrap_or_default().to_string());
+    }
+    fresh
+}
+
+/// Whether `event` is the stack's own, in a status that ends an operation.
+fn stack_ended(event: &StackEvent) -> bool {
+    event.resource_type() == Some("AWS::CloudFormation::Stack")
+        && event
+            .resource_status()
+            .is_some_and(|s| !s.as_str().ends_with("_IN_PROGRESS"))
 }
 
 /// The error for a stack that settled in `status` instead of what was asked,
