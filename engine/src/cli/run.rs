@@ -77,12 +77,17 @@ pub fn run_context(
         records,
     ))
 }
+/// Runs `jobs` in the order `edges` allow, at most `parallelism` at once,
+/// waits until every result is on disk and keeps the run's timeline.
+/// `last`: the command ends after this run (no later round), so the run's
+/// memory is left to the process's exit.
 pub async fn run_jobs(
     ctx: Arc<RunContext>,
     jobs: Vec<StepJob>,
     edges: &[(String, String)],
     parallelism: usize,
     timeouts: &BTreeMap<String, Duration>,
+    last: bool,
 ) -> Report {
     let names: Vec<String> = jobs.iter().map(|j| j.change.step.clone()).collect();
     let dag = Dag::new(
@@ -110,9 +115,12 @@ pub async fn run_jobs(
         }
     }
     keep_timeline(&ctx, started_ms);
-    // Everything is on disk: the process ends soon after the run, and frees
-    // its memory faster than freeing it piece by piece here.
-    ctx.leave_to_exit();
+    // Everything is on disk (or reported as not): when the process ends
+    // after this run, it frees the run's memory faster than freeing it
+    // piece by piece here.
+    if last {
+        ctx.leave_to_exit();
+    }
     report
 }
 

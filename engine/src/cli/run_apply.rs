@@ -408,6 +408,8 @@ async fn execute(
     parallelism: usize,
     file: &Path,
 ) -> CliResult<i32> {
+    // No later round follows this run: its memory can go with the process.
+    let last = plan.deferred.is_empty();
     // The backup is taken before the first write (moves, refresh, steps),
     // on a thread of its own: its file and fsyncs overlap with preparing
     // the jobs here.
@@ -435,7 +437,7 @@ async fn execute(
         &plan,
         false,
     );
-    let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts).await;
+    let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts, last).await;
     finish(&report, ui, "Apply")
 }
 /// What the run needs beside the context: the edges among steps (the

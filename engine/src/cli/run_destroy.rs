@@ -128,7 +128,7 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         &plan,
         args.clean_leftovers,
     );
-    let report = run_jobs(ctx, jobs, &edges, args.parallelism, &BTreeMap::new()).await;
+    let report = run_jobs(ctx, jobs, &edges, args.parallelism, &BTreeMap::new(), true).await;
     finish(&report, ui, "Destroy")
 }
 /// Which steps a destroy deletes, refusing what would leave a dependent
