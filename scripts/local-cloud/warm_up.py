@@ -11,6 +11,7 @@ arrive meanwhile wait for it. The reads carry `X-Flow-Warm-Up` and are
 neither counted nor timed.
 """
 
+import os
 import sys
 import threading
 import time
@@ -18,7 +19,7 @@ import urllib.request
 
 HEADER = "X-Flow-Warm-Up"
 ENVIRON_KEY = "HTTP_X_FLOW_WARM_UP"
-REGION = "us-east-1"
+REGION = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 # (service as signed, method, path, extra headers, body): one cheap read each.
 _QUERY = "application/x-www-form-urlencoded"
@@ -39,11 +40,27 @@ CALLS = [
 ]
 
 
-def _port(argv):
-    for flag in ("-p", "--port"):
-        if flag in argv and argv.index(flag) + 1 < len(argv):
-            return int(argv[argv.index(flag) + 1])
-    return 5000
+def _option(argv, short, long):
+    """The value of `-x V`, `-xV`, `--long V` or `--long=V` in argv, or None."""
+    for i, arg in enumerate(argv):
+        if arg in (short, long) and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(long + "="):
+            return arg[len(long) + 1:]
+        if arg.startswith(short) and len(arg) > len(short) and not arg.startswith("--"):
+            return arg[len(short):]
+    return None
+
+
+def _base(argv):
+    """Where the server listens, as moto_server's arguments say (MOTO_PORT,
+    which moto's main sets from them, first)."""
+    port = os.environ.get("MOTO_PORT") or _option(argv, "-p", "--port") or "5000"
+    host = _option(argv, "-H", "--host") or "127.0.0.1"
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    scheme = "https" if "-s" in argv or "--ssl" in argv else "http"
+    return f"{scheme}://{host}:{port}"
 
 
 def _call(base, service, method, path, headers, body):
@@ -59,7 +76,7 @@ def _call(base, service, method, path, headers, body):
         },
     )
     try:
-        urllib.request.urlopen(req, timeout=30).read()
+        urllib.request.urlopen(req, timeout=5).read()
     except Exception:  # an error answer warms the service as well
         pass
 
@@ -71,13 +88,15 @@ class WarmUp:
         self.done = threading.Event()
 
     def start(self, argv=None):
-        base = f"http://127.0.0.1:{_port(argv or sys.argv)}"
-        threading.Thread(target=self._run, args=(base,), daemon=True).start()
+        threading.Thread(target=self._run, args=(argv or sys.argv,), daemon=True).start()
 
-    def _run(self, base):
+    def _run(self, argv):
         try:
-            deadline = time.time() + 60
+            # The server answers within a second or two of its start; if it
+            # does not within 20 s, nothing is warmed and nothing waits more.
+            deadline = time.time() + 20
             while time.time() < deadline:
+                base = _base(argv)
                 try:
                     urllib.request.urlopen(
                         urllib.request.Request(base + "/moto-api/data.json", headers={HEADER: "1"}), timeout=1
@@ -85,6 +104,8 @@ class WarmUp:
                     break
                 except Exception:
                     time.sleep(0.05)
+            else:
+                return
             for call in CALLS:
                 _call(base, *call)
         finally:
