@@ -82,7 +82,8 @@ struct Window {
 
 impl Window {
     /// The window of an operation expected to last `expected`. One too
-    /// short for every near look (under 90 s) gives up those before its
+    /// short for every near look (under about 86 s, where 1.05 × its length
+    /// is under 90 s) gives up those before its
     /// expected end first, and keeps those at and after it: an end a little
     /// late is then seen within 2.5 %, where the budget would otherwise
     /// hold the next look back 15 s.
@@ -107,7 +108,7 @@ impl Window {
 ///
 /// Known length: one look every eighth of it (at least 30 s apart) until
 /// shortly before the expected end (less before it, for operations under
-/// 90 s),
+/// about 86 s),
 /// then every 2.5 % of it until shortly after, then every 15 s; and never look number k before 15·k s, so a
 /// wait never makes more looks than a waiter polling every 15 s (the coarse
 /// looks early on save what the near-end looks spend). Unknown: 2 s growing

@@ -20,9 +20,9 @@ fn budget(done: Duration) -> u32 {
 
 const LENGTHS: [u64; 6] = [60, 90, 180, 300, 600, 900];
 
-/// From 90 s up: shorter operations have too small a budget for the near
-/// looks (a 60 s one may make 5 looks in all), and are seen as a 15 s
-/// waiter would see them.
+/// From 90 s up. Shorter operations have too small a budget for every near
+/// look (a 60 s one may make 5 looks in all): they keep those at and after
+/// the expected end (see `a_minute_long_operation_is_looked_at_from_its_expected_end`).
 #[test]
 fn an_end_near_the_expected_one_is_seen_within_three_percent() {
     for e in LENGTHS
