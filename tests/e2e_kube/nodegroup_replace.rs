@@ -199,7 +199,11 @@ struct Setup {
 }
 
 fn setup() -> Option<Setup> {
-    let moto = Moto::start();
+    setup_with(Moto::start(), &[])
+}
+
+/// [`setup`] against `moto`, with `extra` in flow's environment.
+fn setup_with(moto: Moto, extra: &[(&str, &str)]) -> Option<Setup> {
     let k = KubeServer::start_with(Options {
         eks_sts: Some(moto.addr),
         eks_cluster: "dlc".into(),
@@ -212,6 +216,7 @@ fn setup() -> Option<Setup> {
         "FLOW_EKS_API_SERVER_CA".into(),
         ca.to_string_lossy().into_owned(),
     ));
+    env.extend(extra.iter().map(|(a, b)| (a.to_string(), b.to_string())));
     Some(Setup { moto, k, p, env })
 }
 
@@ -530,6 +535,80 @@ fn a_killed_replacement_resumes_with_both_groups_accounted_for() {
             destroyed.all()
         );
         assert!(s.groups().is_empty(), "{:?}", s.groups());
+        fleet.stop.store(true, Ordering::SeqCst);
+    });
+}
+
+/// A kill -9 while the replacement is still CREATING (the latency model
+/// holds a node group for 300 s / 60): state holds the old group as
+/// deposed, stage `replacing`, and the replacement's create intent; the old
+/// group is untouched (none of its nodes cordoned). The next apply finds the
+/// replacement that intent made instead of making another (the model counts
+/// one CreateNodegroup for it), waits for it, then drains and deletes the
+/// old group.
+#[test]
+fn a_replacement_killed_while_it_is_created_is_found_again_not_made_twice() {
+    let Some(s) = setup_with(Moto::start_with_latency(60), &[("FLOW_TIME_SCALE", "1/60")]) else {
+        return;
+    };
+    s.write("p4d.24xlarge", "20s");
+    let fleet = Fleet {
+        stop: Arc::new(AtomicBool::new(false)),
+        seen: Arc::default(),
+    };
+    std::thread::scope(|scope| {
+        let _stop = fleet.watch(scope, &s.moto, &s.k);
+        s.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+        wait_until(Duration::from_secs(30), "gpu's nodes", || {
+            fleet.seen.saw("group gpu ready")
+        });
+        let old_arn = s.record()["resource_id"].as_str().unwrap().to_string();
+
+        s.write("p5.48xlarge", "20s");
+        let child = s.spawn_apply();
+        wait_until(
+            Duration::from_secs(60),
+            "the replacement's CreateNodegroup",
+            || s.groups().len() == 2,
+        );
+        signal(&child, libc::SIGKILL);
+        let killed = finish(child);
+        assert_ne!(killed.code, 0);
+
+        // Where the kill landed: inside the replacement's create, which
+        // EKS (the model) still holds CREATING.
+        let rec = s.record();
+        assert_eq!(rec["deposed"]["stage"], "replacing", "{rec}");
+        assert_eq!(rec["deposed"]["resource_id"], old_arn.as_str(), "{rec}");
+        assert_eq!(rec["in_flight"]["operation"], "create", "{rec}");
+        let new = format!("gpu-{}", rec["name_suffix"].as_str().expect("suffix"));
+        assert_eq!(s.groups(), vec!["gpu".to_string(), new.clone()]);
+        let describe = |name: &str| -> Value {
+            let path = format!("/clusters/dlc/node-groups/{name}");
+            serde_json::from_str(&s.moto.rest_call("eks", "GET", &path, "").1).unwrap()
+        };
+        let held = describe(&new);
+        assert_eq!(held["nodegroup"]["status"], "CREATING", "{held}");
+        let new_arn = held["nodegroup"]["nodegroupArn"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!fleet.seen.saw("node gpu-node-0 cordoned"));
+
+        let done = s.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+        assert!(done.stdout.contains("1 replaced"), "{}", done.all());
+        assert_eq!(s.groups(), vec![new.clone()]);
+        assert_eq!(
+            describe(&new)["nodegroup"]["nodegroupArn"],
+            new_arn.as_str()
+        );
+        assert!(s.record()["deposed"].is_null());
+        assert!(fleet.seen.saw("node gpu-node-0 cordoned"));
+        let calls = &s.moto.latency_report()["calls"];
+        assert_eq!(
+            calls["eks:POST /clusters/dlc/node-groups"], 2,
+            "the first group and its replacement, each once: {calls}"
+        );
         fleet.stop.store(true, Ordering::SeqCst);
     });
 }

@@ -63,7 +63,9 @@ impl Op<'_> {
                 if finishing {
                     replace_requested = false;
                 }
-                did = Some(did.unwrap_or(Action::Replace));
+                // Whatever brought the step here (a resumed create), it
+                // ends as a replacement: the old object is gone.
+                did = Some(did.map_or(Action::Replace, |d| d.max(Action::Replace)));
                 continue;
             }
             if !rec.applied
@@ -82,11 +84,15 @@ impl Op<'_> {
                     self.import(&mut rec, desired, &id).await?;
                     return Ok(Outcome::Done(Action::Import));
                 }
+                let replacing = rec.deposed.is_some();
                 self.create(&mut rec, desired, new_token()).await?;
                 self.finish_deposed(&mut rec, false).await?;
-                return Ok(Outcome::Done(
-                    did.map_or(Action::Create, |d| d.max(Action::Create)),
-                ));
+                let made = if replacing {
+                    Action::Replace
+                } else {
+                    Action::Create
+                };
+                return Ok(Outcome::Done(did.map_or(made, |d| d.max(made))));
             }
             let change = if rec.provider != self.job.change.provider || replace_requested {
                 flow_providers::Change::Replace(vec![])

@@ -306,6 +306,9 @@ fn plan_step(
             Some(r) if r.in_flight.is_some() && r.last_error.is_some() => {
                 "the last create failed; apply first reads what it left".into()
             }
+            Some(r) if r.in_flight.is_some() && r.deposed.is_some() => {
+                "resumes the interrupted create of a create-before-destroy replacement".into()
+            }
             Some(r) if r.in_flight.is_some() => "resumes an interrupted create".into(),
             Some(r) if r.last_error.is_some() => "the last attempt failed".into(),
             _ => "new step".into(),
