@@ -93,6 +93,13 @@ impl Drop for StopOnDrop {
 }
 
 impl Fleet {
+    fn new() -> Fleet {
+        Fleet {
+            stop: Arc::new(AtomicBool::new(false)),
+            seen: Arc::default(),
+        }
+    }
+
     fn watch<'s>(
         &self,
         scope: &'s std::thread::Scope<'s, '_>,
@@ -221,6 +228,15 @@ fn setup_with(moto: Moto, extra: &[(&str, &str)]) -> Option<Setup> {
 }
 
 impl Setup {
+    /// Applies the workflow as written and waits until `gpu`'s nodes are
+    /// Ready (the fleet registers them).
+    fn first_apply(&self, fleet: &Fleet) {
+        self.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+        wait_until(Duration::from_secs(30), "gpu's nodes", || {
+            fleet.seen.saw("group gpu ready")
+        });
+    }
+
     fn write(&self, instance_type: &str, timeout: &str) {
         self.p.write(
             "wf.toml",
@@ -332,16 +348,10 @@ fn line_of(log: &str, text: &str) -> usize {
 fn an_instance_type_change_creates_the_new_group_then_drains_and_deletes_the_old() {
     let Some(s) = setup() else { return };
     s.write("p4d.24xlarge", "2m");
-    let seen = Fleet {
-        stop: Arc::new(AtomicBool::new(false)),
-        seen: Arc::default(),
-    };
+    let seen = Fleet::new();
     std::thread::scope(|scope| {
         let _stop = seen.watch(scope, &s.moto, &s.k);
-        s.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
-        wait_until(Duration::from_secs(30), "gpu's nodes", || {
-            seen.seen.saw("group gpu ready")
-        });
+        s.first_apply(&seen);
         s.workload("gpu");
 
         s.write("p5.48xlarge", "2m");
@@ -453,16 +463,10 @@ fn an_instance_type_change_creates_the_new_group_then_drains_and_deletes_the_old
 fn a_killed_replacement_resumes_with_both_groups_accounted_for() {
     let Some(s) = setup() else { return };
     s.write("p4d.24xlarge", "4s");
-    let fleet = Fleet {
-        stop: Arc::new(AtomicBool::new(false)),
-        seen: Arc::default(),
-    };
+    let fleet = Fleet::new();
     std::thread::scope(|scope| {
         let _stop = fleet.watch(scope, &s.moto, &s.k);
-        s.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
-        wait_until(Duration::from_secs(30), "gpu's nodes", || {
-            fleet.seen.saw("group gpu ready")
-        });
+        s.first_apply(&fleet);
         s.workload("gpu");
         let old_arn = s.record()["resource_id"].as_str().unwrap().to_string();
 
@@ -552,16 +556,10 @@ fn a_replacement_killed_while_it_is_created_is_found_again_not_made_twice() {
         return;
     };
     s.write("p4d.24xlarge", "20s");
-    let fleet = Fleet {
-        stop: Arc::new(AtomicBool::new(false)),
-        seen: Arc::default(),
-    };
+    let fleet = Fleet::new();
     std::thread::scope(|scope| {
         let _stop = fleet.watch(scope, &s.moto, &s.k);
-        s.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
-        wait_until(Duration::from_secs(30), "gpu's nodes", || {
-            fleet.seen.saw("group gpu ready")
-        });
+        s.first_apply(&fleet);
         let old_arn = s.record()["resource_id"].as_str().unwrap().to_string();
 
         s.write("p5.48xlarge", "20s");
