@@ -37,9 +37,14 @@ fn layered() -> String {
     out
 }
 
-fn kill_and_resume(p: &Project, args: &[&str], kills: usize, seed: u64) -> usize {
+/// Runs `flow ARGS` `kills` times, each killed -9 at a random instant
+/// (20 - 420 ms in) unless it ended first. Returns how many were killed
+/// mid-way, and for each run that ended by itself its wait, exit code and
+/// last line (to say why, when too few were killed).
+fn kill_and_resume(p: &Project, args: &[&str], kills: usize, seed: u64) -> (usize, Vec<String>) {
     let mut rng = seed;
     let mut killed = 0;
+    let mut ended = Vec::new();
     for _ in 0..kills {
         rng = rng
             .wrapping_mul(6364136223846793005)
@@ -49,7 +54,13 @@ fn kill_and_resume(p: &Project, args: &[&str], kills: usize, seed: u64) -> usize
         std::thread::sleep(Duration::from_millis(wait));
         match child.try_wait_ok() {
             true => {
-                finish(child);
+                let run = finish(child);
+                let all = run.all();
+                ended.push(format!(
+                    "after {wait} ms: exit {}, {}",
+                    run.code,
+                    all.lines().last().unwrap_or("")
+                ));
             }
             false => {
                 signal(&child, libc::SIGKILL);
@@ -58,7 +69,7 @@ fn kill_and_resume(p: &Project, args: &[&str], kills: usize, seed: u64) -> usize
             }
         }
     }
-    killed
+    (killed, ended)
 }
 
 trait TryWaitOk {
@@ -86,8 +97,12 @@ impl TryWaitOk for std::process::Child {
 fn kill_9_at_random_instants_never_creates_twice_and_converges() {
     let p = Project::new();
     p.write("wf.toml", &layered());
-    let killed = kill_and_resume(&p, &["apply", "wf.toml", "--auto-approve"], 30, 7);
-    assert!(killed >= 10, "only {killed} of 30 runs were killed mid-way");
+    let (killed, ended) = kill_and_resume(&p, &["apply", "wf.toml", "--auto-approve"], 30, 7);
+    assert!(
+        killed >= 10,
+        "only {killed} of 30 runs were killed mid-way; the others:\n{}",
+        ended.join("\n")
+    );
     p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
     p.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
     for layer in 0..4 {
