@@ -47,6 +47,7 @@ struct Lab {
 struct Made {
     vpc: String,
     load_balancer: String,
+    classic: String,
     target_group: String,
     group: String,
     node_group: String,
@@ -114,6 +115,15 @@ impl Lab {
             )),
             "LoadBalancerArn",
         );
+        // The in-tree service controller's Classic Load Balancer (no Load
+        // Balancer Controller installed), named as it names them.
+        let classic = "a1b2c3d4e5f60718293a4b5c6d7e8f90".to_string();
+        self.classic_elb(&format!(
+            "Action=CreateLoadBalancer&LoadBalancerName={classic}\
+             &Listeners.member.1.Protocol=TCP&Listeners.member.1.LoadBalancerPort=80&Listeners.member.1.InstancePort=30080\
+             &Subnets.member.1={}&Tags.member.1.Key=kubernetes.io%2Fcluster%2Flb&Tags.member.1.Value=owned",
+            public[0]
+        ));
         let target_group = first(
             &self.elb(&format!(
                 "Action=CreateTargetGroup&Name=k8s-default-web-tg&Protocol=TCP&Port=80&TargetType=ip&VpcId={vpc}&{lbc_tag}"
@@ -172,6 +182,7 @@ impl Lab {
         Made {
             vpc,
             load_balancer,
+            classic,
             target_group,
             group,
             node_group,
@@ -195,6 +206,22 @@ impl Lab {
                 made.fsx_interface
             ),
         );
+    }
+
+    /// A call to ELB (Classic Load Balancers).
+    fn classic_elb(&self, params: &str) -> String {
+        self.moto.query_call(
+            "elasticloadbalancing",
+            &format!("{params}&Version=2012-06-01"),
+        )
+    }
+
+    fn classic_load_balancers(&self) -> Vec<String> {
+        between_all(
+            &self.classic_elb("Action=DescribeLoadBalancers"),
+            "<LoadBalancerName>",
+            "</LoadBalancerName>",
+        )
     }
 
     fn load_balancers(&self) -> Vec<String> {
@@ -243,7 +270,7 @@ fn destroy_lists_what_controllers_left_and_cleans_only_the_clusters_own() {
     let lab = Lab::applied();
     let made = lab.make_leftovers();
 
-    // Without the flag: the cluster's four are listed, each with its tie and
+    // Without the flag: the cluster's five are listed, each with its tie and
     // command; nothing is deleted, the VPC and the step's record stay.
     let refused = lab.run(&["destroy", "wf.toml", "--auto-approve"]).expect(1);
     let text = refused.all();
@@ -253,6 +280,13 @@ fn destroy_lists_what_controllers_left_and_cleans_only_the_clusters_own() {
             format!(
                 "load balancer `k8s-default-web` {} (tagged elbv2.k8s.aws/cluster=lb): aws elbv2 delete-load-balancer --load-balancer-arn {}",
                 made.load_balancer, made.load_balancer
+            ),
+        ),
+        (
+            &made.classic,
+            format!(
+                "classic load balancer {} (tagged kubernetes.io/cluster/lb=owned): aws elb delete-load-balancer --load-balancer-name {}",
+                made.classic, made.classic
             ),
         ),
         (
@@ -280,7 +314,7 @@ fn destroy_lists_what_controllers_left_and_cleans_only_the_clusters_own() {
         assert!(text.contains(&line), "{id}: `{line}` missing from\n{text}");
     }
     assert!(
-        text.contains("4 object(s) that controllers made are still in"),
+        text.contains("5 object(s) that controllers made are still in"),
         "{text}"
     );
     assert!(
@@ -291,6 +325,10 @@ fn destroy_lists_what_controllers_left_and_cleans_only_the_clusters_own() {
     assert!(!text.contains(&made.other_load_balancer), "{text}");
     assert!(lab.vpc_stack_exists());
     assert_eq!(lab.load_balancers().len(), 2);
+    assert_eq!(
+        lab.classic_load_balancers(),
+        std::slice::from_ref(&made.classic)
+    );
     let listed = lab.run(&["state", "list", "wf.toml"]).expect(0);
     assert!(listed.stdout.contains("cluster"), "{}", listed.all());
 
@@ -304,6 +342,11 @@ fn destroy_lists_what_controllers_left_and_cleans_only_the_clusters_own() {
     assert_eq!(
         lab.load_balancers(),
         std::slice::from_ref(&made.other_load_balancer)
+    );
+    assert!(
+        lab.classic_load_balancers().is_empty(),
+        "{:?}",
+        lab.classic_load_balancers()
     );
     assert!(lab.target_groups().is_empty(), "{:?}", lab.target_groups());
     let interfaces = lab.interfaces(&made.vpc);
@@ -422,5 +465,10 @@ fn kill_9_inside_each_clean_call_resumes_to_an_empty_vpc() {
         lab.load_balancers()
     );
     assert!(lab.target_groups().is_empty(), "{:?}", lab.target_groups());
+    assert!(
+        lab.classic_load_balancers().is_empty(),
+        "{:?}",
+        lab.classic_load_balancers()
+    );
     assert!(!lab.vpc_stack_exists(), "{:?}", lab.moto.stacks());
 }

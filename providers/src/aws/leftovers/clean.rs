@@ -1,5 +1,5 @@
-//! Deleting leftovers in the order AWS allows: load balancers (their
-//! listeners go with them, and their interfaces soon after), target groups,
+//! Deleting leftovers in the order AWS allows: load balancers, Classic ones
+//! too (their listeners go with them, and their interfaces soon after), target groups,
 //! unattached interfaces, then security groups once no other group's rule
 //! names them.
 
@@ -13,8 +13,9 @@ use crate::aws::error;
 use crate::contract::{ProviderError, Reporter};
 
 /// Error codes that mean the object is already gone.
-const GONE: [&str; 5] = [
+const GONE: [&str; 6] = [
     "LoadBalancerNotFound",
+    "AccessPointNotFound",
     "TargetGroupNotFound",
     "InvalidNetworkInterfaceID.NotFound",
     "InvalidGroup.NotFound",
@@ -50,6 +51,14 @@ impl Clients {
                     .elb
                     .delete_load_balancer()
                     .load_balancer_arn(&leftover.id)
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| failure(leftover, e)),
+                Kind::ClassicLoadBalancer => self
+                    .classic
+                    .delete_load_balancer()
+                    .load_balancer_name(&leftover.id)
                     .send()
                     .await
                     .map(drop)

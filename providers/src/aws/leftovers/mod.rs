@@ -6,7 +6,8 @@
 //! balancer. CloudFormation would otherwise fail the VPC stack with
 //! `DependencyViolation` after a long wait.
 //!
-//! `scan` reads them through EC2 and ELBv2, `clean` deletes the ones tied to
+//! `scan` reads them through EC2, ELBv2 and (for the Classic Load Balancers
+//! the in-tree service controller makes by default) ELB, `clean` deletes the ones tied to
 //! a cluster, `sweep` waits a bounded time for them to go, then cleans or
 //! refuses with each one's id, kind, tie and the command that removes it.
 
@@ -58,6 +59,10 @@ pub(crate) fn owned_elsewhere<'a>(mut keys: impl Iterator<Item = &'a str>) -> bo
 pub(crate) enum Kind {
     /// An ELBv2 load balancer (application, network or gateway).
     LoadBalancer,
+    /// A Classic Load Balancer (ELB), which the in-tree service controller
+    /// makes for `Service type=LoadBalancer` without the Load Balancer
+    /// Controller; its id is its name.
+    ClassicLoadBalancer,
     /// An ELBv2 target group.
     TargetGroup,
     /// A network interface in `available` state.
@@ -71,6 +76,7 @@ impl Kind {
     pub(crate) fn label(self) -> &'static str {
         match self {
             Kind::LoadBalancer => "load balancer",
+            Kind::ClassicLoadBalancer => "classic load balancer",
             Kind::TargetGroup => "target group",
             Kind::NetworkInterface => "network interface",
             Kind::SecurityGroup => "security group",
@@ -98,7 +104,8 @@ pub(crate) enum Tie {
 pub(crate) struct Leftover {
     /// Its kind.
     pub kind: Kind,
-    /// Its id: an ARN for load balancers and target groups, `sg-…`, `eni-…`.
+    /// Its id: an ARN for load balancers and target groups, a Classic Load
+    /// Balancer's name, `sg-…`, `eni-…`.
     pub id: String,
     /// Its name, or an interface's description.
     pub name: String,
@@ -121,6 +128,12 @@ impl Leftover {
             Kind::LoadBalancer => {
                 format!(
                     "aws elbv2 delete-load-balancer --load-balancer-arn {}",
+                    self.id
+                )
+            }
+            Kind::ClassicLoadBalancer => {
+                format!(
+                    "aws elb delete-load-balancer --load-balancer-name {}",
                     self.id
                 )
             }
@@ -220,6 +233,23 @@ mod tests {
              (tagged elbv2.k8s.aws/cluster=p4d): aws elbv2 delete-load-balancer --load-balancer-arn \
              arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/net/k8s-web/abc"
         );
+        let classic = Leftover {
+            kind: Kind::ClassicLoadBalancer,
+            id: "a1b2c3".into(),
+            name: "a1b2c3".into(),
+            tie: Tie::Cluster {
+                name: "p4d".into(),
+                tag: "kubernetes.io/cluster/p4d=owned".into(),
+            },
+        };
+        assert_eq!(
+            classic.line(),
+            "classic load balancer a1b2c3 (tagged kubernetes.io/cluster/p4d=owned): \
+             aws elb delete-load-balancer --load-balancer-name a1b2c3"
+        );
+        // Deleted with the other load balancers, before what they use.
+        assert!(Kind::ClassicLoadBalancer < Kind::TargetGroup);
+        assert!(Kind::ClassicLoadBalancer < Kind::SecurityGroup);
         let eni = Leftover {
             kind: Kind::NetworkInterface,
             id: "eni-0abc".into(),

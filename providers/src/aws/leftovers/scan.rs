@@ -1,6 +1,7 @@
 //! Reading a VPC for what controllers left in it: ELBv2 load balancers and
-//! target groups (their tags come from `DescribeTags`), security groups,
-//! and network interfaces in `available` state.
+//! target groups and Classic Load Balancers (their tags come from each
+//! API's `DescribeTags`), security groups, and network interfaces in
+//! `available` state.
 
 use aws_sdk_ec2::types::{Filter, NetworkInterface, NetworkInterfaceType, SecurityGroup};
 use aws_sdk_elasticloadbalancingv2::types::TagDescription;
@@ -9,7 +10,8 @@ use super::{Kind, Leftover, Tie, cluster_of, owned_elsewhere};
 use crate::aws::error;
 use crate::contract::ProviderError;
 
-/// ELBv2's `DescribeTags` takes at most this many ARNs.
+/// ELBv2's `DescribeTags` takes at most this many ARNs, ELB's this many
+/// names.
 const TAGS_PER_CALL: usize = 20;
 
 /// The EC2 and ELBv2 clients a scan and a clean use.
@@ -18,6 +20,8 @@ pub(crate) struct Clients {
     pub ec2: aws_sdk_ec2::Client,
     /// ELBv2.
     pub elb: aws_sdk_elasticloadbalancingv2::Client,
+    /// ELB (Classic Load Balancers).
+    pub classic: aws_sdk_elasticloadbalancing::Client,
 }
 
 impl Clients {
@@ -26,6 +30,7 @@ impl Clients {
     /// or a load balancer; load balancers first, as they must go first.
     pub(crate) async fn scan(&self, vpc: &str) -> Result<Vec<Leftover>, ProviderError> {
         let mut found = self.balancers(vpc).await?;
+        found.extend(self.classic_balancers(vpc).await?);
         found.extend(self.target_groups(vpc).await?);
         found.extend(self.interfaces(vpc).await?);
         found.extend(
@@ -90,6 +95,63 @@ impl Clients {
             }
         }
         self.tied(Kind::LoadBalancer, named).await
+    }
+
+    /// The VPC's Classic Load Balancers tied to a cluster.
+    async fn classic_balancers(&self, vpc: &str) -> Result<Vec<Leftover>, ProviderError> {
+        let mut names = Vec::new();
+        let mut marker = None;
+        loop {
+            let out = self
+                .classic
+                .describe_load_balancers()
+                .set_marker(marker)
+                .send()
+                .await
+                .map_err(|e| error::aws("describe the classic load balancers", e))?;
+            names.extend(
+                out.load_balancer_descriptions()
+                    .iter()
+                    .filter(|lb| lb.vpc_id() == Some(vpc))
+                    .filter_map(|lb| lb.load_balancer_name().map(str::to_string)),
+            );
+            marker = out.next_marker().map(str::to_string);
+            if marker.is_none() {
+                break;
+            }
+        }
+        let mut found = Vec::new();
+        for chunk in names.chunks(TAGS_PER_CALL) {
+            let out = self
+                .classic
+                .describe_tags()
+                .set_load_balancer_names(Some(chunk.to_vec()))
+                .send()
+                .await
+                .map_err(|e| error::aws("read the tags of the classic load balancers", e))?;
+            for name in chunk {
+                let tags = out
+                    .tag_descriptions()
+                    .iter()
+                    .find(|d| d.load_balancer_name() == Some(name));
+                let tie = tags.and_then(|d| {
+                    tie_of(
+                        d.tags()
+                            .iter()
+                            .map(|t| (t.key(), t.value().unwrap_or_default())),
+                    )
+                });
+                if let Some(tie) = tie {
+                    found.push(Leftover {
+                        kind: Kind::ClassicLoadBalancer,
+                        id: name.clone(),
+                        name: name.clone(),
+                        tie,
+                    });
+                }
+            }
+        }
+        Ok(found)
     }
 
     async fn target_groups(&self, vpc: &str) -> Result<Vec<Leftover>, ProviderError> {
@@ -188,15 +250,20 @@ fn in_vpc(vpc: &str) -> Filter {
 /// A load balancer's or target group's tie to a cluster, unless a stack
 /// owns it.
 fn balancer_tie(tags: &TagDescription) -> Option<Tie> {
-    let pairs = || {
+    tie_of(
         tags.tags()
             .iter()
-            .map(|t| (t.key().unwrap_or_default(), t.value().unwrap_or_default()))
-    };
-    if owned_elsewhere(pairs().map(|(k, _)| k)) {
+            .map(|t| (t.key().unwrap_or_default(), t.value().unwrap_or_default())),
+    )
+}
+
+/// The tie to a cluster that tags (key, value) make, unless a stack owns
+/// the object.
+fn tie_of<'a>(tags: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Option<Tie> {
+    if owned_elsewhere(tags.clone().map(|(k, _)| k)) {
         return None;
     }
-    cluster_of(pairs()).map(|(name, tag)| Tie::Cluster { name, tag })
+    cluster_of(tags).map(|(name, tag)| Tie::Cluster { name, tag })
 }
 
 /// A security group a controller made for a cluster (not the VPC's default

@@ -52,6 +52,7 @@ impl Sweep<'_> {
         let clients = Clients {
             ec2: aws_sdk_ec2::Client::new(&sdk),
             elb: aws_sdk_elasticloadbalancingv2::Client::new(&sdk),
+            classic: aws_sdk_elasticloadbalancing::Client::new(&sdk),
         };
         let deadline = Instant::now() + self.wait;
         let mut waiting_said = false;
