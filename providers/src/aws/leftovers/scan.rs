@@ -14,7 +14,7 @@ use crate::contract::ProviderError;
 /// names.
 const TAGS_PER_CALL: usize = 20;
 
-/// The EC2 and ELBv2 clients a scan and a clean use.
+/// The EC2, ELBv2 and ELB clients a scan and a clean use.
 pub(crate) struct Clients {
     /// EC2.
     pub ec2: aws_sdk_ec2::Client,
