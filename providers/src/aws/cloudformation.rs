@@ -160,10 +160,7 @@ impl CloudFormationStack {
         seen: HashSet<String>,
         sent: Option<Instant>,
     ) -> Result<Applied, ProviderError> {
-        let mut pace = stack::pace(ctx, Some(&spec.body));
-        if let Some(sent) = sent {
-            pace = pace.since(sent);
-        }
+        let pace = stack::pace(ctx, Some(&spec.body)).since(sent);
         let settled = settle(client, pace, ctx.reporter.as_ref(), &spec.name, since, seen).await?;
         match settled {
             Some(s) if USABLE.contains(&status(&s)) => Ok(applied(&s, spec)),

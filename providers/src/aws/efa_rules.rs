@@ -4,6 +4,8 @@
 //! sit in one Availability Zone (DescribeSubnets), and each security group
 //! lets all traffic in from and out to itself (DescribeSecurityGroups). The offline rules are in [`crate::efa`].
 
+use std::future::Future;
+
 use super::ec2::Ec2;
 use crate::contract::ProviderError;
 
@@ -89,6 +91,23 @@ pub(crate) async fn self_rules(ec2: &Ec2, groups: &[String]) -> Result<Vec<Broke
     Ok(out)
 }
 
+/// `ask` of `items`, unless there are none: an empty list is not asked
+/// about at all (EC2 would answer an unfiltered describe with everything in
+/// the region).
+pub(crate) async fn unless_empty<'a, T, Fut>(
+    items: &'a [String],
+    ask: impl FnOnce(&'a [String]) -> Fut,
+) -> Option<T>
+where
+    Fut: Future<Output = T>,
+{
+    if items.is_empty() {
+        None
+    } else {
+        Some(ask(items).await)
+    }
+}
+
 /// What EC2 says of EFA nodes of `types` in `subnets` with `groups` (empty:
 /// not asked): the broken rules, and a line for each rule EC2 did not
 /// answer for. The three questions go to EC2 at once.
@@ -98,30 +117,10 @@ pub(crate) async fn judge(
     subnets: &[String],
     groups: &[String],
 ) -> (Vec<Broken>, Vec<String>) {
-    // An empty list is not asked about at all: EC2 would answer an
-    // unfiltered describe with everything in the region.
     let (types_answer, zones_answer, groups_answer) = tokio::join!(
-        async {
-            if types.is_empty() {
-                None
-            } else {
-                Some(types_have_efa(ec2, types).await)
-            }
-        },
-        async {
-            if subnets.is_empty() {
-                None
-            } else {
-                Some(one_zone(ec2, subnets).await)
-            }
-        },
-        async {
-            if groups.is_empty() {
-                None
-            } else {
-                Some(self_rules(ec2, groups).await)
-            }
-        },
+        unless_empty(types, |t| types_have_efa(ec2, t)),
+        unless_empty(subnets, |s| one_zone(ec2, s)),
+        unless_empty(groups, |g| self_rules(ec2, g)),
     );
     let mut broken = Vec::new();
     let mut unjudged = Vec::new();

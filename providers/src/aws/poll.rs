@@ -75,10 +75,11 @@ impl Pace {
     }
 
     /// The same pace, counting the operation's length from `sent`, when the
-    /// call that started it went out.
-    pub fn since(self, sent: Instant) -> Pace {
+    /// call that started it went out (`None`: this wait did not send it,
+    /// and counts from its own start).
+    pub fn since(self, sent: Option<Instant>) -> Pace {
         Pace {
-            since: Some(sent),
+            since: sent.or(self.since),
             ..self
         }
     }
@@ -332,7 +333,7 @@ mod tests {
         let mut looks = 0;
         // Asked for a second ago: the limit is already past after one look.
         let sent = Instant::now() - Duration::from_secs(1);
-        let err = until(pace.since(sent), &reporter, "cluster c", || {
+        let err = until(pace.since(Some(sent)), &reporter, "cluster c", || {
             looks += 1;
             async { Ok::<Step<()>, ProviderError>(Step::Pending(vec![])) }
         })

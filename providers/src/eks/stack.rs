@@ -99,10 +99,9 @@ pub async fn ensure(
         }
     }
     let what = format!("stack `{name}`");
-    let mut pace = Pace::expecting(expected::stack(&template.to_string())).within(ctx.timeout);
-    if let Some(sent) = sent {
-        pace = pace.since(sent);
-    }
+    let pace = Pace::expecting(expected::stack(&template.to_string()))
+        .within(ctx.timeout)
+        .since(sent);
     until(pace, ctx.reporter.as_ref(), &what, || async {
         let Some(stack) = describe(cfn, name).await? else {
             return Err(ProviderError::vanished(format!(

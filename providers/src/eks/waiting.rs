@@ -140,10 +140,7 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<Option<T>, ProviderError>>,
 {
-    let mut pace = Pace::expecting(expected).within(ctx.timeout);
-    if let Some(sent) = sent {
-        pace = pace.since(sent);
-    }
+    let pace = Pace::expecting(expected).within(ctx.timeout).since(sent);
     until(pace, ctx.reporter.as_ref(), what, || async {
         let Some(object) = look().await? else {
             return Err(ProviderError::vanished(format!("{what} disappeared")));

@@ -21,14 +21,12 @@ pub(super) async fn settle(
     sent: Option<Instant>,
 ) -> Result<Option<FileSystem>, ProviderError> {
     // A create (gone not expected) takes minutes; other changes, unknown.
-    let mut pace = if gone_ok {
+    let pace = if gone_ok {
         Pace::LONG
     } else {
         Pace::expecting(pacing::expected::FSX_LUSTRE)
-    };
-    if let Some(sent) = sent {
-        pace = pace.since(sent);
     }
+    .since(sent);
     let mut waiter = Waiter::new(
         pace.within(ctx.timeout),
         ctx.reporter.as_ref(),

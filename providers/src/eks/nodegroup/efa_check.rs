@@ -28,24 +28,16 @@ pub async fn look(ctx: &OpContext, spec: &NodegroupSpec) -> Result<Looked, Provi
         return Ok(out);
     }
     let ec2 = Ec2::new(&super::super::sdk_config(ctx).await?);
-    let zones_asked = !spec.subnet_ids.is_empty() && spec.capacity_reservation_id.is_none();
+    // With a capacity reservation, its own check judges the subnets' zones.
+    let zoned: &[String] = match spec.capacity_reservation_id {
+        None => &spec.subnet_ids,
+        Some(_) => &[],
+    };
     // The three questions go to EC2 at once.
     let (types, zones, groups) = tokio::join!(
         ec2.instance_types(&spec.instance_types),
-        async {
-            if zones_asked {
-                Some(efa_rules::one_zone(&ec2, &spec.subnet_ids).await)
-            } else {
-                None
-            }
-        },
-        async {
-            if spec.security_group_ids.is_empty() {
-                None
-            } else {
-                Some(efa_rules::self_rules(&ec2, &spec.security_group_ids).await)
-            }
-        },
+        efa_rules::unless_empty(zoned, |s| efa_rules::one_zone(&ec2, s)),
+        efa_rules::unless_empty(&spec.security_group_ids, |g| efa_rules::self_rules(&ec2, g)),
     );
     match types {
         Ok(types) => {
