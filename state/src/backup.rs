@@ -106,13 +106,13 @@ pub fn restore_keeping(
     })?;
     let (salt, records) = validate(file, &snap)?;
 
-    let (trees, damaged) = match db::open(&layout) {
+    let (trees, damaged) = match crate::wal::open_db(&layout) {
         Ok(trees) => (trees, None),
         Err(StateError::Corrupt { .. }) => {
             let aside = root.join(format!("db.damaged-{}", now_secs()));
             crate::durable::rename_durably(&layout.db(), &aside)
                 .map_err(|e| StateError::io(layout.db(), e))?;
-            (db::open(&layout)?, Some(aside))
+            (crate::wal::open_db(&layout)?, Some(aside))
         }
         Err(e) => return Err(e),
     };

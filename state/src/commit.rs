@@ -70,7 +70,10 @@ pub(crate) enum Request {
     },
     /// Read a consistent copy of everything, between two batches.
     Snapshot { reply: Reply<Snapshot> },
-    /// Apply what is queued, flush and stop (sent by the store's drop).
+    /// Bring sled's trees up to date with every committed batch, so that a
+    /// read of them sees it; answers with the serial they are at.
+    Fold { reply: Reply<u64> },
+    /// Apply what is queued, checkpoint and stop (sent by the store's drop).
     Shutdown,
 }
 

@@ -3,9 +3,10 @@
 //! A state is kept locally (the default) or in S3 ([`S3Backend`]); the
 //! engine sees either through [`StateBackend`]. Locally, it lives in a directory (`.flow/` by default): a sled
 //! database of [`StepRecord`]s, a process lock, step logs and JSON backups.
-//! [`Store::open`] takes the lock and checks the schema; reads go straight to
-//! the database, writes go through a [`Committer`], which groups concurrent
-//! changes into one transaction and one flush.
+//! [`Store::open`] takes the lock and checks the schema; writes go through a
+//! [`Committer`], which groups concurrent changes into one frame of a
+//! write-ahead log and one sync; the database's trees are brought up to date
+//! from it when idle and before any read.
 //!
 //! Modules, lowest first; each uses only those above it in this list:
 //! - `timefmt`, `records`, `holder` (who holds a lock), `error`, `runs`
@@ -18,8 +19,10 @@
 //!   `retention` (which backups are kept);
 //! - `checks` (what opening a local state checks: a lost database, lost
 //!   changes, the schema, an S3 copy);
-//! - `commit` (the handle that queues changes), `writer` (the thread that
-//!   applies them, one flush per group), `backup` (write, list, restore);
+//! - `commit` (the handle that queues changes), `wal` (the write-ahead log
+//!   in front of the database: what makes a commit durable, replayed when a
+//!   database is opened), `writer` (the thread that logs changes, one sync
+//!   per group, and applies them to the database), `backup` (write, list, restore);
 //! - `store`: the one way in to a local state, which opens, locks,
 //!   migrates, reads, and hands out [`Committer`]s and backups;
 //! - `readonly`: [`ReadOnlyStore`], a state read (through a private copy of
@@ -57,6 +60,7 @@ pub mod runs;
 mod snapshot;
 mod store;
 pub mod timefmt;
+mod wal;
 mod watermark;
 mod writer;
 

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use crate::checks::{check_never_committed, refuse_s3_copy, version_against_mark};
 use crate::commit::Committer;
-use crate::db;
 use crate::error::{StateError, decode_record};
 use crate::layout::{StateLayout, create_private_dir};
 use crate::lock::StateLock;
@@ -121,7 +120,7 @@ type Read = Option<(Vec<StepRecord>, u64, [u8; 32])>;
 /// copy when its schema is older.
 fn read_copy(real: &StateLayout, copy: &StateLayout) -> Result<Read, StateError> {
     let root = &copy.root;
-    let trees = db::open(copy)?;
+    let trees = crate::wal::open_db(copy)?;
     let mark = watermark::read(real)?;
     let Some(found) = version_against_mark(root, &trees, mark)? else {
         return Ok(None);
@@ -279,7 +278,7 @@ mod tests {
         let (_tmp, root) = root();
         let layout = StateLayout::new(&root);
         layout.ensure().unwrap();
-        let trees = db::open(&layout).unwrap();
+        let trees = crate::db::open(&layout).unwrap();
         meta::initialize(&root, &trees, 1, [1; 32]).unwrap();
         let old = format!("sha256:{}", "ab".repeat(32));
         let mut rec = StepRecord::new("svc", "exec", 1);
@@ -298,14 +297,14 @@ mod tests {
         let got = ro.get("svc").unwrap();
         assert_eq!(got.inputs["env"]["TOKEN"], format!("sealed:{old}"));
         // The serial apply will see once it has migrated (one per step:
-        // 1 → 2 → 3).
-        assert_eq!(ro.serial(), 2);
+        // 1 → 2 → 3 → 4).
+        assert_eq!(ro.serial(), 3);
         drop(ro);
         assert_eq!(files(&root), before, "the state was written");
         assert!(crate::backup::list_backups(&root).unwrap().is_empty());
 
         let store = Store::open(&root, "flow apply").unwrap();
-        assert_eq!(store.serial(), 2);
+        assert_eq!(store.serial(), 3);
     }
 
     #[test]

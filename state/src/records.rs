@@ -7,8 +7,9 @@ use serde_json::{Map, Value};
 
 /// The version of the record layout this build writes. Older versions are
 /// migrated on open; newer ones are refused. 2: sealed inputs are
-/// `sealed:sha256:<hex>` (`sha256:<hex>` in 1).
-pub const SCHEMA_VERSION: u32 = 3;
+/// `sealed:sha256:<hex>` (`sha256:<hex>` in 1). 4: the latest batches may
+/// be only in the write-ahead log (see the `migrate` module).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The operation a step was in the middle of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

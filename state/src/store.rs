@@ -18,6 +18,7 @@ use crate::migrate::MIGRATIONS;
 use crate::records::StepRecord;
 use crate::retention::Retention;
 use crate::snapshot::Snapshot;
+use crate::wal::{self, Wal};
 use crate::watermark::{self, Watermark};
 use crate::writer::{Halted, Publish};
 
@@ -102,7 +103,7 @@ impl Store {
         let lock = StateLock::acquire(&layout, command)?;
         refuse_lost(&layout)?;
         let had_db = layout.db().is_dir();
-        let trees = db::open(&layout)?;
+        let trees = wal::open_db(&layout)?;
         // A copy of an S3 state whose db/ was deleted is rebuilt from S3,
         // which is the truth: its old watermark says nothing then.
         let mark = if had_db {
@@ -121,6 +122,7 @@ impl Store {
         let (tx, writer) = crate::writer::spawn(
             root.to_path_buf(),
             trees.clone(),
+            Wal::open(&layout)?,
             serial.clone(),
             watermark,
             publish,
@@ -163,7 +165,7 @@ impl Store {
 
     /// Every recorded step, sorted by name.
     pub fn steps(&self) -> Result<Vec<StepRecord>, StateError> {
-        self.halted.check()?;
+        self.catch_up()?;
         self.trees
             .steps
             .iter()
@@ -176,7 +178,7 @@ impl Store {
 
     /// The record of step `name`, if there is one.
     pub fn get(&self, name: &str) -> Result<Option<StepRecord>, StateError> {
-        self.halted.check()?;
+        self.catch_up()?;
         let value = self
             .trees
             .steps
@@ -217,9 +219,18 @@ impl Store {
         self.retention
     }
 
-    /// The open database (for the S3 backend's push and pull).
-    pub(crate) fn trees(&self) -> &Trees {
-        &self.trees
+    /// The open database, up to date with every commit (for the S3
+    /// backend's push and pull).
+    pub(crate) fn trees(&self) -> Result<&Trees, StateError> {
+        self.catch_up()?;
+        Ok(&self.trees)
+    }
+
+    /// Waits until sled's trees hold every committed batch (the writer
+    /// applies them to the trees later than it makes them durable).
+    fn catch_up(&self) -> Result<(), StateError> {
+        self.halted.check()?;
+        commit::call_blocking(&self.tx, |reply| Request::Fold { reply }).map(drop)
     }
 
     /// A handle to record changes with.
@@ -517,8 +528,8 @@ mod tests {
         assert_eq!(got.inputs["env"]["TOKEN"], format!("sealed:{old}"));
         assert_eq!(got.inputs["env"]["REGION"], "x");
         assert_eq!(got.inputs["(content)"], content.as_str());
-        // One serial per migration step: 1 → 2 → 3.
-        assert_eq!(store.serial(), 2);
+        // One serial per migration step: 1 → 2 → 3 → 4.
+        assert_eq!(store.serial(), 3);
         assert_eq!(
             meta::read_version(&root, &store.trees.meta).unwrap(),
             Some(SCHEMA_VERSION)

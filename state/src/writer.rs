@@ -1,43 +1,53 @@
 //! The writer thread: group commit.
 //!
 //! It blocks for one request, then takes every request already queued,
-//! applies all their changes as one sled batch together with the serial bump
-//! (one transaction), flushes once, and answers everyone. However many steps
-//! finish at the same instant, they share one flush.
+//! appends all their changes as one frame of the write-ahead log (see
+//! `wal`) with the next serial, fdatasyncs it once, and answers everyone.
+//! However many steps finish at the same instant, they share one sync.
 //!
-//! The order within a batch: apply it in memory (one sled transaction that
-//! also sets the serial), flush sled's log, fdatasync it, and only then
-//! advance the in-memory serial and the watermark. A batch whose flush fails
+//! The order within a batch: append and sync the frame, and only then
+//! advance the in-memory serial and the watermark. A batch whose sync fails
 //! never gets its serial: the store is marked [`Halted`], every later read
 //! and commit through it fails with the first error, and what is on disk is
 //! the state up to the last serial anyone was told is durable.
+//!
+//! Committed changes wait in memory until they are applied to sled's
+//! trees: when no request has come for [`FOLD_AFTER`], before a snapshot,
+//! when someone reads ([`Request::Fold`]), and when the store closes, which
+//! also checkpoints (flushes sled's files and empties the log). So the
+//! instant a step's intent must be on disk costs an append and a sync, and
+//! sled's work is done while the steps run.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::commit::{Change, Reply, Request};
 use crate::db::Trees;
 use crate::error::StateError;
-use crate::meta;
 use crate::snapshot;
+use crate::wal::{self, Wal};
 use crate::watermark::Watermark;
+
+/// How long the writer waits without a request before it applies the
+/// committed changes to sled's trees.
+pub(crate) const FOLD_AFTER: Duration = Duration::from_millis(20);
 
 /// Where a committed batch goes next, before anyone hears it is durable:
 /// the S3 backend's copy of the state. The writer calls it after the local
-/// flush; if it fails, the batch stays in the local journal and everyone
+/// sync; if it fails, the batch stays in the local log and everyone
 /// waiting on it gets the error.
 pub(crate) trait Publish: Send {
     /// Makes the batch with serial `serial` and these changes durable there.
     fn publish(&mut self, serial: u64, changes: &[Change]) -> Result<(), StateError>;
 }
 
-/// Set once, when a batch was applied in memory but could not be made
-/// durable: from then on the open store answers every read and commit with
-/// that failure instead of showing records that are not on disk.
+/// Set once, when a batch could not be made durable (or applied): from then
+/// on the open store answers every read and commit with that failure
+/// instead of showing records that are not on disk.
 #[derive(Clone, Default)]
 pub(crate) struct Halted(Arc<OnceLock<StateError>>);
 
@@ -55,27 +65,25 @@ impl Halted {
     }
 }
 
-/// Starts the writer for `trees`; it stops on [`Request::Shutdown`] or when
-/// every sender is gone.
+/// Starts the writer for `trees`, appending to `log`; it stops on
+/// [`Request::Shutdown`] or when every sender is gone, after a checkpoint.
 pub(crate) fn spawn(
     root: PathBuf,
     trees: Trees,
+    log: Wal,
     serial: Arc<AtomicU64>,
     watermark: Watermark,
     publish: Option<Box<dyn Publish>>,
     halted: Halted,
 ) -> Result<(mpsc::Sender<Request>, JoinHandle<()>), StateError> {
-    // sled's flush() writes the log with sync_file_range on Linux, which
-    // neither flushes the drive's cache nor the file's size; an fdatasync on
-    // the log file does both, so a commit also survives a power cut.
-    let log_path = root.join("db").join("db");
-    let log = File::open(&log_path).map_err(|e| StateError::io(&log_path, e))?;
     let (tx, rx) = mpsc::channel();
     let writer = Writer {
         root,
         trees,
-        serial,
         log,
+        unapplied: Vec::new(),
+        unapplied_serial: 0,
+        serial,
         watermark,
         rx,
         publish,
@@ -91,8 +99,12 @@ pub(crate) fn spawn(
 struct Writer {
     root: PathBuf,
     trees: Trees,
+    log: Wal,
+    /// Changes on disk in the log, not yet applied to the trees, in order.
+    unapplied: Vec<Change>,
+    /// The serial of the last batch in `unapplied`.
+    unapplied_serial: u64,
     serial: Arc<AtomicU64>,
-    log: File,
     watermark: Watermark,
     rx: mpsc::Receiver<Request>,
     publish: Option<Box<dyn Publish>>,
@@ -101,7 +113,20 @@ struct Writer {
 
 impl Writer {
     fn run(mut self) {
-        while let Ok(first) = self.rx.recv() {
+        loop {
+            let first = if self.unapplied.is_empty() {
+                self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                self.rx.recv_timeout(FOLD_AFTER)
+            };
+            let first = match first {
+                Ok(request) => request,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.fold_and_maybe_checkpoint();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
             let mut group = vec![first];
             group.extend(self.rx.try_iter());
             if self.serve(group) {
@@ -111,7 +136,7 @@ impl Writer {
         // After a failed write sled's flush can wait forever (see the
         // store's drop, which keeps sled from flushing on drop then).
         if self.halted.check().is_ok() {
-            let _ = self.trees.db.flush();
+            let _ = self.fold().and_then(|()| self.checkpoint());
         }
     }
 
@@ -119,7 +144,7 @@ impl Writer {
     fn serve(&mut self, group: Vec<Request>) -> bool {
         let mut changes = Vec::new();
         let mut waiters = Vec::new();
-        let mut snapshots = Vec::new();
+        let mut readers = Vec::new();
         let mut stop = false;
         for request in group {
             match request {
@@ -127,7 +152,8 @@ impl Writer {
                     changes.extend(c);
                     waiters.push(reply);
                 }
-                Request::Snapshot { reply } => snapshots.push(reply),
+                Request::Snapshot { reply } => readers.push(Reader::Snapshot(reply)),
+                Request::Fold { reply } => readers.push(Reader::Fold(reply)),
                 Request::Shutdown => stop = true,
             }
         }
@@ -143,59 +169,99 @@ impl Writer {
                         None => Ok(serial),
                     })
             };
+            if self.halted.check().is_ok() {
+                // On disk locally, whatever the S3 copy said.
+                self.unapplied.extend(changes);
+            }
             answer(waiters, outcome);
         }
-        for reply in snapshots {
-            reply.send(
-                self.halted
-                    .check()
-                    .and_then(|()| snapshot::read(&self.root, &self.trees)),
-            );
+        if !readers.is_empty() {
+            let folded = self.halted.check().and_then(|()| self.fold());
+            for reader in readers {
+                match reader {
+                    Reader::Snapshot(reply) => reply.send(
+                        folded
+                            .as_ref()
+                            .map_err(StateError::duplicate)
+                            .and_then(|_| snapshot::read(&self.root, &self.trees)),
+                    ),
+                    Reader::Fold(reply) => reply.send(
+                        folded
+                            .as_ref()
+                            .map(|_| self.serial.load(Ordering::SeqCst))
+                            .map_err(StateError::duplicate),
+                    ),
+                }
+            }
         }
         stop
     }
 
-    /// Applies `changes` with the next serial in one transaction, makes
-    /// them durable, and only then moves the serial on.
-    fn commit(&self, changes: &[Change]) -> Result<u64, StateError> {
-        let mut batch = sled::Batch::default();
-        for change in changes {
-            match &change.value {
-                Some(value) => batch.insert(change.key.as_bytes(), value.as_slice()),
-                None => batch.remove(change.key.as_bytes()),
-            }
-        }
+    /// Appends `changes` with the next serial to the log and syncs it, and
+    /// only then moves the serial on.
+    fn commit(&mut self, changes: &[Change]) -> Result<u64, StateError> {
         let next = self.serial.load(Ordering::SeqCst) + 1;
-        let written = meta::apply_atomically(
-            &self.root,
-            &self.trees,
-            &batch,
-            &meta::number_batch(&[(meta::SERIAL, next)]),
-        )
-        .and_then(|()| self.make_durable());
-        if let Err(err) = written {
-            // The batch may be in sled's memory (in part, if the transaction
-            // itself failed while writing) but not on disk: nobody may read
-            // it or build on it.
+        if let Err(err) = self.log.append(next, changes) {
+            // The frame may be on disk in part, or whole but unsynced:
+            // nobody may read it or build on it.
             self.halted.halt(&err);
             return Err(err);
         }
+        self.unapplied_serial = next;
         self.serial.store(next, Ordering::SeqCst);
         // Only a check; failing to write it does not undo the commit.
         let _ = self.watermark.record(next);
         Ok(next)
     }
 
-    /// Flushes sled's log and fdatasyncs it.
-    fn make_durable(&self) -> Result<(), StateError> {
-        self.trees
-            .db
-            .flush()
-            .map_err(|e| StateError::from_sled(&self.root, e))?;
-        self.log
-            .sync_data()
-            .map_err(|e| StateError::io(self.root.join("db"), e))
+    /// Applies the committed changes to sled's trees (in memory).
+    fn fold(&mut self) -> Result<(), StateError> {
+        if self.unapplied.is_empty() {
+            return Ok(());
+        }
+        let changes = std::mem::take(&mut self.unapplied);
+        let applied = wal::apply(
+            &self.root,
+            &self.trees,
+            self.unapplied_serial,
+            changes
+                .iter()
+                .map(|c| (c.key.as_bytes(), c.value.as_deref())),
+        );
+        if let Err(err) = &applied {
+            // The log has them; the trees may have some: reading the trees
+            // now would show a state that never was.
+            self.halted.halt(err);
+        }
+        applied
     }
+
+    /// Flushes sled's files and empties the log.
+    fn checkpoint(&mut self) -> Result<(), StateError> {
+        let done = wal::checkpoint(&self.root, &self.trees).and_then(|()| self.log.clear());
+        if let Err(err) = &done {
+            self.halted.halt(err);
+        }
+        done
+    }
+
+    /// What the writer does when idle: applies what is committed, and
+    /// checkpoints once the log has grown past [`wal::CHECKPOINT_BYTES`].
+    fn fold_and_maybe_checkpoint(&mut self) {
+        if self.halted.check().is_err() {
+            self.unapplied.clear();
+            return;
+        }
+        if self.fold().is_ok() && self.log.len() > wal::CHECKPOINT_BYTES {
+            let _ = self.checkpoint();
+        }
+    }
+}
+
+/// A request that reads the trees: they are brought up to date first.
+enum Reader {
+    Snapshot(Reply<snapshot::Snapshot>),
+    Fold(Reply<u64>),
 }
 
 /// Gives every waiter of a group the group's outcome.
@@ -268,6 +334,49 @@ mod tests {
                 .arg(self.dir.path())
                 .status();
         }
+    }
+
+    /// The child half of the crash test: commits one record, then dies
+    /// at once, before the writer applies it to sled or checkpoints.
+    fn crash_after_commit(root: &Path) -> ! {
+        let store = Store::open(root, "flow apply").unwrap();
+        store
+            .committer()
+            .commit_blocking(vec![Mutation::Put(StepRecord::new("kept", "exec", 1))])
+            .unwrap();
+        std::process::abort();
+    }
+
+    #[test]
+    fn an_acknowledged_batch_survives_a_crash_before_any_checkpoint() {
+        const CHILD: &str = "FLOW_TEST_CRASH_AFTER_COMMIT";
+        if let Some(root) = std::env::var_os(CHILD) {
+            crash_after_commit(Path::new(&root));
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join(".flow");
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "writer::tests::an_acknowledged_batch_survives_a_crash_before_any_checkpoint",
+                "--nocapture",
+            ])
+            .env(CHILD, &root)
+            .status()
+            .unwrap();
+        assert!(!status.success(), "the child was to abort: {status}");
+        let log = root.join("db").join(crate::wal::FILE);
+        let logged = std::fs::metadata(&log).unwrap().len();
+        assert!(logged > 0, "the acknowledged batch is not in the log");
+
+        let store = Store::open(&root, "flow apply").unwrap();
+        assert!(store.get("kept").unwrap().is_some(), "the batch was lost");
+        assert_eq!(store.serial(), 1);
+        assert_eq!(
+            std::fs::metadata(&log).unwrap().len(),
+            0,
+            "opening replays and empties the log"
+        );
     }
 
     fn big(name: &str) -> StepRecord {

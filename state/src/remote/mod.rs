@@ -379,7 +379,7 @@ pub async fn push(
         |_, _| Ok(None),
     )?;
     let layout = store.layout().clone();
-    let trees = store.trees();
+    let trees = store.trees()?;
     let records = local_records(&layout, trees)?;
     if records.is_empty() {
         return Err(StateError::Remote {
@@ -460,7 +460,7 @@ pub async fn pull(
         |_, _| Ok(None),
     )?;
     let layout = store.layout().clone();
-    let trees = store.trees();
+    let trees = store.trees()?;
     let local = local_records(&layout, trees)?;
     let local_mark = mark::read(&layout.root, trees)?;
     let url = remote.location.to_string();

@@ -125,7 +125,7 @@ pub async fn restore(
         |_, _| Ok(None),
     )?;
     let layout = store.layout().clone();
-    let trees = store.trees();
+    let trees = store.trees()?;
     let serial = backup.snap.serial.max(store.serial()).max(current_serial) + 1;
     let replaced = match &current {
         Some(old) => {
