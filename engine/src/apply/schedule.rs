@@ -102,9 +102,11 @@ pub async fn run_all(
 ) -> Report {
     let started = Instant::now();
     let mut report = Report::default();
-    let mut jobs: BTreeMap<String, StepJob> = jobs
+    // Boxed: a job is large, and the map moves its values as it changes,
+    // and the step's task would carry the job inline.
+    let mut jobs: BTreeMap<String, Box<StepJob>> = jobs
         .into_iter()
-        .map(|j| (j.change.step.clone(), j))
+        .map(|j| (j.change.step.clone(), Box::new(j)))
         .collect();
     let mut waiting_on: BTreeMap<String, usize> = jobs
         .keys()
@@ -196,7 +198,7 @@ fn skip_dependents(
     ctx: &RunContext,
     dag: &Dag,
     failed: &str,
-    jobs: &mut BTreeMap<String, StepJob>,
+    jobs: &mut BTreeMap<String, Box<StepJob>>,
     ready: &mut BTreeSet<String>,
     report: &mut Report,
 ) {

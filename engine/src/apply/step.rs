@@ -20,7 +20,11 @@ use crate::plan::Action;
 /// Carry out `job` within `timeout`. On timeout the intent stays in state, so
 /// the next apply reconciles the operation through the provider.
 /// A job step's run is recorded in the state's run history (`history`).
-pub async fn run_step(ctx: Arc<RunContext>, job: StepJob, timeout: Option<Duration>) -> Outcome {
+pub async fn run_step(
+    ctx: Arc<RunContext>,
+    job: Box<StepJob>,
+    timeout: Option<Duration>,
+) -> Outcome {
     let name = job.change.step.clone();
     let settings = ctx.settings();
     let reporter = Arc::new(StepReporter::new(
