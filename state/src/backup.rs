@@ -106,13 +106,14 @@ pub fn restore_keeping(
     })?;
     let (salt, records) = validate(file, &snap)?;
 
-    let (trees, damaged) = match crate::wal::open_db(&layout) {
+    let mark = crate::watermark::read(&layout)?;
+    let (trees, damaged) = match crate::wal::open_db(&layout, mark) {
         Ok(trees) => (trees, None),
         Err(StateError::Corrupt { .. }) => {
             let aside = root.join(format!("db.damaged-{}", now_secs()));
             crate::durable::rename_durably(&layout.db(), &aside)
                 .map_err(|e| StateError::io(layout.db(), e))?;
-            (crate::wal::open_db(&layout)?, Some(aside))
+            (crate::wal::open_db(&layout, None)?, Some(aside))
         }
         Err(e) => return Err(e),
     };
@@ -134,7 +135,7 @@ pub fn restore_keeping(
     }
     // Never go back to a serial already used, so anything that remembers a
     // serial (a saved plan) sees that the state changed.
-    let mark = crate::watermark::read(&layout)?.unwrap_or(0);
+    let mark = mark.unwrap_or(0);
     let serial = old_serial.max(snap.serial).max(mark) + 1;
 
     let count = records.len();

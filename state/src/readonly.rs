@@ -120,8 +120,8 @@ type Read = Option<(Vec<StepRecord>, u64, [u8; 32])>;
 /// copy when its schema is older.
 fn read_copy(real: &StateLayout, copy: &StateLayout) -> Result<Read, StateError> {
     let root = &copy.root;
-    let trees = crate::wal::open_db(copy)?;
     let mark = watermark::read(real)?;
+    let trees = crate::wal::open_db(copy, mark)?;
     let Some(found) = version_against_mark(root, &trees, mark)? else {
         return Ok(None);
     };

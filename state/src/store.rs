@@ -103,7 +103,6 @@ impl Store {
         let lock = StateLock::acquire(&layout, command)?;
         refuse_lost(&layout)?;
         let had_db = layout.db().is_dir();
-        let trees = wal::open_db(&layout)?;
         // A copy of an S3 state whose db/ was deleted is rebuilt from S3,
         // which is the truth: its old watermark says nothing then.
         let mark = if had_db {
@@ -111,8 +110,13 @@ impl Store {
         } else {
             None
         };
+        let trees = wal::open_db(&layout, mark)?;
         check_schema(&layout, &trees, mark, MIGRATIONS, &retention)?;
         let publish = prepare(&layout, &trees)?;
+        // What opening wrote to sled directly (a fresh state's meta, a
+        // migration, the S3 copy brought up to date) is on disk before any
+        // commit builds on it: commits go to the log only.
+        wal::checkpoint(root, &trees)?;
         let serial = meta::read_serial(root, &trees.meta)?;
         let salt = meta::read_salt(root, &trees.meta)?;
         let watermark = Watermark::open(&layout)?;

@@ -18,14 +18,23 @@
 //! removes a whole key, so the last change to a key decides it, and keys no
 //! frame touches are as the last checkpoint flushed them.
 //!
-//! A frame: the magic `FWL1`, the payload's length and its CRC-32 (both
-//! `u32`, little-endian), then the payload: the batch's serial (`u64`), the
-//! number of changes (`u32`), and each change as a tag (1 put, 0 remove),
-//! the key's length (`u32`) and bytes, and for a put the value's length
-//! (`u32`) and bytes. A frame cut short or failing its CRC at the very end
-//! of the file is a write a crash interrupted: it was never acknowledged,
-//! and is dropped. Anything else that does not read as a frame is damage,
-//! and opening the state stops there.
+//! A frame: a 16-byte header, the magic `FWL2`, the payload's length, the
+//! CRC-32 of those 8 bytes and the CRC-32 of the payload (`u32`s,
+//! little-endian); then the payload: the batch's serial (`u64`), the number
+//! of changes (`u32`), and each change as a tag (1 put, 0 remove), the
+//! key's length (`u32`) and bytes, and for a put the value's length (`u32`)
+//! and bytes. A header cut short, a payload cut short, or a payload failing
+//! its CRC that ends exactly at the end of the file is a write a crash
+//! interrupted: never acknowledged, it is dropped. Anything else that does
+//! not read as a frame (a header failing its own CRC, a damaged payload
+//! with more after it) is damage, and opening the state stops there before
+//! changing anything.
+//!
+//! Before replaying, opening also checks the serials: the frames must
+//! follow one another, the first must follow what sled kept (`serial` in
+//! its meta, at most one behind), and the last must reach the watermark.
+//! Otherwise commits were lost, and the state is refused as damaged with
+//! the log left in place.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -44,8 +53,8 @@ pub(crate) const FILE: &str = "flow-wal";
 /// How large the log may grow before the writer checkpoints when idle.
 pub(crate) const CHECKPOINT_BYTES: u64 = 16 << 20;
 
-const MAGIC: &[u8; 4] = b"FWL1";
-const HEADER: usize = 12;
+const MAGIC: &[u8; 4] = b"FWL2";
+const HEADER: usize = 16;
 const PUT: u8 = 1;
 const REMOVE: u8 = 0;
 
@@ -64,9 +73,12 @@ pub(crate) struct Wal {
 
 impl Wal {
     /// Opens (creating, mode 0600) the log of the database at `layout`,
-    /// which [`open_db`] has replayed and emptied.
+    /// which [`open_db`] has replayed and emptied. A log made now has its
+    /// name made durable too: losing it in a power cut would lose every
+    /// batch in it.
     pub(crate) fn open(layout: &StateLayout) -> Result<Wal, StateError> {
         let path = path(layout);
+        let existed = path.exists();
         let file = OpenOptions::new()
             .append(true)
             .create(true)
@@ -74,6 +86,9 @@ impl Wal {
             .open(&path)
             .map_err(|e| StateError::io(&path, e))?;
         let len = file.metadata().map_err(|e| StateError::io(&path, e))?.len();
+        if !existed {
+            crate::durable::sync_dir(&layout.db()).map_err(|e| StateError::io(layout.db(), e))?;
+        }
         Ok(Wal {
             path,
             file,
@@ -112,15 +127,17 @@ impl Wal {
 }
 
 /// Opens the database at `layout` and brings it up to date with its log:
-/// replays every frame, flushes sled, and empties the log. Every way in to
-/// a database (the store, a read-only copy, a restore) goes through here.
-pub(crate) fn open_db(layout: &StateLayout) -> Result<Trees, StateError> {
+/// checks the frames against what sled kept and against the watermark
+/// `mark`, replays every frame, checkpoints, and empties the log. Every way
+/// in to a database (the store, a read-only copy, a restore) goes through
+/// here.
+pub(crate) fn open_db(layout: &StateLayout, mark: Option<u64>) -> Result<Trees, StateError> {
     let trees = db::open(layout)?;
-    recover(layout, &trees)?;
+    recover(layout, &trees, mark)?;
     Ok(trees)
 }
 
-fn recover(layout: &StateLayout, trees: &Trees) -> Result<(), StateError> {
+fn recover(layout: &StateLayout, trees: &Trees, mark: Option<u64>) -> Result<(), StateError> {
     let path = path(layout);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
@@ -131,20 +148,54 @@ fn recover(layout: &StateLayout, trees: &Trees) -> Result<(), StateError> {
         return Ok(());
     }
     let root = &layout.root;
-    for frame in frames(&bytes).map_err(|detail| StateError::corrupt(root, detail))? {
-        apply(
-            root,
-            trees,
-            frame.serial,
-            frame.changes.iter().map(|c| (c.0, c.1)),
-        )?;
+    let frames = frames(&bytes).map_err(|detail| StateError::corrupt(root, detail))?;
+    if !frames.is_empty() {
+        let kept = meta::read_serial(root, &trees.meta)?;
+        check_serials(&frames, kept, mark).map_err(|detail| StateError::corrupt(root, detail))?;
+    }
+    for frame in &frames {
+        apply(root, trees, frame.serial, frame.changes.iter().copied())?;
     }
     checkpoint(root, trees)?;
+    // Not synced: if the emptying is lost, the frames are replayed once
+    // more over the same records; the next append's sync makes it durable.
     OpenOptions::new()
         .write(true)
         .open(&path)
-        .and_then(|f| f.set_len(0).and_then(|()| f.sync_data()))
+        .and_then(|f| f.set_len(0))
         .map_err(|e| StateError::io(&path, e))
+}
+
+/// Why the frames of a log cannot be replayed over a database that kept
+/// the batches up to serial `kept`, with the watermark at `mark`.
+fn check_serials(frames: &[Frame<'_>], kept: u64, mark: Option<u64>) -> Result<(), String> {
+    let (first, last) = match (frames.first(), frames.last()) {
+        (Some(first), Some(last)) => (first.serial, last.serial),
+        _ => return Ok(()),
+    };
+    let lost = |what: String| format!("{what}, so committed changes are lost");
+    if first > kept + 1 {
+        return Err(lost(format!(
+            "the database holds changes up to serial {kept}, but its write-ahead log starts at serial {first}"
+        )));
+    }
+    if kept > last {
+        return Err(format!(
+            "its write-ahead log (serials {first} to {last}) is older than the database (serial {kept})"
+        ));
+    }
+    if let Some(pair) = frames.windows(2).find(|w| w[1].serial != w[0].serial + 1) {
+        return Err(lost(format!(
+            "in its write-ahead log serial {} is followed by serial {}",
+            pair[0].serial, pair[1].serial
+        )));
+    }
+    match mark {
+        Some(mark) if last < mark => Err(lost(format!(
+            "its write-ahead log ends at serial {last}, but changes up to serial {mark} were committed"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Sets or removes each key of `changes` in the steps tree, then the serial
@@ -172,22 +223,38 @@ pub(crate) fn apply<'a>(
 
 /// Flushes sled's files: everything applied so far is in them. sled's
 /// flush writes its log with `sync_file_range`, which neither flushes the
-/// drive's cache nor the file's size; an fdatasync of that file does both.
+/// drive's cache nor the file's size, and writes large values to files of
+/// their own in `db/blobs` without syncing them; so the log file, every
+/// blob and both folders are fdatasynced here.
 pub(crate) fn checkpoint(root: &Path, trees: &Trees) -> Result<(), StateError> {
     trees
         .db
         .flush()
         .map_err(|e| StateError::from_sled(root, e))?;
-    let sled_log = root.join("db").join("db");
-    File::open(&sled_log)
-        .and_then(|f| f.sync_data())
-        .map_err(|e| StateError::io(&sled_log, e))
+    let db = root.join("db");
+    let blobs = db.join("blobs");
+    let mut files = vec![db.join("db")];
+    if let Ok(entries) = std::fs::read_dir(&blobs) {
+        for entry in entries {
+            let entry = entry.map_err(|e| StateError::io(&blobs, e))?;
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                files.push(entry.path());
+            }
+        }
+        files.push(blobs);
+    }
+    files.push(db);
+    files.iter().try_for_each(|path| {
+        File::open(path)
+            .and_then(|f| f.sync_data())
+            .map_err(|e| StateError::io(path, e))
+    })
 }
 
 fn encode_frame(buf: &mut Vec<u8>, serial: u64, changes: &[Change]) {
     buf.clear();
     buf.extend_from_slice(MAGIC);
-    buf.extend_from_slice(&[0; 8]);
+    buf.extend_from_slice(&[0; 12]);
     buf.extend_from_slice(&serial.to_le_bytes());
     buf.extend_from_slice(&(changes.len() as u32).to_le_bytes());
     for change in changes {
@@ -201,9 +268,11 @@ fn encode_frame(buf: &mut Vec<u8>, serial: u64, changes: &[Change]) {
         }
     }
     let payload_len = (buf.len() - HEADER) as u32;
-    let crc = crc32fast::hash(&buf[HEADER..]);
     buf[4..8].copy_from_slice(&payload_len.to_le_bytes());
-    buf[8..12].copy_from_slice(&crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&buf[..8]);
+    buf[8..12].copy_from_slice(&header_crc.to_le_bytes());
+    let payload_crc = crc32fast::hash(&buf[HEADER..]);
+    buf[12..16].copy_from_slice(&payload_crc.to_le_bytes());
 }
 
 /// One decoded frame: its serial and changes (key, value or removal).
@@ -230,8 +299,11 @@ fn frames(bytes: &[u8]) -> Result<Vec<Frame<'_>>, String> {
         if &rest[..4] != MAGIC {
             return Err(damaged("no frame starts there"));
         }
-        let len = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes"));
+        let word = |at: usize| u32::from_le_bytes(rest[at..at + 4].try_into().expect("4 bytes"));
+        if crc32fast::hash(&rest[..8]) != word(8) {
+            return Err(damaged("a frame's header fails its checksum"));
+        }
+        let (len, crc) = (word(4) as usize, word(12));
         let Some(payload) = rest.get(HEADER..HEADER + len) else {
             break; // a frame cut short by a crash
         };
@@ -373,6 +445,75 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_length_is_refused_not_taken_for_a_torn_tail() {
+        let mut log = log_of(&[(1, vec![put("a", "1")]), (2, vec![put("b", "2")])]);
+        // The first frame's length now points past the end of the file.
+        log[7] = 0x7f;
+        let err = frames(&log).err().expect("damage is refused");
+        assert!(err.contains("damaged at byte 0"), "{err}");
+        assert!(err.contains("header fails its checksum"), "{err}");
+    }
+
+    #[test]
+    fn serials_must_follow_the_database_each_other_and_the_watermark() {
+        let log = log_of(&[(4, vec![put("a", "1")]), (5, vec![put("a", "2")])]);
+        let frames = frames(&log).unwrap();
+        // sled kept 3, or 4, or all of it: replayable.
+        for kept in [3, 4, 5] {
+            assert_eq!(check_serials(&frames, kept, Some(5)), Ok(()), "kept {kept}");
+        }
+        let gap = check_serials(&frames, 2, None).unwrap_err();
+        assert!(
+            gap.contains("up to serial 2") && gap.contains("starts at serial 4"),
+            "{gap}"
+        );
+        let stale = check_serials(&frames, 6, None).unwrap_err();
+        assert!(stale.contains("older than the database"), "{stale}");
+        let short = check_serials(&frames, 4, Some(7)).unwrap_err();
+        assert!(
+            short.contains("ends at serial 5") && short.contains("up to serial 7"),
+            "{short}"
+        );
+
+        let holed = log_of(&[(4, vec![put("a", "1")]), (6, vec![put("a", "2")])]);
+        let err = check_serials(&self::frames(&holed).unwrap(), 3, None).unwrap_err();
+        assert!(err.contains("serial 4 is followed by serial 6"), "{err}");
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_replayed_is_left_in_place() {
+        let (_tmp, layout) = fresh();
+        {
+            let trees = db::open(&layout).unwrap();
+            meta::initialize(&layout.root, &trees, 4, meta::NO_SALT).unwrap();
+        }
+        // Serial 1 is missing: sled kept 0, the log starts at 2.
+        let log = log_of(&[(2, vec![put("a", "1")])]);
+        std::fs::write(path(&layout), &log).unwrap();
+        let err = open_db(&layout, None).err().expect("refused");
+        assert!(matches!(err, StateError::Corrupt { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains("committed changes are lost"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(path(&layout)).unwrap(),
+            log,
+            "the evidence was touched"
+        );
+        let trees = db::open(&layout).unwrap();
+        assert_eq!(value(&trees, "a"), None, "a frame was applied anyway");
+
+        // And one that ends before the watermark.
+        let log = log_of(&[(1, vec![put("a", "1")])]);
+        std::fs::write(path(&layout), &log).unwrap();
+        drop(trees);
+        let err = open_db(&layout, Some(3)).err().expect("refused");
+        assert!(err.to_string().contains("up to serial 3"), "{err}");
+        assert_eq!(std::fs::read(path(&layout)).unwrap(), log);
+    }
+
+    #[test]
     fn a_torn_last_frame_whose_checksum_fails_is_dropped() {
         let mut log = log_of(&[(1, vec![put("a", "1")]), (2, vec![put("b", "22")])]);
         let last = log.len() - 1;
@@ -400,7 +541,7 @@ mod tests {
         ]);
         std::fs::write(path(&layout), &log).unwrap();
 
-        let trees = open_db(&layout).unwrap();
+        let trees = open_db(&layout, None).unwrap();
         assert_eq!(value(&trees, "kept").as_deref(), Some("old"));
         assert_eq!(value(&trees, "changed").as_deref(), Some("new"));
         assert_eq!(value(&trees, "added").as_deref(), Some("2"));
@@ -410,7 +551,7 @@ mod tests {
         drop(trees);
 
         // The replay was flushed: a second open finds it without the log.
-        let trees = open_db(&layout).unwrap();
+        let trees = open_db(&layout, None).unwrap();
         assert_eq!(value(&trees, "added").as_deref(), Some("2"));
         assert_eq!(meta::read_serial(&layout.root, &trees.meta).unwrap(), 2);
     }
@@ -430,7 +571,7 @@ mod tests {
             trees.db.flush().unwrap();
         }
         std::fs::write(path(&layout), &log).unwrap();
-        let trees = open_db(&layout).unwrap();
+        let trees = open_db(&layout, None).unwrap();
         assert_eq!(value(&trees, "a").as_deref(), Some("2"));
         assert_eq!(value(&trees, "b").as_deref(), Some("1"));
     }
@@ -440,7 +581,7 @@ mod tests {
         let (_tmp, layout) = fresh();
         drop(db::open(&layout).unwrap());
         std::fs::write(path(&layout), b"not a log at all").unwrap();
-        let err = open_db(&layout).err().expect("refused");
+        let err = open_db(&layout, None).err().expect("refused");
         assert!(matches!(err, StateError::Corrupt { .. }), "{err:?}");
         assert!(err.to_string().contains("write-ahead log"), "{err}");
     }

@@ -132,6 +132,10 @@ impl Writer {
             if self.serve(group) {
                 break;
             }
+            // A writer never idle for FOLD_AFTER still checkpoints.
+            if self.log.len() > wal::CHECKPOINT_BYTES {
+                self.fold_and_maybe_checkpoint();
+            }
         }
         // After a failed write sled's flush can wait forever (see the
         // store's drop, which keeps sled from flushing on drop then).
@@ -387,7 +391,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_flush_moves_no_serial_and_shows_nothing_unwritten() {
+    fn a_failed_write_moves_no_serial_and_shows_nothing_unwritten() {
         let Some(disk) = SmallDisk::mount() else {
             return;
         };

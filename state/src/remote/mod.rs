@@ -1,7 +1,8 @@
 //! The S3 backend: the state is one S3 object, written with `If-Match` on
 //! the ETag last read or written (compare-and-swap), next to a lock object
 //! with a lease. The local sled database stays as cache and journal: every
-//! batch is flushed locally, then written to S3, and only then is anyone
+//! batch is made durable locally (the write-ahead log), then written to
+//! S3, and only then is anyone
 //! told it is durable (see `docs/state.md`, "Shared state in S3").
 //!
 //! Modules, lowest first: `location`, `client` (the S3 calls and how their

@@ -1,4 +1,5 @@
-//! The S3 side of every commit: after the local flush, the writer thread
+//! The S3 side of every commit: once the batch is durable locally (its
+//! frame in the write-ahead log, synced), the writer thread
 //! writes the whole state as one object with `If-Match` on the ETag it last
 //! wrote, so a writer that was not the last to write fails instead of
 //! overwriting. Nobody hears a change is durable before S3 has it.

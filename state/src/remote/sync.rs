@@ -45,6 +45,8 @@ pub(crate) fn decode(
                 .to_string(),
         ),
     })?;
+    let mut snap = snap;
+    snap.schema_version = as_current(snap.schema_version);
     if snap.schema_version != SCHEMA_VERSION {
         let who = if snap.schema_version > SCHEMA_VERSION {
             "a newer flow"
@@ -288,6 +290,13 @@ fn differing_steps(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>)
     names
 }
 
+/// A document's schema as this flow reads it: schema 4 changed only the
+/// local database (its write-ahead log, which an S3 document never has), so
+/// a schema-3 document holds the records of schema 4.
+fn as_current(found: u32) -> u32 {
+    if found == 3 { SCHEMA_VERSION } else { found }
+}
+
 /// The salt in hex, as the document holds it.
 pub(crate) fn salt_hex(root: &std::path::Path, trees: &Trees) -> Result<String, StateError> {
     Ok(to_hex(&meta::read_salt(root, &trees.meta)?))
@@ -296,6 +305,15 @@ pub(crate) fn salt_hex(root: &std::path::Path, trees: &Trees) -> Result<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schema_3_document_is_read_as_current_and_others_are_not_changed() {
+        assert_eq!(SCHEMA_VERSION, 4, "revisit as_current for a new schema");
+        assert_eq!(as_current(3), SCHEMA_VERSION);
+        assert_eq!(as_current(4), SCHEMA_VERSION);
+        assert_eq!(as_current(2), 2);
+        assert_eq!(as_current(9), 9);
+    }
 
     #[test]
     fn differing_steps_compare_content_not_bytes() {
