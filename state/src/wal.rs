@@ -3,9 +3,10 @@
 //! Each batch the writer commits is appended to `db/flow-wal` as one frame
 //! and the file is fdatasynced; that is when the batch counts as on disk.
 //! The changes reach sled's trees later, when the writer is idle or someone
-//! reads (see `writer`), and sled's own files are flushed only at a
-//! checkpoint: when the store closes, or when the log has grown past
-//! [`CHECKPOINT_BYTES`]. After the checkpoint's flush the log is emptied.
+//! reads (see `writer`), and sled's own files are made durable only at a
+//! checkpoint: when the store opens (after what opening wrote itself) and
+//! closes, and when the log has grown past [`CHECKPOINT_BYTES`]. After the
+//! checkpoint the log is emptied.
 //!
 //! A sled transaction with a flush per batch cost three writes through
 //! sled's thread pool (whose `notify_all` wakes all its threads each time);
@@ -231,7 +232,7 @@ pub(crate) fn checkpoint(root: &Path, trees: &Trees) -> Result<(), StateError> {
         .db
         .flush()
         .map_err(|e| StateError::from_sled(root, e))?;
-    let db = root.join("db");
+    let db = StateLayout::new(root).db();
     let blobs = db.join("blobs");
     let mut files = vec![db.join("db")];
     if let Ok(entries) = std::fs::read_dir(&blobs) {
