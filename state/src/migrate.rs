@@ -19,8 +19,9 @@
 //!   object a replacement put aside, and lose track of it.
 //! - 3 → 4 (`v3_to_v4`): nothing is rewritten; the latest batches may now
 //!   be on disk only in the write-ahead log (`db/flow-wal`) until a
-//!   checkpoint. The bump keeps a flow that knows only schema 3 from
-//!   opening the state after a crash: it would not see those batches, and
+//!   checkpoint (after a crash, and after a close that left a short log).
+//!   The bump keeps a flow that knows only schema 3 from opening such a
+//!   state: it would not see those batches, and
 //!   its own later commits would be overwritten when this flow replays the
 //!   log.
 

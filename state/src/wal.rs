@@ -4,9 +4,13 @@
 //! and the file is fdatasynced; that is when the batch counts as on disk.
 //! The changes reach sled's trees later, when the writer is idle or someone
 //! reads (see `writer`), and sled's own files are made durable only at a
-//! checkpoint: when the store opens (after what opening wrote itself) and
-//! closes, and when the log has grown past [`CHECKPOINT_BYTES`]. After the
-//! checkpoint the log is emptied.
+//! checkpoint: when the store opens (after what opening wrote itself), when
+//! the writer is idle and the log has grown past [`IDLE_CHECKPOINT_BYTES`],
+//! when it has grown past [`CHECKPOINT_BYTES`] however busy the writer is,
+//! and when the store closes with more than [`KEPT_AT_CLOSE_BYTES`] in the
+//! log. After the checkpoint the log is emptied. A store that closes with
+//! a shorter log leaves it for the next open to replay (as after a crash):
+//! the log already makes it durable, and that open checkpoints anyway.
 //!
 //! A sled transaction with a flush per batch cost three writes through
 //! sled's thread pool (whose `notify_all` wakes all its threads each time);
@@ -51,8 +55,17 @@ use crate::meta;
 /// The log's file name inside `db/` (copied with the database by readers).
 pub(crate) const FILE: &str = "flow-wal";
 
-/// How large the log may grow before the writer checkpoints when idle.
+/// How large the log may grow before the writer checkpoints, idle or not.
 pub(crate) const CHECKPOINT_BYTES: u64 = 16 << 20;
+
+/// How large the log may grow before the writer checkpoints once idle:
+/// sled's files then hold what ran so far, written while nothing waits on
+/// the writer, and what is left for later is small.
+pub(crate) const IDLE_CHECKPOINT_BYTES: u64 = 256 << 10;
+
+/// Up to how large a log a closing store leaves for the next open to
+/// replay instead of checkpointing it on the way out.
+pub(crate) const KEPT_AT_CLOSE_BYTES: u64 = 1 << 20;
 
 const MAGIC: &[u8; 4] = b"FWL2";
 const HEADER: usize = 16;

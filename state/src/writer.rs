@@ -12,11 +12,13 @@
 //! the state up to the last serial anyone was told is durable.
 //!
 //! Committed changes wait in memory until they are applied to sled's
-//! trees: when no request has come for [`FOLD_AFTER`], before a snapshot,
-//! when someone reads ([`Request::Fold`]), and when the store closes, which
-//! also checkpoints (flushes sled's files and empties the log). So the
-//! instant a step's intent must be on disk costs an append and a sync, and
-//! sled's work is done while the steps run.
+//! trees: when no request has come for [`FOLD_AFTER`] (which also
+//! checkpoints, flushing sled's files and emptying the log, once the log
+//! passes [`wal::IDLE_CHECKPOINT_BYTES`]), before a snapshot, and when
+//! someone reads ([`Request::Fold`]). So the instant a step's intent must
+//! be on disk costs an append and a sync, and sled's work is done while the
+//! steps run. A store closing with a short log leaves it to the next open
+//! (see `wal`); a longer one is applied and checkpointed first.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -122,7 +124,7 @@ impl Writer {
             let first = match first {
                 Ok(request) => request,
                 Err(RecvTimeoutError::Timeout) => {
-                    self.fold_and_maybe_checkpoint();
+                    self.fold_and_maybe_checkpoint(wal::IDLE_CHECKPOINT_BYTES);
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -134,12 +136,14 @@ impl Writer {
             }
             // A writer never idle for FOLD_AFTER still checkpoints.
             if self.log.len() > wal::CHECKPOINT_BYTES {
-                self.fold_and_maybe_checkpoint();
+                self.fold_and_maybe_checkpoint(wal::CHECKPOINT_BYTES);
             }
         }
         // After a failed write sled's flush can wait forever (see the
-        // store's drop, which keeps sled from flushing on drop then).
-        if self.halted.check().is_ok() {
+        // store's drop, which keeps sled from flushing on drop then). A
+        // short log stays for the next open, which replays it and
+        // checkpoints anyway: closing then costs no sled work at all.
+        if self.halted.check().is_ok() && self.log.len() > wal::KEPT_AT_CLOSE_BYTES {
             let _ = self.fold().and_then(|()| self.checkpoint());
         }
     }
@@ -249,14 +253,14 @@ impl Writer {
         done
     }
 
-    /// What the writer does when idle: applies what is committed, and
-    /// checkpoints once the log has grown past [`wal::CHECKPOINT_BYTES`].
-    fn fold_and_maybe_checkpoint(&mut self) {
+    /// Applies what is committed, and checkpoints once the log has grown
+    /// past `limit` bytes.
+    fn fold_and_maybe_checkpoint(&mut self, limit: u64) {
         if self.halted.check().is_err() {
             self.unapplied.clear();
             return;
         }
-        if self.fold().is_ok() && self.log.len() > wal::CHECKPOINT_BYTES {
+        if self.fold().is_ok() && self.log.len() > limit {
             let _ = self.checkpoint();
         }
     }
@@ -381,6 +385,83 @@ mod tests {
             0,
             "opening replays and empties the log"
         );
+    }
+
+    fn log_len(root: &Path) -> u64 {
+        std::fs::metadata(root.join("db").join(crate::wal::FILE))
+            .unwrap()
+            .len()
+    }
+
+    #[test]
+    fn a_short_log_is_left_at_close_and_replayed_by_the_next_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join(".flow");
+        let store = Store::open(&root, "flow apply").unwrap();
+        store
+            .committer()
+            .commit_blocking(vec![Mutation::Put(StepRecord::new("kept", "exec", 1))])
+            .unwrap();
+        drop(store);
+        let left = log_len(&root);
+        assert!(
+            left > 0 && left <= crate::wal::KEPT_AT_CLOSE_BYTES,
+            "a short log is left for the next open: {left} bytes"
+        );
+
+        let store = Store::open(&root, "flow apply").unwrap();
+        assert!(
+            store.get("kept").unwrap().is_some(),
+            "the left log was not replayed"
+        );
+        assert_eq!(store.serial(), 1);
+        assert_eq!(log_len(&root), 0, "opening replays and empties the log");
+    }
+
+    #[test]
+    fn a_long_log_is_checkpointed_at_close() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join(".flow");
+        let store = Store::open(&root, "flow apply").unwrap();
+        let c = store.committer();
+        // Five 256 KiB records, one batch each, with no idle pause between.
+        for i in 0..5 {
+            c.commit_blocking(vec![Mutation::Put(big(&format!("big{i}")))])
+                .unwrap();
+        }
+        assert!(log_len(&root) > crate::wal::KEPT_AT_CLOSE_BYTES);
+        drop(store);
+        assert_eq!(log_len(&root), 0, "a long log is checkpointed at close");
+        let store = Store::open(&root, "flow apply").unwrap();
+        assert_eq!(store.steps().unwrap().len(), 5);
+    }
+
+    #[test]
+    fn an_idle_writer_checkpoints_a_log_past_the_idle_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join(".flow");
+        let store = Store::open(&root, "flow apply").unwrap();
+        let c = store.committer();
+        c.commit_blocking(vec![Mutation::Put(StepRecord::new("small", "exec", 1))])
+            .unwrap();
+        std::thread::sleep(super::FOLD_AFTER * 5);
+        assert!(
+            log_len(&root) > 0,
+            "a short log waits for a later checkpoint"
+        );
+
+        c.commit_blocking(vec![Mutation::Put(big("big"))]).unwrap();
+        assert!(log_len(&root) > crate::wal::IDLE_CHECKPOINT_BYTES);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while log_len(&root) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the idle writer did not checkpoint a {} byte log",
+                log_len(&root)
+            );
+            std::thread::sleep(super::FOLD_AFTER);
+        }
+        assert!(store.get("big").unwrap().is_some());
     }
 
     fn big(name: &str) -> StepRecord {

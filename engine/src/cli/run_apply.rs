@@ -57,7 +57,12 @@ pub async fn apply(args: &ApplyArgs, ui: Ui, registry: &Registry) -> CliResult<i
     // settles the deferred steps against state as it is then.
     for round in 1.. {
         let deferred = match apply_round(args, &vars, &loaded, store, ui, registry, round).await? {
-            Round::Done(code) => return Ok(code),
+            Round::Done(code) => {
+                // The process ends with this command: the workflow goes
+                // with it, instead of being freed a declaration at a time.
+                std::mem::forget(loaded);
+                return Ok(code);
+            }
             Round::Deferred(n) => n,
         };
         if !ui.quiet && !ui.json {
