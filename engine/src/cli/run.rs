@@ -106,6 +106,12 @@ pub async fn run_jobs(
     let mut report = scheduler
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    // The timeline is complete: it is written while the last results are
+    // flushed, not after.
+    let timeline = {
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || keep_timeline(&ctx, started_ms))
+    };
     // Every step's result must be on disk before the run counts as done.
     for (step, error) in ctx.settle().await {
         for (name, outcome, _) in report.steps.iter_mut() {
@@ -114,7 +120,9 @@ pub async fn run_jobs(
             }
         }
     }
-    keep_timeline(&ctx, started_ms);
+    if let Err(e) = timeline.await {
+        std::panic::resume_unwind(e.into_panic());
+    }
     // Everything is on disk (or reported as not): when the process ends
     // after this run, it frees the run's memory faster than freeing it
     // piece by piece here.

@@ -443,6 +443,11 @@ async fn execute(
         false,
     );
     let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts, last).await;
+    if last {
+        // Like the run's records: the process ends soon, and frees the
+        // plan's thousands of allocations at once.
+        std::mem::forget(plan);
+    }
     finish(&report, ui, "Apply")
 }
 /// What the run needs beside the context: the edges among steps (the
