@@ -274,8 +274,9 @@ pub(crate) fn check_snapshot(
 }
 
 /// Replaces everything in `trees` with `records`, `salt` and `serial` (and
-/// `schema_version`), in one transaction, then flushes and records the
-/// watermark. Meta entries other than those three are dropped.
+/// `schema_version`), in one transaction, then checkpoints (sled's files
+/// fdatasynced: nothing of this goes through the write-ahead log) and
+/// records the watermark. Meta entries other than those three are dropped.
 pub(crate) fn replace_contents(
     layout: &StateLayout,
     trees: &db::Trees,
@@ -303,10 +304,7 @@ pub(crate) fn replace_contents(
     meta_batch.insert(meta::SERIAL, meta::encode_number(serial));
     meta_batch.insert(meta::SALT, &salt[..]);
     meta::apply_atomically(root, trees, &steps, &meta_batch)?;
-    trees
-        .db
-        .flush()
-        .map_err(|e| StateError::from_sled(root, e))?;
+    crate::wal::checkpoint(root, trees)?;
     crate::watermark::Watermark::open(layout)?.record(serial)
 }
 

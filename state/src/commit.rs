@@ -73,7 +73,8 @@ pub(crate) enum Request {
     /// Bring sled's trees up to date with every committed batch, so that a
     /// read of them sees it; answers with the serial they are at.
     Fold { reply: Reply<u64> },
-    /// Apply what is queued, checkpoint and stop (sent by the store's drop).
+    /// Stop, after applying and checkpointing a log too long to leave for
+    /// the next open (sent by the store's drop).
     Shutdown,
 }
 

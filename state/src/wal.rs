@@ -171,12 +171,15 @@ fn recover(layout: &StateLayout, trees: &Trees, mark: Option<u64>) -> Result<(),
         apply(root, trees, frame.serial, frame.changes.iter().copied())?;
     }
     checkpoint(root, trees)?;
-    // Not synced: if the emptying is lost, the frames are replayed once
-    // more over the same records; the next append's sync makes it durable.
+    // Synced: sled may be written past these frames before anything else
+    // syncs the log (a restore, a pull, or a session that commits nothing
+    // and leaves no log of its own), and frames that came back after a
+    // power cut would then be older than the database, or replayed over
+    // what replaced them.
     OpenOptions::new()
         .write(true)
         .open(&path)
-        .and_then(|f| f.set_len(0))
+        .and_then(|f| f.set_len(0).and_then(|()| f.sync_data()))
         .map_err(|e| StateError::io(&path, e))
 }
 
@@ -255,13 +258,20 @@ pub(crate) fn checkpoint(root: &Path, trees: &Trees) -> Result<(), StateError> {
                 files.push(entry.path());
             }
         }
-        files.push(blobs);
+        files.push(blobs.clone());
     }
     files.push(db);
-    files.iter().try_for_each(|path| {
-        File::open(path)
-            .and_then(|f| f.sync_data())
-            .map_err(|e| StateError::io(path, e))
+    files.iter().try_for_each(|path| match File::open(path) {
+        Ok(f) => f.sync_data().map_err(|e| StateError::io(path, e)),
+        // sled removes blob files it no longer needs from its own threads:
+        // one gone since the folder was listed has nothing left to sync.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && path.parent() == Some(blobs.as_path()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(StateError::io(path, e)),
     })
 }
 

@@ -38,6 +38,21 @@ use crate::watermark::Watermark;
 /// committed changes to sled's trees.
 pub(crate) const FOLD_AFTER: Duration = Duration::from_millis(20);
 
+#[cfg(test)]
+thread_local! {
+    /// What a writer spawned from this thread takes for [`FOLD_AFTER`]: a
+    /// test that must not see the writer go idle makes it long.
+    static TEST_FOLD_AFTER: std::cell::Cell<Duration> = const { std::cell::Cell::new(FOLD_AFTER) };
+}
+
+/// How long a writer spawned now waits before it counts as idle.
+fn fold_after() -> Duration {
+    #[cfg(test)]
+    return TEST_FOLD_AFTER.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    FOLD_AFTER
+}
+
 /// Where a committed batch goes next, before anyone hears it is durable:
 /// the S3 backend's copy of the state. The writer calls it after the local
 /// sync; if it fails, the batch stays in the local log and everyone
@@ -68,7 +83,8 @@ impl Halted {
 }
 
 /// Starts the writer for `trees`, appending to `log`; it stops on
-/// [`Request::Shutdown`] or when every sender is gone, after a checkpoint.
+/// [`Request::Shutdown`] or when every sender is gone, after a checkpoint
+/// if the log is longer than [`wal::KEPT_AT_CLOSE_BYTES`].
 pub(crate) fn spawn(
     root: PathBuf,
     trees: Trees,
@@ -80,6 +96,7 @@ pub(crate) fn spawn(
 ) -> Result<(mpsc::Sender<Request>, JoinHandle<()>), StateError> {
     let (tx, rx) = mpsc::channel();
     let writer = Writer {
+        fold_after: fold_after(),
         root,
         trees,
         log,
@@ -99,6 +116,8 @@ pub(crate) fn spawn(
 }
 
 struct Writer {
+    /// How long without a request counts as idle ([`FOLD_AFTER`]).
+    fold_after: Duration,
     root: PathBuf,
     trees: Trees,
     log: Wal,
@@ -116,10 +135,13 @@ struct Writer {
 impl Writer {
     fn run(mut self) {
         loop {
-            let first = if self.unapplied.is_empty() {
-                self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            // Waits without end only when idling has nothing left to do.
+            let idle_work = self.halted.check().is_ok()
+                && (!self.unapplied.is_empty() || self.log.len() > wal::IDLE_CHECKPOINT_BYTES);
+            let first = if idle_work {
+                self.rx.recv_timeout(self.fold_after)
             } else {
-                self.rx.recv_timeout(FOLD_AFTER)
+                self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
             };
             let first = match first {
                 Ok(request) => request,
@@ -142,7 +164,7 @@ impl Writer {
         // After a failed write sled's flush can wait forever (see the
         // store's drop, which keeps sled from flushing on drop then). A
         // short log stays for the next open, which replays it and
-        // checkpoints anyway: closing then costs no sled work at all.
+        // checkpoints anyway: closing then neither applies nor syncs.
         if self.halted.check().is_ok() && self.log.len() > wal::KEPT_AT_CLOSE_BYTES {
             let _ = self.fold().and_then(|()| self.checkpoint());
         }
@@ -393,10 +415,19 @@ mod tests {
             .len()
     }
 
+    /// Writers spawned from this thread while `f` runs never go idle.
+    fn never_idle<T>(f: impl FnOnce() -> T) -> T {
+        super::TEST_FOLD_AFTER.with(|c| c.set(std::time::Duration::from_secs(3600)));
+        let out = f();
+        super::TEST_FOLD_AFTER.with(|c| c.set(super::FOLD_AFTER));
+        out
+    }
+
     #[test]
     fn a_short_log_is_left_at_close_and_replayed_by_the_next_open() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join(".flow");
+        // Idle or not, a writer does not checkpoint a log this short.
         let store = Store::open(&root, "flow apply").unwrap();
         store
             .committer()
@@ -422,9 +453,9 @@ mod tests {
     fn a_long_log_is_checkpointed_at_close() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join(".flow");
-        let store = Store::open(&root, "flow apply").unwrap();
+        let store = never_idle(|| Store::open(&root, "flow apply").unwrap());
         let c = store.committer();
-        // Five 256 KiB records, one batch each, with no idle pause between.
+        // Five 256 KiB records: past what a close may leave.
         for i in 0..5 {
             c.commit_blocking(vec![Mutation::Put(big(&format!("big{i}")))])
                 .unwrap();
@@ -450,8 +481,9 @@ mod tests {
             "a short log waits for a later checkpoint"
         );
 
+        // Past the idle limit (under the 16 MiB one): only going idle
+        // empties it while the store is open.
         c.commit_blocking(vec![Mutation::Put(big("big"))]).unwrap();
-        assert!(log_len(&root) > crate::wal::IDLE_CHECKPOINT_BYTES);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while log_len(&root) > 0 {
             assert!(
@@ -462,6 +494,27 @@ mod tests {
             std::thread::sleep(super::FOLD_AFTER);
         }
         assert!(store.get("big").unwrap().is_some());
+    }
+
+    #[test]
+    fn an_idle_writer_checkpoints_a_long_log_a_read_already_applied() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join(".flow");
+        let store = Store::open(&root, "flow apply").unwrap();
+        let c = store.committer();
+        // The read applies the batch at once: nothing is left unapplied,
+        // but the log is past the idle limit.
+        c.commit_blocking(vec![Mutation::Put(big("big"))]).unwrap();
+        assert!(store.get("big").unwrap().is_some());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while log_len(&root) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the idle writer did not checkpoint a {} byte log",
+                log_len(&root)
+            );
+            std::thread::sleep(super::FOLD_AFTER);
+        }
     }
 
     fn big(name: &str) -> StepRecord {

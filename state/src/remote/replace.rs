@@ -90,7 +90,8 @@ pub(crate) async fn replace_object(
 }
 
 /// Marks the local copy as holding what S3 holds at `etag` and `serial`,
-/// durably.
+/// durably (a checkpoint: the mark does not go through the write-ahead
+/// log).
 pub(crate) fn mark_copy(
     layout: &StateLayout,
     trees: &Trees,
@@ -107,9 +108,5 @@ pub(crate) fn mark_copy(
             pushed_serial: serial,
         },
     )?;
-    trees
-        .db
-        .flush()
-        .map_err(|e| StateError::from_sled(&layout.root, e))?;
-    Ok(())
+    crate::wal::checkpoint(&layout.root, trees)
 }
