@@ -415,6 +415,19 @@ mod tests {
             .len()
     }
 
+    /// Waits (up to 10 s) for the idle writer to empty the log.
+    fn wait_for_idle_checkpoint(root: &Path) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while log_len(root) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the idle writer did not checkpoint a {} byte log",
+                log_len(root)
+            );
+            std::thread::sleep(super::FOLD_AFTER);
+        }
+    }
+
     /// Writers spawned from this thread while `f` runs never go idle.
     fn never_idle<T>(f: impl FnOnce() -> T) -> T {
         super::TEST_FOLD_AFTER.with(|c| c.set(std::time::Duration::from_secs(3600)));
@@ -484,15 +497,7 @@ mod tests {
         // Past the idle limit (under the 16 MiB one): only going idle
         // empties it while the store is open.
         c.commit_blocking(vec![Mutation::Put(big("big"))]).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while log_len(&root) > 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the idle writer did not checkpoint a {} byte log",
-                log_len(&root)
-            );
-            std::thread::sleep(super::FOLD_AFTER);
-        }
+        wait_for_idle_checkpoint(&root);
         assert!(store.get("big").unwrap().is_some());
     }
 
@@ -506,15 +511,7 @@ mod tests {
         // but the log is past the idle limit.
         c.commit_blocking(vec![Mutation::Put(big("big"))]).unwrap();
         assert!(store.get("big").unwrap().is_some());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while log_len(&root) > 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the idle writer did not checkpoint a {} byte log",
-                log_len(&root)
-            );
-            std::thread::sleep(super::FOLD_AFTER);
-        }
+        wait_for_idle_checkpoint(&root);
     }
 
     fn big(name: &str) -> StepRecord {
