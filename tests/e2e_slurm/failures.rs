@@ -104,11 +104,18 @@ sbatch_args = ["--no-requeue"]
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn flow");
-    wait_until(Duration::from_secs(30), "the job to run", || {
+    // RUNNING is set when the controller hands the job to slurmd, before
+    // the script has run: wait for its first line in the output file, or
+    // the kill can land before there is a tail to show.
+    wait_until(Duration::from_secs(30), "the job's first line", || {
         slurm
             .jobs_named("on-a-dying-node")
             .iter()
-            .any(|j| j.2 == "RUNNING")
+            .filter(|j| j.2 == "RUNNING")
+            .any(|j| {
+                p.read(&format!("train_{}.out", j.0))
+                    .contains("rank 0 ready")
+            })
     });
     slurm.kill_slurmd();
     let run = finish(child);
