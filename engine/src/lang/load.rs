@@ -219,26 +219,41 @@ fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics)
         }
         None
     };
-    let snapshot = wf.clone();
+    // Evaluated against the workflow as written, then set: no copy of it.
     let cx = Context {
-        wf: &snapshot,
+        wf: &*wf,
         vars,
         outputs: &no_outputs,
     };
-    if let Some(node) = &snapshot.region_node {
+    let region = wf.region_node.as_ref().map(|node| {
         let result = cx.with_scope(None, None, |scope| evaluate(node, scope));
-        wf.region = text(result, node, &snapshot.source, diags);
-    }
-    for (step, before) in wf.steps.iter_mut().zip(&snapshot.steps) {
-        if snapshot.is_deferred(&before.name) {
+        text(result, node, &wf.source, diags)
+    });
+    let mut per_step = Vec::new();
+    for (index, step) in wf.steps.iter().enumerate() {
+        if wf.is_deferred(&step.name) || (step.region_node.is_none() && step.import_node.is_none())
+        {
             continue;
         }
-        let source = snapshot.source_of(before);
-        if let Some(node) = &before.region_node {
-            step.region = text(cx.evaluate(before, node), node, source, diags);
+        let source = wf.source_of(step);
+        let mut evaluated = |node: &Option<Node>| {
+            node.as_ref()
+                .map(|node| text(cx.evaluate(step, node), node, source, diags))
+        };
+        let region = evaluated(&step.region_node);
+        let import = evaluated(&step.import_node);
+        per_step.push((index, region, import));
+    }
+    if let Some(region) = region {
+        wf.region = region;
+    }
+    for (index, region, import) in per_step {
+        let step = &mut wf.steps[index];
+        if let Some(region) = region {
+            step.region = region;
         }
-        if let Some(node) = &before.import_node {
-            step.import = text(cx.evaluate(before, node), node, source, diags);
+        if let Some(import) = import {
+            step.import = import;
         }
     }
 }
