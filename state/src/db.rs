@@ -25,9 +25,11 @@ pub(crate) struct Trees {
 const SLED_LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// Opens (creating if needed) the database of `layout`; the caller holds the
-/// state lock. Files under `db/` are made private.
+/// state lock. What a killed sled left half-written is removed first (see
+/// [`crate::torn`]). Files under `db/` are made private.
 pub(crate) fn open(layout: &StateLayout) -> Result<Trees, StateError> {
     let path = layout.db();
+    crate::torn::clear_torn_files(&path).map_err(|e| StateError::io(&path, e))?;
     let started = Instant::now();
     let db = loop {
         match open_once(&path) {
@@ -155,6 +157,75 @@ mod tests {
             }
         }
         assert!(seen >= 2, "sled wrote {seen} files");
+    }
+
+    /// What a kill -9 inside sled's snapshot write leaves (sled writes one
+    /// at every open of an existing database): the snapshot's first bytes
+    /// under its `.generating` name. sled alone then refuses the database
+    /// on every open; `open` removes the partial file and loses nothing.
+    #[test]
+    fn a_snapshot_left_half_written_by_a_kill_does_not_damage_the_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = StateLayout::new(tmp.path().join(".flow"));
+        layout.ensure().unwrap();
+        for round in 0..2 {
+            let trees = open(&layout).unwrap();
+            trees
+                .steps
+                .insert(format!("step-{round}"), "record")
+                .unwrap();
+            trees.db.flush().unwrap();
+        }
+        let snapshot = std::fs::read_dir(layout.db())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("snap.")
+            })
+            .expect("sled wrote a snapshot when it opened the existing database");
+        let bytes = std::fs::read(&snapshot).unwrap();
+        let partial = snapshot.with_extension(format!(
+            "{}.generating",
+            snapshot.extension().unwrap().to_string_lossy()
+        ));
+        std::fs::write(&partial, &bytes[..bytes.len() / 2]).unwrap();
+        let sled_alone = open_once(&layout.db());
+        assert!(
+            matches!(sled_alone, Err(OpenError::Damaged(_))),
+            "sled opened the database despite the partial snapshot"
+        );
+        let trees = open(&layout).unwrap();
+        for round in 0..2 {
+            let key = format!("step-{round}");
+            assert_eq!(
+                trees.steps.get(&key).unwrap().as_deref(),
+                Some(&b"record"[..])
+            );
+        }
+        assert!(!partial.exists());
+    }
+
+    /// The first open writes sled's `conf` as text and then a checksum; a
+    /// kill between the two leaves the text alone.
+    #[test]
+    fn a_conf_left_without_its_checksum_by_a_kill_does_not_damage_the_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = StateLayout::new(tmp.path().join(".flow"));
+        layout.ensure().unwrap();
+        drop(open(&layout).unwrap());
+        let conf = layout.db().join("conf");
+        let whole = std::fs::read(&conf).unwrap();
+        std::fs::write(&conf, &whole[..whole.len() - 4]).unwrap();
+        assert!(
+            matches!(open_once(&layout.db()), Err(OpenError::Damaged(_))),
+            "sled opened the database despite the torn conf"
+        );
+        let trees = open(&layout).unwrap();
+        trees.steps.insert("a", "b").unwrap();
+        assert_eq!(std::fs::read(&conf).unwrap(), whole);
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub mod runs;
 mod snapshot;
 mod store;
 pub mod timefmt;
+mod torn;
 mod wal;
 mod watermark;
 mod writer;
