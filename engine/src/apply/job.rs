@@ -2,7 +2,11 @@
 //! declaration, what it depends on, where it runs; and the fresh operation
 //! tokens its operations are recorded under.
 
+use std::ops::Deref;
+use std::sync::Arc;
+
 use crate::lang::ast::StepDecl;
+use crate::lang::load::Loaded;
 use crate::plan::StepChange;
 
 /// One step to carry out.
@@ -11,11 +15,38 @@ pub struct StepJob {
     /// The planned change.
     pub change: StepChange,
     /// Its declaration, when the workflow has it (not for deletes of removed steps).
-    pub decl: Option<StepDecl>,
+    pub decl: Option<SharedDecl>,
     /// Dependencies to record.
     pub depends_on: Vec<String>,
     /// The region to operate in (the step's, else the workflow's, else the recorded one).
     pub region: Option<String>,
+}
+
+/// A step's declaration, shared with the loaded workflow it is part of
+/// instead of copied: a run has a job for each of thousands of steps, and
+/// each copy was made before the first step started and freed as it ended.
+#[derive(Debug, Clone)]
+pub struct SharedDecl {
+    loaded: Arc<Loaded>,
+    index: usize,
+}
+
+impl SharedDecl {
+    /// `step`'s declaration in `loaded`, when the workflow declares it.
+    pub fn of(loaded: &Arc<Loaded>, step: &str) -> Option<Self> {
+        loaded.workflow.step_position(step).map(|index| SharedDecl {
+            loaded: loaded.clone(),
+            index,
+        })
+    }
+}
+
+impl Deref for SharedDecl {
+    type Target = StepDecl;
+
+    fn deref(&self) -> &StepDecl {
+        &self.loaded.workflow.steps[self.index]
+    }
 }
 
 /// A fresh operation token: 32 hex digits, valid as an AWS ClientRequestToken.

@@ -70,7 +70,7 @@ impl Op<'_> {
             }
             if !rec.applied
                 && rec.deposed.is_some()
-                && !crate::plan::replacing::wanted(self.job.decl.as_ref(), self.provider)
+                && !crate::plan::replacing::wanted(self.job.decl.as_deref(), self.provider)
             {
                 // The replacement was never made and the step no longer
                 // wants it made first (a reservation the old object holds):
@@ -154,7 +154,7 @@ impl Op<'_> {
                     did = Some(Action::Replace);
                 }
                 _ if self.job.change.create_before_destroy.is_some()
-                    && crate::plan::replacing::wanted(self.job.decl.as_ref(), self.provider) =>
+                    && crate::plan::replacing::wanted(self.job.decl.as_deref(), self.provider) =>
                 {
                     self.replace_creating_first(&mut rec, desired).await?;
                     return Ok(Outcome::Done(Action::Replace));

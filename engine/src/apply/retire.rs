@@ -76,7 +76,7 @@ impl Op<'_> {
         // Retired only while the step still wants create-before-destroy:
         // `create_before_destroy = false` deletes the old object as it is
         // (the way out when it cannot be drained).
-        let retire = !destroying && replacing::wanted(self.job.decl.as_ref(), self.provider);
+        let retire = !destroying && replacing::wanted(self.job.decl.as_deref(), self.provider);
         if old.stage != Retiring::Deleting && retire {
             old.stage = Retiring::Draining;
             rec.deposed = Some(old.clone());

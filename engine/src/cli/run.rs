@@ -52,10 +52,10 @@ pub fn run_context(
     records: BTreeMap<String, StepRecord>,
     loaded: Option<Arc<Loaded>>,
     ui: Ui,
-    plan: &Plan,
+    jobs: &[StepJob],
     clean_leftovers: bool,
 ) -> Arc<RunContext> {
-    let width = plan.changes.iter().map(|c| c.step.len()).max().unwrap_or(4);
+    let width = jobs.iter().map(|j| j.change.step.len()).max().unwrap_or(4);
     Arc::new(RunContext::new(
         RunSettings {
             registry: registry.clone(),
@@ -66,7 +66,7 @@ pub fn run_context(
                 .map_or_else(|| workdir(file).into(), |l| l.workflow.dir.clone()),
             legacy_salt: store.salt(),
             redactor: Arc::new(redactor),
-            sink: sink_for(ui, ui.json, plan.changes.len(), width),
+            sink: sink_for(ui, ui.json, jobs.len(), width),
             backoff: Backoff::default(),
             profile: loaded.as_ref().and_then(|l| l.workflow.profile.clone()),
             loaded,

@@ -18,7 +18,7 @@ use super::progress::print_json_summary;
 use super::refresh::{RefreshRequest, record, refreshed};
 use super::run::{finish, json_needs_approval, run_context, run_jobs, show_plan};
 use super::state_open::{Access, open, target_with};
-use crate::apply::job::StepJob;
+use crate::apply::job::{SharedDecl, StepJob};
 use crate::apply::schedule::Report;
 use crate::lang::load::Loaded;
 use crate::lang::vars::VarInputs;
@@ -406,7 +406,7 @@ fn given_again_differs(name: &str, saved: &str, now: Option<&str>) -> CliError {
 async fn execute(
     store: &dyn StateBackend,
     loaded: &Arc<Loaded>,
-    plan: Plan,
+    mut plan: Plan,
     refresh: Refresh,
     registry: &Registry,
     ui: Ui,
@@ -418,9 +418,12 @@ async fn execute(
     // The backup is taken before the first write (moves, refresh, steps),
     // on a thread of its own: its file and fsyncs overlap with preparing
     // the jobs here.
+    let back_up = plan.has_changes();
+    let deletions = delete_edges(&plan, &refresh.records);
+    let changes = std::mem::take(&mut plan.changes);
     let (backed_up, (edges, timeouts, jobs)) = std::thread::scope(|s| {
-        let backup = plan.has_changes().then(|| s.spawn(|| store.backup()));
-        let prepared = prepare_jobs(loaded, &plan, &refresh.records);
+        let backup = back_up.then(|| s.spawn(|| store.backup()));
+        let prepared = prepare_jobs(loaded, changes, deletions, &refresh.records);
         let backed_up = backup.map(|b| b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         (backed_up, prepared)
     });
@@ -439,7 +442,7 @@ async fn execute(
         records,
         Some(loaded.clone()),
         ui,
-        &plan,
+        &jobs,
         false,
     );
     let report = run_jobs(ctx, jobs, &edges, parallelism, &timeouts, last).await;
@@ -459,34 +462,39 @@ type Prepared = (
     Vec<StepJob>,
 );
 
-/// The edges, timeouts and jobs of `plan` (see [`Prepared`]).
-fn prepare_jobs(loaded: &Loaded, plan: &Plan, records: &BTreeMap<String, StepRecord>) -> Prepared {
+/// The edges (the workflow's and `deletions`), timeouts and jobs of a
+/// plan's `changes` (see [`Prepared`]); the jobs take the changes over.
+fn prepare_jobs(
+    loaded: &Arc<Loaded>,
+    changes: Vec<StepChange>,
+    deletions: Vec<(String, String)>,
+    records: &BTreeMap<String, StepRecord>,
+) -> Prepared {
     let mut edges: Vec<(String, String)> = loaded
         .dag
         .edges()
         .into_iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    edges.extend(delete_edges(plan, records));
+    edges.extend(deletions);
     let timeouts: BTreeMap<String, Duration> = loaded
         .workflow
         .steps
         .iter()
         .filter_map(|s| s.timeout.map(|t| (s.name.clone(), t)))
         .collect();
-    let jobs: Vec<StepJob> = plan
-        .changes
-        .iter()
-        .map(|c| {
-            let decl = loaded.workflow.step(&c.step).cloned();
+    let jobs: Vec<StepJob> = changes
+        .into_iter()
+        .map(|change| {
+            let decl = SharedDecl::of(loaded, &change.step);
             let region = decl
                 .as_ref()
                 .map_or(loaded.workflow.region.clone(), |d| loaded.region_of(d))
-                .or_else(|| records.get(&c.step).and_then(|r| r.region.clone()));
+                .or_else(|| records.get(&change.step).and_then(|r| r.region.clone()));
             StepJob {
-                change: c.clone(),
+                depends_on: change.depends_on.clone(),
+                change,
                 decl,
-                depends_on: c.depends_on.clone(),
                 region,
             }
         })

@@ -11,7 +11,7 @@ use super::common::{CliError, CliResult, Ui, confirm, records_of};
 use super::progress::print_json_summary;
 use super::run::{finish, json_needs_approval, run_context, run_jobs};
 use super::state_open::{Access, open_if_exists, target};
-use crate::apply::job::StepJob;
+use crate::apply::job::{SharedDecl, StepJob};
 use crate::apply::schedule::Report;
 use crate::dag::Dag;
 use crate::lang::ast::select_addresses;
@@ -103,18 +103,20 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         files: args.var_files.clone(),
         ..VarInputs::default()
     };
-    let loaded = load(&args.file, &vars, registry, &|n| std::env::var(n).ok()).ok();
-    let redactor = loaded.as_ref().map(Loaded::redactor).unwrap_or_default();
+    let loaded = load(&args.file, &vars, registry, &|n| std::env::var(n).ok())
+        .ok()
+        .map(std::sync::Arc::new);
+    let redactor = loaded.as_deref().map(Loaded::redactor).unwrap_or_default();
     let jobs: Vec<StepJob> = plan
         .changes
-        .iter()
-        .map(|c| StepJob {
-            change: c.clone(),
+        .into_iter()
+        .map(|change| StepJob {
             decl: loaded
                 .as_ref()
-                .and_then(|l| l.workflow.step(&c.step).cloned()),
-            depends_on: c.depends_on.clone(),
-            region: records.get(&c.step).and_then(|r| r.region.clone()),
+                .and_then(|l| SharedDecl::of(l, &change.step)),
+            depends_on: change.depends_on.clone(),
+            region: records.get(&change.step).and_then(|r| r.region.clone()),
+            change,
         })
         .collect();
     let ctx = run_context(
@@ -123,9 +125,9 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         &args.file,
         redactor,
         records,
-        loaded.map(std::sync::Arc::new),
+        loaded,
         ui,
-        &plan,
+        &jobs,
         args.clean_leftovers,
     );
     let report = run_jobs(ctx, jobs, &edges, args.parallelism, &BTreeMap::new(), true).await;

@@ -503,7 +503,12 @@ impl Workflow {
 
     /// The step called `name`.
     pub fn step(&self, name: &str) -> Option<&StepDecl> {
-        self.step_index.get(name).map(|&i| &self.steps[i])
+        self.step_position(name).map(|i| &self.steps[i])
+    }
+
+    /// Where the step called `name` is in `steps`.
+    pub fn step_position(&self, name: &str) -> Option<usize> {
+        self.step_index.get(name).copied()
     }
 
     /// The variable called `name`.
