@@ -160,9 +160,10 @@ mod tests {
     }
 
     /// What a kill -9 inside sled's snapshot write leaves (sled writes one
-    /// at every open of an existing database): the snapshot's first bytes
-    /// under its `.generating` name. sled alone then refuses the database
-    /// on every open; `open` removes the partial file and loses nothing.
+    /// when it opens a database whose log has moved on): the snapshot's
+    /// first bytes under its `.generating` name. sled alone then refuses
+    /// the database on every open; `open` removes the partial file and
+    /// loses nothing.
     #[test]
     fn a_snapshot_left_half_written_by_a_kill_does_not_damage_the_state() {
         let tmp = tempfile::tempdir().unwrap();

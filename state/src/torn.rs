@@ -4,8 +4,9 @@
 //! process is writing them).
 //!
 //! - `snap.<lsn>.generating`: sled writes each snapshot under this name
-//!   and renames it once complete; it writes one at every open of an
-//!   existing database. Killed before the rename, it leaves the partial
+//!   and renames it once complete; it writes one when it opens a database
+//!   whose log has moved on since the last. Killed before the rename, it
+//!   leaves the partial
 //!   file, and its next open takes that for the newest snapshot (it lists
 //!   every `snap.*` file: sled issue 1527), fails on its checksum, and
 //!   keeps failing. The snapshot it was to replace is still there, and so

@@ -166,7 +166,7 @@ fn a_deleted_database_is_refused_not_taken_for_a_new_state() {
 }
 
 /// What a kill -9 inside sled's own snapshot write leaves: sled writes a
-/// snapshot at every open of an existing database, under a `.generating`
+/// snapshot when it opens a database whose log has moved on, under a `.generating`
 /// name that it renames once complete, and takes a partial one for its
 /// newest snapshot on every later open (a CI run lost a state this way). The
 /// read-only plan opens the state as it is, changing nothing; the apply

@@ -25,7 +25,7 @@ pub struct StepJob {
 /// A step's declaration, shared with the loaded workflow it is part of
 /// instead of copied: a run has a job for each of thousands of steps, and
 /// each copy was made before the first step started and freed as it ended.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SharedDecl {
     loaded: Arc<Loaded>,
     index: usize,
@@ -38,6 +38,14 @@ impl SharedDecl {
             loaded: loaded.clone(),
             index,
         })
+    }
+}
+
+/// The step's declaration only: the loaded workflow beside it holds the
+/// variables' values, secrets too.
+impl std::fmt::Debug for SharedDecl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -57,6 +65,28 @@ pub fn new_token() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_declaration_shows_its_step_and_no_variable_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wf.toml");
+        std::fs::write(
+            &path,
+            "[vars.token]\nsensitive = true\ndefault = \"hf_SECRETvalue\"\n\
+             [steps.a]\nprovider = \"null\"\n[steps.a.inputs]\nt = \"${vars.token}\"\n\
+             [steps.b]\nprovider = \"null\"\n",
+        )
+        .unwrap();
+        let vars = crate::lang::vars::VarInputs::default();
+        let registry = flow_providers::Registry::builtin();
+        let loaded = Arc::new(crate::lang::load::load(&path, &vars, &registry, &|_| None).unwrap());
+        let decl = SharedDecl::of(&loaded, "b").unwrap();
+        assert_eq!(decl.name, "b");
+        let shown = format!("{decl:?}");
+        assert!(shown.contains("\"b\""), "{shown}");
+        assert!(!shown.contains("SECRET"), "{shown}");
+        assert!(SharedDecl::of(&loaded, "c").is_none());
+    }
 
     #[test]
     fn tokens_are_valid_client_request_tokens() {
