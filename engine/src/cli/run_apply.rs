@@ -419,11 +419,10 @@ async fn execute(
     // on a thread of its own: its file and fsyncs overlap with preparing
     // the jobs here.
     let back_up = plan.has_changes();
-    let deletions = delete_edges(&plan, &refresh.records);
     let changes = std::mem::take(&mut plan.changes);
     let (backed_up, (edges, timeouts, jobs)) = std::thread::scope(|s| {
         let backup = back_up.then(|| s.spawn(|| store.backup()));
-        let prepared = prepare_jobs(loaded, changes, deletions, &refresh.records);
+        let prepared = prepare_jobs(loaded, changes, &refresh.records);
         let backed_up = backup.map(|b| b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         (backed_up, prepared)
     });
@@ -462,12 +461,11 @@ type Prepared = (
     Vec<StepJob>,
 );
 
-/// The edges (the workflow's and `deletions`), timeouts and jobs of a
-/// plan's `changes` (see [`Prepared`]); the jobs take the changes over.
+/// The edges, timeouts and jobs of a plan's `changes` (see [`Prepared`]);
+/// the jobs take the changes over.
 fn prepare_jobs(
     loaded: &Arc<Loaded>,
     changes: Vec<StepChange>,
-    deletions: Vec<(String, String)>,
     records: &BTreeMap<String, StepRecord>,
 ) -> Prepared {
     let mut edges: Vec<(String, String)> = loaded
@@ -476,7 +474,7 @@ fn prepare_jobs(
         .into_iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    edges.extend(deletions);
+    edges.extend(delete_edges(&changes, records));
     let timeouts: BTreeMap<String, Duration> = loaded
         .workflow
         .steps
@@ -504,9 +502,11 @@ fn prepare_jobs(
 
 /// Edges that order deletions: a removed step goes before what it depended
 /// on, and after whatever still depended on it.
-fn delete_edges(plan: &Plan, records: &BTreeMap<String, StepRecord>) -> Vec<(String, String)> {
-    let deleting: BTreeSet<&str> = plan
-        .changes
+fn delete_edges(
+    changes: &[StepChange],
+    records: &BTreeMap<String, StepRecord>,
+) -> Vec<(String, String)> {
+    let deleting: BTreeSet<&str> = changes
         .iter()
         .filter(|c| c.action == Action::Delete)
         .map(|c| c.step.as_str())
