@@ -1,7 +1,22 @@
 //! Damaged, deleted and old states: a clear error and a way out, and no
 //! byte changed by a command that only reads.
 
+use std::path::PathBuf;
+
 use crate::support::{self, Project};
+
+/// `files` with their bytes, sorted by path.
+fn with_bytes(files: impl IntoIterator<Item = PathBuf>) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out: Vec<_> = files
+        .into_iter()
+        .map(|f| {
+            let bytes = std::fs::read(&f).unwrap();
+            (f, bytes)
+        })
+        .collect();
+    out.sort();
+    out
+}
 
 #[test]
 fn damaged_state_gives_a_clear_error_and_a_way_out() {
@@ -80,17 +95,12 @@ fn plan_on_an_old_schema_state_changes_no_byte_of_it() {
     p.write("wf.toml", &wf(1));
     let state = p.path().join(".flow/wf");
 
-    let snapshot = || -> Vec<(std::path::PathBuf, Vec<u8>)> {
-        let mut files: Vec<_> = support::files_under(&state)
-            .into_iter()
-            .filter(|f| f.file_name().is_some_and(|n| n != "lock"))
-            .map(|f| {
-                let bytes = std::fs::read(&f).unwrap();
-                (f, bytes)
-            })
-            .collect();
-        files.sort();
-        files
+    let snapshot = || {
+        with_bytes(
+            support::files_under(&state)
+                .into_iter()
+                .filter(|f| f.file_name().is_some_and(|n| n != "lock")),
+        )
     };
     let before = snapshot();
     let backups_before = support::files_under(&state.join("backups")).len();
@@ -129,18 +139,7 @@ fn a_deleted_database_is_refused_not_taken_for_a_new_state() {
     p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
     let db = p.path().join(".flow/wf/db");
     std::fs::remove_dir_all(&db).unwrap();
-    let contents = || -> Vec<(std::path::PathBuf, Vec<u8>)> {
-        let mut files: Vec<_> = p
-            .state_files()
-            .into_iter()
-            .map(|f| {
-                let bytes = std::fs::read(&f).unwrap();
-                (f, bytes)
-            })
-            .collect();
-        files.sort();
-        files
-    };
+    let contents = || with_bytes(p.state_files());
     let before = contents();
     for args in [
         &["apply", "wf.toml", "--auto-approve"][..],
