@@ -4,10 +4,13 @@ use clap::Parser;
 
 /// mimalloc instead of glibc's malloc: an apply's layer boundaries (hundreds
 /// of steps ending and starting at once, each allocating and freeing on
-/// whichever worker thread runs it) spent a fifth of their CPU in glibc's
-/// `free` and `malloc_consolidate`. Built without transparent huge pages
-/// (`no_thp`): with them the heap doubled and start-up stalled. Measured in
-/// docs/performance.md, round 9.
+/// whichever worker thread runs it) spent as much CPU in glibc's `malloc`,
+/// `free` and `malloc_consolidate` as in flow's own code. Built with
+/// `no_thp`, which leaves out its request for transparent huge pages
+/// (`madvise(MADV_HUGEPAGE)`): with it the heap doubled and start-up
+/// stalled. The system's huge-page policy is left as it is, for flow and
+/// for the commands it runs (a test in tests/e2e_lifecycle checks the
+/// latter). Measured in docs/performance.md, round 9.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,7 +1,8 @@
 //! End-to-end: the `flow` binary through whole lifecycles — plan, apply,
 //! re-plan, change, failure and resume, kill -9, Ctrl-C, locks, saved plans,
-//! destroy order. This file: the whole cycle, --target, graph and output;
-//! `resume`, `plans_and_destroy` and `secrets` the rest.
+//! destroy order. This file: the whole cycle, --target, graph and output, the
+//! huge-page policy commands inherit; `resume`, `plans_and_destroy` and
+//! `secrets` the rest.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -177,5 +178,46 @@ fn graph_prints_dot_and_output_prints_json() {
         missing.stderr.contains("its outputs are: subnet"),
         "{}",
         missing.stderr
+    );
+}
+
+/// flow's allocator (mimalloc, see `engine/src/main.rs`) must not change the
+/// memory policy of the commands it runs: a build that disables transparent
+/// huge pages for its process (`prctl(PR_SET_THP_DISABLE)`, inherited across
+/// `exec`) would turn them off for every exec step, pcluster and kubectl too.
+#[test]
+fn commands_run_with_the_huge_page_policy_flow_was_started_with() {
+    let ours = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let Some(ours) = ours.lines().find(|l| l.starts_with("THP_enabled:")) else {
+        eprintln!(
+            "this kernel shows no THP_enabled in /proc/PID/status (before 5.0): nothing to compare"
+        );
+        return;
+    };
+    let p = Project::new();
+    p.write(
+        "wf.toml",
+        r#"
+[workflow]
+name = "thp"
+
+[steps.probe]
+provider = "exec"
+[steps.probe.inputs]
+run = "grep THP_enabled /proc/self/status > child.txt; grep THP_enabled /proc/$PPID/status > parent.txt; echo parent=$(cat /proc/$PPID/comm) >> $FLOW_OUTPUT"
+"#,
+    );
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let parent = p.run(&["output", "wf.toml", "probe.parent"]).expect(0);
+    assert_eq!(
+        parent.stdout.trim(),
+        "flow",
+        "the step's shell is flow's child"
+    );
+    assert_eq!(p.read("parent.txt").trim(), ours.trim(), "flow itself");
+    assert_eq!(
+        p.read("child.txt").trim(),
+        ours.trim(),
+        "the step's command"
     );
 }
