@@ -9,8 +9,9 @@ use clap::Parser;
 /// `no_thp`, which leaves out its request for transparent huge pages
 /// (`madvise(MADV_HUGEPAGE)`): with it the heap doubled and start-up
 /// stalled. The system's huge-page policy is left as it is, for flow and
-/// for the commands it runs (a test in tests/e2e_lifecycle checks the
-/// latter). Measured in docs/performance.md, round 9.
+/// for the commands it runs, unless the user sets `MIMALLOC_ALLOW_THP=0`
+/// (mimalloc reads its `MIMALLOC_*` variables; see docs/operator.md).
+/// tests/e2e_lifecycle checks both. Measured in docs/performance.md, round 9.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -181,10 +181,12 @@ fn graph_prints_dot_and_output_prints_json() {
     );
 }
 
-/// flow's allocator (mimalloc, see `engine/src/main.rs`) must not change the
-/// memory policy of the commands it runs: a build that disables transparent
-/// huge pages for its process (`prctl(PR_SET_THP_DISABLE)`, inherited across
-/// `exec`) would turn them off for every exec step, pcluster and kubectl too.
+/// flow's allocator (mimalloc, see `engine/src/main.rs`) must leave the
+/// huge-page policy alone: a build that disables transparent huge pages for
+/// its process (`prctl(PR_SET_THP_DISABLE)`, inherited across `exec`) would
+/// turn them off for every exec step, pcluster and kubectl too; a build that
+/// asks for them (`madvise(MADV_HUGEPAGE)`, mimalloc's default) made start-up
+/// stall and doubled the heap (docs/performance.md, round 9).
 #[test]
 fn commands_run_with_the_huge_page_policy_flow_was_started_with() {
     let ours = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
@@ -204,20 +206,34 @@ name = "thp"
 [steps.probe]
 provider = "exec"
 [steps.probe.inputs]
-run = "grep THP_enabled /proc/self/status > child.txt; grep THP_enabled /proc/$PPID/status > parent.txt; echo parent=$(cat /proc/$PPID/comm) >> $FLOW_OUTPUT"
+run = """
+grep THP_enabled /proc/self/status > child.txt
+grep THP_enabled /proc/$PPID/status > parent.txt
+echo parent=$(cat /proc/$PPID/comm) >> $FLOW_OUTPUT
+echo advised=$(grep -c '^VmFlags:.* hg' /proc/$PPID/smaps || true) >> $FLOW_OUTPUT
+"""
 "#,
     );
     p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
-    let parent = p.run(&["output", "wf.toml", "probe.parent"]).expect(0);
-    assert_eq!(
-        parent.stdout.trim(),
-        "flow",
-        "the step's shell is flow's child"
-    );
+    let out = |name: &str| {
+        let r = p.run(&["output", "wf.toml", &format!("probe.{name}")]);
+        r.expect(0).stdout.trim().to_string()
+    };
+    // The kernel keeps the first 15 bytes of a process's name.
+    let bin = support::flow_bin();
+    let name: String = bin
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .take(15)
+        .collect();
+    assert_eq!(out("parent"), name, "the step's shell is flow's child");
     assert_eq!(p.read("parent.txt").trim(), ours.trim(), "flow itself");
     assert_eq!(
         p.read("child.txt").trim(),
         ours.trim(),
         "the step's command"
     );
+    assert_eq!(out("advised"), "0", "flow's memory asked for huge pages");
 }
