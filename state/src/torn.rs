@@ -6,10 +6,9 @@
 //! - `snap.<lsn>.generating`: sled writes each snapshot under this name
 //!   and renames it once complete; it writes one when it opens a database
 //!   whose log has moved on since the last. Killed before the rename, it
-//!   leaves the partial
-//!   file, and its next open takes that for the newest snapshot (it lists
-//!   every `snap.*` file: sled issue 1527), fails on its checksum, and
-//!   keeps failing. The snapshot it was to replace is still there, and so
+//!   leaves the partial file, and its next open takes that for the newest
+//!   snapshot (it lists every `snap.*` file: sled issue 1527), fails on its
+//!   checksum, and keeps failing. The snapshot it was to replace is still there, and so
 //!   is the log both summarise: removing the partial one loses nothing.
 //! - `conf`: written once, when the database is created, as text and then
 //!   a checksum, in two writes. Killed between them, it leaves the text
