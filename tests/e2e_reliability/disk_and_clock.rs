@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 
 use crate::support::{self, Project};
 
-/// The state folder on a 6 MiB tmpfs. A step fills that disk while it runs
+/// The state folder on a 6 MiB tmpfs (in a user and mount namespace of
+/// the test's own, where flow runs: `support::disk`). A step fills that disk while it runs
 /// and outputs a 1 MB value, so recording its result needs new blocks and
 /// fails with ENOSPC (a small record would fit in the log segment sled has
 /// already written): the apply fails with one line
@@ -12,9 +13,7 @@ use crate::support::{self, Project};
 /// kept with its outputs, and once space is back the next apply converges.
 #[test]
 fn enospc_fails_one_clear_line_and_loses_nothing() {
-    let Some(disk) = support::disk::SmallDisk::mount("6m") else {
-        return;
-    };
+    let disk = support::disk::SmallDisk::mount("6m");
     let p = Project::new();
     let state = disk.path().join("state");
     let state_arg = state.display().to_string();
@@ -38,13 +37,16 @@ run = "echo $FLOW_OPERATION_TOKEN >> filler-tokens.log; if [ ! -f space-is-back 
         ),
     );
     let apply = |p: &Project| {
-        p.run(&[
-            "apply",
-            "wf.toml",
-            "--auto-approve",
-            "--state-dir",
-            &state_arg,
-        ])
+        disk.run(
+            p,
+            &[
+                "apply",
+                "wf.toml",
+                "--auto-approve",
+                "--state-dir",
+                &state_arg,
+            ],
+        )
     };
 
     let full = apply(&p).expect(1);
@@ -71,8 +73,8 @@ run = "echo $FLOW_OPERATION_TOKEN >> filler-tokens.log; if [ ! -f space-is-back 
     eprintln!("the failing apply said:\n{}", full.all());
 
     // The state opens on the full disk, and nothing recorded is lost.
-    let listed = p
-        .run(&["state", "list", "wf.toml", "--state-dir", &state_arg])
+    let listed = disk
+        .run(&p, &["state", "list", "wf.toml", "--state-dir", &state_arg])
         .expect(0);
     let kept_line = listed
         .stdout
@@ -80,28 +82,37 @@ run = "echo $FLOW_OPERATION_TOKEN >> filler-tokens.log; if [ ! -f space-is-back 
         .find(|l| l.contains("kept"))
         .unwrap_or_else(|| panic!("`kept` is gone: {}", listed.stdout));
     assert!(kept_line.contains("applied"), "{}", listed.stdout);
-    let out = p
-        .run(&["output", "wf.toml", "kept.v", "--state-dir", &state_arg])
+    let out = disk
+        .run(
+            &p,
+            &["output", "wf.toml", "kept.v", "--state-dir", &state_arg],
+        )
         .expect(0);
     assert_eq!(out.stdout.trim(), "1");
     eprintln!("the state after the failure:\n{}", listed.stdout);
 
     // Space comes back: the next apply converges without running `kept`
     // again, and `filler` goes on with the operation it had started.
-    std::fs::remove_file(&filler).unwrap();
+    disk.remove(&filler);
     p.write("space-is-back", "");
     apply(&p).expect(0);
-    p.run(&[
-        "plan",
-        "wf.toml",
-        "--detailed-exitcode",
-        "--state-dir",
-        &state_arg,
-    ])
+    disk.run(
+        &p,
+        &[
+            "plan",
+            "wf.toml",
+            "--detailed-exitcode",
+            "--state-dir",
+            &state_arg,
+        ],
+    )
     .expect(0);
     assert_eq!(p.read("runs.log"), "kept\n");
-    let out = p
-        .run(&["output", "wf.toml", "filler.w", "--state-dir", &state_arg])
+    let out = disk
+        .run(
+            &p,
+            &["output", "wf.toml", "filler.w", "--state-dir", &state_arg],
+        )
         .expect(0);
     assert_eq!(out.stdout.trim(), "2");
     let tokens: BTreeSet<String> = p
@@ -110,6 +121,23 @@ run = "echo $FLOW_OPERATION_TOKEN >> filler-tokens.log; if [ ! -f space-is-back 
         .map(String::from)
         .collect();
     assert_eq!(tokens.len(), 1, "filler was started afresh: {tokens:?}");
+}
+
+/// The small disk is real and small: writing past its size fails with
+/// ENOSPC inside its namespace, and nothing of it shows outside (so a test
+/// that forgot to run a command inside would see an empty folder).
+#[test]
+fn the_small_disk_fills_inside_its_namespace_and_is_unseen_outside() {
+    let disk = support::disk::SmallDisk::mount("1m");
+    assert!(disk.free() <= 1024 * 1024, "{}", disk.free());
+    let dd = format!(
+        "dd if=/dev/zero of='{}/f' bs=64k count=64 2>&1; true",
+        disk.path().display()
+    );
+    let said = disk.sh(&dd);
+    assert!(said.contains("No space left on device"), "{said}");
+    assert!(disk.free() < 64 * 1024, "{}", disk.free());
+    assert!(!disk.path().join("f").exists(), "the mount shows outside");
 }
 
 /// The wall clock jumps back an hour between applies (an LD_PRELOAD library
