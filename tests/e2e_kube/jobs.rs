@@ -162,16 +162,33 @@ fn kill_during_waits_then_resume_recreates_nothing() {
     assert_eq!(killed.code, -1, "{}", killed.all());
     let (dep_uid, job_uid) = (k.uid(dep).unwrap(), k.uid(job).unwrap());
 
+    // Each interrupted create, by the token state holds for it: the plan
+    // names it, and the resume reconciles that operation, not a new one.
+    let token_of = |step: &str| {
+        let show = p.run(&["state", "show", "wf.toml", step]).expect(0);
+        let rec: serde_json::Value = serde_json::from_str(&show.stdout).expect("state show JSON");
+        assert_eq!(rec["in_flight"]["operation"], "create", "{rec}");
+        rec["in_flight"]["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no in-flight token for {step}: {rec}"))
+            .to_string()
+    };
+    let tokens = [("web", token_of("web")), ("nccl", token_of("nccl"))];
     let plan = p.run(&["plan", "wf.toml"]).expect(0);
-    assert!(
-        plan.stdout.contains("token"),
-        "the plan names the interrupted operations: {}",
-        plan.stdout
-    );
+    for (step, token) in &tokens {
+        assert!(
+            plan.stdout.contains(&format!("operation token {token}")),
+            "the plan does not name {step}'s interrupted operation {token}: {}",
+            plan.stdout
+        );
+    }
     k.driver().release("web");
     k.driver().release("held");
     let resumed = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
-    assert!(resumed.all().contains("reconcil"), "{}", resumed.all());
+    for (step, token) in &tokens {
+        let said = format!("reconciling an interrupted create (token {token})");
+        assert!(log(&p, step).contains(&said), "{step}: {}", log(&p, step));
+    }
     assert_eq!(
         k.uid(dep).unwrap(),
         dep_uid,

@@ -213,10 +213,8 @@ fn ctrl_c_cancels_the_running_job() {
         run.all()
     );
     wait_until(Duration::from_secs(20), "the job to be cancelled", || {
-        slurm
-            .jobs_named("interrupted")
-            .iter()
-            .all(|j| j.2 == "CANCELLED")
+        let jobs = slurm.jobs_named("interrupted");
+        jobs.len() == 1 && jobs[0].2 == "CANCELLED"
     });
 }
 
