@@ -7,7 +7,7 @@
    (target <= 1.05, with durable state: every transition is flushed), and
    the run's peak resident memory. The same shape at 20,000 steps (10
    layers of 2,000, --parallelism 2000) shows how time and memory grow
-   (--steps picks the sizes).
+   (target <= 1.10, issue 41's; --steps picks the sizes).
 2. plan: `flow plan` of 10,000 applied, unchanged steps (target < 1 s and
    < 200 MB resident).
 3. for_each: `flow plan` (offline, empty state) of one step with
@@ -19,7 +19,8 @@
 
 Usage: bench/core.py [--flow PATH] [--runs N] [--only apply,plan,for_each,modules]
                      [--steps 2000,20000]
-Builds the release binary first unless --flow is given.
+Builds the release binary first unless --flow is given. Prints the table of
+what it judged and exits 1 when a figure misses its target (bench/judge.py).
 """
 
 import argparse
@@ -31,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from judge import Judge
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -101,7 +104,7 @@ def run_alone(flow, args, cwd):
     return wall, usage.ru_maxrss / 1024.0, stdout
 
 
-def bench_apply(flow, runs, steps=2000):
+def bench_apply(flow, runs, judge, steps=2000):
     layers, fan_in, delay = 10, 3, 200
     width = steps // layers
     critical = layers * delay / 1000.0
@@ -129,12 +132,14 @@ def bench_apply(flow, runs, steps=2000):
     print(f"  wall / critical path     median {median:.3f}  (runs: {', '.join(f'{r:.3f}' for r in ratios)})")
     print(f"  overhead                 {over_ms:.0f} ms, {over_ms * 1000 / (layers * width):.0f} us a step")
     print(f"  peak resident memory     {peak:.0f} MB ({peak * 1024 / (layers * width):.1f} KiB a step)")
-    if steps == 2000:
-        print(f"  target                   <= 1.05  -> {'PASS' if median <= 1.05 else 'FAIL'}")
+    # 2,000 steps: the engine's target since round 1; 20,000: issue 41's.
+    limit = 1.05 if steps <= 2000 else 1.10
+    judge.at_most(f"apply {layers * width:,} null steps: wall / critical path", median, limit)
+    judge.note(f"apply {layers * width:,} null steps: peak resident memory", f"{peak:.0f} MB")
     return median, peak
 
 
-def bench_plan(flow, runs):
+def bench_plan(flow, runs, judge):
     n = 10_000
     d = tempfile.mkdtemp(prefix="flow-bench-plan-")
     try:
@@ -150,7 +155,8 @@ def bench_plan(flow, runs):
         print(f"plan of {n} applied, unchanged steps (50 layers x 200, fan-in 3; apply took {setup:.1f} s)")
         print(f"  wall                     median {wall:.3f} s  (runs: {', '.join(f'{w:.3f}' for w, _ in results)})")
         print(f"  peak resident memory     {peak:.0f} MB")
-        print(f"  target                   < 1 s and < 200 MB -> {'PASS' if wall < 1 and peak < 200 else 'FAIL'}")
+        judge.below(f"plan of {n:,} unchanged steps: wall", wall, 1, unit=" s")
+        judge.below(f"plan of {n:,} unchanged steps: peak resident memory", peak, 200, "{:.0f}", " MB")
         return wall, peak
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -184,7 +190,7 @@ first = '${steps.nccl["0"].outputs.index}'
 """
 
 
-def bench_for_each(flow, runs):
+def bench_for_each(flow, runs, judge):
     d = tempfile.mkdtemp(prefix="flow-bench-for-each-")
     try:
         with open(os.path.join(d, "wf.toml"), "w") as f:
@@ -196,7 +202,8 @@ def bench_for_each(flow, runs):
         print("plan (offline, empty state) of a for_each over 10,000 keys (range(10000), 3 computed inputs each)")
         print(f"  wall                     median {wall:.3f} s  (runs: {', '.join(f'{w:.3f}' for w, _ in results)})")
         print(f"  peak resident memory     {peak:.0f} MB")
-        print(f"  target                   < 1 s and < 200 MB -> {'PASS' if wall < 1 and peak < 200 else 'FAIL'}")
+        judge.below("for_each over 10,000 keys: plan wall", wall, 1, unit=" s")
+        judge.below("for_each over 10,000 keys: peak resident memory", peak, 200, "{:.0f}", " MB")
         return wall, peak
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -220,7 +227,7 @@ def module_files(calls=50, steps=40):
     return "".join(wf), "".join(module)
 
 
-def bench_modules(flow, runs):
+def bench_modules(flow, runs, judge):
     d = tempfile.mkdtemp(prefix="flow-bench-modules-")
     try:
         wf, module = module_files()
@@ -241,7 +248,7 @@ def bench_modules(flow, runs):
         print(f"  wall                     median {total:.3f} s (validate {v_wall:.3f} s, plan {p_wall:.3f} s;"
               f" runs: {', '.join(f'{r[0]:.3f}' for r in results)})")
         print(f"  peak resident memory     {peak:.0f} MB")
-        print(f"  target                   < 0.3 s -> {'PASS' if total < 0.3 else 'FAIL'}")
+        judge.below("50 module calls: validate + offline plan", total, 0.3, unit=" s")
         return total, peak
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -263,13 +270,15 @@ def main():
         flow = os.path.join(ROOT, "target", "release", "flow")
     print(f"machine: {os.cpu_count()} cores; flow: {flow}\n")
     sizes = [int(n) for n in args.steps.split(",")]
-    applies = [("apply", lambda f, r, n=n: bench_apply(f, r, n)) for n in sizes]
+    applies = [("apply", lambda f, r, j, n=n: bench_apply(f, r, j, n)) for n in sizes]
     benches = applies + [("plan", bench_plan), ("for_each", bench_for_each),
                          ("modules", bench_modules)]
+    judge = Judge("core")
     for i, (name, bench) in enumerate(b for b in benches if b[0] in cases):
         if i:
             print()
-        bench(flow, args.runs)
+        bench(flow, args.runs, judge)
+    judge.finish()
 
 
 if __name__ == "__main__":

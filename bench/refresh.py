@@ -18,6 +18,8 @@ Builds the release binary first unless --flow is given. Runs itself under
 scripts/local-aws (moto on a free loopback port). The AWS CLI is the one on
 PATH, else it is installed into .venv/bench-cli once. --cli-sample N times
 the CLI on every (N/1000)th object only and scales the figure (default: all).
+Prints the table of what it judged and exits 1 when a figure misses its
+target (bench/judge.py).
 """
 
 import argparse
@@ -27,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from judge import Judge
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE = '{"Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}\n'
@@ -117,7 +121,10 @@ def inner(flow, n, sample):
         print(f"  aws CLI loop, one describe each   {cli:.1f} s  ({what}; {os.path.basename(aws)} {cli_version(aws)})")
         ratio = cli / plan
         print(f"  CLI loop / flow plan              {ratio:.1f}x")
-        print(f"  target                            >= 8x -> {'PASS' if ratio >= 8 else 'FAIL'}")
+        judge = Judge("refresh")
+        judge.at_least(f"refresh of {n:,} objects: aws CLI loop / flow plan", ratio, 8, "{:.1f}", "x")
+        judge.note(f"refresh of {n:,} objects: flow plan", f"{plan:.2f} s")
+        judge.finish()
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

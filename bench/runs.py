@@ -10,7 +10,8 @@ Target: each under 200 ms (median).
 3. `flow report` of a state with 100 such runs: under 1 s, the page under 2 MB.
 
 Usage: bench/runs.py [--flow PATH] [--runs N] [--count N]
-Builds the release binaries first unless --flow is given.
+Builds the release binaries first unless --flow is given. Prints the table of
+what it judged and exits 1 when a figure misses its target (bench/judge.py).
 """
 
 import argparse
@@ -19,6 +20,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+
+from judge import Judge
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,25 +61,25 @@ def main():
             for f in fs
         )
         print(f"run history of {a.count} runs (seeded in {setup:.1f} s; state on disk {db / 1e6:.1f} MB)")
-        ok = True
+        judge = Judge("runs")
         for label, args in [
             ("flow runs (all, table)", ["runs", "wf.toml"]),
             ("flow runs nccl --json", ["runs", "wf.toml", "nccl", "--json"]),
         ]:
             results = sorted(timed(flow, args, d) for _ in range(a.runs))
             wall, size = results[len(results) // 2]
-            ok &= wall < 0.2
             print(
                 f"  {label:<26} median {wall * 1000:.0f} ms, {size / 1e6:.1f} MB printed "
                 f"(runs: {', '.join(f'{w * 1000:.0f}' for w, _ in results)} ms)"
             )
-        print(f"  target                     < 200 ms each -> {'PASS' if ok else 'FAIL'}")
-        bench_report(flow, seed, a.runs)
+            judge.below(f"{label} of {a.count:,} runs", wall * 1000, 200, "{:.0f}", " ms")
+        bench_report(flow, seed, a.runs, judge)
+        judge.finish()
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def bench_report(flow, seed, runs, count=100):
+def bench_report(flow, seed, runs, judge, count=100):
     """`flow report` of a state with `count` runs: < 1 s and < 2 MB."""
     d = tempfile.mkdtemp(prefix="flow-bench-report-")
     try:
@@ -86,11 +89,11 @@ def bench_report(flow, seed, runs, count=100):
         results = sorted(timed(flow, ["report", "wf.toml", "-o", "report.html"], d) for _ in range(runs))
         wall = results[len(results) // 2][0]
         size = os.path.getsize(os.path.join(d, "report.html"))
-        ok = wall < 1 and size < 2 << 20
         print(f"report of {count} runs")
         print(f"  flow report                median {wall * 1000:.0f} ms, page {size / 1024:.0f} KB "
               f"(runs: {', '.join(f'{w * 1000:.0f}' for w, _ in results)} ms)")
-        print(f"  target                     < 1 s and < 2 MB -> {'PASS' if ok else 'FAIL'}")
+        judge.below(f"flow report of {count} runs", wall, 1, unit=" s")
+        judge.below(f"flow report of {count} runs: page size", size / 1e6, 2 * 1024 * 1024 / 1e6, "{:.2f}", " MB")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

@@ -17,7 +17,9 @@ the state object is one version of it in the versioned bucket.
 
 Usage: bench/s3-state.py [--flow PATH] [--runs N]
 Builds the release binary first unless --flow is given. Needs moto in
-.venv (any test run or `scripts/local-aws true` installs it).
+.venv (any test run or `scripts/local-aws true` installs it). Prints the
+table of what it judged and exits 1 when a figure misses its target
+(bench/judge.py).
 """
 
 import argparse
@@ -33,6 +35,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from core import layered_workflow, run  # noqa: E402
+from judge import Judge  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS, WIDTH, FAN_IN, DELAY_MS = 10, 200, 3, 200
@@ -179,15 +182,19 @@ def main():
     print(f"apply {LAYERS * WIDTH} null steps ({LAYERS} layers x {WIDTH}, fan-in {FAN_IN}, "
           f"{DELAY_MS} ms each, --parallelism {WIDTH}); critical path {critical:.2f} s")
     print(f"  local state   wall / critical path  median {median(local):.3f}  "
-          f"(runs: {', '.join(f'{r:.3f}' for r in local)})  target <= 1.05 -> "
-          f"{'PASS' if median(local) <= 1.05 else 'FAIL'}")
+          f"(runs: {', '.join(f'{r:.3f}' for r in local)})")
     print(f"  S3 state      wall / critical path  median {median(remote):.3f}  "
-          f"(runs: {', '.join(f'{r:.3f}' for r in remote)})  target <= 1.25 -> "
-          f"{'PASS' if median(remote) <= 1.25 else 'FAIL'}")
+          f"(runs: {', '.join(f'{r:.3f}' for r in remote)})")
     print(f"  S3 / local    {median(remote) / median(local):.3f}")
     print(f"  PutObject calls on the state object  median {median(puts)} for {transitions} "
           f"step transitions = {median(puts) / transitions:.4f} per transition "
           f"(runs: {', '.join(map(str, puts))}); the object ends at {size / 1e6:.2f} MB")
+    judge = Judge("s3-state")
+    judge.at_most("local state: wall / critical path", median(local), 1.05)
+    judge.at_most("S3 state: wall / critical path", median(remote), 1.25)
+    judge.note("S3 / local", f"{median(remote) / median(local):.3f}")
+    judge.note("state object at the end", f"{size / 1e6:.2f} MB")
+    judge.finish()
 
 
 if __name__ == "__main__":
