@@ -184,7 +184,7 @@ fn kill_during_waits_then_resume_recreates_nothing() {
     }
     k.driver().release("web");
     k.driver().release("held");
-    let resumed = p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
     for (step, token) in &tokens {
         let said = format!("reconciling an interrupted create (token {token})");
         assert!(log(&p, step).contains(&said), "{step}: {}", log(&p, step));
