@@ -233,6 +233,27 @@ mod tests {
         );
     }
 
+    /// nccl-tests 2.19.6 built against PyTorch's NCCL 2.28.9, one rank on
+    /// one H100 (testdata/h100-2026-11-27): bus bandwidth is 0 by
+    /// definition for one rank, the algorithm bandwidth is what it moved.
+    #[test]
+    fn reads_a_one_gpu_run_recorded_on_an_h100() {
+        let r = read_file("h100-2026-11-27/nccl-allreduce.txt");
+        assert_eq!(r.values["busbw"], json!(0.0));
+        assert_eq!(r.values["busbw_peak"], json!(0.0));
+        assert_eq!(r.values["algbw_peak"], json!(1506.8));
+        assert_eq!(r.values["out_of_bounds"], json!(0));
+        let sizes = r.values["sizes"].as_object().unwrap();
+        assert_eq!(sizes.len(), 28, "8 B to 1 GiB");
+        assert_eq!(
+            sizes["1073741824"]["out_of_place"],
+            json!({"time_us": 712.58, "algbw": 1506.8, "busbw": 0.0, "wrong": 0})
+        );
+        // 5-digit in-place figures fill their column: still read.
+        assert_eq!(sizes["1073741824"]["in_place"]["algbw"], json!(957629.0));
+        assert_eq!(r.lines["busbw"], "# Avg bus bandwidth    : 0");
+    }
+
     #[test]
     fn reads_the_local_clouds_emulated_output() {
         let r = read_file("../scripts/local-cloud/outputs/all_reduce_perf.txt");

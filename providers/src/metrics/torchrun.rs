@@ -6,7 +6,12 @@
 //!   of `model_utils/train_utils.py`:
 //!   `2025-06-20 14:17:10 I [train.py:103] Batch 90 Loss: 7.24291, Speed: 9.41 samples/sec, lr: 0.000010`;
 //! - llama-recipes' `finetuning.py` (the HyperPod and Batch fine-tuning
-//!   cases): `Training Epoch: 1/1, step 100/307 completed (loss: 1.6624)`.
+//!   cases): `Training Epoch: 1/1, step 100/307 completed (loss: 1.6624)`;
+//! - the DDP test case's `ddp.py` (`3.test_cases/pytorch/ddp/ddp.py`), one
+//!   line per epoch and rank:
+//!   `[RANK 0] Epoch 3 | Batchsize: 64 | Steps: 188 | Loss: 9.386539676022664e-08`,
+//!   of which rank 0's are read (every rank prints its own), the epoch as
+//!   the step.
 //!
 //! Throughput in tokens is read where a script prints it (`1234.5 tokens/s`,
 //! `tokens/sec`).
@@ -48,6 +53,7 @@ pub(super) const OUTPUTS: &[OutputSpec] = &[
 struct Patterns {
     fsdp: Regex,
     recipes: Regex,
+    ddp: Regex,
     tokens: Regex,
 }
 
@@ -57,6 +63,10 @@ fn patterns() -> &'static Patterns {
         fsdp: Regex::new(r"Batch (\d+) Loss: ([0-9.eE+-]+)(?:, Speed: ([0-9.eE+-]+) samples/sec)?")
             .expect("valid"),
         recipes: Regex::new(r"step (\d+)/\d+ completed \(loss: ([0-9.eE+-]+)\)").expect("valid"),
+        ddp: Regex::new(
+            r"\[RANK 0\] Epoch (\d+) \| Batchsize: \d+ \| Steps: \d+ \| Loss: ([0-9.eE+-]+)",
+        )
+        .expect("valid"),
         tokens: Regex::new(r"([0-9]+(?:\.[0-9]+)?)\s*tokens/s(?:ec)?\b").expect("valid"),
     })
 }
@@ -76,7 +86,11 @@ pub(super) fn read(lines: &[&str]) -> Option<Reading> {
     let mut tokens = Vec::new();
     let (mut samples_line, mut tokens_line) = ("", "");
     for line in lines {
-        if let Some(c) = p.fsdp.captures(line).or_else(|| p.recipes.captures(line))
+        if let Some(c) = p
+            .fsdp
+            .captures(line)
+            .or_else(|| p.recipes.captures(line))
+            .or_else(|| p.ddp.captures(line))
             && let (Ok(step), Ok(loss)) = (c[1].parse::<u64>(), c[2].parse::<f64>())
             && loss.is_finite()
         {
@@ -147,6 +161,46 @@ mod tests {
             .read("step 1/2 completed (loss: 2.0)\n812.5 tokens/s\n787.5 tokens/sec\n")
             .unwrap();
         assert_eq!(r.values["tokens_per_s"], json!(800.0));
+    }
+
+    /// The runbooks' ddp.py, unmodified, on one H100 (testdata/h100-2026-11-27):
+    /// killed after epoch 3's snapshot, then resumed from it.
+    #[test]
+    fn reads_the_ddp_test_cases_epochs_as_they_ran_on_a_gpu() {
+        let first = Program::Torchrun
+            .read(&super::super::sample("h100-2026-11-27/ddp-attempt1.txt"))
+            .unwrap();
+        assert_eq!(
+            first.values["losses"],
+            json!([
+                [0, 0.04117797283594067],
+                [1, 2.1430306800051853e-07],
+                [2, 1.3400139794946596e-07],
+                [3, 9.386539676022664e-08]
+            ])
+        );
+        assert_eq!(
+            first.lines["loss"],
+            "[RANK 0] Epoch 3 | Batchsize: 64 | Steps: 188 | Loss: 9.386539676022664e-08"
+        );
+        let resumed = Program::Torchrun
+            .read(&super::super::sample("h100-2026-11-27/ddp-attempt2.txt"))
+            .unwrap();
+        let epochs: Vec<u64> = resumed.values["losses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|pair| pair[0].as_u64().unwrap())
+            .collect();
+        assert_eq!(epochs, (3..12).collect::<Vec<u64>>(), "resumed at epoch 3");
+        assert_eq!(resumed.values["loss"], json!(0.0));
+        // Other ranks' lines are their own losses, not more steps.
+        let two_ranks = "[RANK 1] Epoch 0 | Batchsize: 32 | Steps: 8 | Loss: 0.9\n\
+                         [RANK 0] Epoch 0 | Batchsize: 32 | Steps: 8 | Loss: 0.5\n";
+        assert_eq!(
+            Program::Torchrun.read(two_ranks).unwrap().values["losses"],
+            json!([[0, 0.5]])
+        );
     }
 
     #[test]

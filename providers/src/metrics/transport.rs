@@ -101,6 +101,20 @@ mod tests {
         );
     }
 
+    /// NCCL 2.28.9 on an H100 with no EFA or IB (testdata/h100-2026-11-27):
+    /// after `NET/IB : No device found.` it uses sockets.
+    #[test]
+    fn a_real_run_without_efa_reads_as_socket() {
+        let r = Program::NcclTests
+            .read(&sample("h100-2026-11-27/nccl-allreduce-info.txt"))
+            .unwrap();
+        assert_eq!(r.values["transport"], "socket");
+        assert_eq!(
+            r.lines["transport"],
+            "vm:1037:1037 [0] NCCL INFO Assigned NET plugin Socket to comm"
+        );
+    }
+
     #[test]
     fn what_nccl_chose_wins_over_what_a_plugin_found() {
         // Newer NCCL loads the socket plugin too, then assigns libfabric.
