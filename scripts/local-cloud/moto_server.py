@@ -21,6 +21,10 @@ requirements.txt) before it was filled here; nothing else of moto changes.
   VPC anew: here a deleted stack has no outputs.
 - EC2 has no capacity reservations: capacity_reservations.py (beside this
   file) adds CreateCapacityReservation and DescribeCapacityReservations.
+- EKS describes every cluster with an endpoint nothing answers and a
+  random certificate authority: eks_endpoints.py (beside this file) lets a
+  test name the real kube-apiserver of a cluster, and DescribeCluster
+  answers with its https endpoint and CA.
 - Every create finishes at once: with FLOW_LATENCY_MODEL naming a table
   (bench/latency.toml), latency_model.py (beside this file) keeps stacks,
   clusters, node groups, file systems and compute environments in progress
@@ -42,6 +46,7 @@ from moto.ec2.models.subnets import SubnetRouteTableAssociation
 from moto.server import main
 
 import capacity_reservations
+import eks_endpoints
 import latency_model
 
 
@@ -165,6 +170,8 @@ SubnetRouteTableAssociation.delete = _delete_association
 
 capacity_reservations.install()
 latency_model.install()
+# After the latency model: its admin call is neither held nor counted.
+eks_endpoints.install()
 
 if __name__ == "__main__":
     sys.exit(main())
