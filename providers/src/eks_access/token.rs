@@ -128,4 +128,16 @@ mod tests {
         let other = presign(&creds, "us-west-2", "other", at).unwrap();
         assert_ne!(token, other);
     }
+
+    /// The token for `dlc` from the test cloud's credentials at a fixed
+    /// time: the same text is what the test API server's webhook
+    /// (tests/support/kube/eks_token/tests.rs) verifies, and refuses altered.
+    const GOLDEN: &str = "k8s-aws-v1.aHR0cHM6Ly9zdHMudXMtZWFzdC0xLmFtYXpvbmF3cy5jb20vP0FjdGlvbj1HZXRDYWxsZXJJZGVudGl0eSZWZXJzaW9uPTIwMTEtMDYtMTUmWC1BbXotQWxnb3JpdGhtPUFXUzQtSE1BQy1TSEEyNTYmWC1BbXotQ3JlZGVudGlhbD10ZXN0aW5nJTJGMjAyMzExMTQlMkZ1cy1lYXN0LTElMkZzdHMlMkZhd3M0X3JlcXVlc3QmWC1BbXotRGF0ZT0yMDIzMTExNFQyMjEzMjBaJlgtQW16LUV4cGlyZXM9NjAmWC1BbXotU2lnbmVkSGVhZGVycz1ob3N0JTNCeC1rOHMtYXdzLWlkJlgtQW16LVNpZ25hdHVyZT0wMzk3NzViNWM5YTE0Yjc2NjkyYjdmZWRiOTI3ZGRjOTYxNDMzMzRkNWU5ZmM0MzFmNzdkM2I4MTE5MTVmNGYzJlgtQW16LVNlY3VyaXR5LVRva2VuPXRlc3Rpbmc";
+
+    #[test]
+    fn the_token_is_deterministic_and_what_the_webhook_verifies() {
+        let creds = Credentials::new("testing", "testing", Some("testing".into()), None, "test");
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(presign(&creds, "us-east-1", "dlc", at).unwrap(), GOLDEN);
+    }
 }

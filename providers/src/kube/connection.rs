@@ -14,11 +14,18 @@
 //! `endpoint` and `certificate_authority` of the `cluster` input are not
 //! trusted with it (state, or a hand-written input, could name any host).
 //!
+//! Before a client with a fresh token is used, one `GET /version` asks the
+//! API server whether it accepts the token: a 401 (a token signed with
+//! credentials EKS does not know, expired, for another cluster, altered,
+//! or from an identity with no access entry) fails with the cluster's name
+//! and how to refresh the credentials, instead of each call's bare
+//! `Unauthorized`.
+//!
 //! `FLOW_EKS_API_SERVER` (a URL) and `FLOW_EKS_API_SERVER_CA` (a PEM file)
-//! send every `cluster` connection to another API server, keeping the EKS
-//! token: for a private endpoint reached through a local tunnel, and for the
-//! local API server that stands in for EKS in the tests and the quickstart.
-//! The URL must name a loopback address; any other is refused.
+//! are an operator's override: they send every `cluster` connection to
+//! another API server, keeping the EKS token, for a private endpoint reached
+//! through a local tunnel. The URL must name a loopback address; any other
+//! is refused.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -118,6 +125,16 @@ pub struct Connection {
     cached: Mutex<Option<(Instant, Client, Option<String>)>>,
 }
 
+/// Where an EKS connection's token went: for the error when it is refused.
+struct EksServer {
+    /// The cluster's name.
+    cluster: String,
+    /// The API endpoint the token was sent to.
+    endpoint: String,
+    /// Where that endpoint came from, with the region.
+    source: String,
+}
+
 impl Connection {
     /// A connection for a step's inputs.
     pub fn new(ctx: &OpContext, inputs: &Values) -> Result<Self, ProviderError> {
@@ -163,12 +180,15 @@ impl Connection {
         {
             return Ok(client.clone());
         }
-        let (mut config, ns) = self.config().await?;
+        let (mut config, ns, eks) = self.config().await?;
         config.default_retry &= self.server_retry;
         let client = Client::try_from(config).map_err(|e| {
             ProviderError::fatal(format!("could not make a Kubernetes client: {e}"))
                 .with_help(KUBECONFIG_HELP)
         })?;
+        if let Some(eks) = eks {
+            token_accepted(&client, &eks).await?;
+        }
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((Instant::now(), client.clone(), ns));
         Ok(client)
@@ -185,7 +205,7 @@ impl Connection {
             .and_then(|(_, _, ns)| ns.clone()))
     }
 
-    async fn config(&self) -> Result<(Config, Option<String>), ProviderError> {
+    async fn config(&self) -> Result<(Config, Option<String>, Option<EksServer>), ProviderError> {
         match &self.target {
             Target::Kubeconfig { path, context } => {
                 let path = resolve(&self.workdir, path.as_deref())?;
@@ -213,7 +233,7 @@ impl Connection {
                         ProviderError::fatal(format!("kubeconfig {}: {e}", path.display()))
                             .with_help(KUBECONFIG_HELP)
                     })?;
-                Ok((config, ns))
+                Ok((config, ns, None))
             }
             Target::Eks { name, region, .. } => {
                 let mut ctx = self.ctx.clone();
@@ -223,6 +243,13 @@ impl Connection {
                 let stand_in = api_server_override()?;
                 let sdk = crate::aws::config::sdk_config(&ctx).await?;
                 let described = crate::eks_access::endpoint::described(&sdk, name).await?;
+                let region_name = sdk
+                    .region()
+                    .map_or("the configured region".to_string(), |r| r.to_string());
+                let source = match stand_in {
+                    Some(_) => format!("from {API_SERVER_ENV}"),
+                    None => format!("as DescribeCluster gives it in {region_name}"),
+                };
                 let (endpoint, certificate_authority) = stand_in.unwrap_or(described);
                 let token = crate::eks_access::token::eks_token(&sdk, name).await?;
                 let kc = eks_kubeconfig(&endpoint, &certificate_authority, &token)?;
@@ -231,7 +258,12 @@ impl Connection {
                     .map_err(|e| ProviderError::fatal(format!("EKS cluster `{name}`: {e}")).with_help(
                         "the cluster's `connection` output names its endpoint and certificate: apply the eks.cluster step first, and check that the cluster is ACTIVE",
                     ))?;
-                Ok((config, None))
+                let server = EksServer {
+                    cluster: name.clone(),
+                    endpoint,
+                    source,
+                };
+                Ok((config, None, Some(server)))
             }
         }
     }
@@ -259,6 +291,41 @@ fn resolve(workdir: &Path, path: Option<&str>) -> Result<PathBuf, ProviderError>
         return Ok(first);
     }
     Ok(home().join(".kube/config"))
+}
+
+/// Whether the EKS API server accepts the token `client` carries: one
+/// `GET /version`. A 401 is the cluster refusing the token; any other
+/// answer shows it authenticated (the calls themselves report what else is
+/// wrong); no answer at all is the cluster out of reach.
+async fn token_accepted(client: &Client, eks: &EksServer) -> Result<(), ProviderError> {
+    match client.apiserver_version().await {
+        Ok(_) => Ok(()),
+        Err(::kube::Error::Api(s)) if s.code == 401 => Err(refused(eks)),
+        Err(::kube::Error::Api(_)) => Ok(()),
+        Err(e) => Err(super::errors::kube(
+            &format!("reach EKS cluster `{}` at {}", eks.cluster, eks.endpoint),
+            e,
+        )),
+    }
+}
+
+/// The error for an EKS API server that answered 401 to flow's token.
+fn refused(eks: &EksServer) -> ProviderError {
+    let EksServer {
+        cluster,
+        endpoint,
+        source,
+    } = eks;
+    ProviderError::auth(format!(
+        "EKS cluster `{cluster}` refused flow's token: its API server {endpoint} ({source}) answered 401 Unauthorized"
+    ))
+    .with_help(format!(
+        "the token is signed for `{cluster}` with the AWS credentials flow runs with, and is good for 15 minutes \
+         from this machine's clock: refresh the credentials (`aws sso login`, `aws configure`, or new \
+         AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; `aws sts get-caller-identity` shows \
+         who they are), check the clock, and check that this identity has an access entry on the cluster \
+         (`aws eks list-access-entries --cluster-name {cluster}`); then run `flow apply` again"
+    ))
 }
 
 /// The endpoint and base64 CA that [`API_SERVER_ENV`] and
@@ -379,6 +446,29 @@ mod tests {
             "/just/a/path",
         ] {
             assert!(!loopback_host(refused), "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_refused_token_names_the_cluster_and_the_fix() {
+        let e = refused(&EksServer {
+            cluster: "dlc".into(),
+            endpoint: "https://127.0.0.1:6443".into(),
+            source: "as DescribeCluster gives it in us-east-1".into(),
+        });
+        assert_eq!(e.kind, crate::contract::ErrorKind::Auth);
+        assert_eq!(
+            e.message,
+            "EKS cluster `dlc` refused flow's token: its API server https://127.0.0.1:6443 (as DescribeCluster gives it in us-east-1) answered 401 Unauthorized"
+        );
+        let help = e.help.unwrap();
+        for part in [
+            "refresh the credentials",
+            "aws sso login",
+            "clock",
+            "--cluster-name dlc",
+        ] {
+            assert!(help.contains(part), "{part}: {help}");
         }
     }
 
