@@ -9,7 +9,9 @@
 //! from a loopback server: redirects, `insecure`, the `sha256` pin),
 //! `injection` (values that would add keys applied as one string), `jobs` (kube.job
 //! and training operators' jobs), `eks` (clusters from eksctl files, the
-//! EKS connection), `eks_efa` (the EFA rules EC2 answers for a node group),
+//! EKS connection), `eks_auth` (EKS authentication as on AWS: DescribeCluster's
+//! endpoint and CA, the token verified as aws-iam-authenticator does, four
+//! refused tokens), `eks_efa` (the EFA rules EC2 answers for a node group),
 //! `nodegroup_replace` (a node group replaced create-before-destroy, drained under a PodDisruptionBudget), `eks_vpc` (the VPC made for an eksctl file without one), `upstream` (the runbook's
 //! published files, unmodified), `report` (`flow report` opened in a real
 //! browser).
@@ -18,6 +20,7 @@
 mod support;
 
 mod eks;
+mod eks_auth;
 mod eks_efa;
 mod eks_vpc;
 mod injection;

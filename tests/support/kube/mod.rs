@@ -19,13 +19,20 @@
 //!   `scripts/local-cloud/outputs/`);
 //! - `test.flow/outcome: Failed`: the last pod exits 1 and the job fails.
 //!
+//! The server authorizes with RBAC. With [`Options::eks_sts`] it also
+//! authenticates EKS tokens as EKS does (see `eks_token.rs`): the caller's
+//! IAM identity maps to the user `flow-e2e-admin` in a group bound to
+//! `cluster-admin`, and [`KubeServer::describe_in_eks`] makes the test
+//! cloud's DescribeCluster answer with this server's endpoint and CA, so
+//! that flow reaches it as it reaches a cluster on AWS.
+//!
 //! `FLOW_SKIP_KUBE=1` skips these tests (printing why) on machines that
 //! cannot build the API server; `FLOW_KUBE_APISERVER` names a binary to use
 //! instead of the script's.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::Api;
@@ -36,7 +43,7 @@ mod driver;
 mod eks_token;
 
 pub use driver::Driver;
-use eks_token::eks_webhook;
+use eks_token::{Webhook, eks_webhook};
 
 use super::workspace_root;
 
@@ -57,20 +64,23 @@ pub struct KubeServer {
     rt: tokio::runtime::Runtime,
     client: kube::Client,
     driver: Option<Driver>,
-    eks_identities: Arc<Mutex<Vec<String>>>,
+    eks: Arc<Webhook>,
+    eks_sts: Option<std::net::SocketAddr>,
 }
 
 /// How to start the server.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Also accept EKS tokens (`k8s-aws-v1.…`), as EKS's authenticator
-    /// does: a token webhook checks that the token is a presigned STS
-    /// `GetCallerIdentity` URL signing `x-k8s-aws-id`, sends that call to
-    /// this moto server's STS, and maps the caller's ARN to an admin user.
+    /// Also accept EKS tokens (`k8s-aws-v1.…`) signed with the credentials
+    /// of this test cloud (moto at this address) as EKS does: a token
+    /// webhook verifies the presigned STS `GetCallerIdentity` URL and its
+    /// SigV4 signature as aws-iam-authenticator and STS do, and maps the
+    /// caller to the user `flow-e2e-admin` (see `eks_token.rs`);
+    /// [`KubeServer::describe_in_eks`] tells this cloud's EKS about the server.
     pub eks_sts: Option<std::net::SocketAddr>,
-    /// The cluster name the webhook sends as `x-k8s-aws-id` (the
-    /// authenticator's configured cluster id; a token signed for another
-    /// cluster fails STS's signature check on real AWS — moto does not check).
+    /// The cluster this server is (the authenticator's cluster id): the
+    /// webhook checks the token's signed `x-k8s-aws-id` against it, so a
+    /// token signed for another cluster is refused.
     pub eks_cluster: String,
 }
 
@@ -223,10 +233,13 @@ impl KubeServer {
             )
             .unwrap();
             let (etcd_port, peer_port, api_port) = (free_port(), free_port(), free_port());
-            let eks_identities: Arc<Mutex<Vec<String>>> = Arc::default();
+            let eks = Arc::new(Webhook {
+                cluster: options.eks_cluster.clone(),
+                ..Webhook::default()
+            });
             let mut extra = Vec::new();
-            if let Some(sts) = options.eks_sts {
-                let url = eks_webhook(sts, options.eks_cluster.clone(), eks_identities.clone());
+            if options.eks_sts.is_some() {
+                let url = eks_webhook(eks.clone());
                 std::fs::write(
                     d.join("webhook.kubeconfig"),
                     format!("apiVersion: v1\nkind: Config\nclusters:\n- name: eks\n  cluster:\n    server: {url}\nusers:\n- name: apiserver\n  user: {{}}\ncontexts:\n- name: eks\n  context: {{cluster: eks, user: apiserver}}\ncurrent-context: eks\n"),
@@ -269,7 +282,8 @@ impl KubeServer {
                     format!("--tls-cert-file={}", file("server.crt")),
                     format!("--tls-private-key-file={}", file("server.key")),
                     format!("--token-auth-file={}", file("tokens.csv")),
-                    "--authorization-mode=AlwaysAllow".into(),
+                    // As EKS: nobody but the static admin is in system:masters.
+                    "--authorization-mode=RBAC".into(),
                     // EKS runs privileged pods (device plugins, CSI drivers).
                     "--allow-privileged=true".into(),
                     format!("--service-account-key-file={}", file("sa.pub")),
@@ -315,9 +329,13 @@ impl KubeServer {
                 rt,
                 client,
                 driver: None,
-                eks_identities,
+                eks,
+                eks_sts: options.eks_sts,
             };
             if server.wait_ready(Duration::from_secs(90)) {
+                if server.eks_sts.is_some() {
+                    server.bind_eks_admins();
+                }
                 server.driver = Some(Driver::start(server.client.clone()));
                 return Some(server);
             }
@@ -442,7 +460,65 @@ impl KubeServer {
 
     /// The IAM identities the EKS token webhook let in, in order.
     pub fn eks_identities(&self) -> Vec<String> {
-        self.eks_identities.lock().unwrap().clone()
+        self.eks.identities.lock().unwrap().clone()
+    }
+
+    /// Why the EKS token webhook refused tokens, in order.
+    pub fn eks_refusals(&self) -> Vec<String> {
+        self.eks.refusals.lock().unwrap().clone()
+    }
+
+    /// Makes the EKS token webhook judge tokens `by` later than now (a
+    /// token presented that long after it was signed).
+    pub fn eks_judge_later(&self, by: Duration) {
+        *self.eks.later.lock().unwrap() = by;
+    }
+
+    /// Makes the EKS token webhook flip one bit of each token before it
+    /// judges it (a token altered on its way), or stop doing so.
+    pub fn eks_alter_tokens(&self, alter: bool) {
+        self.eks
+            .alter
+            .store(alter, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Makes the test cloud's EKS describe the cluster `name` (made before
+    /// or after this call) with this server's https endpoint and CA, as
+    /// AWS describes a cluster's API server (see
+    /// scripts/local-cloud/eks_endpoints.py); needs [`Options::eks_sts`].
+    pub fn describe_in_eks(&self, name: &str) {
+        let moto = self.eks_sts.expect("started with Options::eks_sts");
+        let body = serde_json::json!({
+            "name": name,
+            "endpoint": self.url,
+            "certificateAuthority": self.ca_base64(),
+        })
+        .to_string();
+        let (status, answer) = super::moto::try_http(
+            moto,
+            "POST",
+            "/moto-api/flow-eks/endpoint",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+        .expect("register the EKS endpoint with the test cloud");
+        assert_eq!(status, 200, "{answer}");
+    }
+
+    /// Binds the group EKS identities map to (`eks_token::ADMIN_GROUP`) to
+    /// `cluster-admin`, as an access entry with AmazonEKSClusterAdminPolicy
+    /// does on EKS (done at start with [`Options::eks_sts`]).
+    pub fn bind_eks_admins(&self) {
+        self.post(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            &serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "flow-e2e-admins"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": eks_token::ADMIN_GROUP}],
+            }),
+        );
     }
 
     /// The CA as an EKS `certificateAuthority.data` (base64 of the PEM).
