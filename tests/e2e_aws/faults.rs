@@ -40,7 +40,7 @@ fn throttling_and_server_errors_injected_and_the_apply_still_converges() {
 
     // Every object exactly once despite the retries.
     proxy.calm();
-    assert_many_made_once(&moto);
+    assert_many_made_once(&moto, &proxy);
     assert_eq!(
         moto.secret_value("hf-token"),
         "hf_not_really_a_token_0123456789"

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use crate::kill::kill_chain;
-use crate::support::aws::{Aws, MANY, assert_many_made_once, destroy_many_under_faults};
+use crate::support::aws::{
+    Aws, MANY, assert_made_once, assert_many_made_once, destroy_many_under_faults,
+};
 use crate::support::fault_proxy::{Fault, FaultProxy};
 use crate::support::moto::Moto;
 
@@ -14,9 +16,13 @@ fn lossy() -> String {
 }
 
 /// One call in ten reaches moto and then loses its answer: dropped, cut off
-/// halfway through the body, or held past the SDK's attempt timeout. With
-/// the default retries the apply converges, every step ends with exactly
-/// one object, and destroy removes them all under the same faults.
+/// halfway, or held past the SDK's attempt timeout; and the first create of
+/// every kind loses its answer for sure. With the default retries the
+/// apply converges, every object is there once, the creates moto did made
+/// each object once (counted at the proxy, so a file system made twice
+/// shows though moto keeps both, and a name made again after a delete
+/// shows though moto lists it once), and destroy removes everything of
+/// every kind under the same faults.
 #[test]
 fn answers_lost_after_the_request_reached_the_server_make_no_duplicate() {
     let moto = Moto::start();
@@ -31,11 +37,19 @@ fn answers_lost_after_the_request_reached_the_server_make_no_duplicate() {
     a.p.write("wf.toml", &workflow);
     proxy.stall_for(Duration::from_secs(2));
     let kinds = [Fault::Lost, Fault::Truncated, Fault::Stalled];
-    // The creates that make duplicates in real life lose their first
-    // answer for sure; every other call one time in ten.
-    proxy.schedule("CreateFileSystem", &[Some(Fault::Lost)]);
-    proxy.schedule("CreateStack", &[Some(Fault::Truncated)]);
-    proxy.schedule("CreateSecret", &[Some(Fault::Stalled)]);
+    // The first create of every kind loses its answer for sure (the
+    // bucket's is its first PUT); every other call one time in ten.
+    let first = [
+        ("CreateFileSystem", Fault::Lost),
+        ("CreateStack", Fault::Truncated),
+        ("CreateSecret", Fault::Stalled),
+        ("CreateRepository", Fault::Lost),
+        ("s3:PUT /flow-flaky-data", Fault::Truncated),
+        ("x-id=PutObject", Fault::Stalled),
+    ];
+    for (op, fault) in first {
+        proxy.schedule(op, &[Some(fault)]);
+    }
     proxy.faults(0.10, &kinds, None);
     let apply = a.apply();
     let counts = proxy.counts();
@@ -50,16 +64,28 @@ fn answers_lost_after_the_request_reached_the_server_make_no_duplicate() {
         counts.forwarded.len(),
         counts.faulted
     );
-    for create in ["CreateFileSystem", "CreateStack", "CreateSecret"] {
+    let lost: Vec<String> = proxy
+        .calls()
+        .iter()
+        .filter(|c| c.sent.is_some() && c.answered.is_none())
+        .filter_map(|c| c.name())
+        .collect();
+    for create in [
+        "CreateFileSystem",
+        "CreateStack",
+        "CreateSecret",
+        "CreateRepository",
+        "CreateBucket",
+        "PutObject",
+    ] {
         assert!(
-            counts.faulted.iter().any(|(op, _)| op == create),
-            "{create}: {:?}",
-            counts.faulted
+            lost.iter().any(|op| op == create),
+            "no answer to {create} lost: {lost:?}"
         );
     }
 
     proxy.calm();
-    assert_many_made_once(&moto);
+    assert_many_made_once(&moto, &proxy);
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
     destroy_many_under_faults(&a, &moto, &proxy, 0.10, &kinds);
 }
@@ -83,6 +109,11 @@ fn a_submitted_job_whose_answer_was_lost_is_not_submitted_again() {
         1,
         "{:?}",
         proxy.counts().forwarded
+    );
+    assert_made_once(
+        "apply",
+        &proxy.calls(),
+        &[("CreateSecret", 1), ("CreateStack", 2), ("SubmitJob", 1)],
     );
     let log = a.p.read(".flow/wf/logs/nccl.log");
     assert!(

@@ -1,10 +1,11 @@
 //! A scratch project whose `flow` talks to a moto server (or a fault proxy
 //! before it), with the CloudFormation templates of the AWS tests.
 
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 
-use super::fault_proxy::{Fault, FaultProxy};
-use super::moto::Moto;
+use super::fault_proxy::{Call, Creates, Fault, FaultProxy, creates};
+use super::moto::{Moto, between_all};
 use super::{Project, Run};
 
 /// The CloudFormation templates of the tests.
@@ -195,30 +196,158 @@ storage_capacity = 1200
 subnet_ids = ["${steps.vpc.outputs.SubnetId}"]
 "#;
 
-/// What one apply of `MANY` makes, as moto has it, each exactly once: the
-/// two stacks, one file system, the four uploaded files, the secret and
-/// the repository.
-pub fn assert_many_made_once(moto: &Moto) {
-    let mut stacks = moto.stacks();
-    stacks.sort();
-    assert_eq!(stacks, ["flow-app", "flow-vpc"]);
-    assert_eq!(moto.file_systems().len(), 1, "a second file system");
-    assert_eq!(moto.objects("flow-flaky-data", "in/").len(), 4);
-    assert_eq!(moto.secrets(), ["hf-token"]);
-    let repos = moto.json_call(
-        "ecr",
-        "AmazonEC2ContainerRegistry_V20150921.DescribeRepositories",
-        "{}",
+/// What one apply of `MANY` makes, as [`inventory`] lists it.
+pub const MANY_MADE: [&str; 10] = [
+    "bucket flow-flaky-data",
+    "file system",
+    "object flow-flaky-data/in/f0.txt",
+    "object flow-flaky-data/in/f1.txt",
+    "object flow-flaky-data/in/f2.txt",
+    "object flow-flaky-data/in/f3.txt",
+    "repository nccl-tests",
+    "secret hf-token",
+    "stack flow-app",
+    "stack flow-vpc",
+];
+
+/// Everything of every kind the AWS tests make, as moto lists it, sorted:
+/// stacks, secrets, file systems (all named "file system": their ids
+/// change from one make to the next), buckets and their objects, ECR
+/// repositories, EKS clusters and their node groups. A listing that fails,
+/// or answers without its list, fails the test: it never reads as
+/// "nothing there". (Batch jobs are left out: a job is not left behind,
+/// and its queue goes with its stack.)
+pub fn inventory(moto: &Moto) -> Vec<String> {
+    let mut all = Vec::new();
+    let xml = moto.query_call("cloudformation", "Action=DescribeStacks&Version=2010-05-15");
+    assert!(
+        xml.contains("<DescribeStacksResult"),
+        "DescribeStacks: {xml}"
     );
+    for stack in between_all(&xml, "<StackName>", "</StackName>") {
+        all.push(format!("stack {stack}"));
+    }
+    let secrets = moto.json_call("secretsmanager", "secretsmanager.ListSecrets", "{}");
+    for s in list(&secrets, "SecretList") {
+        all.push(format!("secret {}", text(&s, "Name")));
+    }
+    let fsx = "AWSSimbaAPIService_v20180301.DescribeFileSystems";
+    for _ in list(&moto.json_call("fsx", fsx, "{}"), "FileSystems") {
+        all.push("file system".to_string());
+    }
+    let ecr = "AmazonEC2ContainerRegistry_V20150921.DescribeRepositories";
+    for r in list(&moto.json_call("ecr", ecr, "{}"), "repositories") {
+        all.push(format!("repository {}", text(&r, "repositoryName")));
+    }
+    let (status, xml) = moto.rest_call("s3", "GET", "/", "");
+    assert!(
+        status == 200 && xml.contains("<ListAllMyBucketsResult"),
+        "ListBuckets: {status} {xml}"
+    );
+    for bucket in between_all(&xml, "<Name>", "</Name>") {
+        for key in moto.objects(&bucket, "") {
+            all.push(format!("object {bucket}/{key}"));
+        }
+        all.push(format!("bucket {bucket}"));
+    }
+    for c in list(&rest_json(moto, "/clusters"), "clusters") {
+        let c = c.as_str().expect("a cluster name").to_string();
+        let groups = rest_json(moto, &format!("/clusters/{c}/node-groups"));
+        for g in list(&groups, "nodegroups") {
+            all.push(format!("node group {c}/{}", g.as_str().expect("a name")));
+        }
+        all.push(format!("cluster {c}"));
+    }
+    all.sort();
+    all
+}
+
+/// The list under `key` in a listing's answer; fails the test when the
+/// answer has none.
+fn list(answer: &serde_json::Value, key: &str) -> Vec<serde_json::Value> {
+    match answer[key].as_array() {
+        Some(items) => items.clone(),
+        None => panic!("no {key} in the listing: {answer}"),
+    }
+}
+
+/// The string under `key`; fails the test when there is none.
+fn text(item: &serde_json::Value, key: &str) -> String {
+    match item[key].as_str() {
+        Some(t) => t.to_string(),
+        None => panic!("no {key} in {item}"),
+    }
+}
+
+/// An EKS listing (`GET path`), which must answer 200 with JSON.
+fn rest_json(moto: &Moto, path: &str) -> serde_json::Value {
+    let (status, body) = moto.rest_call("eks", "GET", path, "");
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// The objects, by kind, that the creates of `calls` made at moto
+/// ([`Creates::made`]: each create moto did, less those it did again onto
+/// an object of the same name made already).
+pub fn made(calls: &[Call]) -> BTreeMap<String, usize> {
+    creates(calls)
+        .into_iter()
+        .filter(|(_, c)| c.made() > 0)
+        .map(|(kind, c)| (kind, c.made()))
+        .collect()
+}
+
+/// A table of what creates did at moto, a row per kind.
+pub fn creates_table(creates: &BTreeMap<String, Creates>) -> String {
+    let mut out = String::from(
+        "| create | sent to moto | done by moto | done again (same name) | objects made |\n|---|---:|---:|---:|---:|",
+    );
+    for (kind, c) in creates {
+        out.push_str(&format!(
+            "\n| {kind} | {} | {} | {} | {} |",
+            c.sent,
+            c.done,
+            c.again,
+            c.made()
+        ));
+    }
+    out
+}
+
+/// Asserts that the creates of `calls` made `expected` objects by kind,
+/// exactly one per object, and prints what they did.
+pub fn assert_made_once(what: &str, calls: &[Call], expected: &[(&str, usize)]) {
+    eprintln!("{what}:\n{}", creates_table(&creates(calls)));
+    let expected: BTreeMap<String, usize> =
+        expected.iter().map(|(k, n)| (k.to_string(), *n)).collect();
     assert_eq!(
-        repos["repositories"].as_array().map(Vec::len),
-        Some(1),
-        "{repos}"
+        made(calls),
+        expected,
+        "{what}: an object made twice (or never)"
+    );
+}
+
+/// One apply of `MANY`, through `proxy` from an empty account: every
+/// object once in moto, and made once by the creates moto did.
+pub fn assert_many_made_once(moto: &Moto, proxy: &FaultProxy) {
+    assert_eq!(inventory(moto), MANY_MADE);
+    assert_made_once(
+        "apply",
+        &proxy.calls(),
+        &[
+            ("CreateBucket", 1),
+            ("CreateFileSystem", 1),
+            ("CreateRepository", 1),
+            ("CreateSecret", 1),
+            ("CreateStack", 2),
+            ("PutObject", 4),
+        ],
     );
 }
 
 /// Destroys `MANY` while the proxy injects `kinds` into `rate` of the calls,
-/// and checks that nothing is left.
+/// and checks that nothing of any kind is left, and that the destroy
+/// created nothing.
 pub fn destroy_many_under_faults(
     a: &Aws,
     moto: &Moto,
@@ -226,11 +355,11 @@ pub fn destroy_many_under_faults(
     rate: f64,
     kinds: &[Fault],
 ) {
+    let from = proxy.calls().len();
     proxy.faults(rate, kinds, None);
     let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]);
     assert_eq!(destroy.code, 0, "{}", destroy.all());
     proxy.calm();
-    assert!(moto.stacks().is_empty());
-    assert!(moto.file_systems().is_empty());
-    assert!(moto.secrets().is_empty());
+    assert_eq!(inventory(moto), Vec::<String>::new(), "left after destroy");
+    assert_made_once("destroy", &proxy.calls_from(from), &[]);
 }

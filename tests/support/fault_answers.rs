@@ -24,7 +24,8 @@ pub enum Fault {
     /// The request forwarded to moto (it acts on it), then the connection
     /// reset before any answer: the answer is lost.
     Lost,
-    /// The request forwarded, and the answer cut off halfway through its body.
+    /// The request forwarded, and the answer cut off halfway through its
+    /// body (halfway through its head when it has no body).
     Truncated,
     /// The request forwarded, and the answer held back for longer than the
     /// SDK waits (`FLOW_AWS_ATTEMPT_TIMEOUT` in the tests), then dropped.

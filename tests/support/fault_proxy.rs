@@ -2,18 +2,32 @@
 //! what moto cannot: throttling, transient server errors, broken
 //! connections, slow answers, and operations still in progress. It injects
 //! faults at a set rate or by a schedule, rewrites answers, and counts what
-//! it injected and what it forwarded.
+//! it injected and what it forwarded. It can hold a call at three places
+//! (before sending it to moto, at moto short of its last byte, and after
+//! moto answered) and keeps the instants of each call's way through it, so
+//! a test that kills `flow` can say where the kill landed.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
 pub use super::fault_answers::Fault;
 use super::fault_answers::{Protocol, error_response};
+
+#[path = "fault_calls.rs"]
+mod calls;
+#[path = "fault_wire.rs"]
+mod wire;
+
+// Not every test binary uses each.
+#[allow(unused_imports)]
+pub use calls::{CREATES, Call, Creates, Landing, call_name, create_key, creates};
+use wire::{Request, client_stays, read_request, reset, respond};
 
 /// What to do with the answers to one operation.
 #[derive(Debug, Clone)]
@@ -33,28 +47,12 @@ struct Rules {
     schedule: VecDeque<(String, Option<Fault>)>,
     slow: Duration,
     rewrites: Vec<Rewrite>,
+    before: Vec<(String, Duration)>,
+    at_moto: Vec<(String, Duration)>,
     hold: Vec<(String, Duration)>,
     stall: Duration,
     seed: u64,
     turn: usize,
-}
-
-/// One call the proxy saw.
-#[derive(Debug, Clone)]
-pub struct Call {
-    /// The operation (`CreateStack`, `batch:submitjob`, `eks:POST /clusters`).
-    pub op: String,
-    /// When the request had arrived whole.
-    pub received: Instant,
-    /// When its answer was written, if it was.
-    pub answered: Option<Instant>,
-}
-
-/// Notes that call number `call` was answered now.
-fn answered(shared: &Shared, call: usize) {
-    if let Some(c) = shared.counts.lock().unwrap().calls.get_mut(call) {
-        c.answered = Some(Instant::now());
-    }
 }
 
 /// What the proxy did.
@@ -176,19 +174,63 @@ impl FaultProxy {
             .push((op.into(), delay));
     }
 
-    /// Every call the proxy saw, with when it came and when it was answered.
-    pub fn calls(&self) -> Vec<Call> {
-        self.shared.counts.lock().unwrap().calls.clone()
+    /// Holds requests of operation `op` for `delay` before sending them
+    /// to moto. A client that goes away meanwhile (killed) never has its
+    /// request sent: moto never sees it.
+    pub fn hold_before(&self, op: &str, delay: Duration) {
+        let mut r = self.shared.rules.lock().unwrap();
+        r.before.push((op.into(), delay));
     }
 
-    /// The calls received before `at` and not answered by then (forwarded
-    /// or not): what a process killed at `at` was waiting for.
+    /// Sends requests of operation `op` to moto short of their last byte,
+    /// and that byte `delay` later, whatever becomes of the client: moto
+    /// holds the request, and acts on it only once it is whole.
+    pub fn hold_at_moto(&self, op: &str, delay: Duration) {
+        let mut r = self.shared.rules.lock().unwrap();
+        r.at_moto.push((op.into(), delay));
+    }
+
+    /// Every call the proxy saw, with the instants of its way through it.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls_from(0)
+    }
+
+    /// The calls from the `from`th on.
+    pub fn calls_from(&self, from: usize) -> Vec<Call> {
+        let counts = self.shared.counts.lock().unwrap();
+        counts.calls.get(from..).unwrap_or_default().to_vec()
+    }
+
+    /// The calls received before `at` and not answered or dropped by then
+    /// (sent to moto or not): what a process killed at `at` was waiting for.
     pub fn in_flight_at(&self, at: Instant) -> Vec<String> {
         self.calls()
             .into_iter()
-            .filter(|c| c.received <= at && c.answered.is_none_or(|a| a > at))
+            .filter(|c| c.landing(at).is_some())
             .map(|c| c.op)
             .collect()
+    }
+
+    /// Waits (at most `limit`) until the proxy is done with every call from
+    /// the `from`th on that came before `at`: answered, or dropped. Then
+    /// each of them has all the instants it will ever have, and where a
+    /// kill at `at` landed in it is settled. `false` if it was not so in
+    /// time.
+    pub fn settle(&self, from: usize, at: Instant, limit: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            let open = self
+                .calls_from(from)
+                .iter()
+                .any(|c| c.received <= at && !c.settled());
+            if !open {
+                return true;
+            }
+            if start.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// How long a [`Fault::Stalled`] answer is held before the connection drops.
@@ -196,12 +238,14 @@ impl FaultProxy {
         self.shared.rules.lock().unwrap().stall = delay;
     }
 
-    /// Stops injecting, rewriting and holding.
+    /// Stops injecting, rewriting and holding (at any of the three places).
     pub fn calm(&self) {
         let mut r = self.shared.rules.lock().unwrap();
         r.rate = 0.0;
         r.schedule.clear();
         r.rewrites.clear();
+        r.before.clear();
+        r.at_moto.clear();
         r.hold.clear();
     }
 
@@ -233,124 +277,6 @@ impl Drop for FaultProxy {
     }
 }
 
-/// One request as read from the client.
-struct Request {
-    head: String,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().skip(1).find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
-        })
-    }
-
-    fn method_and_path(&self) -> (&str, &str) {
-        let mut parts = self.head.split_whitespace();
-        (parts.next().unwrap_or(""), parts.next().unwrap_or(""))
-    }
-
-    /// The AWS operation, as far as the proxy can tell.
-    fn operation(&self) -> String {
-        if let Some(target) = self.header("x-amz-target") {
-            return target.rsplit('.').next().unwrap_or(target).to_string();
-        }
-        let body = String::from_utf8_lossy(&self.body);
-        if let Some(action) = body.split('&').find_map(|p| p.strip_prefix("Action=")) {
-            return action.to_string();
-        }
-        let (method, path) = self.method_and_path();
-        if let Some(op) = path.strip_prefix("/v1/") {
-            return format!("batch:{}", op.split('?').next().unwrap_or(op));
-        }
-        if path.starts_with("/clusters") {
-            return format!("eks:{method} {}", path.split('?').next().unwrap_or(path));
-        }
-        format!("s3:{method} {path}")
-    }
-
-    fn protocol(&self) -> Protocol {
-        if self.header("x-amz-target").is_some() {
-            Protocol::Json
-        } else if self
-            .header("content-type")
-            .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"))
-        {
-            // EC2's query API answers errors in its own shape.
-            if String::from_utf8_lossy(&self.body).contains("Version=2016-11-15") {
-                Protocol::Ec2
-            } else {
-                Protocol::Query
-            }
-        } else if self.method_and_path().1.starts_with("/v1/") {
-            Protocol::RestJson
-        } else {
-            Protocol::RestXml
-        }
-    }
-}
-
-/// Reads one request (head and body) from the client; `None` at the end.
-async fn read_request(
-    reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
-) -> std::io::Result<Option<Request>> {
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).await? == 0 {
-            return Ok(None);
-        }
-        if line == "\r\n" || line == "\n" {
-            if head.is_empty() {
-                continue;
-            }
-            break;
-        }
-        head.push_str(&line);
-    }
-    let mut req = Request {
-        head,
-        body: Vec::new(),
-    };
-    if req
-        .header("transfer-encoding")
-        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
-    {
-        // Forward the chunked body as it came.
-        loop {
-            let mut size_line = String::new();
-            reader.read_line(&mut size_line).await?;
-            req.body.extend_from_slice(size_line.as_bytes());
-            let size = usize::from_str_radix(size_line.trim().split(';').next().unwrap_or("0"), 16)
-                .unwrap_or(0);
-            if size == 0 {
-                loop {
-                    let mut trailer = String::new();
-                    reader.read_line(&mut trailer).await?;
-                    req.body.extend_from_slice(trailer.as_bytes());
-                    if trailer == "\r\n" || trailer.is_empty() {
-                        break;
-                    }
-                }
-                break;
-            }
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).await?;
-            req.body.extend_from_slice(&chunk);
-        }
-    } else if let Some(len) = req
-        .header("content-length")
-        .and_then(|l| l.parse::<usize>().ok())
-    {
-        let mut body = vec![0; len];
-        reader.read_exact(&mut body).await?;
-        req.body = body;
-    }
-    Ok(Some(req))
-}
-
 /// Serves one client connection, request after request.
 async fn serve(client: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
     let (read, mut write) = client.into_split();
@@ -360,90 +286,133 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
         let call = {
             let mut counts = shared.counts.lock().unwrap();
             counts.calls.push(Call {
+                key: create_key(&op, &req.body),
                 op: op.clone(),
                 received: Instant::now(),
+                sent: None,
+                replied: None,
+                status: None,
                 answered: None,
+                dropped: None,
             });
             counts.calls.len() - 1
         };
-        let fault = if req.method_and_path().1.starts_with("/moto-api") {
-            None
-        } else {
-            choose(&shared, &op)
-        };
-        if let Some(fault) = fault {
-            let mut counts = shared.counts.lock().unwrap();
-            *counts.injected.entry(fault).or_default() += 1;
-            counts.faulted.push((op.clone(), fault));
+        let end = handle(&shared, call, &op, &req, &mut reader, &mut write).await;
+        let now = Some(Instant::now());
+        note(&shared, call, |c| match end {
+            Ok(End::Answered) => c.answered = now,
+            _ => c.dropped = now,
+        });
+        match end {
+            Ok(End::Answered) => {}
+            Ok(End::Reset) => return reset(reader, write),
+            Ok(End::Gone) => return Ok(()),
+            Err(e) => return Err(e),
         }
-        if let Some(lost @ (Fault::Lost | Fault::Truncated | Fault::Stalled)) = fault {
-            shared.counts.lock().unwrap().forwarded.push(op.clone());
-            let answer = forward(&shared, &req).await?;
-            match lost {
-                Fault::Truncated => {
-                    // The head promises the whole body; half of it comes.
-                    let split = answer
-                        .windows(4)
-                        .position(|w| w == b"\r\n\r\n")
-                        .map_or(0, |i| i + 4);
-                    let cut = split + (answer.len() - split) / 2;
-                    write.write_all(&answer[..cut]).await?;
-                }
-                Fault::Stalled => {
-                    let stall = shared.rules.lock().unwrap().stall;
-                    tokio::time::sleep(stall).await;
-                }
-                _ => {}
-            }
-            return reset(reader, write);
-        }
-        match fault {
-            Some(Fault::Reset) => return reset(reader, write),
-            Some(Fault::Slow) => {
-                let delay = shared.rules.lock().unwrap().slow;
-                tokio::time::sleep(delay).await;
-            }
-            Some(f) => {
-                write.write_all(&error_response(f, req.protocol())).await?;
-                answered(&shared, call);
-                continue;
-            }
-            None => {}
-        }
-        shared.counts.lock().unwrap().forwarded.push(op.clone());
-        let answer = forward(&shared, &req).await?;
-        let answer = rewrite(&shared, &op, answer);
-        let hold = shared
-            .rules
-            .lock()
-            .unwrap()
-            .hold
-            .iter()
-            .find(|(held, _)| op.contains(held.as_str()))
-            .map(|(_, delay)| *delay);
-        if let Some(delay) = hold {
-            tokio::time::sleep(delay).await;
-        }
-        write.write_all(&answer).await?;
-        answered(&shared, call);
     }
     Ok(())
 }
 
-/// Closes the client's connection with a reset: no answer, ever.
-fn reset(
-    reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
-    write: tokio::net::tcp::OwnedWriteHalf,
-) -> std::io::Result<()> {
-    let stream = reader
-        .into_inner()
-        .reunite(write)
-        .map_err(std::io::Error::other)?;
-    // A zero linger makes the close a reset, and never blocks.
-    #[allow(deprecated)]
-    stream.set_linger(Some(Duration::ZERO))?;
-    drop(stream);
-    Ok(())
+/// How the proxy was done with a call.
+enum End {
+    /// An answer was written to the client.
+    Answered,
+    /// No answer: the connection is to be reset.
+    Reset,
+    /// The client went away first.
+    Gone,
+}
+
+/// Records something about call number `call`.
+fn note(shared: &Shared, call: usize, f: impl FnOnce(&mut Call)) {
+    if let Some(c) = shared.counts.lock().unwrap().calls.get_mut(call) {
+        f(c);
+    }
+}
+
+/// The delay of the first rule in `list` that matches `op`.
+fn held(list: &[(String, Duration)], op: &str) -> Option<Duration> {
+    list.iter()
+        .find(|(held, _)| op.contains(held.as_str()))
+        .map(|(_, delay)| *delay)
+}
+
+/// One request, call number `call` of operation `op`: injects its fault,
+/// or holds it, sends it to moto and gives the answer back.
+async fn handle(
+    shared: &Shared,
+    call: usize,
+    op: &str,
+    req: &Request,
+    reader: &mut BufReader<OwnedReadHalf>,
+    write: &mut OwnedWriteHalf,
+) -> std::io::Result<End> {
+    let fault = if req.method_and_path().1.starts_with("/moto-api") {
+        None
+    } else {
+        choose(shared, op)
+    };
+    if let Some(fault) = fault {
+        let mut counts = shared.counts.lock().unwrap();
+        *counts.injected.entry(fault).or_default() += 1;
+        counts.faulted.push((op.to_string(), fault));
+    }
+    match fault {
+        Some(Fault::Reset) => return Ok(End::Reset),
+        Some(Fault::Slow) => {
+            let delay = shared.rules.lock().unwrap().slow;
+            tokio::time::sleep(delay).await;
+        }
+        Some(Fault::Lost | Fault::Truncated | Fault::Stalled) | None => {}
+        Some(f) => {
+            write.write_all(&error_response(f, req.protocol())).await?;
+            return Ok(End::Answered);
+        }
+    }
+    let (before, at_moto, after) = {
+        let r = shared.rules.lock().unwrap();
+        (held(&r.before, op), held(&r.at_moto, op), held(&r.hold, op))
+    };
+    if let Some(delay) = before
+        && !client_stays(reader, delay).await
+    {
+        return Ok(End::Gone);
+    }
+    shared.counts.lock().unwrap().forwarded.push(op.to_string());
+    let answer = forward(shared, call, req, at_moto).await?;
+    match fault {
+        // Every lost answer: moto acted on the request.
+        Some(Fault::Lost) => return Ok(End::Reset),
+        Some(Fault::Truncated) => {
+            // The head promises the whole body; half of it comes. An
+            // answer without a body (S3's PutObject) is cut in its head:
+            // whole but for its body, it would be no lost answer at all.
+            let split = answer
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map_or(0, |i| i + 4);
+            let cut = match answer.len() - split {
+                0 => split / 2,
+                body => split + body / 2,
+            };
+            write.write_all(&answer[..cut]).await?;
+            return Ok(End::Reset);
+        }
+        Some(Fault::Stalled) => {
+            let stall = shared.rules.lock().unwrap().stall;
+            tokio::time::sleep(stall).await;
+            return Ok(End::Reset);
+        }
+        _ => {}
+    }
+    let answer = rewrite(shared, op, answer);
+    if let Some(delay) = after
+        && !client_stays(reader, delay).await
+    {
+        return Ok(End::Gone);
+    }
+    write.write_all(&answer).await?;
+    Ok(End::Answered)
 }
 
 /// Decides the fault for a request of operation `op`, if any.
@@ -472,9 +441,15 @@ fn choose(shared: &Shared, op: &str) -> Option<Fault> {
     Some(kind)
 }
 
-/// Sends `req` to moto on a fresh connection and reads the whole answer,
+/// Sends `req` (call number `call`) to moto on a fresh connection, its
+/// last byte `at_moto` later if given, and reads the whole answer,
 /// returned with a `Content-Length` (never chunked) for the client.
-async fn forward(shared: &Shared, req: &Request) -> std::io::Result<Vec<u8>> {
+async fn forward(
+    shared: &Shared,
+    call: usize,
+    req: &Request,
+    at_moto: Option<Duration>,
+) -> std::io::Result<Vec<u8>> {
     let mut up = TcpStream::connect(shared.upstream).await?;
     let mut head: Vec<&str> = req
         .head
@@ -485,7 +460,17 @@ async fn forward(shared: &Shared, req: &Request) -> std::io::Result<Vec<u8>> {
     let mut out = head.join("\r\n").into_bytes();
     out.extend_from_slice(b"\r\n\r\n");
     out.extend_from_slice(&req.body);
-    up.write_all(&out).await?;
+    note(shared, call, |c| c.sent = Some(Instant::now()));
+    match at_moto {
+        Some(delay) => {
+            // moto cannot act on a request short of its last byte.
+            let (last, most) = out.split_last().expect("a request has a head");
+            up.write_all(most).await?;
+            tokio::time::sleep(delay).await;
+            up.write_all(&[*last]).await?;
+        }
+        None => up.write_all(&out).await?,
+    }
     let mut raw = Vec::new();
     up.read_to_end(&mut raw).await?;
     let split = raw
@@ -493,6 +478,11 @@ async fn forward(shared: &Shared, req: &Request) -> std::io::Result<Vec<u8>> {
         .position(|w| w == b"\r\n\r\n")
         .ok_or_else(|| std::io::Error::other("no HTTP head from moto"))?;
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+    note(shared, call, |c| {
+        c.replied = Some(Instant::now());
+        c.status = status;
+    });
     let mut body = raw[split + 4..].to_vec();
     if head
         .to_ascii_lowercase()
@@ -501,25 +491,6 @@ async fn forward(shared: &Shared, req: &Request) -> std::io::Result<Vec<u8>> {
         body = super::moto::dechunk(&body);
     }
     Ok(respond(&head, &body))
-}
-
-/// An answer with head lines `head` (framing headers replaced) and `body`.
-fn respond(head: &str, body: &[u8]) -> Vec<u8> {
-    let mut lines: Vec<&str> = head
-        .lines()
-        .filter(|l| {
-            let l = l.to_ascii_lowercase();
-            !l.starts_with("content-length:")
-                && !l.starts_with("transfer-encoding:")
-                && !l.starts_with("connection:")
-        })
-        .collect();
-    let length = format!("Content-Length: {}", body.len());
-    lines.push(&length);
-    let mut out = lines.join("\r\n").into_bytes();
-    out.extend_from_slice(b"\r\n\r\n");
-    out.extend_from_slice(body);
-    out
 }
 
 /// Applies the first matching rewrite rule to an answer.
