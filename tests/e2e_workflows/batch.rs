@@ -2,7 +2,37 @@
 //! state from before its steps moved into the batch-efa module.
 
 use super::*;
-use crate::support::secret_scan::SecretScan;
+use crate::support::secret_scan::{Kind, SecretScan};
+
+/// `l.flow(command, args)` run through `scan`: its output, and the command
+/// lines and environments of flow and its descendants sampled while it
+/// runs, are places of the scan, labelled `label`.
+pub(super) fn scanned(
+    scan: &mut SecretScan,
+    l: &Local,
+    label: &str,
+    command: &[&str],
+    args: &[&str],
+) -> Run {
+    let state = l.state();
+    let mut all: Vec<&str> = command.to_vec();
+    all.push(&l.wf);
+    all.extend(["--state-dir", &state]);
+    all.extend(args);
+    let mut cmd = l.p.cmd(&all);
+    cmd.envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    scan.command(label, cmd)
+}
+
+/// `l.output(key)` run through `scan`.
+pub(super) fn scanned_output(scan: &mut SecretScan, l: &Local, key: &str) -> String {
+    let label = format!("output {key}");
+    scanned(scan, l, &label, &["output"], &[key])
+        .expect(0)
+        .stdout
+        .trim()
+        .to_string()
+}
 
 /// A Batch workflow (p4d, p5, p6): VPC and Batch stacks, bucket, SSH key in
 /// Secrets Manager, and the NCCL test with its bus bandwidth captured from
@@ -13,12 +43,33 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
     let moto = Moto::start();
     let _compute: BatchCompute = moto.batch_compute();
     let l = Local::new(&name, moto.env());
+    // Every command goes through the secret scan (see its end).
+    let mut scan = SecretScan::new();
+    for file in [l.wf.clone(), workflow("modules/batch-efa/main.toml")] {
+        let text = std::fs::read_to_string(&file).unwrap();
+        scan.input(&file, text);
+    }
+    scan.without_control(
+        Kind::Cmdline,
+        "flow starts no process in the Batch workflows (no exec step): its own command line, read in every command, is the test's",
+    )
+    .without_control(
+        Kind::Environ,
+        "flow starts no process in the Batch workflows: its own environment, read in every command, is the test's",
+    );
+    let flow = |scan: &mut SecretScan, label: &str, command: &[&str], args: &[&str]| {
+        scanned(scan, &l, label, command, args)
+    };
 
     // A gate no fabric meets: the NCCL step fails, saying what it measured
     // against what it was held to; everything before it is made.
-    let gated = l
-        .flow(&["apply"], &["--auto-approve", "--var", "min_busbw=99999"])
-        .expect(1);
+    let gated = flow(
+        &mut scan,
+        "gated apply",
+        &["apply"],
+        &["--auto-approve", "--var", "min_busbw=99999"],
+    )
+    .expect(1);
     assert!(gated.all().contains("4 created"), "{}", gated.all());
     assert!(
         gated
@@ -30,7 +81,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
 
     // With the workflow's own threshold the job runs again and passes.
     // The failed run's intent is read first; the job then runs anew.
-    let apply = l.flow(&["apply"], &["--auto-approve"]).expect(0);
+    let apply = flow(&mut scan, "apply", &["apply"], &["--auto-approve"]).expect(0);
     let all = apply.all();
     assert!(all.contains("1 replaced, 4 unchanged, 0 failed"), "{all}");
     assert!(all.contains("captured busbw = "), "{all}");
@@ -43,7 +94,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
         );
     }
     // The launch template with one EFA interface per network card.
-    let lt = l.output("cluster.batch.LaunchTemplateId");
+    let lt = scanned_output(&mut scan, &l, "cluster.batch.LaunchTemplateId");
     assert_eq!(efa_interfaces_of(&moto, &lt), efa_interfaces);
     // The compute environment and queue the job ran in.
     let (status, envs) = moto.rest_call("batch", "POST", "/v1/describecomputeenvironments", "{}");
@@ -55,14 +106,14 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
     // The NCCL test: the bandwidth the job's log shows is the step's
     // output; the local cloud scales its table to the instance type's
     // fabric and varies it by a few percent a run, and says so.
-    let measured_text = l.output("cluster.nccl.busbw");
+    let measured_text = scanned_output(&mut scan, &l, "cluster.nccl.busbw");
     let measured: f64 = measured_text.parse().unwrap();
     assert!(busbw.contains(&measured), "{measured} outside {busbw:?}");
     assert!(
-        l.output("cluster.nccl.emulated")
+        scanned_output(&mut scan, &l, "cluster.nccl.emulated")
             .starts_with("flow local cloud: emulated all_reduce_perf on "),
     );
-    let stream = l.output("cluster.nccl.log_stream");
+    let stream = scanned_output(&mut scan, &l, "cluster.nccl.log_stream");
     let events = moto.json_call(
         "logs",
         "Logs_20140328.GetLogEvents",
@@ -91,30 +142,51 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
     );
     let body: String = key.lines().nth(1).unwrap_or_default().to_string();
     // The bucket.
-    let bucket = l.output("cluster.bucket.name");
+    let bucket = scanned_output(&mut scan, &l, "cluster.bucket.name");
     assert!(bucket.starts_with(&format!("batch-{kind}-")), "{bucket}");
     let (status, _) = moto.rest_call("s3", "HEAD", &format!("/{bucket}"), "");
     assert_eq!(status, 200);
 
     // Nothing left to do.
-    let plan = l.flow(&["plan"], &["--detailed-exitcode"]).expect(0);
+    flow(&mut scan, "plan", &["plan"], &["--detailed-exitcode"]).expect(0);
+
+    // What flow made, read back: the key pair it generated (its public
+    // half an output), the operation token it gave CreateSecret (the
+    // secret's version id), the job it submitted, the NCCL run's id and
+    // inputs digest in the history.
+    let public_key = scanned_output(&mut scan, &l, "cluster.ssh.public_key");
+    let version = secret["VersionId"].as_str().unwrap_or_default().to_string();
+    let job_id = scanned_output(&mut scan, &l, "cluster.nccl.job_id");
+    let submitted = format!("job `nccl-test-2node` ({job_id}): submitted");
+    let runs = flow(&mut scan, "runs --json", &["runs"], &["--json"]).expect(0);
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).expect("JSON");
+    let run = runs
+        .as_array()
+        .and_then(|r| r.iter().rfind(|r| r["outcome"] == "succeeded"))
+        .unwrap_or_else(|| panic!("no succeeded run in {runs}"));
+    let run_id = run["id"].as_str().unwrap_or_default().to_string();
+    let digest = run["inputs_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    flow(&mut scan, "runs", &["runs"], &[]).expect(0);
+    scan.tree_as_of("before destroy", l.p.path(), |_| false);
 
     // Destroy: every stack, the secret, the bucket.
-    let destroy = l.flow(&["destroy"], &["--auto-approve"]).expect(0);
+    let destroy = flow(&mut scan, "destroy", &["destroy"], &["--auto-approve"]).expect(0);
+    scan.tree_as_of("after destroy", l.p.path(), |_| false);
     // The generated private key (each of its lines, in clear or encoded)
-    // is in nothing flow printed or wrote; the control: the scan read the
-    // bandwidth from state and history.
-    let mut scan = SecretScan::new();
-    for (label, run) in [
-        ("gated apply", &gated),
-        ("apply", &apply),
-        ("plan", &plan),
-        ("destroy", &destroy),
-    ] {
-        scan.run(label, run);
-    }
-    scan.tree(l.p.path(), |_| false);
-    assert!(scan.sees(&measured_text), "the scan read no outputs");
+    // is in nothing flow printed or wrote; each kind of place has a
+    // control flow wrote there.
+    scan.control(Kind::State, "the generated public key", &public_key)
+        .control(Kind::State, "CreateSecret's operation token", &version)
+        .control(Kind::Backups, "the generated public key", &public_key)
+        .control(Kind::Backups, "CreateSecret's operation token", &version)
+        .control(Kind::StepLogs, "the job flow submitted", &submitted)
+        .control(Kind::RunHistory, "the NCCL run's id", &run_id)
+        .control(Kind::RunHistory, "the NCCL run's inputs digest", &digest)
+        .control_in(Kind::Output, "apply", "the job flow submitted", &submitted)
+        .control_in(Kind::Output, "runs", "the NCCL run's id", &run_id);
     for line in key.lines().filter(|line| line.len() > 20) {
         scan.assert_clean(line);
     }

@@ -1,8 +1,9 @@
 //! The EKS workflows: eks-p4d and torchrec-eks, on moto and a real
 //! kube-apiserver standing in for the cluster's API server.
 
+use super::batch::{scanned, scanned_output};
 use super::*;
-use crate::support::secret_scan::SecretScan;
+use crate::support::secret_scan::{Kind, SecretScan, fingerprint};
 
 /// The local cloud of the EKS workflows: moto, and a real API server that
 /// stands in for the cluster's (it checks EKS tokens against moto's STS);
@@ -63,9 +64,19 @@ fn eks_p4d_end_to_end() {
         return;
     };
     let tool = container_tool_var(&c.l);
-    let apply =
-        c.l.flow(&["apply"], &["--auto-approve", "--var", &tool])
-            .expect(0);
+    // Every command goes through the secret scan (see its end). The test
+    // gives flow the token; the workflow passes it to no process.
+    let mut scan = SecretScan::new();
+    scan.input(&c.l.wf, std::fs::read_to_string(&c.l.wf).unwrap())
+        .secret_env(&["HF_TOKEN"], &[]);
+    let apply = scanned(
+        &mut scan,
+        &c.l,
+        "apply",
+        &["apply"],
+        &["--auto-approve", "--var", &tool],
+    )
+    .expect(0);
     let all = apply.all();
     assert!(all.contains("captured busbw = 17.9053"), "{all}");
 
@@ -118,10 +129,17 @@ fn eks_p4d_end_to_end() {
         c.k.get("/api/v1/namespaces/default/persistentvolumeclaims/fsx-pvc")
             .expect("the claim");
     assert_eq!(pvc["status"]["phase"], "Bound");
-    assert_eq!(c.l.output("nvidia_smi.driver_version"), "550.127.05");
+    let driver = scanned_output(&mut scan, &c.l, "nvidia_smi.driver_version");
+    assert_eq!(driver, "550.127.05");
     // The NCCL check runs once per node count (`for_each` over node_counts).
-    assert_eq!(c.l.output(r#"nccl["2"].busbw"#), "17.9053");
-    assert_eq!(c.l.output("train.train_epoch_loss"), "1.4993");
+    assert_eq!(
+        scanned_output(&mut scan, &c.l, r#"nccl["2"].busbw"#),
+        "17.9053"
+    );
+    assert_eq!(
+        scanned_output(&mut scan, &c.l, "train.train_epoch_loss"),
+        "1.4993"
+    );
     let secret =
         c.k.get("/api/v1/namespaces/default/secrets/hf-token")
             .expect("the token's secret");
@@ -131,42 +149,94 @@ fn eks_p4d_end_to_end() {
         .decode(stored)
         .unwrap_or_default();
     assert_eq!(String::from_utf8_lossy(&decoded), token);
-    let mut scan = SecretScan::new();
-    scan.run("apply", &apply);
 
     // Nothing left to do, in the real objects either (refresh reads every
     // AWS object and Kubernetes object; the offline plan only state). The
     // two times are printed for docs/performance.md, not judged here.
     let started = std::time::Instant::now();
-    let refreshed =
-        c.l.flow(&["plan"], &["--var", &tool, "--detailed-exitcode"])
-            .expect(0);
+    scanned(
+        &mut scan,
+        &c.l,
+        "plan",
+        &["plan"],
+        &["--var", &tool, "--detailed-exitcode"],
+    )
+    .expect(0);
     let refreshing = started.elapsed();
     let started = std::time::Instant::now();
-    let offline =
-        c.l.flow(&["plan"], &["--var", &tool, "--refresh=false"])
-            .expect(0);
+    scanned(
+        &mut scan,
+        &c.l,
+        "plan --refresh=false",
+        &["plan"],
+        &["--var", &tool, "--refresh=false"],
+    )
+    .expect(0);
     eprintln!(
         "eks-p4d plan: {refreshing:.2?} with refresh, {:.2?} offline",
         started.elapsed()
     );
-    let report = c.l.flow(&["report"], &["-o", "report.html"]).expect(0);
-    let destroy =
-        c.l.flow(&["destroy"], &["--auto-approve", "--var", &tool])
-            .expect(0);
+    let runs = scanned(&mut scan, &c.l, "runs --json", &["runs"], &["--json"]).expect(0);
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).expect("JSON");
+    let run = runs
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["step"] == "nvidia_smi"))
+        .unwrap_or_else(|| panic!("no nvidia_smi run in {runs}"));
+    let run_id = run["id"].as_str().unwrap_or_default().to_string();
+    let digest = run["inputs_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    scanned(&mut scan, &c.l, "runs", &["runs"], &[]).expect(0);
+    let repository = scanned_output(&mut scan, &c.l, "images.repository_uri");
+    scanned(
+        &mut scan,
+        &c.l,
+        "report",
+        &["report"],
+        &["-o", "report.html"],
+    )
+    .expect(0);
+    scan.tree_as_of("before destroy", c.l.p.path(), |_| false);
+    scanned(
+        &mut scan,
+        &c.l,
+        "destroy",
+        &["destroy"],
+        &["--auto-approve", "--var", &tool],
+    )
+    .expect(0);
+    scan.tree_as_of("after destroy", c.l.p.path(), |_| false);
     // The token, in clear or encoded, in nothing flow printed or wrote:
-    // output, state, logs, history, the report. The control: the scan
-    // read the NCCL figures from the run history.
-    for (label, run) in [
-        ("plan", &refreshed),
-        ("plan --refresh=false", &offline),
-        ("report", &report),
-        ("destroy", &destroy),
-    ] {
-        scan.run(label, run);
-    }
-    scan.tree(c.l.p.path(), |_| false);
-    assert!(scan.sees("17.9053"), "the scan read no run history");
+    // output, state, logs, history, the report, the processes. Each kind
+    // of place has a control flow wrote there: the token's fingerprint
+    // under the key flow made (state keeps the Secret's input sealed), the
+    // capture flow logged with the value read back from state, the run's
+    // id and inputs digest from the history, the image build's script
+    // (`sh /dev/fd/3`) and the repository flow resolved into its
+    // environment.
+    let sealed = fingerprint(&c.l.p.config_dir(), token);
+    let captured = format!("captured driver_version = {driver}");
+    scan.control(Kind::State, "the token's fingerprint", &sealed)
+        .control(Kind::Backups, "the token's fingerprint", &sealed)
+        .control(Kind::StepLogs, "nvidia-smi's capture", &captured)
+        .control(Kind::RunHistory, "nvidia-smi's run id", &run_id)
+        .control(Kind::RunHistory, "nvidia-smi's inputs digest", &digest)
+        .control(Kind::Report, "nvidia-smi's run id", &run_id)
+        .control_in(Kind::Output, "apply", "nvidia-smi's capture", &captured)
+        .control_in(Kind::Output, "runs", "nvidia-smi's run id", &run_id)
+        .control_in(
+            Kind::Cmdline,
+            "apply",
+            "a descendant of flow running the image build's script",
+            "sh /dev/fd/3",
+        )
+        .control_in(
+            Kind::Environ,
+            "apply",
+            "the repository flow put into the image build's environment",
+            format!("REPO_URI={repository}"),
+        );
     scan.assert_clean(token);
     let (status, _) = c.moto.rest_call("eks", "GET", "/clusters/eks-p4d", "");
     assert_eq!(status, 404);
