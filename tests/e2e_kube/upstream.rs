@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::support::kube::{KubeServer, Options};
 use crate::support::moto::Moto;
-use crate::support::secret_scan::SecretScan;
+use crate::support::secret_scan::{Kind, SecretScan, fingerprint};
 use crate::support::{Project, copy_dir, workspace_root};
 
 fn upstream() -> std::path::PathBuf {
@@ -115,9 +115,29 @@ fn the_runbook_files_run_unmodified() {
         "README's \"Bring your runbook\" shows another workflow than tests/fixtures/upstream/runbook.toml"
     );
     p.write("runbook.toml", &workflow);
+    // Every command goes through the secret scan (see its end). The test
+    // gives flow the token; flow starts no process here (no exec step:
+    // AWS and Kubernetes through their APIs).
+    let mut scan = SecretScan::new();
+    scan.input("runbook.toml", &workflow)
+        .input("operators.toml", OPERATORS)
+        .secret_env(&["HF_TOKEN"], &[])
+        .without_control(
+            Kind::Cmdline,
+            "flow starts no process in this workflow: its own command line, read in every command, is the test's",
+        )
+        .without_control(
+            Kind::Environ,
+            "flow starts no process in this workflow: its own environment, read in every command, is the test's",
+        );
+    let flow = |scan: &mut SecretScan, args: &[&str]| {
+        let mut cmd = p.cmd(args);
+        cmd.envs(env.iter().copied());
+        scan.command(&args.join(" "), cmd)
+    };
 
-    p.run_env(&["validate", "runbook.toml"], &env).expect(0);
-    let plan = p.run_env(&["plan", "runbook.toml"], &env).expect(0);
+    flow(&mut scan, &["validate", "runbook.toml"]).expect(0);
+    let plan = flow(&mut scan, &["plan", "runbook.toml"]).expect(0);
     for line in [
         "+ cluster eks-p4de-odcr (Kubernetes 1.32, subnets (known after apply)",
         "+ managed node group p4de-odcr: p4de.24xlarge × 0..10 (desired 2); EFA: 4 interfaces per node; capacity reservation cr-0123456789abcdef0",
@@ -131,25 +151,21 @@ fn the_runbook_files_run_unmodified() {
             plan.stdout
         );
     }
-    let mut said = vec![plan.all()];
 
     // The AWS half first: the VPC template's subnets, split, become the cluster's.
-    let apply = p
-        .run_env(
-            &[
-                "apply",
-                "runbook.toml",
-                "--target",
-                "cluster",
-                "--auto-approve",
-            ],
-            &env,
-        )
-        .expect(0);
+    let apply = flow(
+        &mut scan,
+        &[
+            "apply",
+            "runbook.toml",
+            "--target",
+            "cluster",
+            "--auto-approve",
+        ],
+    )
+    .expect(0);
     assert!(apply.stdout.contains("2 created"), "{}", apply.all());
-    said.push(apply.all());
-    let private = p
-        .run_env(&["output", "runbook.toml", "vpc.PrivateSubnets"], &env)
+    let private = flow(&mut scan, &["output", "runbook.toml", "vpc.PrivateSubnets"])
         .expect(0)
         .stdout
         .trim()
@@ -188,13 +204,9 @@ fn the_runbook_files_run_unmodified() {
         "operators.toml",
         &OPERATORS.replace("KUBECONFIG", &k.kubeconfig_path()),
     );
-    p.run_env(&["apply", "operators.toml", "--auto-approve"], &env)
-        .expect(0);
-    let apply = p
-        .run_env(&["apply", "runbook.toml", "--auto-approve"], &env)
-        .expect(0);
+    flow(&mut scan, &["apply", "operators.toml", "--auto-approve"]).expect(0);
+    let apply = flow(&mut scan, &["apply", "runbook.toml", "--auto-approve"]).expect(0);
     assert!(apply.stdout.contains("2 created"), "{}", apply.all());
-    said.push(apply.all());
 
     // The MPIJob as published, its one placeholder filled and nothing else
     // touched: the container's own `$PATH` and `$LD_LIBRARY_PATH` stay.
@@ -270,11 +282,23 @@ fn the_runbook_files_run_unmodified() {
         .expect("HF_TOKEN in the pod's environment");
     assert_eq!(token_env["value"], TOKEN);
 
-    let d = p
-        .run_env(&["destroy", "runbook.toml", "--auto-approve"], &env)
-        .expect(0);
+    // The NCCL job's run, read back from the history.
+    let runs = flow(&mut scan, &["runs", "runbook.toml", "--json"]).expect(0);
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).expect("JSON");
+    let run = runs
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["step"] == "nccl"))
+        .unwrap_or_else(|| panic!("no nccl run in {runs}"));
+    let run_id = run["id"].as_str().unwrap_or_default().to_string();
+    let digest = run["inputs_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    flow(&mut scan, &["runs", "runbook.toml"]).expect(0);
+    scan.tree_as_of("before destroy", p.path(), |_| false);
+
+    let d = flow(&mut scan, &["destroy", "runbook.toml", "--auto-approve"]).expect(0);
     assert!(d.stdout.contains("4 deleted"), "{}", d.all());
-    said.push(d.all());
     assert!(
         k.get("/apis/kubeflow.org/v2beta1/namespaces/default/mpijobs/nccl-tests")
             .is_none()
@@ -290,17 +314,30 @@ fn the_runbook_files_run_unmodified() {
         1,
         "only the default VPC is left: {xml}"
     );
-    p.run_env(&["destroy", "operators.toml", "--auto-approve"], &env)
-        .expect(0);
+    flow(&mut scan, &["destroy", "operators.toml", "--auto-approve"]).expect(0);
+
+    scan.tree_as_of("after destroy", p.path(), |_| false);
 
     // The token, in clear or encoded, in nothing flow printed or wrote.
-    // The control: the scan reads state as stored, where the cluster's
-    // name is in clear.
-    let mut scan = SecretScan::new();
-    for (n, text) in said.iter().enumerate() {
-        scan.text(&format!("command {n}"), text);
-    }
-    scan.tree(p.path(), |_| false);
-    assert!(scan.sees("eks-p4de-odcr"), "the scan read no state");
+    // Each kind of place has a control flow wrote there: the token's
+    // fingerprint under the key flow made (state keeps the FSDP job's
+    // substitution sealed), the NCCL run's id and inputs digest from the
+    // history, and the remark that opens a job step's log.
+    let sealed = fingerprint(&p.config_dir(), TOKEN);
+    scan.control(Kind::State, "the token's fingerprint", &sealed)
+        .control(Kind::Backups, "the token's fingerprint", &sealed)
+        .control(
+            Kind::StepLogs,
+            "flow's remark opening a job step's log",
+            "[flow] create (kube.job)",
+        )
+        .control(Kind::RunHistory, "the NCCL run's id", &run_id)
+        .control(Kind::RunHistory, "the NCCL run's inputs digest", &digest)
+        .control_in(
+            Kind::Output,
+            "runs runbook.toml",
+            "the NCCL run's id",
+            &run_id,
+        );
     scan.assert_clean(TOKEN);
 }
