@@ -8,7 +8,9 @@
 //! One test binary, a module per subject: `intents` (failures keep the
 //! intent), `drift` (refresh and what changed outside flow), `import`
 //! (adopting objects made by hand), `kill` (kill -9 inside every create
-//! call), `faults` (answers lost after the request reached the server).
+//! call, and `kill_aim`: where each kill landed), `faults` (answers lost
+//! after the request reached the server), `unread` (plans that could not
+//! read a step say so).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -18,6 +20,8 @@ mod faults;
 mod import;
 mod intents;
 mod kill;
+mod kill_aim;
+mod unread;
 
 use support::aws::Aws;
 

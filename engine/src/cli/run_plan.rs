@@ -119,14 +119,21 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
             }
         }
     }
-    Ok(
-        if args.detailed_exitcode && (plan.has_changes() || plan.has_drift()) {
-            2
-        } else {
-            0
-        },
-    )
+    Ok(if !args.detailed_exitcode {
+        0
+    } else if plan.unread() > 0 {
+        UNREAD_EXIT
+    } else if plan.has_changes() || plan.has_drift() {
+        2
+    } else {
+        0
+    })
 }
+
+/// `plan --detailed-exitcode`'s code when a step could not be read: the
+/// plan is not a verdict on it, so neither "no changes" (0) nor "changes"
+/// (2); 1 stays an error.
+pub const UNREAD_EXIT: i32 = 3;
 
 fn save(
     plan: &Plan,

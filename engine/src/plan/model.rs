@@ -271,6 +271,14 @@ impl Plan {
             || self.changes.iter().any(|c| c.action != Action::NoOp)
     }
 
+    /// How many steps refresh could not read (planned from state alone).
+    pub fn unread(&self) -> usize {
+        self.drift
+            .iter()
+            .filter(|d| matches!(d.found, DriftFound::CouldNotRead { .. }))
+            .count()
+    }
+
     /// Whether refresh found something changed or deleted outside flow.
     pub fn has_drift(&self) -> bool {
         self.drift

@@ -313,6 +313,9 @@ fn cannot_reach(e: &ProviderError) -> bool {
 /// The one line for a provider kind that cannot reach its service: what
 /// failed in a few words, and what to set.
 fn reach_line(provider: &str, e: &ProviderError) -> String {
+    if e.message.starts_with("no AWS region") {
+        return e.message.clone();
+    }
     let what = if e.kind == ErrorKind::Auth {
         "no usable credentials"
     } else {
@@ -432,5 +435,11 @@ mod tests {
         assert!(!cannot_reach(&ProviderError::fatal("odd")));
         assert!(reach_line("kube.manifest", &ProviderError::auth("x")).contains("kubeconfig"));
         assert!(reach_line("fsx.lustre", &ProviderError::auth("x")).contains("AWS_PROFILE"));
+        let region = ProviderError::auth("no AWS region: set `region` under [workflow]");
+        assert!(cannot_reach(&region));
+        assert_eq!(
+            reach_line("cloudformation.stack", &region),
+            "no AWS region: set `region` under [workflow]"
+        );
     }
 }

@@ -30,6 +30,18 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         let _ = writeln!(out, "{} {w}\n", style.warn("warning:"));
     }
     if changed.is_empty() && plan.moved.is_empty() && plan.deferred.is_empty() {
+        let unread = plan.unread();
+        if unread > 0 {
+            // Not "up to date": nothing was there to compare them with.
+            let _ = writeln!(
+                out,
+                "{} {unread} of {} step{} could not be read; from state alone, nothing would change.",
+                style.warn("Not checked:"),
+                plan.changes.len(),
+                if plan.changes.len() == 1 { "" } else { "s" },
+            );
+            return out;
+        }
         let _ = writeln!(
             out,
             "No changes. {} step{} up to date.",
@@ -213,6 +225,35 @@ pub fn render_drift(drift: &[StepDrift], style: &Style) -> String {
             continue;
         }
         let _ = writeln!(out, "{}", paint(style, title));
+        // Steps that could not be read for the same reason share one line.
+        let mut said: Vec<&str> = Vec::new();
+        for d in &entries {
+            if let DriftFound::CouldNotRead { reason } = &d.found
+                && !said.contains(&reason.as_str())
+            {
+                said.push(reason);
+            }
+        }
+        if !said.is_empty() && said.len() < entries.len() {
+            for reason in said {
+                let steps: Vec<&str> = entries
+                    .iter()
+                    .filter(|d| matches!(&d.found, DriftFound::CouldNotRead { reason: r } if r == reason))
+                    .map(|d| d.step.as_str())
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "  {} {} step{}: {}",
+                    paint(style, sign),
+                    steps.len(),
+                    if steps.len() == 1 { "" } else { "s" },
+                    style.dim(reason)
+                );
+                let _ = writeln!(out, "      {}", steps.join(", "));
+            }
+            out.push('\n');
+            continue;
+        }
         for d in entries {
             let note = match &d.found {
                 DriftFound::Deleted => " — planned for create again".to_string(),
@@ -285,6 +326,7 @@ pub fn render_json(plan: &Plan) -> String {
         "summary": plan.summary(),
         "cost": plan.cost,
         "drift": plan.drift,
+        "unread": plan.unread(),
         "moved": plan.moved,
         "warnings": plan.warnings,
         "deferred": plan.deferred,

@@ -63,11 +63,14 @@ fn cache() -> &'static Mutex<HashMap<Key, SdkConfig>> {
 }
 
 /// The SDK configuration for `ctx`'s region and profile, loaded once per
-/// process. Fails when no region is set anywhere.
+/// process. Fails when no region is set anywhere: a configuration the
+/// command cannot run without, as missing credentials are, so it is an
+/// [`ErrorKind::Auth`](crate::contract::ErrorKind::Auth) error (never
+/// retried; refresh stops on it with one line before anything runs).
 pub(crate) async fn sdk_config(ctx: &OpContext) -> Result<SdkConfig, ProviderError> {
     sdk_config_for(ctx.region.clone(), ctx.profile.clone())
         .await
-        .map_err(ProviderError::fatal)
+        .map_err(ProviderError::auth)
 }
 
 /// An S3 client configured exactly as the providers' (region, profile,
