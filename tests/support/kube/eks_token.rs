@@ -291,8 +291,27 @@ pub fn verify(token: &str, cluster: &str, now: SystemTime) -> Result<Identity, S
         ));
     }
 
-    // What STS checks.
-    if get("version") != Some("2011-06-15") || get("x-amz-algorithm") != Some("AWS4-HMAC-SHA256") {
+    // What STS checks: its parameter names are case-sensitive.
+    let sts = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    for name in [
+        "Action",
+        "Version",
+        "X-Amz-Algorithm",
+        "X-Amz-Credential",
+        "X-Amz-Date",
+        "X-Amz-SignedHeaders",
+        "X-Amz-Signature",
+    ] {
+        if sts(name).is_none() {
+            return Err(format!("STS: IncompleteSignature: no {name} parameter"));
+        }
+    }
+    if sts("Version") != Some("2011-06-15") || sts("X-Amz-Algorithm") != Some("AWS4-HMAC-SHA256") {
         return Err(
             "STS: InvalidAction: not a SigV4 GetCallerIdentity of version 2011-06-15".into(),
         );
@@ -302,7 +321,7 @@ pub fn verify(token: &str, cluster: &str, now: SystemTime) -> Result<Identity, S
             "STS: SignatureDoesNotMatch: Signature not yet current: {date}"
         ));
     }
-    let credential = get("x-amz-credential").unwrap_or("");
+    let credential = sts("X-Amz-Credential").unwrap_or("");
     let scope: Vec<&str> = credential.split('/').collect();
     let [access_key, day, region, "sts", "aws4_request"] = scope[..] else {
         return Err(format!(
@@ -318,7 +337,7 @@ pub fn verify(token: &str, cluster: &str, now: SystemTime) -> Result<Identity, S
     let known = CREDENTIALS
         .iter()
         .find(|c| c.access_key == access_key)
-        .filter(|c| c.session_token == get("x-amz-security-token"))
+        .filter(|c| c.session_token == sts("X-Amz-Security-Token"))
         .ok_or(
             "STS: InvalidClientTokenId: The security token included in the request is invalid.",
         )?;
@@ -337,11 +356,11 @@ pub fn verify(token: &str, cluster: &str, now: SystemTime) -> Result<Identity, S
     }
     let unsigned: Vec<(String, String)> = params
         .iter()
-        .filter(|(k, _)| !k.eq_ignore_ascii_case("x-amz-signature"))
+        .filter(|(k, _)| k != "X-Amz-Signature")
         .cloned()
         .collect();
     let expected = signature(known.secret_key, date, region, &unsigned, &headers);
-    let given = get("x-amz-signature").unwrap_or("");
+    let given = sts("X-Amz-Signature").unwrap_or("");
     if !same(expected.as_bytes(), given.as_bytes()) {
         return Err("STS: SignatureDoesNotMatch: The request signature we calculated does not match the signature you provided.".into());
     }

@@ -253,6 +253,10 @@ fn the_authenticators_checks_of_the_url() {
             "X-Amz-Date",
         ),
         (
+            token_of(&url.replace("X-Amz-Signature=", "X-Amz-SiGnature=")),
+            "no X-Amz-Signature",
+        ),
+        (
             token_of(&url.replace("%2Fsts%2F", "%2Fiam%2F")),
             "credential scope",
         ),
