@@ -64,13 +64,22 @@ pub struct Credential {
     pub arn: &'static str,
 }
 
-/// The credentials STS knows: those of the moto environment flow runs with.
-pub const CREDENTIALS: &[Credential] = &[Credential {
-    access_key: "testing",
-    secret_key: "testing",
-    session_token: Some("testing"),
-    arn: "arn:aws:iam::123456789012:user/flow-e2e",
-}];
+/// The credentials STS knows: those of the moto environment flow runs
+/// with, and a user the cluster has no mapping for.
+pub const CREDENTIALS: &[Credential] = &[
+    Credential {
+        access_key: "testing",
+        secret_key: "testing",
+        session_token: Some("testing"),
+        arn: "arn:aws:iam::123456789012:user/flow-e2e",
+    },
+    Credential {
+        access_key: "AKIAUNMAPPEDEXAMPLE",
+        secret_key: "unmapped-secret",
+        session_token: None,
+        arn: "arn:aws:iam::123456789012:user/no-access-entry",
+    },
+];
 
 /// A cluster's mapping of an IAM ARN to a Kubernetes user (an access
 /// entry, or a `mapUsers` item of `aws-auth`).

@@ -159,6 +159,26 @@ fn a_token_signed_with_other_credentials_is_refused() {
 }
 
 #[test]
+fn a_known_identity_without_a_mapping_is_refused() {
+    let params = flow_params("host;x-k8s-aws-id");
+    let mut params: Vec<(&str, &str)> = params
+        .iter()
+        .filter(|(k, _)| *k != "X-Amz-Security-Token")
+        .map(|(k, v)| (*k, v.as_str()))
+        .collect();
+    for p in &mut params {
+        if p.0 == "X-Amz-Credential" {
+            p.1 = "AKIAUNMAPPEDEXAMPLE/20231114/us-east-1/sts/aws4_request";
+        }
+    }
+    let token = made(&params, "unmapped-secret", "dlc", &["host", "x-k8s-aws-id"]);
+    assert_eq!(
+        refusal(&token, "dlc", soon()),
+        "ARN is not mapped: arn:aws:iam::123456789012:user/no-access-entry"
+    );
+}
+
+#[test]
 fn a_token_is_good_for_fifteen_minutes_from_its_date() {
     let edge = signed_at() + Duration::from_secs(15 * 60);
     verify(FLOW_TOKEN, "dlc", edge).unwrap();
