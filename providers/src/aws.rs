@@ -10,6 +10,7 @@
 //!
 //! [`ProviderError`]: crate::contract::ProviderError
 
+pub mod access;
 mod batch;
 mod batch_logs;
 mod cloudformation;

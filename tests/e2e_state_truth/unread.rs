@@ -114,15 +114,96 @@ fn a_plan_without_a_region_stops_before_any_read() {
     let plan = crate::support::finish(cmd.spawn().expect("spawn flow"));
     assert_eq!(plan.code, 1, "{}", plan.all());
     let all = plan.all();
-    assert!(all.contains("refresh could not reach the cloud"), "{all}");
     assert!(
-        all.contains("cloudformation.stack (2 steps): no AWS region: set `region` under [workflow] or on the step, or AWS_REGION"),
+        all.contains("cannot reach the cloud, so nothing was read or changed:"),
         "{all}"
     );
     assert!(
-        all.contains("secretsmanager.secret (1 step): no AWS region"),
+        all.contains("  AWS in the default region (3 steps: app, key, vpc): no AWS region: set `region` under [workflow] or on the step, or AWS_REGION"),
         "{all}"
     );
     assert!(!all.contains("No changes"), "{all}");
     assert!(!all.contains("up to date"), "{all}");
+}
+
+/// No credentials anywhere in the SDK's chain (keys unset, no profile file,
+/// instance metadata off): plan, apply and destroy each stop before any
+/// step runs with the same one error, naming the chain and what to set;
+/// nothing is retried or called transient, no call reaches the server,
+/// and state and the objects are as they were.
+#[test]
+fn without_credentials_every_command_stops_before_any_step() {
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("wf.toml", WORKFLOW);
+    a.p.write("handle.json", HANDLE);
+    a.apply().expect(0);
+    // A change, so apply has something to do.
+    a.p.write(
+        "wf.toml",
+        &WORKFLOW.replace("not-a-real-secret-7", "not-a-real-secret-8"),
+    );
+    let state_before = state_bytes(&a);
+    let calls_before = proxy.calls().len();
+    for args in [
+        vec!["plan", "wf.toml", "--detailed-exitcode"],
+        vec!["apply", "wf.toml", "--auto-approve"],
+        vec!["destroy", "wf.toml", "--auto-approve"],
+    ] {
+        let mut cmd = a.p.cmd(&args);
+        for (k, v) in moto.env_for(&proxy.endpoint()) {
+            cmd.env(k, v);
+        }
+        cmd.env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE");
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let run = crate::support::finish(cmd.spawn().expect("spawn flow"));
+        let all = run.all();
+        assert_eq!(run.code, 1, "{args:?}: {all}");
+        assert!(
+            all.contains("cannot reach the cloud, so nothing was read or changed:"),
+            "{args:?}: {all}"
+        );
+        assert!(
+            all.contains("  AWS in the default region (3 steps: app, key, vpc): ")
+                && all.contains("): no usable AWS credentials: ")
+                && all.contains(
+                    "(the chain: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the profile"
+                ),
+            "{args:?}: {all}"
+        );
+        for never in [
+            "retrying",
+            "transient",
+            "attempt 1",
+            "No changes",
+            "deleting",
+        ] {
+            assert!(!all.contains(never), "{args:?} said {never:?}: {all}");
+        }
+    }
+    assert_eq!(
+        proxy.calls().len(),
+        calls_before,
+        "a call reached the server"
+    );
+    assert_eq!(state_bytes(&a), state_before, "state changed");
+    // With credentials back, the apply goes on as if nothing had happened.
+    a.apply().expect(0);
+}
+
+/// What state holds: each step's record and the backups taken (a
+/// command that changed nothing takes none); sled's own files may be
+/// rewritten by any open, so their bytes are not compared.
+fn state_bytes(a: &Aws) -> Vec<String> {
+    let mut out: Vec<String> = ["app", "key", "vpc"]
+        .iter()
+        .map(|step| a.run(&["state", "show", "wf.toml", step]).expect(0).stdout)
+        .collect();
+    out.push(a.run(&["state", "backups", "wf.toml"]).expect(0).stdout);
+    out
 }

@@ -137,6 +137,15 @@ async fn apply_round(
         ..plan
     })
     .map_err(CliError::Diagnostics)?;
+    // Missing credentials or region stop here, before anything is asked or run.
+    crate::plan::access::check(crate::plan::access::changed(
+        &plan,
+        Some(loaded.as_ref()),
+        &refresh.records,
+        registry,
+    ))
+    .await
+    .map_err(|(message, help)| CliError::help(message, help))?;
     show_plan(&plan, ui, plan.has_changes() && !args.auto_approve);
     let runnable = !plan.moved.is_empty() || plan.changes.iter().any(|c| c.action != Action::NoOp);
     if !runnable && !deps_changed(&plan, &refresh.records) {

@@ -83,6 +83,26 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         warnings: Vec::new(),
         deferred: Vec::new(),
     };
+    // The workflow is optional for destroy: when it still loads, its secrets
+    // let delete commands see values state keeps only as digests, and its
+    // profile is the one the deletes use.
+    let vars = VarInputs {
+        flags: args.vars.clone(),
+        files: args.var_files.clone(),
+        ..VarInputs::default()
+    };
+    let loaded = load(&args.file, &vars, registry, &|n| std::env::var(n).ok())
+        .ok()
+        .map(std::sync::Arc::new);
+    // Missing credentials or region stop here, before anything is asked or run.
+    crate::plan::access::check(crate::plan::access::changed(
+        &plan,
+        loaded.as_deref(),
+        &records,
+        registry,
+    ))
+    .await
+    .map_err(|(message, help)| CliError::help(message, help))?;
     print!("{}", render_text(&plan, &ui.style));
     confirm(
         "\nDo you really want to destroy these steps?",
@@ -96,16 +116,6 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
         .into_iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    // The workflow is optional for destroy: when it still loads, its secrets
-    // let delete commands see values state keeps only as digests.
-    let vars = VarInputs {
-        flags: args.vars.clone(),
-        files: args.var_files.clone(),
-        ..VarInputs::default()
-    };
-    let loaded = load(&args.file, &vars, registry, &|n| std::env::var(n).ok())
-        .ok()
-        .map(std::sync::Arc::new);
     let redactor = loaded.as_deref().map(Loaded::redactor).unwrap_or_default();
     let jobs: Vec<StepJob> = plan
         .changes

@@ -1,5 +1,6 @@
 //! Plans: what apply would do, computed from the workflow and state alone.
 
+pub mod access;
 pub mod compute;
 pub mod costs;
 pub mod model;

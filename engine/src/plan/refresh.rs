@@ -15,6 +15,7 @@ use flow_state::StepRecord;
 use serde_json::Value;
 use tokio::task::JoinSet;
 
+use super::access::AwsStep;
 use super::model::{AttributeDrift, DriftFound, Shown, StepDrift};
 use crate::lang::inputs::mask_sealed;
 use crate::lang::load::Loaded;
@@ -46,13 +47,13 @@ pub struct Refresh {
 /// Refresh could not reach a provider's service at all: no credentials, or
 /// an endpoint that does not answer. One line per provider kind.
 #[derive(Debug, thiserror::Error)]
-#[error("refresh could not reach the cloud:\n{}", .0.join("\n"))]
+#[error("{}\n{}", super::access::HEADER, .0.join("\n"))]
 pub struct Unreachable(pub Vec<String>);
 
 impl Unreachable {
     /// The next step for the user.
     pub fn help(&self) -> &'static str {
-        "set what the lines above name, or plan from state alone with `--refresh=false`"
+        super::access::HELP
     }
 }
 
@@ -87,6 +88,20 @@ pub async fn refresh_records(
             continue;
         }
         queue.push((rec.clone(), provider, op_context(loaded, rec)));
+    }
+    // Missing credentials or region stop the refresh before its first read.
+    let aws: Vec<AwsStep> = queue
+        .iter()
+        .filter(|(_, provider, _)| provider.uses_aws())
+        .map(|(rec, _, ctx)| AwsStep {
+            step: rec.name.clone(),
+            region: ctx.region.clone(),
+            profile: ctx.profile.clone(),
+        })
+        .collect();
+    let lines = super::access::unreachable(aws).await;
+    if !lines.is_empty() {
+        return Err(Unreachable(lines));
     }
     let found = read_all(queue, &settings).await;
     let redactor = loaded.redactor();

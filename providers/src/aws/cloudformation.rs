@@ -293,6 +293,10 @@ impl Provider for CloudFormationStack {
         "cloudformation.stack"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
         crate::substitute::digest_of_input(inputs, "template", &ctx.workdir)
     }

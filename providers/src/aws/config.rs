@@ -73,6 +73,17 @@ pub(crate) async fn sdk_config(ctx: &OpContext) -> Result<SdkConfig, ProviderErr
         .map_err(ProviderError::auth)
 }
 
+/// [`sdk_config`] for a region and profile, not a step: what
+/// [`super::access::check`] loads.
+pub(crate) async fn sdk_config_for_access(
+    region: Option<String>,
+    profile: Option<String>,
+) -> Result<SdkConfig, ProviderError> {
+    sdk_config_for(region, profile)
+        .await
+        .map_err(ProviderError::auth)
+}
+
 /// An S3 client configured exactly as the providers' (region, profile,
 /// credentials, `AWS_ENDPOINT_URL`, timeouts, one HTTP client): what the S3
 /// state backend writes with. Fails when no region is set anywhere.

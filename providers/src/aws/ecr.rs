@@ -138,6 +138,10 @@ impl Provider for EcrRepository {
         "ecr.repository"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

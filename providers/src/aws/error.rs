@@ -213,6 +213,8 @@ fn no_credentials(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
     t.contains("no credentials")
         || t.contains("credentials provider")
+        || t.contains("credential provider")
+        || t.contains("provided credentials")
         || t.contains("failed to load credentials")
 }
 
@@ -242,6 +244,23 @@ mod tests {
         );
         assert!(excerpt(&[b'a'; 400]).unwrap().ends_with('…'));
         assert_eq!(excerpt(&[0xff, 0xfe]), None);
+    }
+
+    /// The texts the SDK gives when its chain found no credentials, as
+    /// aws-config 1.x words them (seen with the environment's keys unset
+    /// and instance metadata disabled): never taken for a transient fault.
+    #[test]
+    fn the_sdks_words_for_no_credentials_are_auth() {
+        for text in [
+            "describe stack `a`: dispatch failure: other: the credential provider was not enabled: no providers in chain provided credentials",
+            "delete secret `k`: failed to load credentials from the environment",
+            "x: no credentials in the property bag",
+        ] {
+            assert!(no_credentials(text), "{text}");
+        }
+        assert!(!no_credentials(
+            "describe stack `a`: dispatch failure: io error: connection refused"
+        ));
     }
 
     #[test]

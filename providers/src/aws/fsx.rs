@@ -75,6 +75,10 @@ impl Provider for FsxLustre {
         "fsx.lustre"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     fn capacity(
         &self,
         inputs: &Values,

@@ -173,6 +173,10 @@ impl Provider for SecretsManagerSecret {
         "secretsmanager.secret"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

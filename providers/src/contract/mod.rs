@@ -406,6 +406,13 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Whether the provider calls AWS with the SDK's region and credentials:
+    /// commands then check, once before any step runs, that both are there
+    /// (`aws::access::check`), instead of failing step by step.
+    fn uses_aws(&self) -> bool {
+        false
+    }
+
     /// Read the real object of an applied step, as `flow plan` does before
     /// diffing: whether it still exists, and which attributes the provider
     /// owns differ from `prior`. Never changes anything and never reports a

@@ -124,6 +124,10 @@ impl Provider for ParallelCluster {
         "parallelcluster.cluster"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -103,6 +103,10 @@ impl Provider for BatchJob {
         "batch.job"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     /// The gates `expect` will check.
     fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
         crate::capture::plan_lines(inputs)

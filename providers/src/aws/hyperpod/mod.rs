@@ -106,6 +106,10 @@ impl Provider for HyperPodCluster {
         "sagemaker.hyperpod"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

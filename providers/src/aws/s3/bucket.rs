@@ -187,6 +187,10 @@ impl Provider for S3Bucket {
         "s3.bucket"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -367,6 +367,10 @@ impl Provider for S3Sync {
         "s3.sync"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
         let source = inputs.get("source")?.as_str()?;
         let follow = inputs.get("follow_symlinks").and_then(Value::as_bool);

@@ -129,6 +129,10 @@ impl Provider for EksCluster {
         "eks.cluster"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     /// The nodes of the eksctl file's node groups (the control plane's
     /// hourly fee is not priced).
     fn capacity(&self, inputs: &Values, ctx: &ValidateContext) -> Vec<crate::contract::Capacity> {

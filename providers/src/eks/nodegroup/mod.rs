@@ -155,6 +155,10 @@ impl Provider for EksNodegroup {
         "eks.nodegroup"
     }
 
+    fn uses_aws(&self) -> bool {
+        true
+    }
+
     /// The nodes it keeps running: `desired_size` (default 1) of the first
     /// instance type (EKS launches the first type that has capacity).
     fn capacity(
