@@ -1,16 +1,19 @@
-//! kill -9 inside every create and delete call, counted at the proxy.
+//! kill -9 inside every create and delete call, at each place a call can
+//! be when `flow` dies: held before moto, at moto, or answered by moto and
+//! not yet given back; counted at the proxy.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::support::aws::{Aws, BATCH_CHAIN};
-use crate::support::fault_proxy::FaultProxy;
+use crate::kill_aim::{Aim, Table, kill};
+use crate::support::aws::{Aws, BATCH_CHAIN, creates_table, inventory, made};
+use crate::support::fault_proxy::{Call, Creates, FaultProxy, creates};
 use crate::support::moto::Moto;
-use crate::support::{finish, signal};
 
 /// What the kill chain adds to the Batch chain (two stacks, a generated
-/// key, a multi-node job): a bucket and an upload, FSx, and an EKS cluster
-/// with a node group, so that it makes every create call flow has.
+/// key, a multi-node job): a bucket and an upload, an ECR repository, FSx,
+/// and an EKS cluster with a node group, so that it makes every create
+/// call the AWS providers have.
 const KILL_EXTRA: &str = r#"
 [steps.data]
 provider = "s3.bucket"
@@ -22,6 +25,11 @@ provider = "s3.sync"
 [steps.upload.inputs]
 source = "data"
 destination = "s3://${steps.data.outputs.name}/in/"
+
+[steps.images]
+provider = "ecr.repository"
+[steps.images.inputs]
+name = "kill-images"
 
 [steps.fsx]
 provider = "fsx.lustre"
@@ -53,127 +61,108 @@ pub(crate) fn kill_chain() -> String {
     format!("{BATCH_CHAIN}{KILL_EXTRA}")
 }
 
-/// The create calls the kill test must land in.
-const CREATES: [&str; 8] = [
-    "CreateStack",
-    "CreateSecret",
-    "CreateBucket",
-    "PutObject",
-    "CreateFileSystem",
-    "SubmitJob",
-    "CreateCluster",
-    "CreateNodegroup",
+/// The create calls of one apply of the chain: two stacks, two files, one
+/// of everything else.
+const CREATES: [(&str, usize); 9] = [
+    ("CreateBucket", 1),
+    ("CreateCluster", 1),
+    ("CreateFileSystem", 1),
+    ("CreateNodegroup", 1),
+    ("CreateRepository", 1),
+    ("CreateSecret", 1),
+    ("CreateStack", 2),
+    ("PutObject", 2),
+    ("SubmitJob", 1),
 ];
 
-/// A proxy operation under the name AWS documents, for mutating calls;
-/// `None` for reads.
-fn call_name(op: &str) -> Option<String> {
-    let (method, path) = op
-        .strip_prefix("s3:")
-        .or_else(|| op.strip_prefix("eks:"))
-        .and_then(|rest| rest.split_once(' '))
-        .unwrap_or(("", ""));
-    let query = path.contains('?');
-    let path = path.split('?').next().unwrap_or(path);
-    let depth = path.trim_matches('/').split('/').count();
-    let name = match (op.split(':').next(), method) {
-        (Some("s3"), "PUT") if depth == 1 && query => "PutBucketSettings",
-        (Some("s3"), "PUT") if depth == 1 => "CreateBucket",
-        (Some("s3"), "PUT") => "PutObject",
-        (Some("s3"), "DELETE") if depth == 1 => "DeleteBucket",
-        (Some("s3"), "DELETE") => "DeleteObject",
-        (Some("s3"), "POST") if op.contains("?delete") => "DeleteObjects",
-        (Some("eks"), "POST") if depth == 1 => "CreateCluster",
-        (Some("eks"), "POST") if path.ends_with("/node-groups") => "CreateNodegroup",
-        (Some("eks"), "DELETE") if depth == 2 => "DeleteCluster",
-        (Some("eks"), "DELETE") => "DeleteNodegroup",
-        _ if op == "batch:submitjob" => "SubmitJob",
-        _ if op == "batch:terminatejob" => "TerminateJob",
-        _ if [
-            "Create", "Delete", "Put", "Update", "Tag", "Untag", "Execute",
-        ]
-        .iter()
-        .any(|p| op.starts_with(p)) =>
-        {
-            op
-        }
-        _ => return None,
-    };
-    Some(name.to_string())
+/// The delete calls of one destroy of the chain (the job has ended by
+/// then: nothing to terminate).
+const DELETES: [&str; 8] = [
+    "DeleteBucket",
+    "DeleteCluster",
+    "DeleteFileSystem",
+    "DeleteNodegroup",
+    "DeleteObject",
+    "DeleteRepository",
+    "DeleteSecret",
+    "DeleteStack",
+];
+
+/// What one apply of the chain makes, as [`inventory`] lists it.
+const MADE: [&str; 10] = [
+    "bucket flow-kill-data",
+    "cluster kill",
+    "file system",
+    "node group kill/gpu",
+    "object flow-kill-data/in/a.txt",
+    "object flow-kill-data/in/b.txt",
+    "repository kill-images",
+    "secret flow-batch-ssh-key",
+    "stack flow-batch",
+    "stack flow-vpc",
+];
+
+/// The operations held, as the proxy names them: every create and delete.
+const HELD: [&str; 14] = [
+    "CreateStack",
+    "CreateSecret",
+    "CreateRepository",
+    "CreateFileSystem",
+    "batch:submitjob",
+    "batch:terminatejob",
+    "s3:PUT",
+    "s3:DELETE",
+    "eks:POST",
+    "eks:DELETE",
+    "DeleteStack",
+    "DeleteSecret",
+    "DeleteRepository",
+    "DeleteFileSystem",
+];
+
+/// Kills at random instants of each command; then kills aimed into each
+/// create and delete kind that none of them hit before moto or at moto.
+const RANDOM: usize = 20;
+/// At most this many aimed runs.
+const AIMED: usize = 40;
+
+/// The create calls of `calls` sent to moto, by kind.
+fn sent(calls: &[Call]) -> BTreeMap<String, usize> {
+    creates(calls)
+        .into_iter()
+        .filter(|(_, c)| c.sent > 0)
+        .map(|(kind, c)| (kind, c.sent))
+        .collect()
 }
 
-/// How many times each mutating call was forwarded to moto from `from` on.
-fn forwarded_since(proxy: &FaultProxy, from: usize) -> BTreeMap<String, usize> {
-    let mut n = BTreeMap::new();
-    for op in proxy.counts().forwarded.iter().skip(from) {
-        if let Some(name) = call_name(op) {
-            *n.entry(name).or_default() += 1;
-        }
-    }
-    n
+/// The mutating calls of `calls` by name, once each.
+fn kinds(calls: &[Call]) -> Vec<String> {
+    let mut k: Vec<String> = calls.iter().filter_map(Call::name).collect();
+    k.sort();
+    k.dedup();
+    k
 }
 
-/// Runs `args` and kills it with SIGKILL `after` its start; the mutating
-/// calls in flight at that instant (or "(between calls)").
-fn kill_after(a: &Aws, proxy: &FaultProxy, args: &[&str], after: Duration) -> Vec<String> {
-    let child = a.spawn(args);
-    std::thread::sleep(after);
-    let at = Instant::now();
-    signal(&child, libc::SIGKILL);
-    finish(child);
-    let calls: Vec<String> = proxy
-        .in_flight_at(at)
-        .iter()
-        .filter_map(|op| call_name(op))
-        .collect();
-    if calls.is_empty() {
-        vec!["(between calls)".to_string()]
-    } else {
-        calls
-    }
-}
-
-/// Everything the chain makes, as moto has it: nothing may be left after
-/// a destroy, and never two of anything after an apply.
-fn objects(moto: &Moto) -> Vec<String> {
-    let mut all: Vec<String> = moto.stacks();
-    all.extend(moto.secrets());
-    all.extend(
-        moto.file_systems()
-            .iter()
-            .map(|_| "file system".to_string()),
-    );
-    let buckets = moto.rest_call("s3", "GET", "/", "").1;
-    for bucket in crate::support::moto::between_all(&buckets, "<Name>", "</Name>") {
-        all.extend(moto.objects(&bucket, ""));
-        all.push(format!("bucket {bucket}"));
-    }
-    let clusters = moto.rest_call("eks", "GET", "/clusters", "").1;
-    let clusters: serde_json::Value = serde_json::from_str(&clusters).unwrap_or_default();
-    for c in clusters["clusters"].as_array().cloned().unwrap_or_default() {
-        let c = c.as_str().unwrap_or_default().to_string();
-        let groups = moto
-            .rest_call("eks", "GET", &format!("/clusters/{c}/node-groups"), "")
-            .1;
-        let groups: serde_json::Value = serde_json::from_str(&groups).unwrap_or_default();
-        for g in groups["nodegroups"].as_array().cloned().unwrap_or_default() {
-            all.push(format!("node group {}", g.as_str().unwrap_or_default()));
-        }
-        all.push(format!("cluster {c}"));
-    }
-    all.sort();
-    all
-}
-
-/// kill -9 at uniformly spread instants of an apply and of a destroy of the
-/// whole chain, each create and delete answer held back 250 ms after moto
-/// acted on it (the object exists; flow does not know yet). The instants
-/// are stratified: run i is killed at (i + u) / 30 of the unkilled run's
-/// time, u uniform, so every part of the run is hit. The proxy's log says
-/// which call each kill landed in; every create call is hit. After each
-/// kill the command runs again unkilled: never a second create of
-/// anything, counted at the proxy and in moto; the plan converges; destroy
-/// leaves nothing.
+/// kill -9 inside every create and delete call of the chain, at both places
+/// where it matters: before the request reached moto (moto never does it)
+/// and while moto has it (moto does it after `flow` died). The proxy holds
+/// every create and delete 100 ms before sending it, sends it short of its
+/// last byte and the last byte 100 ms later, and holds moto's answer
+/// 150 ms (moto did it; `flow` does not know yet), and keeps the instants
+/// of each call, so each kill's place in each call is known, not guessed.
+/// (A kill can find several calls running at once.)
+///
+/// From an empty account, each run kills `flow apply`, resumes it, checks;
+/// kills `flow destroy`, resumes it, checks. The first 20 runs kill at
+/// stratified uniform instants ((i + u)/20 of an unkilled run's time); then
+/// runs aim their kill into each create and delete kind not yet hit before
+/// moto or at moto, by watching the proxy. The tables are printed; every
+/// kind has both. After every apply: every object made by the creates moto
+/// did exactly once (counted at the proxy, which moto cannot fold: a file
+/// system or a job made twice counts twice), every create sent exactly
+/// once; the same objects as one unkilled apply makes; `plan
+/// --detailed-exitcode` exits 0. After every destroy: nothing of any kind
+/// left. Every listing must answer, or the test fails.
 #[test]
 fn kill_9_inside_every_create_call_makes_no_duplicate_and_leaves_no_orphan() {
     let moto = Moto::start();
@@ -182,42 +171,32 @@ fn kill_9_inside_every_create_call_makes_no_duplicate_and_leaves_no_orphan() {
     a.p.write("data/a.txt", "a\n");
     a.p.write("data/b.txt", "b\n");
     a.p.write("wf.toml", &kill_chain());
-    for op in [
-        "CreateStack",
-        "CreateSecret",
-        "CreateFileSystem",
-        "batch:submitjob",
-        "s3:PUT",
-        "eks:POST",
-        "DeleteStack",
-        "DeleteSecret",
-        "DeleteFileSystem",
-        "s3:DELETE",
-        "eks:DELETE",
-    ] {
-        proxy.hold(op, Duration::from_millis(250));
+    for op in HELD {
+        proxy.hold_before(op, Duration::from_millis(100));
+        proxy.hold_at_moto(op, Duration::from_millis(100));
+        proxy.hold(op, Duration::from_millis(150));
     }
-    // Two stacks and two files; one of everything else.
-    let expected: BTreeMap<String, usize> = CREATES
-        .iter()
-        .map(|c| {
-            let n = if matches!(*c, "PutObject" | "CreateStack") {
-                2
-            } else {
-                1
-            };
-            (c.to_string(), n)
-        })
-        .collect();
+    let expected: BTreeMap<String, usize> =
+        CREATES.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+    let create_kinds: Vec<&str> = CREATES.iter().map(|(k, _)| *k).collect();
 
     let start = Instant::now();
     a.apply().expect(0);
     let apply_time = start.elapsed();
-    let made = objects(&moto);
+    assert_eq!(made(&proxy.calls()), expected);
+    assert_eq!(inventory(&moto), MADE);
+    let from = proxy.calls().len();
     let start = Instant::now();
     a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
     let destroy_time = start.elapsed();
-    assert!(objects(&moto).is_empty(), "{:?}", objects(&moto));
+    let destroyed = kinds(&proxy.calls_from(from));
+    for delete in DELETES {
+        assert!(
+            destroyed.iter().any(|k| k == delete),
+            "{delete}: {destroyed:?}"
+        );
+    }
+    assert_eq!(inventory(&moto), Vec::<String>::new());
 
     let mut rng: u64 = 0x5eed_1234;
     let mut uniform = || {
@@ -226,64 +205,82 @@ fn kill_9_inside_every_create_call_makes_no_duplicate_and_leaves_no_orphan() {
         rng ^= rng << 17;
         (rng >> 11) as f64 / (1u64 << 53) as f64
     };
-    let runs = 30;
-    let mut apply_kills: BTreeMap<String, usize> = BTreeMap::new();
-    let mut destroy_kills: BTreeMap<String, usize> = BTreeMap::new();
-    for i in 0..runs {
-        let from = proxy.counts().forwarded.len();
-        let at = apply_time.mul_f64((i as f64 + uniform()) / runs as f64);
-        for call in kill_after(&a, &proxy, &["apply", "wf.toml", "--auto-approve"], at) {
-            *apply_kills.entry(call).or_default() += 1;
+    let apply_args = ["apply", "wf.toml", "--auto-approve"];
+    let destroy_args = ["destroy", "wf.toml", "--auto-approve"];
+    let (mut applies, mut destroys) = (Table::default(), Table::default());
+    let (mut aimed_applies, mut aimed_destroys) = (0, 0);
+    let mut totals: BTreeMap<String, Creates> = BTreeMap::new();
+    for i in 0..RANDOM + AIMED {
+        let (apply_aim, destroy_aim) = if i < RANDOM {
+            let stratum = |t: Duration, u: f64| t.mul_f64((i as f64 + u) / RANDOM as f64);
+            (
+                Some(Aim::After(stratum(apply_time, uniform()))),
+                Some(Aim::After(stratum(destroy_time, uniform()))),
+            )
+        } else {
+            let aim = |(kind, landing)| Aim::Into(kind, landing);
+            (
+                applies.missing(&create_kinds).map(aim),
+                destroys.missing(&DELETES).map(aim),
+            )
+        };
+        if apply_aim.is_none() && destroy_aim.is_none() {
+            break;
+        }
+        if i >= RANDOM {
+            eprintln!("run {i}: apply killed {apply_aim:?}, destroy {destroy_aim:?}");
+        }
+        let from = proxy.calls().len();
+        if let Some(aim) = &apply_aim {
+            aimed_applies += matches!(aim, Aim::Into(..)) as usize;
+            applies.add(&kill(&a, &proxy, &apply_args, aim));
         }
         a.apply().expect(0);
         a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
-        let creates: BTreeMap<String, usize> = forwarded_since(&proxy, from)
-            .into_iter()
-            .filter(|(k, _)| CREATES.contains(&k.as_str()))
-            .collect();
+        let calls = proxy.calls_from(from);
+        for (kind, c) in creates(&calls) {
+            let all = totals.entry(kind).or_default();
+            all.sent += c.sent;
+            all.done += c.done;
+            all.again += c.again;
+        }
         assert_eq!(
-            creates, expected,
-            "run {i}: a create was sent twice (or not at all)"
+            made(&calls),
+            expected,
+            "run {i} ({apply_aim:?}): an object made twice (or never) at moto"
         );
         assert_eq!(
-            objects(&moto),
-            made,
-            "run {i}: moto holds other objects than one apply makes"
+            sent(&calls),
+            expected,
+            "run {i} ({apply_aim:?}): a create sent to moto again"
+        );
+        assert_eq!(
+            inventory(&moto),
+            MADE,
+            "run {i} ({apply_aim:?}): moto holds other objects than one apply makes"
         );
 
-        let at = destroy_time.mul_f64((i as f64 + uniform()) / runs as f64);
-        for call in kill_after(&a, &proxy, &["destroy", "wf.toml", "--auto-approve"], at) {
-            *destroy_kills.entry(call).or_default() += 1;
+        if let Some(aim) = &destroy_aim {
+            aimed_destroys += matches!(aim, Aim::Into(..)) as usize;
+            destroys.add(&kill(&a, &proxy, &destroy_args, aim));
         }
-        a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
-        assert!(
-            objects(&moto).is_empty(),
-            "run {i}: orphans after destroy: {:?}",
-            objects(&moto)
+        a.run(&destroy_args).expect(0);
+        assert_eq!(
+            inventory(&moto),
+            Vec::<String>::new(),
+            "run {i} ({destroy_aim:?}): left after destroy"
         );
     }
-    let table = |kills: &BTreeMap<String, usize>| {
-        kills
-            .iter()
-            .map(|(call, n)| format!("  {call:<18} {n}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     eprintln!(
-        "unkilled apply {apply_time:.1?}, destroy {destroy_time:.1?}\nkills during apply, by the call in flight:\n{}\nkills during destroy:\n{}",
-        table(&apply_kills),
-        table(&destroy_kills)
+        "unkilled apply {apply_time:.1?}, destroy {destroy_time:.1?}; {RANDOM} kills of each at random instants, then {aimed_applies} into apply's calls and {aimed_destroys} into destroy's\n{}\n\n{}\n\nthe creates of every killed and resumed apply together:\n{}",
+        applies.render("apply, by the call in flight and where the kill found it"),
+        destroys.render("destroy"),
+        creates_table(&totals)
     );
-    for call in CREATES {
-        assert!(
-            apply_kills.get(call).is_some_and(|n| *n > 0),
-            "no kill landed inside {call}:\n{}",
-            table(&apply_kills)
-        );
+    if let Some((kind, landing)) = applies.missing(&create_kinds) {
+        panic!("no kill landed in {kind} {}", landing.heading());
     }
-    assert!(
-        destroy_kills.keys().any(|k| k.starts_with("Delete")),
-        "no kill landed inside a delete call:\n{}",
-        table(&destroy_kills)
-    );
+    if let Some((kind, landing)) = destroys.missing(&DELETES) {
+        panic!("no kill landed in {kind} {}", landing.heading());
+    }
 }
