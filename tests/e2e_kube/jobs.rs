@@ -45,7 +45,7 @@ env = {{ BUSBW = "${{steps.nccl.outputs.busbw}}" }}
 
 #[test]
 fn pytorchjob_succeeds_and_its_bandwidth_is_an_output() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "pytorchjob-crd.yaml");
     fixture(&p, "nccl-test.yaml");
@@ -87,7 +87,7 @@ fn pytorchjob_succeeds_and_its_bandwidth_is_an_output() {
 
 #[test]
 fn pytorchjob_failure_names_the_failing_pod() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "pytorchjob-crd.yaml");
     fixture(&p, "nccl-test.yaml");
@@ -131,7 +131,7 @@ fn pytorchjob_failure_names_the_failing_pod() {
 /// apply adopts both (same uids) and finishes the wait.
 #[test]
 fn kill_during_waits_then_resume_recreates_nothing() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "web.yaml");
     fixture(&p, "pytorchjob-crd.yaml");
@@ -212,7 +212,7 @@ fn kill_during_waits_then_resume_recreates_nothing() {
 /// Ctrl-C while a job runs: flow deletes the job and its pods.
 #[test]
 fn interrupt_deletes_the_running_job() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "pytorchjob-crd.yaml");
     fixture(&p, "nccl-test.yaml");
@@ -249,7 +249,7 @@ fn interrupt_deletes_the_running_job() {
 /// with the threshold met, the next apply runs the job again and goes on.
 #[test]
 fn a_bandwidth_under_its_gate_fails_the_job_and_stops_its_dependents() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "pytorchjob-crd.yaml");
     fixture(&p, "nccl-test.yaml");

@@ -1,8 +1,8 @@
 //! End-to-end: the `flow` binary's Kubernetes and EKS providers against a
 //! real kube-apiserver (tests/support/kube/) and the moto server.
 //!
-//! `FLOW_SKIP_KUBE=1` skips the API-server tests on machines that cannot
-//! build it (each prints why); CI builds it with `scripts/kube-apiserver`.
+//! A machine that cannot build the API server fails these tests, naming
+//! what is missing; CI builds it with `scripts/kube-apiserver`.
 //!
 //! One test binary, a module per subject: `manifests` (kube.manifest:
 //! apply, prune, drift, readiness, offline checks), `urls` (manifests fetched

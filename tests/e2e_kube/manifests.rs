@@ -12,7 +12,7 @@ use crate::{fixture, log};
 /// namespace last.
 #[test]
 fn crd_and_custom_resource_then_destroy_removes_the_resource_first() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "widget-crd.yaml");
     fixture(&p, "widget.yaml");
@@ -101,7 +101,7 @@ values = { REPLICAS = "${vars.replicas}" }
 /// Deployment (the Service is not written again) and waits for it.
 #[test]
 fn one_changed_field_reapplies_only_its_object() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "web.yaml");
     p.write("wf.toml", &WEB.replace("KUBECONFIG", &k.kubeconfig_path()));
@@ -154,7 +154,7 @@ fn one_changed_field_reapplies_only_its_object() {
 /// object that is gone; apply puts both back as the workflow says.
 #[test]
 fn objects_changed_by_hand_are_drift_and_apply_restores_them() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "web.yaml");
     p.write("wf.toml", &WEB.replace("KUBECONFIG", &k.kubeconfig_path()));
@@ -189,7 +189,7 @@ fn objects_changed_by_hand_are_drift_and_apply_restores_them() {
 /// the others are left alone.
 #[test]
 fn dropped_object_is_pruned() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     let wf = |docs: &str| {
         format!(
@@ -225,7 +225,7 @@ fn dropped_object_is_pruned() {
 /// resource's condition; each wait ends only when the driver lets it.
 #[test]
 fn waits_for_readiness_by_kind() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "cluster-addons.yaml");
     fixture(&p, "pytorchjob-crd.yaml");
@@ -371,7 +371,7 @@ eksctl_config = "cluster.yaml"
 /// reaches the server.
 #[test]
 fn substitute_fills_a_published_manifest_unmodified() {
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     p.write(
         "nccl-settings.yaml",

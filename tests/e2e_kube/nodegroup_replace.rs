@@ -205,16 +205,16 @@ struct Setup {
     env: Vec<(String, String)>,
 }
 
-fn setup() -> Option<Setup> {
+fn setup() -> Setup {
     setup_with(Moto::start(), &[])
 }
 
 /// [`setup`] against `moto`, with `extra` in flow's environment.
-fn setup_with(moto: Moto, extra: &[(&str, &str)]) -> Option<Setup> {
+fn setup_with(moto: Moto, extra: &[(&str, &str)]) -> Setup {
     let k = KubeServer::start_with(Options {
         eks_sts: Some(moto.addr),
         eks_cluster: "dlc".into(),
-    })?;
+    });
     let p = Project::new();
     let ca = p.write("api-server-ca.pem", &k.ca_pem);
     let mut env = moto.env();
@@ -224,7 +224,7 @@ fn setup_with(moto: Moto, extra: &[(&str, &str)]) -> Option<Setup> {
         ca.to_string_lossy().into_owned(),
     ));
     env.extend(extra.iter().map(|(a, b)| (a.to_string(), b.to_string())));
-    Some(Setup { moto, k, p, env })
+    Setup { moto, k, p, env }
 }
 
 impl Setup {
@@ -346,7 +346,7 @@ fn line_of(log: &str, text: &str) -> usize {
 /// left; the old group is deleted last.
 #[test]
 fn an_instance_type_change_creates_the_new_group_then_drains_and_deletes_the_old() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     s.write("p4d.24xlarge", "2m");
     let seen = Fleet::new();
     std::thread::scope(|scope| {
@@ -461,7 +461,7 @@ fn an_instance_type_change_creates_the_new_group_then_drains_and_deletes_the_old
 /// way is cleaned up by destroy, deposed group included.
 #[test]
 fn a_killed_replacement_resumes_with_both_groups_accounted_for() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     s.write("p4d.24xlarge", "4s");
     let fleet = Fleet::new();
     std::thread::scope(|scope| {
@@ -552,9 +552,7 @@ fn a_killed_replacement_resumes_with_both_groups_accounted_for() {
 /// old group.
 #[test]
 fn a_replacement_killed_while_it_is_created_is_found_again_not_made_twice() {
-    let Some(s) = setup_with(Moto::start_with_latency(60), &[("FLOW_TIME_SCALE", "1/60")]) else {
-        return;
-    };
+    let s = setup_with(Moto::start_with_latency(60), &[("FLOW_TIME_SCALE", "1/60")]);
     s.write("p4d.24xlarge", "20s");
     let fleet = Fleet::new();
     std::thread::scope(|scope| {

@@ -91,7 +91,7 @@ fn browser() -> Result<std::path::PathBuf, String> {
 fn the_report_draws_the_runs_and_fetches_nothing_in_a_real_browser() {
     let python =
         browser().unwrap_or_else(|why| panic!("{why}: run scripts/local-browser --install"));
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let p = Project::new();
     fixture(&p, "pytorchjob-crd.yaml");
     fixture(&p, "nccl-test.yaml");

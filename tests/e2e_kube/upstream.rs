@@ -76,12 +76,10 @@ const TOKEN: &str = "hf_secret_for_the_test_only";
 #[test]
 fn the_runbook_files_run_unmodified() {
     let moto = Moto::start();
-    let Some(k) = KubeServer::start_with(Options {
+    let k = KubeServer::start_with(Options {
         eks_sts: Some(moto.addr),
         eks_cluster: "eks-p4de-odcr".into(),
-    }) else {
-        return;
-    };
+    });
     // The reservation the runbook's p4de-odcr group launches into (the
     // workflow's default id), in the group's zone (PLACEHOLDER_AZ_2): the
     // plan and create read it.

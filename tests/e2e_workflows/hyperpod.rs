@@ -12,7 +12,7 @@ use super::*;
 fn hyperpod_cpu_ddp_end_to_end() {
     validates_and_plans_offline("hyperpod-cpu-ddp.toml");
     let moto = Moto::start();
-    let Some(k) = KubeServer::start() else { return };
+    let k = KubeServer::start();
     let mut l = Local::new("hyperpod-cpu-ddp.toml", moto.env());
     let tool_log = l.image_tools();
     // What the runbook assumes the HyperPod cluster has: the training
@@ -130,9 +130,7 @@ spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{request
 /// not a kubeconfig. Destroy removes all of it.
 #[test]
 fn hyperpod_cpu_ddp_makes_its_own_cluster_end_to_end() {
-    let Some(c) = EksCloud::start("hyperpod-cpu-ddp.toml", "ml-cluster", &[]) else {
-        return;
-    };
+    let c = EksCloud::start("hyperpod-cpu-ddp.toml", "ml-cluster", &[]);
     let tool = container_tool_var(&c.l);
     let vars = [
         "--var",

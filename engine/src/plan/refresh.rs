@@ -331,6 +331,13 @@ fn reach_line(provider: &str, e: &ProviderError) -> String {
     if e.message.starts_with("no AWS region") {
         return e.message.clone();
     }
+    // A refusal the provider explained (an EKS API server that refused
+    // flow's token names the cluster and how to refresh the credentials).
+    if e.kind == ErrorKind::Auth
+        && let Some(help) = &e.help
+    {
+        return format!("{}; {help}", e.message.lines().next().unwrap_or_default());
+    }
     let what = if e.kind == ErrorKind::Auth {
         "no usable credentials"
     } else {
@@ -450,6 +457,12 @@ mod tests {
         assert!(!cannot_reach(&ProviderError::fatal("odd")));
         assert!(reach_line("kube.manifest", &ProviderError::auth("x")).contains("kubeconfig"));
         assert!(reach_line("fsx.lustre", &ProviderError::auth("x")).contains("AWS_PROFILE"));
+        let refused = ProviderError::auth("EKS cluster `dlc` refused flow's token")
+            .with_help("refresh the credentials");
+        assert_eq!(
+            reach_line("kube.manifest", &refused),
+            "EKS cluster `dlc` refused flow's token; refresh the credentials"
+        );
         let region = ProviderError::auth("no AWS region: set `region` under [workflow]");
         assert!(cannot_reach(&region));
         assert_eq!(
