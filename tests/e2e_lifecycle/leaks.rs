@@ -40,7 +40,7 @@ echo "clear: $TOKEN"
 printf '%s' "$TOKEN" | base64
 python3 -c 'import os, urllib.parse; print("url:", urllib.parse.quote(os.environ["TOKEN"], safe=""))'
 python3 -c 'import os, shlex; print("shlex:", shlex.quote(os.environ["TOKEN"]))'
-printf 'printf-q: %q\\n' "$TOKEN"
+bash -c 'printf "printf-q: %q\\n" "$TOKEN"'
 echo "json: $TOKEN_JSON"
 echo "b64: $TOKEN_B64"
 echo "op: $FLOW_OPERATION_TOKEN"

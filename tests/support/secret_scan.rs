@@ -66,10 +66,25 @@ pub fn forms(secret: &str) -> Vec<(String, Vec<u8>)> {
         ("JSON-escaped", json[1..json.len() - 1].to_string()),
         ("URL-encoded", url),
         ("single-quoted", secret.replace('\'', r"'\''")),
+        ("backslash-escaped (printf %q)", backslashed(secret)),
     ] {
         if form != secret {
             out.push((name.into(), form.into_bytes()));
         }
+    }
+    out
+}
+
+/// `secret` as bash's `printf %q` writes a word without control
+/// characters: every byte but letters, digits and `,._+:@%/-=` behind a
+/// backslash.
+fn backslashed(secret: &str) -> String {
+    let mut out = String::new();
+    for c in secret.chars() {
+        if !(c.is_ascii_alphanumeric() || ",._+:@%/-=".contains(c)) {
+            out.push('\\');
+        }
+        out.push(c);
     }
     out
 }

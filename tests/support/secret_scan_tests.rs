@@ -161,3 +161,22 @@ fn hmac_is_rfc_4231() {
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
     );
 }
+
+/// The backslash-escaped form is the one bash's `printf %q` writes (the
+/// leaks test's script prints it that way).
+#[test]
+fn the_printf_q_form_is_what_bash_prints() {
+    let secret = r#"s3cr3t-"Qu0ted" & 'single' +/=x9"#;
+    let out = std::process::Command::new("bash")
+        .args(["-c", r#"printf '%q' "$1""#, "bash", secret])
+        .output()
+        .expect("run bash");
+    let printed = out.stdout;
+    assert!(
+        forms(secret)
+            .iter()
+            .any(|(name, bytes)| name.starts_with("backslash-escaped") && *bytes == printed),
+        "{}",
+        String::from_utf8_lossy(&printed)
+    );
+}
