@@ -126,6 +126,45 @@ fn apply_json_is_a_stream_of_events_in_dependency_order() {
     );
 }
 
+/// `destroy -q` prints no plan, only the final summary (as `--quiet` says), and
+/// `destroy --json` prints JSON lines only, the plan among them.
+#[test]
+fn destroy_is_quiet_with_q_and_pure_json_with_json() {
+    let p = Project::new();
+    p.write("wf.toml", &CHAIN.replace("; exit 1", ""));
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let quiet = p
+        .run(&["destroy", "wf.toml", "--auto-approve", "-q"])
+        .expect(0);
+    // Only the final summary, as `--quiet` promises.
+    assert_eq!(quiet.stdout.trim().lines().count(), 1, "{}", quiet.stdout);
+    assert!(
+        quiet
+            .stdout
+            .trim()
+            .starts_with("Destroy complete: 4 deleted"),
+        "{}",
+        quiet.stdout
+    );
+
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let json = p
+        .run(&["destroy", "wf.toml", "--auto-approve", "--json"])
+        .expect(0);
+    let events: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(events[0]["type"], "plan", "{}", json.stdout);
+    assert_eq!(events[0]["summary"]["delete"], 4, "{}", json.stdout);
+    assert!(
+        events.iter().any(|e| e["type"] == "summary"),
+        "{}",
+        json.stdout
+    );
+}
+
 #[test]
 fn logs_show_a_steps_output_and_follow_a_running_one() {
     let p = Project::new();

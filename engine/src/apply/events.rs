@@ -127,6 +127,7 @@ impl StepReporter {
                 file: None,
                 pending: Vec::new(),
                 last: String::new(),
+                last_was_event: false,
                 unwritable: false,
             }),
             redactor,
@@ -135,13 +136,16 @@ impl StepReporter {
         }
     }
 
-    /// Append a line; an event repeating the line just logged (a command's
-    /// latest output shown as progress) is not written twice.
+    /// Append a line. The same text given as an event and as a log line,
+    /// in either order (a command's latest output shown as progress, a
+    /// stack event a provider both shows and logs), is written once; a
+    /// program's own line repeated is written each time.
     fn write(&self, line: &str, event: bool) {
         let Ok(mut log) = self.log.lock() else { return };
-        if event && line == log.last {
+        if line == log.last && (event || log.last_was_event) {
             return;
         }
+        log.last_was_event = event;
         let stamp = flow_state::timefmt::format_rfc3339(flow_state::now_secs());
         let text = if event {
             format!("{stamp} [event] {line}")
@@ -245,6 +249,8 @@ struct LogFile {
     /// Routine remarks not written yet: when (seconds) and what, unredacted.
     pending: Vec<(u64, String)>,
     last: String,
+    /// Whether `last` was written as an event.
+    last_was_event: bool,
     /// The file could not be opened (said once; not tried again).
     unwritable: bool,
 }
@@ -304,6 +310,38 @@ mod tests {
                 .last()
                 .unwrap()
                 .ends_with(" [flow] create done"),
+            "{text}"
+        );
+    }
+
+    /// A stack event a provider shows and logs is one line; a program's
+    /// line printed twice stays twice.
+    #[test]
+    fn each_event_is_written_once_whichever_came_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.log");
+        let reporter = StepReporter::new(
+            "s",
+            &path,
+            Arc::new(Redactor::default()),
+            Arc::new(Recorded::default()),
+        );
+        reporter.event("vpc (AWS::CloudFormation::Stack) CREATE_IN_PROGRESS");
+        reporter.log("vpc (AWS::CloudFormation::Stack) CREATE_IN_PROGRESS");
+        reporter.log("step 1 done");
+        reporter.event("step 1 done");
+        reporter.log("again");
+        reporter.log("again");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().map(|l| l.split_once(' ').unwrap().1).collect();
+        assert_eq!(
+            lines,
+            [
+                "[event] vpc (AWS::CloudFormation::Stack) CREATE_IN_PROGRESS",
+                "step 1 done",
+                "again",
+                "again"
+            ],
             "{text}"
         );
     }

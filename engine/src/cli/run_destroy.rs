@@ -9,7 +9,7 @@ use flow_state::StepRecord;
 use super::args::DestroyArgs;
 use super::common::{CliError, CliResult, Ui, confirm, records_of};
 use super::progress::print_json_summary;
-use super::run::{finish, json_needs_approval, run_context, run_jobs};
+use super::run::{finish, json_needs_approval, run_context, run_jobs, show_plan};
 use super::state_open::{Access, open_if_exists, target};
 use crate::apply::job::{SharedDecl, StepJob};
 use crate::apply::schedule::Report;
@@ -17,7 +17,6 @@ use crate::dag::Dag;
 use crate::lang::ast::select_addresses;
 use crate::lang::load::{Loaded, load};
 use crate::lang::vars::VarInputs;
-use crate::plan::render::render_text;
 use crate::plan::{Action, Plan, StepChange};
 
 /// `flow destroy FILE`: delete what state records, dependents first.
@@ -103,12 +102,16 @@ pub async fn destroy(args: &DestroyArgs, ui: Ui, registry: &Registry) -> CliResu
     ))
     .await
     .map_err(|(message, help)| CliError::help(message, help))?;
-    print!("{}", render_text(&plan, &ui.style));
+    // As for apply: `-q` shows the plan only when it asks to confirm it,
+    // `--json` as one JSON line.
+    show_plan(&plan, ui, !args.auto_approve);
     confirm(
         "\nDo you really want to destroy these steps?",
         args.auto_approve,
     )?;
-    println!();
+    if !ui.quiet && !ui.json {
+        println!();
+    }
     store.backup()?;
     let edges: Vec<(String, String)> = graph
         .reversed()
