@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cost;
 pub mod dag;
 pub mod diag;
+pub mod duration;
 pub mod lang;
 pub mod pipeline;
 pub mod plan;

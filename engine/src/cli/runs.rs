@@ -107,10 +107,7 @@ fn table(runs: &[RunSummary]) -> String {
                         false => outcome.to_string(),
                     }
                 },
-                humantime::format_duration(std::time::Duration::from_secs(
-                    r.duration_ms.div_ceil(1000),
-                ))
-                .to_string(),
+                crate::duration::human_ms(r.duration_ms),
                 if all == 0 {
                     "-".into()
                 } else {

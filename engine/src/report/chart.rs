@@ -248,15 +248,10 @@ pub fn gantt(id: &str, bars: &[Bar]) -> String {
     out
 }
 
-/// A duration as the charts show it: `0.8 s`, `42 s`, `3 min 5 s`.
+/// A duration as the charts show it, as everywhere else (`crate::duration`):
+/// `840ms`, `42.0s`, `3m05s`.
 pub fn seconds(s: f64) -> String {
-    if s < 10.0 {
-        format!("{:.1} s", s)
-    } else if s < 120.0 {
-        format!("{:.0} s", s)
-    } else {
-        format!("{} min {} s", (s / 60.0).floor(), (s % 60.0).floor())
-    }
+    crate::duration::human_secs(s)
 }
 
 #[cfg(test)]
@@ -315,17 +310,35 @@ mod tests {
             ],
         );
         assert_eq!(svg.matches("class=\"bar\"").count(), 2);
-        assert!(
-            svg.contains("#dc2626") && svg.contains("3 min 0 s"),
-            "{svg}"
+        assert!(svg.contains("#dc2626") && svg.contains("3m00s"), "{svg}");
+    }
+
+    /// A 12 ms run's axis: six ticks, each with its own label (they all
+    /// read `0.0 s` before durations were written one way).
+    #[test]
+    fn a_short_runs_ticks_differ() {
+        let svg = gantt(
+            "gantt",
+            &[Bar {
+                step: "s".into(),
+                from: 0.0,
+                to: 0.012,
+                outcome: "create".into(),
+            }],
         );
+        let ticks: Vec<&str> = svg
+            .split(r##"text-anchor="middle" fill="#555">"##)
+            .skip(1)
+            .map(|t| t.split('<').next().unwrap())
+            .collect();
+        assert_eq!(ticks, ["0ms", "2ms", "4ms", "7ms", "9ms", "12ms"], "{svg}");
     }
 
     #[test]
     fn sizes_and_durations_read_as_people_write_them() {
         assert_eq!(bytes(8.0), "8 B");
         assert_eq!(bytes(17179869184.0), "16 GiB");
-        assert_eq!(seconds(0.84), "0.8 s");
-        assert_eq!(seconds(185.0), "3 min 5 s");
+        assert_eq!(seconds(0.84), "840ms");
+        assert_eq!(seconds(185.0), "3m05s");
     }
 }

@@ -55,17 +55,7 @@ pub fn past(action: Action) -> &'static str {
     }
 }
 
-/// A duration for people: 850ms, 12.3s, 4m05s.
-pub fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        format!("{:.1}s", d.as_secs_f64())
-    } else {
-        format!("{}m{:02}s", d.as_secs() / 60, d.as_secs() % 60)
-    }
-}
+pub use crate::duration::human;
 
 /// The line shown when a step ends, with its mark (✓ ✗ ↷).
 pub fn finished_line(style: &Style, outcome: &Outcome, elapsed: Duration) -> Option<String> {
