@@ -7,7 +7,7 @@ use std::sync::Arc;
 use flow_providers::{InputType, Provider, Registry, ValidateContext};
 
 use super::ast::{Entry, Node, NodeKind, ProviderKind, StepDecl, Workflow};
-use super::check::{Edge, check_workflow};
+use super::check::{Edge, check_output_keys, check_workflow};
 use super::expand::{expand, instance_edges};
 use super::inputs::{Desired, resolve_each, resolve_inputs};
 use super::modules::expand_modules;
@@ -170,9 +170,15 @@ pub fn load_with(
     if diags.is_empty() {
         resolve_regions(&mut wf, &vars, &mut diags);
         // A deferred step is checked once its instances exist.
+        let mut declared = std::collections::BTreeMap::new();
         for step in wf.steps.iter().filter(|s| !wf.is_deferred(&s.name)) {
-            validate_known_inputs(&wf, step, &vars, &mut derived_secrets, &mut diags);
+            if let Some(outputs) =
+                validate_known_inputs(&wf, step, &vars, &mut derived_secrets, &mut diags)
+            {
+                declared.insert(step.name.clone(), outputs);
+            }
         }
+        diags.extend(check_output_keys(&wf, &declared));
         derived_secrets.sort();
         derived_secrets.dedup();
     }
@@ -260,16 +266,17 @@ fn resolve_regions(wf: &mut Workflow, vars: &VarValues, diags: &mut Diagnostics)
 
 /// Check inputs whose values are known before apply: local files exist,
 /// durations parse, and the provider's own offline checks pass. Text that
-/// functions made from secrets goes to `derived_secrets`.
+/// functions made from secrets goes to `derived_secrets`. Gives the
+/// outputs the step will have, where its provider knows them now.
 fn validate_known_inputs(
     wf: &Workflow,
     step: &StepDecl,
     vars: &VarValues,
     derived_secrets: &mut Vec<String>,
     diags: &mut Diagnostics,
-) {
+) -> Option<flow_providers::DeclaredOutputs> {
     let Some(ProviderKind(provider)) = &step.kind else {
-        return;
+        return None;
     };
     let schema = provider.schema();
     let unknown_outputs = |_: &str, _: &str| Lookup::Unknown;
@@ -308,6 +315,7 @@ fn validate_known_inputs(
         }
         diags.push(d);
     }
+    provider.declared_outputs(&values, &ctx)
 }
 
 fn check_known(

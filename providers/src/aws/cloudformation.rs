@@ -320,6 +320,15 @@ impl Provider for CloudFormationStack {
         check::problems(inputs, &ctx.workdir)
     }
 
+    /// The template's `Outputs`, and `stack_name` and `stack_id`.
+    fn declared_outputs(
+        &self,
+        inputs: &[(String, InputValue)],
+        ctx: &ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        check::declared_outputs(inputs, &ctx.workdir)
+    }
+
     /// The EFA rules' warnings, read offline from the template.
     fn plan_lines(&self, inputs: &Values, ctx: &ValidateContext) -> Vec<String> {
         check::efa_warnings(inputs, &ctx.workdir)

@@ -36,6 +36,19 @@ pub struct ValidateContext {
     pub workdir: Workdir,
 }
 
+/// The outputs a step will have, as its inputs tell before apply (a
+/// CloudFormation template's `Outputs`, plus what the provider adds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeclaredOutputs {
+    /// Every key the step may output.
+    pub keys: Vec<String>,
+    /// Those of `keys` that may be absent after apply (an output under a
+    /// CloudFormation `Condition`).
+    pub conditional: Vec<String>,
+    /// Where they are declared, for messages (`its template vpc.yaml`).
+    pub source: String,
+}
+
 /// How a step's desired inputs differ from those it was applied with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -404,6 +417,18 @@ pub trait Provider: Send + Sync {
     /// `null`) the planner does not ask, and the step is not read.
     fn can_refresh(&self) -> bool {
         false
+    }
+
+    /// The outputs the step will have, known from its inputs before apply;
+    /// `None` (the default) when they cannot be known, so that any key may
+    /// be referred to. A reference to a key outside them is refused at
+    /// validate.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<DeclaredOutputs> {
+        None
     }
 
     /// Whether the provider calls AWS with the SDK's region and credentials:

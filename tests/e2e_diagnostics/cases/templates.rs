@@ -114,4 +114,17 @@ corpus! {
         ],
         ..BASE
     },
+    // ---- outputs a step will not have (issue 42) ---------------------------
+    output_not_in_template: Case {
+        file: "173-output-not-in-template.toml",
+        codes: &["flow::unknown-output"],
+        at: &["16:8"],
+        says: &[
+            "step `vpc` has no output `VpcId`",
+            "did you mean `VPC`?",
+            "(its template templates/vpc-outputs.yaml)",
+        ],
+        never_says: &["SecondSubnet`", "stack_id`"],
+        ..BASE
+    },
 }

@@ -3,15 +3,18 @@
 //! steps and holds what the checks share (where a problem is, expressions,
 //! `each`); `refs` checks references, `modules` what module calls pass and
 //! give back, `inputs` inputs against provider schemas, `lifecycle` a
-//! step's lifecycle against its provider, `cycle` cycles.
+//! step's lifecycle against its provider, `cycle` cycles, `outputs`
+//! references to outputs a step's provider says it will not have.
 
 mod cycle;
 mod inputs;
 mod lifecycle;
 mod modules;
+mod outputs;
 mod refs;
 
 pub use cycle::find_cycle;
+pub use outputs::check_output_keys;
 
 use std::collections::BTreeSet;
 

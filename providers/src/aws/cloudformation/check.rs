@@ -7,7 +7,7 @@ use crate::Workdir;
 use serde_json::Value;
 
 use super::template::{self, Parameter};
-use crate::contract::{InputValue, Problem};
+use crate::contract::{DeclaredOutputs, InputValue, Problem};
 use crate::suggest;
 
 /// The largest template CloudFormation takes inline, in bytes.
@@ -23,6 +23,36 @@ const CAPABILITIES: [&str; 3] = [
 /// The known value of input `name`, if it has one.
 fn known<'a>(inputs: &'a [(String, InputValue)], name: &str) -> Option<&'a InputValue> {
     inputs.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+}
+
+/// The outputs a stack of this template will have: its `Outputs` (those
+/// under a `Condition` may be absent), then `stack_name` and `stack_id`,
+/// which flow adds. `None` when the template is not a readable local file
+/// known before apply.
+pub(crate) fn declared_outputs(
+    inputs: &[(String, InputValue)],
+    workdir: &Workdir,
+) -> Option<DeclaredOutputs> {
+    let Some(InputValue::Known(Value::String(path))) = known(inputs, "template") else {
+        return None;
+    };
+    let text = std::fs::read_to_string(workdir.resolve(path).ok()?).ok()?;
+    let parsed = template::parse(&text).ok()?;
+    let mut out = DeclaredOutputs {
+        source: format!("its template {path}"),
+        ..DeclaredOutputs::default()
+    };
+    if let Some(Value::Object(outputs)) = parsed.get("Outputs") {
+        for (key, output) in outputs {
+            out.keys.push(key.clone());
+            if output.get("Condition").is_some() {
+                out.conditional.push(key.clone());
+            }
+        }
+    }
+    out.keys
+        .extend(["stack_name".to_string(), "stack_id".to_string()]);
+    Some(out)
 }
 
 /// The problems with a stack step's inputs; `workdir` is the workflow's folder.
@@ -251,6 +281,20 @@ mod tests {
             inputs.push(("parameters".into(), p));
         }
         problems(&inputs, &Workdir::new(dir.path()))
+    }
+
+    #[test]
+    fn outputs_are_the_templates_and_flows_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let template = "Conditions:\n  Two: !Equals [a, a]\nResources:\n  Vpc:\n    Type: AWS::EC2::VPC\nOutputs:\n  VPC:\n    Value: !Ref Vpc\n  Second:\n    Condition: Two\n    Value: x\n";
+        std::fs::write(dir.path().join("vpc.yaml"), template).unwrap();
+        let inputs = vec![("template".to_string(), InputValue::Known(json!("vpc.yaml")))];
+        let declared = declared_outputs(&inputs, &Workdir::new(dir.path())).unwrap();
+        assert_eq!(declared.keys, ["Second", "VPC", "stack_name", "stack_id"]);
+        assert_eq!(declared.conditional, ["Second"]);
+        assert_eq!(declared.source, "its template vpc.yaml");
+        let unknown = vec![("template".to_string(), InputValue::Unknown)];
+        assert_eq!(declared_outputs(&unknown, &Workdir::new(dir.path())), None);
     }
 
     #[test]
