@@ -299,6 +299,9 @@ pub fn made(calls: &[Call]) -> BTreeMap<String, usize> {
 
 /// A table of what creates did at moto, a row per kind.
 pub fn creates_table(creates: &BTreeMap<String, Creates>) -> String {
+    if creates.is_empty() {
+        return "no create sent".to_string();
+    }
     let mut out = String::from(
         "| create | sent to moto | done by moto | done again (same name) | objects made |\n|---|---:|---:|---:|---:|",
     );

@@ -41,8 +41,12 @@ pub enum Landing {
     /// The proxy held the request and had not sent it; it never went to
     /// moto. Nothing was done.
     BeforeMoto,
-    /// Sent to moto, no answer back yet: moto had the request and acted on
-    /// it after the kill.
+    /// Sent to moto, its answer not back yet: moto had the request and did
+    /// it whatever became of `flow` (held short of its last byte by
+    /// [`FaultProxy::hold_at_moto`], it did it after a kill inside the
+    /// hold).
+    ///
+    /// [`FaultProxy::hold_at_moto`]: super::FaultProxy::hold_at_moto
     AtMoto,
     /// moto had answered; the answer had not reached `flow`. Done, and
     /// `flow` never knew.

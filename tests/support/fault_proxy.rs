@@ -164,7 +164,9 @@ impl FaultProxy {
 
     /// Holds the answers to operation `op` for `delay` after moto gave them
     /// (the operation is done on the far side; the caller does not know
-    /// yet). Rules add up; the first that matches an operation applies.
+    /// yet). A client that goes away meanwhile never gets it: the answer is
+    /// dropped at once. Rules add up; the first that matches an operation
+    /// applies (for each of the three holds apart).
     pub fn hold(&self, op: &str, delay: Duration) {
         self.shared
             .rules
