@@ -165,6 +165,30 @@ fn destroy_is_quiet_with_q_and_pure_json_with_json() {
     );
 }
 
+/// A step that ran and printed nothing has no log file; `flow logs` says it
+/// ran and wrote nothing, instead of "a step has a log once it has run".
+/// A step that never ran is still an error.
+#[test]
+fn logs_of_a_step_that_said_nothing_say_so() {
+    let p = Project::new();
+    p.write(
+        "wf.toml",
+        "[workflow]\nname = \"quiet\"\n\n[steps.silent]\nprovider = \"exec\"\n[steps.silent.inputs]\nrun = \"true\"\n",
+    );
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let said = p.run(&["logs", "wf.toml", "silent"]).expect(0);
+    assert_eq!(
+        said.stdout.trim(),
+        "step `silent` ran (applied) and wrote nothing to its log: it printed no output and had no event or note to record"
+    );
+    let missing = p.run(&["logs", "wf.toml", "other"]).expect(1);
+    assert!(
+        missing.stderr.contains("there is no log for step `other`"),
+        "{}",
+        missing.stderr
+    );
+}
+
 #[test]
 fn logs_show_a_steps_output_and_follow_a_running_one() {
     let p = Project::new();

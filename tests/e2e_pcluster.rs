@@ -244,10 +244,18 @@ fn a_missing_pcluster_is_one_line_naming_how_to_install_it() {
     let p = Project::new();
     p.write("cluster.yaml", CONFIG);
     p.write("wf.toml", &workflow(PLAN_VALUES));
+    // Credentials are there (flow checks them before any step runs, and
+    // they are not what this test is about); instance metadata is off, so
+    // nothing is asked of an address outside this machine.
     let run = p
         .run_env(
             &["apply", "--auto-approve", "wf.toml"],
-            &[("FLOW_PCLUSTER", "/nonexistent/pcluster")],
+            &[
+                ("FLOW_PCLUSTER", "/nonexistent/pcluster"),
+                ("AWS_ACCESS_KEY_ID", "testing"),
+                ("AWS_SECRET_ACCESS_KEY", "testing"),
+                ("AWS_EC2_METADATA_DISABLED", "true"),
+            ],
         )
         .expect(1);
     let all = run.all();

@@ -98,20 +98,12 @@ fn a_plan_without_a_region_stops_before_any_read() {
     a.p.write("wf.toml", WORKFLOW);
     a.p.write("handle.json", HANDLE);
     a.apply().expect(0);
-    let env: Vec<(String, String)> = moto
-        .env()
-        .into_iter()
-        .filter(|(k, _)| k != "AWS_REGION")
-        .collect();
-    let mut cmd = a.p.cmd(&["plan", "wf.toml", "--detailed-exitcode"]);
-    cmd.env_remove("AWS_REGION")
-        .env_remove("AWS_DEFAULT_REGION");
-    for (k, v) in &env {
-        cmd.env(k, v);
-    }
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let plan = crate::support::finish(cmd.spawn().expect("spawn flow"));
+    let plan = run_without(
+        &a,
+        &moto.env(),
+        &["plan", "wf.toml", "--detailed-exitcode"],
+        &["AWS_REGION", "AWS_DEFAULT_REGION"],
+    );
     assert_eq!(plan.code, 1, "{}", plan.all());
     let all = plan.all();
     assert!(
@@ -151,17 +143,17 @@ fn without_credentials_every_command_stops_before_any_step() {
         vec!["apply", "wf.toml", "--auto-approve"],
         vec!["destroy", "wf.toml", "--auto-approve"],
     ] {
-        let mut cmd = a.p.cmd(&args);
-        for (k, v) in moto.env_for(&proxy.endpoint()) {
-            cmd.env(k, v);
-        }
-        cmd.env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("AWS_PROFILE");
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let run = crate::support::finish(cmd.spawn().expect("spawn flow"));
+        let run = run_without(
+            &a,
+            &moto.env_for(&proxy.endpoint()),
+            &args,
+            &[
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "AWS_PROFILE",
+            ],
+        );
         let all = run.all();
         assert_eq!(run.code, 1, "{args:?}: {all}");
         assert!(
@@ -194,6 +186,26 @@ fn without_credentials_every_command_stops_before_any_step() {
     assert_eq!(state_bytes(&a), state_before, "state changed");
     // With credentials back, the apply goes on as if nothing had happened.
     a.apply().expect(0);
+}
+
+/// `flow ARGS` with the test cloud's environment `env`, less `removed`
+/// (taken out of the test process's environment too).
+fn run_without(
+    a: &Aws,
+    env: &[(String, String)],
+    args: &[&str],
+    removed: &[&str],
+) -> crate::support::Run {
+    let mut cmd = a.p.cmd(args);
+    for (k, v) in env.iter().filter(|(k, _)| !removed.contains(&k.as_str())) {
+        cmd.env(k, v);
+    }
+    for k in removed {
+        cmd.env_remove(k);
+    }
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    crate::support::finish(cmd.spawn().expect("spawn flow"))
 }
 
 /// What state holds: each step's record and the backups taken (a

@@ -37,7 +37,12 @@ pub fn graph(args: &GraphArgs, registry: &Registry) -> CliResult<i32> {
     Ok(0)
 }
 
-fn open_records(file: &Path, args: &StateArgs, command: &str) -> CliResult<Vec<StepRecord>> {
+/// Every record of the state of `file`, read without taking its lock.
+pub(super) fn open_records(
+    file: &Path,
+    args: &StateArgs,
+    command: &str,
+) -> CliResult<Vec<StepRecord>> {
     let target = target(file, args)?;
     super::block_on(async {
         let store = open_if_exists(&target, args, command, Access::Read).await?;

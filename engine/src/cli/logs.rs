@@ -7,15 +7,27 @@ use std::time::Duration;
 
 use flow_state::StateLayout;
 
+use super::args::StateArgs;
 use super::common::{CliError, CliResult, state_dir};
 
 /// Print the log of `step`; with `follow`, keep printing what is appended
-/// until no flow process holds the state any more (or Ctrl-C).
-pub fn logs(file: &Path, step: &str, dir: Option<&PathBuf>, follow: bool) -> CliResult<i32> {
+/// until no flow process holds the state any more (or Ctrl-C). A step that
+/// ran and had nothing to say has no log file (flow makes one only when
+/// there is a line to write): that is said, not taken for an error.
+pub fn logs(file: &Path, step: &str, state: &StateArgs, follow: bool) -> CliResult<i32> {
+    let dir: Option<&PathBuf> = state.state_dir.as_ref();
     let root = state_dir(file, dir);
     let layout = StateLayout::new(&root);
     let path = layout.log_file(step);
     if !path.exists() && !follow {
+        let records = super::inspect::open_records(file, state, "flow logs").unwrap_or_default();
+        if let Some(rec) = records.iter().find(|r| r.name == step && r.applied) {
+            println!(
+                "step `{step}` ran ({}) and wrote nothing to its log: it printed no output and had no event or note to record",
+                rec.status
+            );
+            return Ok(0);
+        }
         return Err(CliError::help(
             format!("there is no log for step `{step}` in {}", root.display()),
             "a step has a log once it has run; `flow state list FILE` shows the steps state holds",

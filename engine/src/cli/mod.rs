@@ -45,7 +45,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Validate(a) => run_plan::validate(a, ui, &registry),
         Command::Plan(a) => run_plan::plan(a, ui, &registry),
         Command::Graph(a) => inspect::graph(a, &registry),
-        Command::Logs(a) => logs::logs(&a.file, &a.step, a.state.state_dir.as_ref(), a.follow),
+        Command::Logs(a) => logs::logs(&a.file, &a.step, &a.state, a.follow),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(*shell, &mut Cli::command(), "flow", &mut std::io::stdout());

@@ -320,7 +320,7 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].starts_with("RUN"), "{t}");
         assert!(
-            lines[1].contains("succeeded") && lines[1].contains("1m 1s"),
+            lines[1].contains("succeeded") && lines[1].contains("1m01s"),
             "{t}"
         );
         assert!(lines[1].contains("1/1"), "{t}");
