@@ -189,6 +189,68 @@ fn logs_of_a_step_that_said_nothing_say_so() {
     );
 }
 
+/// `flow output` reads a module call's declared outputs (one, or all of
+/// them for the call), evaluated over what its steps recorded, and names
+/// where `[[moved]]` says a step went.
+#[test]
+fn output_reads_module_outputs_and_follows_moved_entries() {
+    let p = Project::new();
+    p.write(
+        "m/main.toml",
+        r#"
+[steps.nccl]
+provider = "exec"
+[steps.nccl.inputs]
+run = "echo busbw=17.5 >> $FLOW_OUTPUT"
+
+[outputs]
+busbw = "${steps.nccl.outputs.busbw}"
+label = "nccl at ${steps.nccl.outputs.busbw} GB/s"
+"#,
+    );
+    p.write(
+        "wf.toml",
+        r#"
+[workflow]
+name = "modout"
+
+[modules.cluster]
+source = "m"
+
+[[moved]]
+from = "nccl"
+to = "cluster.nccl"
+"#,
+    );
+    p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let one = p.run(&["output", "wf.toml", "cluster.busbw"]).expect(0);
+    assert_eq!(one.stdout.trim(), "17.5");
+    let all = p.run(&["output", "wf.toml", "cluster", "--json"]).expect(0);
+    let all: serde_json::Value = serde_json::from_str(&all.stdout).expect("JSON");
+    assert_eq!(
+        all,
+        serde_json::json!({"busbw": "17.5", "label": "nccl at 17.5 GB/s"})
+    );
+    let moved = p.run(&["output", "wf.toml", "nccl"]).expect(1);
+    assert!(
+        moved
+            .stderr
+            .contains("`nccl` moved to `cluster.nccl` ([[moved]] in wf.toml): use that address"),
+        "{}",
+        moved.stderr
+    );
+    let step = p
+        .run(&["output", "wf.toml", "cluster.nccl.busbw"])
+        .expect(0);
+    assert_eq!(step.stdout.trim(), "17.5");
+    let logs = p.run(&["logs", "wf.toml", "nccl"]).expect(1);
+    assert!(
+        logs.stderr.contains("`nccl` moved to `cluster.nccl`"),
+        "{}",
+        logs.stderr
+    );
+}
+
 #[test]
 fn logs_show_a_steps_output_and_follow_a_running_one() {
     let p = Project::new();

@@ -65,11 +65,22 @@ fn visible(v: &Value) -> Value {
 /// `flow output FILE [STEP[.KEY]]`.
 pub fn output(args: &OutputArgs) -> CliResult<i32> {
     let records = open_records(&args.file, &args.state, "flow output")?;
+    // The workflow, for module outputs and `[[moved]]` hints, when it loads
+    // without `--var`s (only once a selector is not a recorded step).
+    let loaded = std::cell::OnceCell::new();
+    let loaded = || {
+        loaded
+            .get_or_init(|| super::module_outputs::load_quietly(&args.file))
+            .as_ref()
+    };
     let find = |name: &str| {
         records.iter().find(|r| r.name == name).ok_or_else(|| {
+            let moved = loaded().and_then(|l| super::module_outputs::moved_hint(l, name));
             CliError::help(
                 format!("there is no step `{name}` in state"),
-                "run `flow apply` first, or check the name with `flow state list`",
+                moved.unwrap_or_else(|| {
+                    "run `flow apply` first, or check the name with `flow state list`".into()
+                }),
             )
         })
     };
@@ -96,6 +107,17 @@ pub fn output(args: &OutputArgs) -> CliResult<i32> {
                         .map(|r| (r.name.clone(), visible(&Value::Object(r.outputs.clone()))))
                         .collect(),
                 )
+            }
+            Err(_)
+                if let Some(module) = loaded().and_then(|l| {
+                    let by_name: BTreeMap<String, StepRecord> = records
+                        .iter()
+                        .map(|r| (r.name.clone(), r.clone()))
+                        .collect();
+                    super::module_outputs::module_value(l, &by_name, sel)
+                }) =>
+            {
+                module?
             }
             Err(e) => {
                 // `STEP.KEY`: the longest recorded step the selector starts

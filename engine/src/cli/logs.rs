@@ -28,9 +28,13 @@ pub fn logs(file: &Path, step: &str, state: &StateArgs, follow: bool) -> CliResu
             );
             return Ok(0);
         }
+        let moved = super::module_outputs::load_quietly(file)
+            .and_then(|l| super::module_outputs::moved_hint(&l, step));
         return Err(CliError::help(
             format!("there is no log for step `{step}` in {}", root.display()),
-            "a step has a log once it has run; `flow state list FILE` shows the steps state holds",
+            moved.unwrap_or_else(|| {
+                "a step has a log once it has run; `flow state list FILE` shows the steps state holds".into()
+            }),
         ));
     }
     let mut offset = 0u64;

@@ -5,6 +5,7 @@ pub mod common;
 pub mod graph;
 pub mod inspect;
 pub mod logs;
+pub mod module_outputs;
 pub mod progress;
 pub mod refresh;
 pub mod report;

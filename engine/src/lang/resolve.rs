@@ -179,6 +179,19 @@ impl<'a> Context<'a> {
         Ok(evaluated.value)
     }
 
+    /// `modules.MODULE.outputs.KEY` as `flow output` reads it: its value
+    /// (`None` while a step it reads is not applied) and whether a secret
+    /// went into it.
+    pub fn module_output_value(
+        &self,
+        module: &str,
+        key: &str,
+    ) -> Result<(Option<serde_json::Value>, bool), ResolveError> {
+        let mut taint = Taint::default();
+        let value = self.module_output(module, key, &mut taint)?;
+        Ok((value, taint.sensitive || !taint.derived.is_empty()))
+    }
+
     /// `modules.MODULE.outputs.KEY`: the output's value, evaluated in the
     /// module.
     fn module_output(
