@@ -12,13 +12,15 @@ mod cancel;
 mod error;
 mod refresh;
 mod replace;
+mod report;
 mod schema;
 
 pub use cancel::Cancel;
 pub use error::{ErrorKind, ProviderError};
 pub use refresh::{Drift, Refreshed, attribute_drift, input_drift};
 pub use replace::{Rename, next_suffix};
-pub use schema::{InputSpec, InputType, InputValue, Problem, Schema, StepKind};
+pub use report::{Measured, Reporter, Silent, Verdict};
+pub use schema::{DeclaredOutputs, InputSpec, InputType, InputValue, Problem, Schema, StepKind};
 
 use async_trait::async_trait;
 
@@ -34,19 +36,6 @@ pub struct ValidateContext {
     /// The workflow file's folder; relative paths are resolved against it,
     /// and stay inside it or the folders `allow_paths` opens.
     pub workdir: Workdir,
-}
-
-/// The outputs a step will have, as its inputs tell before apply (a
-/// CloudFormation template's `Outputs`, plus what the provider adds).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeclaredOutputs {
-    /// Every key the step may output.
-    pub keys: Vec<String>,
-    /// Those of `keys` that may be absent after apply (an output under a
-    /// CloudFormation `Condition`).
-    pub conditional: Vec<String>,
-    /// Where they are declared, for messages (`its template vpc.yaml`).
-    pub source: String,
 }
 
 /// How a step's desired inputs differ from those it was applied with.
@@ -103,48 +92,6 @@ pub enum ReadOutcome {
         /// Why it failed, as the service says.
         reason: String,
     },
-}
-
-/// Where a running operation reports to; the engine redacts secrets before
-/// anything reaches a terminal or a file.
-pub trait Reporter: Send + Sync {
-    /// A progress event (stack event, lifecycle change, job status) shown live.
-    fn event(&self, message: &str);
-    /// A line of output for the step's log only.
-    fn log(&self, line: &str);
-    /// What a job's output measured and how its gates judged it, for the
-    /// run history (sent before the step's result, pass or fail). The
-    /// default keeps nothing.
-    fn measured(&self, _measured: &Measured) {}
-}
-
-/// What a job's output measured, and each gate's verdict on it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Measured {
-    /// What `capture` took and `parse` read.
-    pub values: Values,
-    /// Each gate of `expect`, in order.
-    pub verdicts: Vec<Verdict>,
-}
-
-/// One gate's verdict.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    /// The value judged.
-    pub name: String,
-    /// The gate as written.
-    pub gate: String,
-    /// Why it failed; `None` when it passed.
-    pub failed: Option<String>,
-}
-
-/// A reporter that drops everything: for provider calls nobody watches
-/// (a plan's look at real objects, refresh, import).
-pub struct Silent;
-
-impl Reporter for Silent {
-    fn event(&self, _message: &str) {}
-    fn log(&self, _line: &str) {}
 }
 
 /// Everything an operation needs besides its inputs.

@@ -243,6 +243,19 @@ impl Problem {
     }
 }
 
+/// The outputs a step will have, as its inputs tell before apply (a
+/// CloudFormation template's `Outputs`, plus what the provider adds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeclaredOutputs {
+    /// Every key the step may output.
+    pub keys: Vec<String>,
+    /// Those of `keys` that may be absent after apply (an output under a
+    /// CloudFormation `Condition`).
+    pub conditional: Vec<String>,
+    /// Where they are declared, for messages (`its template vpc.yaml`).
+    pub source: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
