@@ -263,4 +263,11 @@ fn a_read_that_times_out_leaves_the_rest_of_the_plan_usable() {
     assert!(out.contains("Deleted outside flow:\n  - app"), "{out}");
     assert!(out.contains("create — deleted outside flow"), "{out}");
     assert!(!out.contains("~ key"), "{out}");
+    // The summary says it once, under the plan's count.
+    assert!(
+        out.contains(
+            "Not checked: 1 step could not be read (listed above) and is planned from state alone."
+        ),
+        "{out}"
+    );
 }

@@ -156,6 +156,16 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         "\nPlan: {imports}{} to create, {} to update, {} to replace, {} to delete, {} unchanged.",
         s.create, s.update, s.replace, s.delete, s.unchanged
     );
+    let unread = plan.unread();
+    if unread > 0 {
+        let _ = writeln!(
+            out,
+            "{} {unread} step{} could not be read (listed above) and {} planned from state alone.",
+            style.warn("Not checked:"),
+            if unread == 1 { "" } else { "s" },
+            if unread == 1 { "is" } else { "are" },
+        );
+    }
     if !plan.deferred.is_empty() {
         let _ = writeln!(
             out,
