@@ -251,6 +251,61 @@ to = "cluster.nccl"
     );
 }
 
+/// `flow compare` honours `--state-dir` on its own (it read ./.flow only),
+/// and says when the two runs ran with different inputs.
+#[test]
+fn compare_reads_the_state_dir_it_is_given_and_names_differing_inputs() {
+    let p = Project::new();
+    let wf = |nodes: u32| {
+        format!(
+            "[workflow]\nname = \"cmp\"\n\n[steps.nccl]\nprovider = \"exec\"\n[steps.nccl.inputs]\nrun = \"echo busbw=$((100 * $NODES)) >> $FLOW_OUTPUT\"\nenv = {{ NODES = \"{nodes}\" }}\nexpect = {{ busbw = \">= 1\" }}\n"
+        )
+    };
+    let state = p.path().join("elsewhere");
+    let state_arg = state.display().to_string();
+    for nodes in [2, 4] {
+        p.write("wf.toml", &wf(nodes));
+        p.run(&[
+            "apply",
+            "wf.toml",
+            "--auto-approve",
+            "--state-dir",
+            &state_arg,
+        ])
+        .expect(0);
+    }
+    let runs = p
+        .run(&["runs", "wf.toml", "--json", "--state-dir", &state_arg])
+        .expect(0);
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).expect("runs JSON");
+    let ids: Vec<&str> = runs
+        .as_array()
+        .expect("a list of runs")
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{runs}");
+    let cmp = p
+        .run(&["compare", ids[0], ids[1], "--state-dir", &state_arg])
+        .expect(0)
+        .stdout;
+    assert!(cmp.contains("note: their inputs differ"), "{cmp}");
+    assert!(
+        cmp.lines()
+            .any(|l| l.starts_with("busbw ") && l.ends_with("+100.0 %")),
+        "{cmp}"
+    );
+    let nowhere = p.path().join("nowhere").display().to_string();
+    let missing = p
+        .run(&["compare", ids[0], ids[1], "--state-dir", &nowhere])
+        .expect(1);
+    assert!(
+        missing.stderr.contains("there is no state at"),
+        "{}",
+        missing.stderr
+    );
+}
+
 #[test]
 fn logs_show_a_steps_output_and_follow_a_running_one() {
     let p = Project::new();

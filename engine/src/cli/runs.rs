@@ -149,9 +149,11 @@ fn table(runs: &[RunSummary]) -> String {
 
 /// `flow compare RUN_A RUN_B [--workflow FILE]`.
 pub fn compare(args: &CompareArgs) -> CliResult<i32> {
-    let runs = match &args.workflow {
-        Some(file) => history(file, &args.state, "flow compare")?,
-        None => local_histories()?,
+    let runs = match (&args.workflow, &args.state.state_dir) {
+        (Some(file), _) => history(file, &args.state, "flow compare")?,
+        // `--state-dir` alone: that state, not the ones under ./.flow.
+        (None, Some(dir)) => state_history(dir)?,
+        (None, None) => local_histories()?,
     };
     let find = |id: &str| {
         runs.iter().find(|r| r.id == id).ok_or_else(|| {
@@ -167,6 +169,24 @@ pub fn compare(args: &CompareArgs) -> CliResult<i32> {
     let (a, b) = (find(&args.run_a)?, find(&args.run_b)?);
     print!("{}", side_by_side(a, b));
     Ok(0)
+}
+
+/// The runs of the local state in `dir`.
+fn state_history(dir: &Path) -> CliResult<Vec<RunRecord>> {
+    let store = ReadOnlyStore::open_if_exists(dir, "flow compare")
+        .map_err(|e| CliError::msg(e.to_string()))?
+        .ok_or_else(|| {
+            CliError::help(
+                format!("there is no state at {}", dir.display()),
+                "give the folder `--state-dir` named when the runs were applied",
+            )
+        })?;
+    let (runs, damaged) = store
+        .run_log()
+        .all()
+        .map_err(|e| CliError::msg(e.to_string()))?;
+    warn_damaged(&damaged);
+    Ok(runs)
 }
 
 /// The runs of every local state under ./.flow (each opened in turn).
@@ -213,7 +233,23 @@ fn side_by_side(a: &RunRecord, b: &RunRecord) -> String {
         };
         format!("{} ({} {}, {outcome})", r.id, r.step, r.started)
     };
-    let mut out = format!("A  {}\nB  {}\n\n", said(a), said(b));
+    let mut out = format!("A  {}\nB  {}\n", said(a), said(b));
+    // A comparison of runs that did not run the same thing says so first.
+    if a.step != b.step {
+        out.push_str(&format!(
+            "note: these are runs of different steps (`{}` and `{}`)\n",
+            a.step, b.step
+        ));
+    }
+    if a.inputs_digest != b.inputs_digest {
+        let short = |d: &str| d.chars().take(12).collect::<String>();
+        out.push_str(&format!(
+            "note: their inputs differ (inputs digest {} against {}): the figures below may not measure the same setup\n",
+            short(&a.inputs_digest),
+            short(&b.inputs_digest)
+        ));
+    }
+    out.push('\n');
     out.push_str(&format!(
         "{:<w$}  {:>14}  {:>14}  {:>8}\n",
         "VALUE", "A", "B", "CHANGE"
@@ -340,6 +376,14 @@ mod tests {
         let at = |s: &str| t.find(s).unwrap();
         assert!(at("busbw at 1 KiB") < at("busbw at 8 MiB"), "{t}");
         assert!(at("busbw ") < at("busbw at 1 KiB"), "{t}");
+        assert!(!t.contains("note:"), "same step, same inputs: {t}");
+        let mut other = run("20261127T080000.000Z-nccl-000003", 150.0, 10.0);
+        other.inputs_digest = "0123456789abcdef".into();
+        let t = side_by_side(&a, &other);
+        assert!(
+            t.contains("note: their inputs differ (inputs digest d against 0123456789ab)"),
+            "{t}"
+        );
     }
 
     #[test]
