@@ -181,9 +181,9 @@ mod tests {
     #[test]
     #[ignore = "helper for kill_9_releases_the_lock"]
     fn hold_lock_in_child() {
-        let Some(root) = std::env::var_os("FLOW_STATE_TEST_HOLD_LOCK") else {
-            return;
-        };
+        let root = std::env::var_os("FLOW_STATE_TEST_HOLD_LOCK").expect(
+            "not a test: the child process of kill_9_releases_the_lock, which names the state in FLOW_STATE_TEST_HOLD_LOCK",
+        );
         let layout = StateLayout::new(root);
         // The parent probes the lock meanwhile, so it may be busy for a moment.
         let _held = loop {

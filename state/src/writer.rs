@@ -321,20 +321,23 @@ mod tests {
     }
 
     impl SmallDisk {
-        fn mount() -> Option<SmallDisk> {
+        /// Mounts it; panics naming what is missing where mounting is
+        /// refused (the store writes to it from this process, so it cannot
+        /// live in a namespace of its own as the e2e out-of-disk test's).
+        fn mount() -> SmallDisk {
             let dir = tempfile::tempdir().unwrap();
-            let ok = Command::new("mount")
+            let out = Command::new("mount")
                 .args(["-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs"])
                 .arg(dir.path())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs here (needs root); the full-disk commit is not tested"
-                );
-                return None;
+                .output();
+            match out {
+                Ok(o) if o.status.success() => SmallDisk { dir },
+                Ok(o) => panic!(
+                    "this test mounts a 4 MiB tmpfs and needs root (CAP_SYS_ADMIN) for it; `mount` said: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+                Err(e) => panic!("cannot run `mount` (util-linux's mount): {e}"),
             }
-            Some(SmallDisk { dir })
         }
 
         fn path(&self) -> &Path {
@@ -518,9 +521,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_moves_no_serial_and_shows_nothing_unwritten() {
-        let Some(disk) = SmallDisk::mount() else {
-            return;
-        };
+        let disk = SmallDisk::mount();
         let root = disk.path().join(".flow");
         let store = Store::open(&root, "flow apply").unwrap();
         let c = store.committer();

@@ -18,10 +18,9 @@ mod support;
 // The rendered diagnostics are kept as insta snapshots in `snapshots/` beside
 // this file; the cases are in `cases/`, a file per topic (see `cases/mod.rs`).
 //
-// Cases marked `#[ignore = "engine bug: ..."]` describe the diagnostic the
-// engine *should* give; they fail today. Run them with
-// `cargo test -p flow --test e2e_diagnostics -- --ignored`, and create their
-// snapshots (`INSTA_UPDATE=always`) once the engine is fixed.
+// No case is ignored: a case the engine gets wrong fails until the engine is
+// fixed (scripts/test refuses ignored tests). A new case's snapshot is
+// created with `INSTA_UPDATE=always` and committed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -272,6 +272,10 @@ fn reference_end_to_end() {
 #[test]
 #[ignore = "writes a fixture with an earlier release; run on purpose"]
 fn write_compat_batch_p4d_fixture() {
+    assert!(
+        std::env::var_os("FLOW_E2E_BIN").is_some(),
+        "FLOW_E2E_BIN must name the release from before the module move: the fixture is that release's state"
+    );
     let fixture = workspace_root().join("tests/fixtures/compat-batch-p4d");
     let moto = Moto::start();
     let _compute: BatchCompute = moto.batch_compute();
