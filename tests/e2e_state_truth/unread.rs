@@ -46,9 +46,7 @@ fn a_plan_that_could_read_nothing_says_so_and_exits_3() {
     let moto = Moto::start();
     let proxy = FaultProxy::start(moto.addr);
     let a = Aws::new(&moto, Some(&proxy.endpoint()));
-    a.p.write("wf.toml", WORKFLOW);
-    a.p.write("handle.json", HANDLE);
-    a.apply().expect(0);
+    applied(&a);
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
 
     proxy.hold("DescribeStacks", Duration::from_secs(5));
@@ -95,9 +93,7 @@ fn a_plan_that_could_read_nothing_says_so_and_exits_3() {
 fn a_plan_without_a_region_stops_before_any_read() {
     let moto = Moto::start();
     let a = Aws::new(&moto, None);
-    a.p.write("wf.toml", WORKFLOW);
-    a.p.write("handle.json", HANDLE);
-    a.apply().expect(0);
+    applied(&a);
     let plan = run_without(
         &a,
         &moto.env(),
@@ -128,9 +124,7 @@ fn without_credentials_every_command_stops_before_any_step() {
     let moto = Moto::start();
     let proxy = FaultProxy::start(moto.addr);
     let a = Aws::new(&moto, Some(&proxy.endpoint()));
-    a.p.write("wf.toml", WORKFLOW);
-    a.p.write("handle.json", HANDLE);
-    a.apply().expect(0);
+    applied(&a);
     // A change, so apply has something to do.
     a.p.write(
         "wf.toml",
@@ -185,6 +179,13 @@ fn without_credentials_every_command_stops_before_any_step() {
     );
     assert_eq!(state_bytes(&a), state_before, "state changed");
     // With credentials back, the apply goes on as if nothing had happened.
+    a.apply().expect(0);
+}
+
+/// The workflow and its template written, and applied.
+fn applied(a: &Aws) {
+    a.p.write("wf.toml", WORKFLOW);
+    a.p.write("handle.json", HANDLE);
     a.apply().expect(0);
 }
 
