@@ -10,7 +10,8 @@
 //! change sets, replacement, parameter checks, rollback), `batch` (the Batch
 //! chain and an interrupted job), `fsx` (fsx.lustre), `s3_sync` (s3.sync),
 //! `resume` (kill -9 mid-chain, then resume), `faults` (throttling and
-//! server errors injected), `secrets` (a secret made outside flow).
+//! server errors injected), `secrets` (a secret made outside flow),
+//! `retried_job` (a job that failed its gate, applied again).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -20,6 +21,7 @@ mod faults;
 mod fsx;
 mod protected;
 mod resume;
+mod retried_job;
 mod s3_sync;
 mod secrets;
 mod stacks;

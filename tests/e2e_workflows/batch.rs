@@ -83,7 +83,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
     // The failed run's intent is read first; the job then runs anew.
     let apply = flow(&mut scan, "apply", &["apply"], &["--auto-approve"]).expect(0);
     let all = apply.all();
-    assert!(all.contains("1 replaced, 4 unchanged, 0 failed"), "{all}");
+    assert!(all.contains("1 created, 4 unchanged, 0 failed"), "{all}");
     assert!(all.contains("captured busbw = "), "{all}");
 
     // The stacks, by the names the vars make.

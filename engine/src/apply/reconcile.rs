@@ -3,11 +3,13 @@
 //! recorded token), then create, update, replace or delete until the step
 //! matches the workflow. Each single operation is in `operation`.
 
-use flow_providers::ReadOutcome;
+use std::sync::Arc;
+
+use flow_providers::{ReadOutcome, Reporter};
 use flow_state::{InFlight, Operation, Status, StepRecord};
 
 use super::error::StepError;
-use super::events::{Event, Outcome};
+use super::events::{Event, Outcome, StepReporter};
 use super::job::new_token;
 use super::operation::Op;
 use super::sealing::{kept_outputs, unsealed};
@@ -46,11 +48,16 @@ impl Op<'_> {
         // A replacement whose create failed on the far side: it is deleted
         // and made again; the object it replaces stays until one succeeds.
         let mut failed_replacement = false;
+        // A create that failed on the far side and left something (a failed
+        // job, a rolled-back stack): what it left is deleted on the way to
+        // creating the step again, which stays a create (as the plan said).
+        let mut clearing_failed_create = false;
         for _ in 0..4 {
             if let Some(flight) = rec.in_flight.clone() {
                 if self.reconcile(&mut rec, flight, desired).await? == Reconciled::LeftFailure {
                     replace_requested = true;
                     failed_replacement = rec.deposed.is_some();
+                    clearing_failed_create = !failed_replacement && planned == Action::Create;
                 }
                 did = Some(did.unwrap_or(planned));
                 continue;
@@ -162,7 +169,11 @@ impl Op<'_> {
                 _ => {
                     self.delete(&mut rec, new_token()).await?;
                     replace_requested = false;
-                    did = Some(Action::Replace);
+                    did = Some(if clearing_failed_create {
+                        Action::Create
+                    } else {
+                        Action::Replace
+                    });
                 }
             }
         }
@@ -180,13 +191,23 @@ impl Op<'_> {
             "reconciling an interrupted {} (token {})",
             flight.operation, flight.token
         ));
+        // After a failure the last apply reported, what the failed
+        // operation left is read again: not shown as this run's news.
+        let failed_before = rec.last_error.is_some();
         self.ctx.sink().emit(Event::Progress {
             step: self.name().to_string(),
-            message: format!("reconciling interrupted {}", flight.operation),
+            message: if failed_before {
+                format!("reading what the failed {} left", flight.operation)
+            } else {
+                format!("reconciling interrupted {}", flight.operation)
+            },
         });
         match flight.operation {
             Operation::Create => {
-                let ctx = self.op_context(&flight.token);
+                let mut ctx = self.op_context(&flight.token);
+                if failed_before {
+                    ctx.reporter = Arc::new(Reread(self.reporter.clone()));
+                }
                 let read_inputs = self.live(
                     &if flight.inputs == desired.stored {
                         desired.actual.clone()
@@ -216,9 +237,15 @@ impl Op<'_> {
                         }
                     }
                     ReadOutcome::Failed { id, reason } => {
-                        self.reporter.note(&format!(
-                            "the interrupted create had failed ({reason}): deleting what it left, then creating again"
-                        ));
+                        if failed_before {
+                            self.reporter.event(
+                                "deleting what the failed create left, then creating the step again",
+                            );
+                        } else {
+                            self.reporter.note(&format!(
+                                "the interrupted create had failed ({reason}): deleting what it left, then creating again"
+                            ));
+                        }
                         rec.applied = true;
                         rec.resource_id = id.or(rec.resource_id.take());
                         rec.inputs = flight.inputs.clone();
@@ -290,6 +317,21 @@ impl Op<'_> {
         self.finish_deposed(&mut rec, true).await?;
         self.ctx.journal().forget(self.name()).await?;
         Ok(Outcome::Done(Action::Delete))
+    }
+}
+
+/// The reporter of a read of what a failed operation left: the last apply
+/// showed that operation's progress, captures and verdicts, so they go to
+/// the step's log only, and what it measured is not this run's.
+struct Reread(Arc<StepReporter>);
+
+impl Reporter for Reread {
+    fn event(&self, message: &str) {
+        self.0.log(&format!("(the failed run) {message}"));
+    }
+
+    fn log(&self, line: &str) {
+        self.0.log(line);
     }
 }
 

@@ -1,5 +1,6 @@
 //! A JSON event stream for programs: one object per line on stdout.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -8,11 +9,14 @@ use serde_json::{Value, json};
 
 use crate::apply::events::{Event, EventSink, Failure, Outcome};
 use crate::apply::schedule::Report;
+use crate::plan::Action;
 
 /// Writes every event as one line of JSON.
 pub struct JsonProgress {
     start: Instant,
     out: Mutex<()>,
+    /// What each step started doing: a failed step's `finished` names it.
+    started: Mutex<HashMap<String, Action>>,
 }
 
 impl JsonProgress {
@@ -21,6 +25,7 @@ impl JsonProgress {
         JsonProgress {
             start: Instant::now(),
             out: Mutex::new(()),
+            started: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -52,9 +57,15 @@ impl EventSink for JsonProgress {
     fn emit(&self, event: Event) {
         let elapsed_ms = self.start.elapsed().as_millis() as u64;
         let value = match event {
-            Event::Started { step, action } => json!({
-                "type": "started", "step": step, "action": action.word(), "elapsed_ms": elapsed_ms,
-            }),
+            Event::Started { step, action } => {
+                self.started
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(step.clone(), action);
+                json!({
+                    "type": "started", "step": step, "action": action.word(), "elapsed_ms": elapsed_ms,
+                })
+            }
             Event::Progress { step, message } => json!({
                 "type": "progress", "step": step, "message": message, "elapsed_ms": elapsed_ms,
             }),
@@ -72,7 +83,17 @@ impl EventSink for JsonProgress {
                 outcome,
                 elapsed,
             } => {
-                let (status, action, message) = outcome_fields(&outcome);
+                let (status, mut action, message) = outcome_fields(&outcome);
+                // A failed step failed at what it started: the same word.
+                let started = self
+                    .started
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&step)
+                    .copied();
+                if let (Outcome::Failed(_), Some(a)) = (&outcome, started) {
+                    action = Some(a.word());
+                }
                 let mut v = json!({
                     "type": "finished", "step": step, "status": status, "action": action,
                     "message": message, "duration_ms": elapsed.as_millis() as u64,
