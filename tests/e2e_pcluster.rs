@@ -296,7 +296,8 @@ fn the_pcluster_p5_workflow_plans_offline() {
     let out = plan.stdout;
     for line in [
         "+ cluster    (parallelcluster.cluster)  create",
-        "≈ $220.93/h (1 × m5.4xlarge, 4 × p5.48xlarge)",
+        "at most ≈ $220.93/h, at least ≈ $0.77/h (1 × m5.4xlarge, 0–4 × p5.48xlarge)",
+        "Cost: this plan starts at most ≈ $221.27/h, at least ≈ $1.11/h",
         "queue compute-gpu: p5 p5.48xlarge × 0–4 (ONDEMAND, EFA, placement group, reservation (known after apply))",
         "shared storage: FsxLustre at /fsx ((known after apply))",
         "+ nccl       (slurm.job)  create",

@@ -43,6 +43,20 @@ fn describe(cap: &Capacity) -> String {
             instance_type,
             count,
         } => format!("{count} × {instance_type}"),
+        Capacity::Scaled {
+            instance_type,
+            min,
+            max,
+            stopped,
+        } => {
+            let count = if min == max {
+                max.to_string()
+            } else {
+                format!("{min}–{max}")
+            };
+            let stopped = if *stopped { ", stopped" } else { "" };
+            format!("{count} × {instance_type}{stopped}")
+        }
         Capacity::LustreStorage {
             gib,
             deployment_type,
@@ -63,18 +77,45 @@ struct Priced {
     borrowed: Vec<String>,
 }
 
+/// USD per hour at the least and at the most.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Span {
+    least: f64,
+    most: f64,
+}
+
+impl Span {
+    /// The least when it is not the most (counts range, a fleet stopped).
+    fn least_if_less(self) -> Option<f64> {
+        (self.least < self.most).then_some(self.least)
+    }
+}
+
+/// What `cap`, priced `p` at its most, costs at the least and the most:
+/// a scaled queue from its `min` up, nothing while its fleet is stopped.
+fn span_of(cap: &Capacity, p: f64) -> Span {
+    match cap {
+        Capacity::Scaled { stopped: true, .. } => Span::default(),
+        Capacity::Scaled { min, max, .. } if *max > 0 => Span {
+            least: p * f64::from(*min) / f64::from(*max),
+            most: p,
+        },
+        _ => Span { least: p, most: p },
+    }
+}
+
 /// USD per hour for `caps` in `region` (the default region's when `None`),
-/// noting on `cost` what was priced at the default region's figures and
-/// what has no price at all.
+/// at the least and the most, noting on `cost` what was priced at the
+/// default region's figures and what has no price at all.
 fn price(
     caps: &[Capacity],
     prices: &PriceTable,
     region: Option<&str>,
     cost: &mut StepCost,
     priced: &mut Priced,
-) -> f64 {
+) -> Span {
     let default = &prices.meta.region;
-    let mut total = 0.0;
+    let mut total = Span::default();
     for cap in caps {
         let found = match region {
             Some(r) => prices.hourly_in(r, cap),
@@ -87,7 +128,9 @@ fn price(
                 continue;
             }
         };
-        total += p;
+        let span = span_of(cap, p);
+        total.least += span.least;
+        total.most += span.most;
         priced.items += 1;
         let region = region.unwrap_or(default);
         match by {
@@ -167,7 +210,7 @@ pub fn estimate_with_env(
         let record = records.get(&change.step);
         let before_caps = record
             .filter(|r| r.applied)
-            .map(|r| provider.capacity(&r.inputs, &files))
+            .map(|r| provider.capacity_applied(&r.inputs, &r.outputs, &files))
             .unwrap_or_default();
         let after_caps = match (change.action, decl) {
             (Action::Delete, _) | (_, None) => Vec::new(),
@@ -195,21 +238,31 @@ pub fn estimate_with_env(
             ..StepCost::default()
         };
         let mut priced = Priced::default();
-        cost.before_per_hour = price(
+        let before = price(
             &before_caps,
             prices,
             region.as_deref(),
             &mut cost,
             &mut priced,
         );
-        cost.after_per_hour = price(
+        let after = price(
             &after_caps,
             prices,
             region.as_deref(),
             &mut cost,
             &mut priced,
         );
-        cost.items = after_caps.iter().map(describe).collect();
+        cost.before_per_hour = before.most;
+        cost.before_least_per_hour = before.least_if_less();
+        cost.after_per_hour = after.most;
+        cost.after_least_per_hour = after.least_if_less();
+        // What it keeps running after the plan; a delete, what it stops.
+        let shown = if change.action == Action::Delete {
+            &before_caps
+        } else {
+            &after_caps
+        };
+        cost.items = shown.iter().map(describe).collect();
         if priced.items > 0 {
             let entry = regions
                 .entry(region.clone())
@@ -222,12 +275,17 @@ pub fn estimate_with_env(
                 push_new(&mut entry.borrowed, thing);
             }
         }
-        let delta = cost.after_per_hour - cost.before_per_hour;
+        let delta = after.most - before.most;
+        if after.least < after.most {
+            total.ranges = true;
+        }
         if change.action == Action::Replace {
-            total.starts_per_hour += cost.after_per_hour;
-            total.stops_per_hour += cost.before_per_hour;
+            total.starts_per_hour += after.most;
+            total.starts_least_per_hour += after.least;
+            total.stops_per_hour += before.most;
         } else if delta >= 0.0 {
             total.starts_per_hour += delta;
+            total.starts_least_per_hour += (after.least - before.least).max(0.0);
         } else {
             total.stops_per_hour -= delta;
         }
@@ -241,189 +299,4 @@ pub fn estimate_with_env(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            vars.iter()
-                .find(|(name, _)| *name == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
-
-    #[test]
-    fn the_workflow_region_comes_first() {
-        let vars = [
-            ("AWS_REGION", "eu-west-1"),
-            ("AWS_DEFAULT_REGION", "ap-northeast-1"),
-        ];
-        assert_eq!(
-            step_region(Some("us-west-2".into()), env(&vars)).as_deref(),
-            Some("us-west-2")
-        );
-    }
-
-    #[test]
-    fn aws_region_is_used_when_the_workflow_names_none() {
-        let vars = [
-            ("AWS_REGION", "us-west-2"),
-            ("AWS_DEFAULT_REGION", "eu-west-1"),
-        ];
-        assert_eq!(step_region(None, env(&vars)).as_deref(), Some("us-west-2"));
-        let vars = [("AWS_REGION", ""), ("AWS_DEFAULT_REGION", "eu-west-1")];
-        assert_eq!(step_region(None, env(&vars)).as_deref(), Some("eu-west-1"));
-        assert_eq!(step_region(None, env(&[])), None);
-    }
-
-    /// A workflow of `steps`, each `(name, region, instance type)`, planned
-    /// from empty state and priced with the built-in table and `vars` as
-    /// the environment.
-    fn priced_plan(
-        workflow_region: Option<&str>,
-        steps: &[(&str, Option<&str>, &str)],
-        vars: &[(&str, &str)],
-    ) -> Plan {
-        let dir = tempfile::tempdir().unwrap();
-        let mut text = String::from("[workflow]\nname = \"costed\"\n");
-        if let Some(r) = workflow_region {
-            text.push_str(&format!("region = \"{r}\"\n"));
-        }
-        for (name, region, ty) in steps {
-            text.push_str(&format!("\n[steps.{name}]\nprovider = \"eks.nodegroup\"\n"));
-            if let Some(r) = region {
-                text.push_str(&format!("region = \"{r}\"\n"));
-            }
-            text.push_str(&format!(
-                "[steps.{name}.inputs]\ncluster = \"c\"\nname = \"{name}\"\n\
-                 instance_types = [\"{ty}\"]\ndesired_size = 2\nsubnet_ids = [\"subnet-1\"]\n"
-            ));
-        }
-        let path = dir.path().join("wf.toml");
-        std::fs::write(&path, text).unwrap();
-        let registry = flow_providers::Registry::builtin();
-        let no_env = |_: &str| None;
-        let loaded = crate::lang::load::load(&path, &Default::default(), &registry, &no_env)
-            .unwrap_or_else(|d| panic!("{d:?}"));
-        let records = BTreeMap::new();
-        let req = crate::plan::PlanRequest {
-            loaded: &loaded,
-            registry: &registry,
-            records: &records,
-            legacy_salt: &[0u8; 32],
-            serial: 0,
-            targets: &[],
-            replace: &[],
-        };
-        let mut plan = crate::plan::compute_plan(&req).unwrap();
-        let vars = env(vars);
-        estimate_with_env(
-            &mut plan,
-            &loaded,
-            &registry,
-            &records,
-            &PriceTable::builtin(),
-            &vars,
-        );
-        plan
-    }
-
-    fn step_cost<'a>(plan: &'a Plan, step: &str) -> &'a StepCost {
-        plan.changes
-            .iter()
-            .find(|c| c.step == step)
-            .and_then(|c| c.cost.as_ref())
-            .unwrap()
-    }
-
-    #[test]
-    fn a_us_west_2_step_is_priced_from_the_us_west_2_table() {
-        let plan = priced_plan(Some("us-west-2"), &[("gpu", None, "p4d.24xlarge")], &[]);
-        let table = PriceTable::builtin();
-        let cost = step_cost(&plan, "gpu");
-        assert_eq!(cost.region.as_deref(), Some("us-west-2"));
-        let west = table.regions["us-west-2"].instances["p4d.24xlarge"];
-        assert!((cost.after_per_hour - 2.0 * west).abs() < 1e-9);
-        assert!(cost.notes.is_empty(), "{:?}", cost.notes);
-        let total = plan.cost.as_ref().unwrap();
-        assert_eq!(
-            total.prices_note().unwrap(),
-            "on-demand, us-west-2 prices of 2026-11-01"
-        );
-    }
-
-    #[test]
-    fn a_tokyo_step_costs_what_tokyo_charges() {
-        let plan = priced_plan(
-            Some("ap-northeast-1"),
-            &[("gpu", None, "p4d.24xlarge")],
-            &[],
-        );
-        let cost = step_cost(&plan, "gpu");
-        assert!((cost.after_per_hour - 2.0 * 30.09784).abs() < 1e-9);
-    }
-
-    #[test]
-    fn a_region_without_a_table_falls_back_and_says_so() {
-        let plan = priced_plan(
-            None,
-            &[
-                ("west", Some("us-west-2"), "p4d.24xlarge"),
-                ("north", Some("eu-north-1"), "p4d.24xlarge"),
-            ],
-            &[],
-        );
-        let north = step_cost(&plan, "north");
-        let east = PriceTable::builtin().default.instances["p4d.24xlarge"];
-        assert!((north.after_per_hour - 2.0 * east).abs() < 1e-9);
-        assert_eq!(
-            north.notes,
-            ["priced at us-east-1's: the price table has no eu-north-1 prices"]
-        );
-        let total = plan.cost.as_ref().unwrap();
-        assert!(total.mixed_regions());
-        assert_eq!(
-            total.prices_note().unwrap(),
-            "on-demand, prices of 2026-11-01: eu-north-1 priced at us-east-1's, \
-             no table for it; us-west-2"
-        );
-    }
-
-    #[test]
-    fn a_type_missing_from_its_region_is_named() {
-        let plan = priced_plan(Some("eu-west-1"), &[("gpu", None, "p5.48xlarge")], &[]);
-        let cost = step_cost(&plan, "gpu");
-        assert_eq!(
-            cost.notes,
-            ["p5.48xlarge at us-east-1's price: not in the eu-west-1 table"]
-        );
-        assert_eq!(
-            plan.cost.as_ref().unwrap().prices_note().unwrap(),
-            "on-demand, prices of 2026-11-01: eu-west-1 with p5.48xlarge at us-east-1's, \
-             not in its table"
-        );
-    }
-
-    #[test]
-    fn aws_region_prices_a_workflow_that_names_none() {
-        let plan = priced_plan(
-            None,
-            &[("gpu", None, "p4d.24xlarge")],
-            &[("AWS_REGION", "ap-northeast-1")],
-        );
-        assert_eq!(
-            step_cost(&plan, "gpu").region.as_deref(),
-            Some("ap-northeast-1")
-        );
-        assert_eq!(
-            plan.cost.as_ref().unwrap().prices_note().unwrap(),
-            "on-demand, ap-northeast-1 prices of 2026-11-01"
-        );
-        let plan = priced_plan(None, &[("gpu", None, "p4d.24xlarge")], &[]);
-        assert_eq!(step_cost(&plan, "gpu").region, None);
-        assert_eq!(
-            plan.cost.as_ref().unwrap().prices_note().unwrap(),
-            "on-demand, prices of 2026-11-01: no region set, priced at us-east-1's"
-        );
-    }
-}
+mod tests;

@@ -71,6 +71,14 @@ impl RegionPrices {
                 .get(instance_type)
                 .map(|p| p * f64::from(*count))
                 .ok_or_else(|| NoPrice(priced_thing(cap))),
+            // At the most: the range's least is worked out from it.
+            Capacity::Scaled {
+                instance_type, max, ..
+            } => self
+                .instances
+                .get(instance_type)
+                .map(|p| p * f64::from(*max))
+                .ok_or_else(|| NoPrice(priced_thing(cap))),
             Capacity::LustreStorage {
                 gib,
                 deployment_type,
@@ -101,7 +109,9 @@ fn lustre_key(deployment_type: &str, throughput: Option<u32>) -> String {
 /// What a table prices `cap` by: its instance type, or `FSx for Lustre KEY`.
 pub fn priced_thing(cap: &Capacity) -> String {
     match cap {
-        Capacity::Instances { instance_type, .. } => instance_type.clone(),
+        Capacity::Instances { instance_type, .. } | Capacity::Scaled { instance_type, .. } => {
+            instance_type.clone()
+        }
         Capacity::LustreStorage {
             deployment_type,
             throughput,

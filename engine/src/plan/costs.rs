@@ -25,6 +25,14 @@ pub struct StepCost {
     pub before_per_hour: f64,
     /// USD per hour after apply.
     pub after_per_hour: f64,
+    /// The least USD per hour now, where counts range or a fleet is stopped
+    /// (`before_per_hour` is then the most).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_least_per_hour: Option<f64>,
+    /// The least USD per hour after apply, where counts range or a fleet
+    /// is stopped (`after_per_hour` is then the most).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_least_per_hour: Option<f64>,
     /// What is priced, e.g. `2 × p4d.24xlarge`.
     pub items: Vec<String>,
     /// What could not be priced.
@@ -48,6 +56,13 @@ pub struct PlanCost {
     pub starts_per_hour: f64,
     /// USD per hour the plan stops (deletes, decreases).
     pub stops_per_hour: f64,
+    /// Whether a step's count ranges (a scaled queue): `starts_per_hour` is
+    /// then the most and `starts_least_per_hour` the least.
+    #[serde(default)]
+    pub ranges: bool,
+    /// USD per hour the plan starts at the least (see `ranges`).
+    #[serde(default)]
+    pub starts_least_per_hour: f64,
     /// The price table used.
     pub prices: Option<PriceMeta>,
     /// The regions the plan's steps were priced in, and how (empty in
@@ -134,6 +149,8 @@ mod tests {
         PlanCost {
             starts_per_hour: 1.0,
             stops_per_hour: 0.0,
+            ranges: false,
+            starts_least_per_hour: 0.0,
             prices: Some(PriceMeta {
                 date: "2026-11-01".into(),
                 currency: "USD".into(),

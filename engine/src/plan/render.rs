@@ -83,14 +83,12 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
             );
         }
         if let Some(cost) = &c.cost {
+            let before = per_hour(cost.before_per_hour, cost.before_least_per_hour);
+            let after = per_hour(cost.after_per_hour, cost.after_least_per_hour);
             let money = match c.action {
-                Action::Delete => format!("stops ≈ {}/h", dollars(cost.before_per_hour)),
-                Action::Update if cost.before_per_hour != cost.after_per_hour => format!(
-                    "≈ {}/h → {}/h",
-                    dollars(cost.before_per_hour),
-                    dollars(cost.after_per_hour)
-                ),
-                _ => format!("≈ {}/h", dollars(cost.after_per_hour)),
+                Action::Delete => format!("stops {before}"),
+                Action::Update if before != after => format!("{before} → {after}"),
+                _ => after,
             };
             let mut line = money;
             if !cost.items.is_empty() {
@@ -190,9 +188,10 @@ pub fn render_text(plan: &Plan, style: &Style) -> String {
         .as_ref()
         .filter(|c| c.starts_per_hour > 0.0 || c.stops_per_hour > 0.0)
     {
+        let least = cost.ranges.then_some(cost.starts_least_per_hour);
         let mut line = format!(
-            "Cost: this plan starts ≈ {}/h",
-            dollars(cost.starts_per_hour)
+            "Cost: this plan starts {}",
+            per_hour(cost.starts_per_hour, least)
         );
         if cost.stops_per_hour > 0.0 {
             line.push_str(&format!(" and stops ≈ {}/h", dollars(cost.stops_per_hour)));
@@ -298,6 +297,19 @@ pub fn render_drift(drift: &[StepDrift], style: &Style) -> String {
 /// `$65.55`, `$0.48`.
 pub fn dollars(x: f64) -> String {
     format!("${x:.2}")
+}
+
+/// `≈ $X/h`, or `at most ≈ $X/h, at least ≈ $Y/h` when what runs ranges
+/// (a scaled queue from its minimum count, a stopped fleet).
+fn per_hour(most: f64, least: Option<f64>) -> String {
+    match least {
+        Some(least) if least < most => format!(
+            "at most ≈ {}/h, at least ≈ {}/h",
+            dollars(most),
+            dollars(least)
+        ),
+        _ => format!("≈ {}/h", dollars(most)),
+    }
 }
 
 /// `text` in the colour of `action`: green creates, yellow updates, red

@@ -188,6 +188,18 @@ pub enum Capacity {
         /// How many run.
         count: u32,
     },
+    /// Instances a scheduler starts and stops, between `min` and `max` (a
+    /// ParallelCluster queue); none run while the fleet is `stopped`.
+    Scaled {
+        /// e.g. `p5.48xlarge`.
+        instance_type: String,
+        /// How many run at the least.
+        min: u32,
+        /// How many run at the most.
+        max: u32,
+        /// The fleet is stopped: none run until it is started.
+        stopped: bool,
+    },
     /// FSx for Lustre storage.
     LustreStorage {
         /// Storage capacity in GiB.
@@ -321,6 +333,17 @@ pub trait Provider: Send + Sync {
     /// default is nothing.
     fn capacity(&self, _inputs: &Values, _ctx: &ValidateContext) -> Vec<Capacity> {
         Vec::new()
+    }
+
+    /// What an applied step keeps running, its recorded `outputs` telling
+    /// what runs now (a stopped fleet); the default is [`Provider::capacity`].
+    fn capacity_applied(
+        &self,
+        inputs: &Values,
+        _outputs: &Values,
+        ctx: &ValidateContext,
+    ) -> Vec<Capacity> {
+        self.capacity(inputs, ctx)
     }
 
     /// Which input names the object, when a replacement can be made under

@@ -189,11 +189,34 @@ impl Provider for ParallelCluster {
         crate::substitute::digest_of_input(inputs, "config", &ctx.workdir)
     }
 
-    /// The head node and every compute resource at its `MaxCount`: the
-    /// plan's cost is the cluster's at its largest.
+    /// The head node and every compute resource from its `MinCount` to its
+    /// `MaxCount`: the plan's cost says the least and the most.
     fn capacity(&self, inputs: &Values, ctx: &ValidateContext) -> Vec<Capacity> {
         load(&ctx.workdir, inputs)
-            .map(|(_, _, parsed)| config::summary(&parsed).capacity())
+            .map(|(_, _, parsed)| config::summary(&parsed).capacity(false))
+            .unwrap_or_default()
+    }
+
+    /// As [`Provider::capacity`], with no compute node running while the
+    /// recorded compute fleet is stopped (or stopping; `DISABLED` with AWS
+    /// Batch as the scheduler).
+    fn capacity_applied(
+        &self,
+        inputs: &Values,
+        outputs: &Values,
+        ctx: &ValidateContext,
+    ) -> Vec<Capacity> {
+        let stopped = outputs
+            .get("compute_fleet_status")
+            .and_then(Value::as_str)
+            .is_some_and(|s| {
+                matches!(
+                    s,
+                    "STOPPED" | "STOPPING" | "STOP_REQUESTED" | "DISABLED" | "DISABLING"
+                )
+            });
+        load(&ctx.workdir, inputs)
+            .map(|(_, _, parsed)| config::summary(&parsed).capacity(stopped))
             .unwrap_or_default()
     }
 

@@ -254,9 +254,10 @@ impl Summary {
         lines
     }
 
-    /// What runs at most: the head node, and every compute resource at its
-    /// `MaxCount` (its first instance type).
-    pub fn capacity(&self) -> Vec<Capacity> {
+    /// What runs: the head node, and every compute resource (its first
+    /// instance type) from its `MinCount` to its `MaxCount`, none while the
+    /// compute fleet is `stopped`.
+    pub fn capacity(&self, stopped: bool) -> Vec<Capacity> {
         let mut out = Vec::new();
         if !self.head_node_type.is_empty() {
             out.push(Capacity::Instances {
@@ -264,11 +265,21 @@ impl Summary {
                 count: 1,
             });
         }
+        let count = |n: u64| n.min(u64::from(u32::MAX)) as u32;
         for r in self.queues.iter().flat_map(|q| &q.resources) {
             if let Some(t) = r.instance_types.first() {
-                out.push(Capacity::Instances {
-                    instance_type: t.clone(),
-                    count: r.max.min(u64::from(u32::MAX)) as u32,
+                out.push(if r.min == r.max && !stopped {
+                    Capacity::Instances {
+                        instance_type: t.clone(),
+                        count: count(r.max),
+                    }
+                } else {
+                    Capacity::Scaled {
+                        instance_type: t.clone(),
+                        min: count(r.min.min(r.max)),
+                        max: count(r.max),
+                        stopped,
+                    }
                 });
             }
         }
@@ -372,19 +383,18 @@ SharedStorage:
                 "shared storage: FsxLustre at /fsx (fs-0123456789abcdef0)",
             ]
         );
-        assert_eq!(
-            s.capacity(),
-            [
-                Capacity::Instances {
-                    instance_type: "m5.8xlarge".into(),
-                    count: 1
-                },
-                Capacity::Instances {
-                    instance_type: "p5.48xlarge".into(),
-                    count: 4
-                },
-            ]
-        );
+        let head = Capacity::Instances {
+            instance_type: "m5.8xlarge".into(),
+            count: 1,
+        };
+        let queue = |stopped| Capacity::Scaled {
+            instance_type: "p5.48xlarge".into(),
+            min: 2,
+            max: 4,
+            stopped,
+        };
+        assert_eq!(s.capacity(false), [head.clone(), queue(false)]);
+        assert_eq!(s.capacity(true), [head, queue(true)]);
         assert_eq!(s.ssh_user(), "ec2-user");
     }
 
