@@ -293,6 +293,7 @@ impl Matchers {
         {
             return Err(LogsMiss::NoSuccess {
                 pattern: re.as_str().to_string(),
+                head: head(logs),
             });
         }
         let mut out = Values::new();
@@ -307,6 +308,7 @@ impl Matchers {
                 return Err(LogsMiss::NoCapture {
                     name: name.clone(),
                     pattern: re.as_str().to_string(),
+                    head: head(logs),
                 });
             };
             let whole = caps.get(0).expect("a match");
@@ -451,6 +453,21 @@ pub fn plan_lines(inputs: &Values) -> Vec<String> {
     )]
 }
 
+/// The first lines of a log that say something (at most 5), for an error
+/// about a log no rule could judge: they show which program ran.
+fn head(logs: &str) -> Vec<String> {
+    let lines = logs.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines.take(5).map(str::to_string).collect()
+}
+
+/// `head` as an error shows it.
+fn first_lines(head: &[String]) -> String {
+    match head.is_empty() {
+        true => "the logs are empty".into(),
+        false => format!("first lines: {}", head.join(" | ")),
+    }
+}
+
 /// The whole line of `text` that byte `at` is on.
 fn line_at(text: &str, at: usize) -> &str {
     let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
@@ -462,18 +479,22 @@ fn line_at(text: &str, at: usize) -> &str {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LogsMiss {
     /// `success_pattern` matched no line.
-    #[error("the job finished but its logs never matched success_pattern /{pattern}/")]
+    #[error("the job finished but its logs never matched success_pattern /{pattern}/ — {}", first_lines(.head))]
     NoSuccess {
         /// The pattern.
         pattern: String,
+        /// The log's first lines, which say what program ran.
+        head: Vec<String>,
     },
     /// A `capture` pattern matched no line.
-    #[error("capture `{name}`: no line of the logs matches /{pattern}/")]
+    #[error("capture `{name}`: no line of the logs matches /{pattern}/ — {}", first_lines(.head))]
     NoCapture {
         /// The output it was to fill.
         name: String,
         /// The pattern.
         pattern: String,
+        /// The log's first lines, which say what program ran.
+        head: Vec<String>,
     },
     /// `parse` found nothing of its program's in the logs.
     #[error("parse: {0}")]

@@ -203,3 +203,44 @@ fn judging_tells_the_values_and_every_verdict_even_when_a_gate_fails() {
         "{events:?}"
     );
 }
+
+/// A log no rule can judge (another program's, an image that prints no
+/// epoch line): the error names the rule that matched nothing and shows the
+/// log's first lines, which say what ran.
+#[test]
+fn a_log_no_rule_matches_shows_its_first_lines_and_the_rule() {
+    let log = "\n[2026-11-27 10:00:00] starting\nusing gloo\nstep a\nstep b\nstep c\nstep d\n";
+    let epochs = BTreeMap::from([(
+        "last_epoch".to_string(),
+        r"\[RANK 0\] Epoch (\d+) \|".to_string(),
+    )]);
+    let said = Matchers::new(None, &epochs)
+        .unwrap()
+        .check(log)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        said,
+        r"capture `last_epoch`: no line of the logs matches /\[RANK 0\] Epoch (\d+) \|/ — first lines: [2026-11-27 10:00:00] starting | using gloo | step a | step b | step c"
+    );
+    let said = Matchers::new(Some("Training finished"), &BTreeMap::new())
+        .unwrap()
+        .check(log)
+        .unwrap_err()
+        .to_string();
+    assert!(said.contains("/Training finished/"), "{said}");
+    assert!(
+        said.ends_with(
+            "first lines: [2026-11-27 10:00:00] starting | using gloo | step a | step b | step c"
+        ),
+        "{said}"
+    );
+    let empty = Matchers::new(Some("x"), &BTreeMap::new()).unwrap();
+    assert!(
+        empty
+            .check("")
+            .unwrap_err()
+            .to_string()
+            .ends_with("the logs are empty")
+    );
+}
