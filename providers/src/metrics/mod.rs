@@ -9,6 +9,8 @@
 
 pub mod gate;
 mod nccl;
+#[cfg(test)]
+mod published;
 mod tags;
 mod torchrec;
 mod torchrun;
@@ -115,7 +117,8 @@ impl Program {
 
     /// Reads `text`, the job's whole output.
     pub fn read(self, text: &str) -> Result<Reading, Unreadable> {
-        let lines: Vec<&str> = text.lines().map(tags::strip).collect();
+        // A progress bar redraws its line after `\r`: each drawing is a line.
+        let lines: Vec<&str> = text.split(['\n', '\r']).map(tags::strip).collect();
         let reading = match self {
             Program::NcclTests => nccl::read(&lines),
             Program::Torchrun => torchrun::read(&lines),
@@ -174,7 +177,9 @@ impl Program {
     fn expected(self) -> &'static str {
         match self {
             Program::NcclTests => "no results table under a `#  size  count  type …  busbw` header",
-            Program::Torchrun => "no `Batch N Loss: X` or `step N/M completed (loss: X)` line",
+            Program::Torchrun => {
+                "no `Batch N Loss: X`, `step N/M completed (loss: X)` or `[RANK 0] Epoch N | … | Loss: X` line"
+            }
             Program::Torchrec => "no `AUROC over STAGE set: X` line",
         }
     }

@@ -5,8 +5,12 @@
 //!   `3.test_cases/pytorch/FSDP/src/train.py`), through the logging format
 //!   of `model_utils/train_utils.py`:
 //!   `2025-06-20 14:17:10 I [train.py:103] Batch 90 Loss: 7.24291, Speed: 9.41 samples/sec, lr: 0.000010`;
-//! - llama-recipes' `finetuning.py` (the HyperPod and Batch fine-tuning
-//!   cases): `Training Epoch: 1/1, step 100/307 completed (loss: 1.6624)`;
+//! - llama-recipes' `finetuning.py` (the EKS, HyperPod and Batch
+//!   fine-tuning cases), whose tqdm bar's description formats the loss
+//!   tensor (`src/llama_recipes/utils/train_utils.py`:
+//!   `completed (loss: {loss.detach().float()})`):
+//!   `Training Epoch: 1/1, step 100/307 completed (loss: tensor(1.6624, device='cuda:0'))`,
+//!   one description after another on one line, `\r` between them;
 //! - the DDP test case's `ddp.py` (`3.test_cases/pytorch/ddp/ddp.py`), one
 //!   line per epoch and rank:
 //!   `[RANK 0] Epoch 3 | Batchsize: 64 | Steps: 188 | Loss: 9.386539676022664e-08`,
@@ -50,6 +54,11 @@ pub(super) const OUTPUTS: &[OutputSpec] = &[
     },
 ];
 
+/// A number as Python prints a float (`0.5`, `9.38e-08`, `0.0`, `7`): no
+/// more, so that a line run into the next (`Loss: 0.5Epoch 10 | ...`, two
+/// ranks writing to one pipe) still reads `0.5`.
+const FLOAT: &str = r"-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?";
+
 struct Patterns {
     fsdp: Regex,
     recipes: Regex,
@@ -60,12 +69,19 @@ struct Patterns {
 fn patterns() -> &'static Patterns {
     static P: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
     P.get_or_init(|| Patterns {
-        fsdp: Regex::new(r"Batch (\d+) Loss: ([0-9.eE+-]+)(?:, Speed: ([0-9.eE+-]+) samples/sec)?")
-            .expect("valid"),
-        recipes: Regex::new(r"step (\d+)/\d+ completed \(loss: ([0-9.eE+-]+)\)").expect("valid"),
-        ddp: Regex::new(
-            r"\[RANK 0\] Epoch (\d+) \| Batchsize: \d+ \| Steps: \d+ \| Loss: ([0-9.eE+-]+)",
-        )
+        fsdp: Regex::new(&format!(
+            r"Batch (\d+) Loss: ({FLOAT})(?:, Speed: ({FLOAT}) samples/sec)?"
+        ))
+        .expect("valid"),
+        // finetuning.py formats the loss tensor itself:
+        // `(loss: tensor(1.6624, device='cuda:0'))`; a plain number reads too.
+        recipes: Regex::new(&format!(
+            r"step (\d+)/\d+ completed \(loss: (?:tensor\()?({FLOAT})[,)]"
+        ))
+        .expect("valid"),
+        ddp: Regex::new(&format!(
+            r"\[RANK 0\] Epoch (\d+) \| Batchsize: \d+ \| Steps: \d+ \| Loss: ({FLOAT})"
+        ))
         .expect("valid"),
         tokens: Regex::new(r"([0-9]+(?:\.[0-9]+)?)\s*tokens/s(?:ec)?\b").expect("valid"),
     })
@@ -200,6 +216,34 @@ mod tests {
         assert_eq!(
             Program::Torchrun.read(two_ranks).unwrap().values["losses"],
             json!([[0, 0.5]])
+        );
+    }
+
+    /// finetuning.py's tqdm bar, as a pod's log holds it: descriptions
+    /// after `\r`, the loss as the tensor it formats
+    /// (tests/fixtures/published/SOURCES says how the sample was written).
+    #[test]
+    fn reads_llama_recipes_tensor_losses_between_progress_bar_redraws() {
+        let r = Program::Torchrun
+            .read(&super::super::sample(
+                "../tests/fixtures/published/llama-recipes-finetuning.txt",
+            ))
+            .unwrap();
+        assert_eq!(
+            r.values["losses"],
+            json!([[0, 2.0812], [99, 1.6624], [199, 1.5127], [306, 1.4419]])
+        );
+    }
+
+    /// Two ranks writing to one pipe run lines together; a loss stops at
+    /// the number.
+    #[test]
+    fn a_loss_run_into_the_next_line_reads_as_its_number() {
+        let text = "[RANK 0] Epoch 0 | Batchsize: 32 | Steps: 8 | Loss: 0.5Epoch 0 | Training snapshot saved at /fsx/snapshot.pt\n\
+                    [RANK 0] Epoch 1 | Batchsize: 32 | Steps: 8 | Loss: 2.5e-07[RANK 1] Epoch 1 | Batchsize: 32 | Steps: 8 | Loss: 0.1\n";
+        assert_eq!(
+            Program::Torchrun.read(text).unwrap().values["losses"],
+            json!([[0, 0.5], [1, 2.5e-07]])
         );
     }
 
