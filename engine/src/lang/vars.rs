@@ -114,27 +114,43 @@ pub fn resolve_vars(
             None => diags.push(unknown_var_diag(wf, name, "the saved plan")),
         }
     }
-    for var in &wf.vars {
-        if !values.contains_key(&var.name)
-            && var.default.is_none()
-            && !var.broken
-            && !rejected.contains(&var.name)
-        {
-            let mut how = format!("pass --var {}=VALUE", var.name);
-            if let Some(env) = &var.env {
-                how.push_str(&format!(", set the environment variable {env}"));
-            }
-            how.push_str(", or give it a default");
-            diags.push(
-                Diag::new(
-                    "flow::missing-var",
-                    format!("variable `{}` has no value", var.name),
-                )
-                .in_source(&wf.source)
-                .label(var.name_span.clone(), "needs a value")
-                .help(how),
-            );
+    let missing: Vec<&VarDecl> = wf
+        .vars
+        .iter()
+        .filter(|var| {
+            !values.contains_key(&var.name)
+                && var.default.is_none()
+                && !var.broken
+                && !rejected.contains(&var.name)
+        })
+        .collect();
+    // Every missing one in one line, to copy: `--var a=VALUE --var b=VALUE`.
+    let all_at_once = (missing.len() > 1).then(|| {
+        missing
+            .iter()
+            .map(|v| format!("--var {}=VALUE", v.name))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let last = missing.len().saturating_sub(1);
+    for (i, var) in missing.into_iter().enumerate() {
+        let mut how = format!("pass --var {}=VALUE", var.name);
+        if let Some(env) = &var.env {
+            how.push_str(&format!(", set the environment variable {env}"));
         }
+        how.push_str(", or give it a default");
+        if let Some(all) = all_at_once.as_ref().filter(|_| i == last) {
+            how.push_str(&format!("\nall of them: {all}"));
+        }
+        diags.push(
+            Diag::new(
+                "flow::missing-var",
+                format!("variable `{}` has no value", var.name),
+            )
+            .in_source(&wf.source)
+            .label(var.name_span.clone(), "needs a value")
+            .help(how),
+        );
     }
     (values, diags)
 }

@@ -37,6 +37,20 @@ corpus! {
         ],
         ..BASE
     },
+    // Several variables without a value: each at its declaration, and one
+    // line that gives them all.
+    missing_vars_all_at_once: Case {
+        file: "174-missing-vars-all-at-once.toml",
+        codes: &["flow::missing-var"],
+        at: &["1:7", "4:7"],
+        problems: 2,
+        says: &[
+            "variable `key_name` has no value",
+            "variable `capacity_reservation_id` has no value",
+            "all of them: --var key_name=VALUE --var capacity_reservation_id=VALUE\n",
+        ],
+        ..BASE
+    },
     unknown_var_with_close_match: Case {
         file: "16-unknown-var-close-match.toml",
         codes: &["flow::unknown-var"],
