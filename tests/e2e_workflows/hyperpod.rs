@@ -1,5 +1,6 @@
 //! hyperpod-cpu-ddp: on a cluster reached through a kubeconfig, and with
-//! `create_cluster`, making the cluster itself.
+//! `create_cluster`, making the cluster itself; and its train step judged on
+//! what the runbook's own ddp.py prints.
 
 use super::eks::EksCloud;
 use super::*;
@@ -15,35 +16,7 @@ fn hyperpod_cpu_ddp_end_to_end() {
     let k = KubeServer::start();
     let mut l = Local::new("hyperpod-cpu-ddp.toml", moto.env());
     let tool_log = l.image_tools();
-    // What the runbook assumes the HyperPod cluster has: the training
-    // operator and an FSx claim (set up here with flow, in a state of its own).
-    l.p.write(
-        "cluster.toml",
-        &format!(
-            r#"
-# The operator's manifest is the shipped one, beside the workflows.
-[workflow]
-allow_paths = ["{manifests}"]
-
-[steps.prerequisites]
-provider = "kube.manifest"
-[steps.prerequisites.inputs]
-kubeconfig = "{kc}"
-files = ["{operator}"]
-manifest = """
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {{name: fsx-pvc, namespace: default}}
-spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{requests: {{storage: 1200Gi}}}}}}
-"""
-"#,
-            kc = k.kubeconfig_path(),
-            operator = workspace_root().join("workflows/manifests/training-operator.yaml").display(),
-            manifests = workspace_root().join("workflows/manifests").display()
-        ),
-    );
-    l.p.run(&["apply", "cluster.toml", "--auto-approve"])
-        .expect(0);
+    prerequisites(&l, &k);
     let kubeconfig = format!("kubeconfig={}", k.kubeconfig_path());
     let tool = container_tool_var(&l);
     let vars = [
@@ -90,6 +63,10 @@ spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{request
     );
     assert!(text.contains(&uri), "{text}");
     assert!(text.contains("--nproc_per_node=2"), "{text}");
+    // The local cloud's emulated log (scripts/local-cloud/outputs/ddp.py.txt)
+    // still counts epochs from 1, as flow's old rewrite did; the gate
+    // `last_epoch >= epochs - 1` passes it as it passes the runbook's
+    // program (hyperpod_cpu_ddp_judges_the_runbooks_own_program).
     assert_eq!(l.output("train.last_epoch"), "40");
     assert_eq!(l.output("train.last_snapshot_epoch"), "40");
     l.flow(
@@ -120,6 +97,38 @@ spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{request
         status == 400 && body.contains("RepositoryNotFoundException"),
         "the repository is left: {status} {body}"
     );
+}
+
+/// What the runbook assumes the HyperPod cluster has: the training
+/// operator and an FSx claim (set up here with flow, in a state of its own).
+fn prerequisites(l: &Local, k: &KubeServer) {
+    l.p.write(
+        "cluster.toml",
+        &format!(
+            r#"
+# The operator's manifest is the shipped one, beside the workflows.
+[workflow]
+allow_paths = ["{manifests}"]
+
+[steps.prerequisites]
+provider = "kube.manifest"
+[steps.prerequisites.inputs]
+kubeconfig = "{kc}"
+files = ["{operator}"]
+manifest = """
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: fsx-pvc, namespace: default}}
+spec: {{accessModes: [ReadWriteMany], storageClassName: "", resources: {{requests: {{storage: 1200Gi}}}}}}
+"""
+"#,
+            kc = k.kubeconfig_path(),
+            operator = workspace_root().join("workflows/manifests/training-operator.yaml").display(),
+            manifests = workspace_root().join("workflows/manifests").display()
+        ),
+    );
+    l.p.run(&["apply", "cluster.toml", "--auto-approve"])
+        .expect(0);
 }
 
 /// hyperpod-cpu-ddp with `create_cluster`: the VPC, the EKS cluster, the
@@ -238,4 +247,96 @@ fn hyperpod_cpu_ddp_makes_its_own_cluster_end_to_end() {
         c.k.get("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/cpu-ddp")
             .is_none()
     );
+}
+
+/// The shipped workflows folder copied into the project, with the PyTorchJob
+/// manifest annotated so that the test cluster's pods print `log` (the
+/// driver's `test.flow/logs`; support/kube) instead of the local cloud's
+/// emulation; the workflow itself is unchanged.
+fn shipped_with_pod_log(l: &Local, log: &str) {
+    let from = workspace_root().join("workflows");
+    let to = l.p.path().join("wf");
+    let copied = std::process::Command::new("cp")
+        .args(["-rT", &from.to_string_lossy(), &to.to_string_lossy()])
+        .status()
+        .expect("cp");
+    assert!(copied.success());
+    let manifest = to.join("manifests/cpu-ddp.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let indented: String = log.lines().map(|line| format!("      {line}\n")).collect();
+    let annotated = text.replacen(
+        "metadata:\n  name: cpu-ddp\n",
+        &format!("metadata:\n  name: cpu-ddp\n  annotations:\n    test.flow/logs: |\n{indented}"),
+        1,
+    );
+    assert_ne!(annotated, text, "the manifest's metadata moved");
+    std::fs::write(manifest, annotated).unwrap();
+}
+
+/// hyperpod-cpu-ddp's train step judged on what the runbook's own ddp.py
+/// prints (tests/fixtures/published/cpu-ddp: the program vendored in
+/// workflows/docker/cpu-ddp, run as published, 20 epochs counted from 0).
+/// First an image whose output has no epoch line: the step fails as soon as
+/// the job ends (not at its 6 h timeout), naming the capture that matched
+/// nothing and showing the log's first lines. Then the real output: the
+/// step succeeds with rank 0's last epoch, 19.
+#[test]
+fn hyperpod_cpu_ddp_judges_the_runbooks_own_program() {
+    let moto = Moto::start();
+    let k = KubeServer::start();
+    let mut l = Local::new("hyperpod-cpu-ddp.toml", moto.env());
+    l.image_tools();
+    prerequisites(&l, &k);
+    l.wf =
+        l.p.path()
+            .join("wf/hyperpod-cpu-ddp.toml")
+            .display()
+            .to_string();
+    let kubeconfig = format!("kubeconfig={}", k.kubeconfig_path());
+    let tool = container_tool_var(&l);
+    let vars = [
+        "--var",
+        &kubeconfig,
+        "--var",
+        &tool,
+        "--var",
+        "epochs=20",
+        "--auto-approve",
+    ];
+
+    let other = "python: can't open file '/workspace/train.py': [Errno 2] No such file or directory\n\
+                 [2026-11-27 10:00:01] torch.distributed.elastic.multiprocessing.api: [ERROR] failed\n";
+    shipped_with_pod_log(&l, other);
+    let started = std::time::Instant::now();
+    let failed = l.flow(&["apply"], &vars).expect(1);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(300),
+        "waited {:?}",
+        started.elapsed()
+    );
+    let said = failed.all();
+    assert!(
+        said.contains(
+            r"capture `last_epoch`: no line of the logs matches /\[RANK 0\] Epoch (\d+) \|/"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("first lines: python: can't open file '/workspace/train.py'"),
+        "{said}"
+    );
+
+    let published = std::fs::read_to_string(
+        workspace_root().join("tests/fixtures/published/cpu-ddp/attempt1.txt"),
+    )
+    .unwrap();
+    shipped_with_pod_log(&l, &published);
+    let apply = l.flow(&["apply"], &vars).expect(0);
+    assert!(
+        apply.stdout.contains("captured last_epoch = 19"),
+        "{}",
+        apply.all()
+    );
+    assert_eq!(l.output("train.last_epoch"), "19");
+    assert_eq!(l.output("train.last_snapshot_epoch"), "10");
 }
