@@ -20,16 +20,21 @@ use crate::watermark;
 /// (whose database is `trees`): the workflow keeps its state locally now.
 pub(crate) fn refuse_s3_copy(root: &Path, trees: &Trees) -> Result<(), StateError> {
     match crate::mark::read(root, trees)?.map(|m| m.url) {
-        Some(url) => Err(StateError::Remote {
-            message: format!(
-                "the local state at {} is the copy of {url}, but the workflow now keeps its state locally",
-                root.display()
-            ),
-            help: Some(format!(
-                "to make the local copy the state, bring it up to date with `flow state pull FILE --state {url}`; or set the backend back under [workflow.state]"
-            )),
-        }),
+        Some(url) => Err(s3_copy_refusal(root, &url)),
         None => Ok(()),
+    }
+}
+
+/// The refusal of the local state at `root`, the copy of the S3 state `url`.
+pub(crate) fn s3_copy_refusal(root: &Path, url: &str) -> StateError {
+    StateError::Remote {
+        message: format!(
+            "the local state at {} is the copy of {url}, but the workflow now keeps its state locally",
+            root.display()
+        ),
+        help: Some(format!(
+            "to make the local copy the state, bring it up to date with `flow state pull FILE --state {url}`; or set the backend back under [workflow.state]"
+        )),
     }
 }
 

@@ -3,6 +3,8 @@
 use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use crate::error::StateError;
@@ -17,6 +19,67 @@ pub(crate) struct Trees {
     pub steps: sled::Tree,
     /// `schema_version`, `serial`, `salt`.
     pub meta: sled::Tree,
+    /// Whether a read that does not go through the writer saw one state.
+    pub changes: Arc<Changes>,
+}
+
+/// A sequence lock over the trees, for reads made beside the writer (the
+/// reads a running apply serves, see `live`): the count is odd while a
+/// batch is being applied to them, and moves on once per batch. A read
+/// that found the same even count before and after saw no batch half
+/// applied. Also when the batch the trees are at was committed.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    count: AtomicU64,
+    committed_ms: AtomicU64,
+}
+
+impl Trees {
+    /// Runs `change` (which changes the trees) so that a concurrent
+    /// [`Trees::read_whole`] retries instead of seeing part of it; the
+    /// trees are then at a batch committed at `committed_ms` (ms since the
+    /// Unix epoch).
+    pub(crate) fn changing<T>(&self, committed_ms: u64, change: impl FnOnce() -> T) -> T {
+        let c = &self.changes;
+        c.count.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let out = change();
+        c.committed_ms.store(committed_ms, Ordering::Relaxed);
+        c.count.fetch_add(1, Ordering::Release);
+        out
+    }
+
+    /// When the batch the trees are at was committed (ms since the Unix
+    /// epoch; 0: before this process opened them). Exact on the writer's
+    /// thread, where no batch is applied meanwhile.
+    pub(crate) fn committed_ms(&self) -> u64 {
+        self.changes.committed_ms.load(Ordering::Acquire)
+    }
+
+    /// Runs `read` until it ran while no change was applied (at most
+    /// `tries` times); `None` if it never did. Its answer comes with when
+    /// the batch it saw was committed (0: before this process opened it).
+    pub(crate) fn read_whole<T>(
+        &self,
+        tries: u32,
+        mut read: impl FnMut() -> T,
+    ) -> Option<(T, u64)> {
+        let c = &self.changes;
+        for _ in 0..tries {
+            let before = c.count.load(Ordering::Acquire);
+            if before % 2 == 1 {
+                std::thread::yield_now();
+                continue;
+            }
+            let out = read();
+            let committed_ms = c.committed_ms.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if c.count.load(Ordering::Relaxed) == before {
+                return Some((out, committed_ms));
+            }
+        }
+        None
+    }
 }
 
 /// How long to wait for sled's own file lock, which a store that was just
@@ -57,6 +120,7 @@ pub(crate) fn open(layout: &StateLayout) -> Result<Trees, StateError> {
         steps: tree("steps")?,
         meta: tree("meta")?,
         db,
+        changes: Arc::default(),
     };
     make_private(&path)?;
     Ok(trees)

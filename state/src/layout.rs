@@ -29,6 +29,12 @@ impl StateLayout {
         self.root.join("lock")
     }
 
+    /// Where the process holding the state answers reads while it holds
+    /// it: `root/live.sock` (see the `live` module).
+    pub fn live_socket(&self) -> PathBuf {
+        self.root.join("live.sock")
+    }
+
     /// The commit watermark: `root/serial` (see the `watermark` module).
     pub fn watermark(&self) -> PathBuf {
         self.root.join("serial")

@@ -23,10 +23,13 @@
 //!   in front of the database: what makes a commit durable, replayed when a
 //!   database is opened), `writer` (the thread that logs changes, one sync
 //!   per group, and applies them to the database), `backup` (write, list, restore);
+//! - `live` (the reads a process holding a state answers while it runs);
 //! - `store`: the one way in to a local state, which opens, locks,
-//!   migrates, reads, and hands out [`Committer`]s and backups;
+//!   migrates, reads, hands out [`Committer`]s and backups, and answers
+//!   reads while it holds the state;
 //! - `readonly`: [`ReadOnlyStore`], a state read (through a private copy of
-//!   its database, migrated there if old) without writing to it;
+//!   its database, migrated there if old, or from the process holding it)
+//!   without writing to it;
 //! - `remote` (the S3 backend: the local store as cache and journal, each
 //!   batch written to S3 by the writer before it counts as durable, a leased
 //!   lock object), then `backend`: the [`StateBackend`] trait, the one way
@@ -47,6 +50,7 @@ pub mod durable;
 pub mod error;
 mod holder;
 pub mod layout;
+mod live;
 pub mod lock;
 mod mark;
 mod meta;
@@ -72,7 +76,7 @@ pub use deposed::{Deposed, Retiring};
 pub use error::StateError;
 pub use layout::StateLayout;
 pub use lock::{LockInfo, StateLock};
-pub use readonly::ReadOnlyStore;
+pub use readonly::{LiveRead, ReadOnlyStore};
 pub use records::*;
 pub use remote::{S3Backend, S3Location, S3Options};
 pub use retention::{KEEP_BACKUPS, KEEP_BACKUPS_FOR, KEEP_NEWEST, Retention};

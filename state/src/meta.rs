@@ -106,13 +106,15 @@ pub(crate) fn apply_atomically(
     steps: &sled::Batch,
     meta: &sled::Batch,
 ) -> Result<(), StateError> {
-    (&trees.steps, &trees.meta)
-        .transaction(|(s, m)| {
-            s.apply_batch(steps)?;
-            m.apply_batch(meta)?;
-            Ok(())
-        })
-        .map_err(|e: TransactionError<()>| transaction_error(root, e))
+    trees.changing(crate::records::now_ms(), || {
+        (&trees.steps, &trees.meta)
+            .transaction(|(s, m)| {
+                s.apply_batch(steps)?;
+                m.apply_batch(meta)?;
+                Ok(())
+            })
+            .map_err(|e: TransactionError<()>| transaction_error(root, e))
+    })
 }
 
 /// A meta batch setting each key to its number.

@@ -7,21 +7,28 @@
 //! opened. A state in an older schema is migrated there, in the copy, so
 //! the records read are those `flow apply` will see after it migrates; the
 //! state itself keeps its schema, serial, watermark and backups.
+//!
+//! While another process holds the lock, the copy would be taken across
+//! that process's writes (see `live` for why that is no state at all), so
+//! [`ReadOnlyStore::open_or_read_live`] asks that process for the state as
+//! of its last committed batch instead.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::checks::{check_never_committed, refuse_s3_copy, version_against_mark};
+use crate::checks::{check_never_committed, refuse_s3_copy, s3_copy_refusal, version_against_mark};
 use crate::commit::Committer;
 use crate::error::{StateError, decode_record};
 use crate::layout::{StateLayout, create_private_dir};
-use crate::lock::StateLock;
+use crate::lock::{LockInfo, StateLock};
 use crate::meta;
 use crate::migrate::{self, MIGRATIONS};
 use crate::records::{SCHEMA_VERSION, StepRecord};
 use crate::watermark;
 
-/// A state read whole into memory, its lock held until dropped. Changing it
-/// is refused with [`StateError::ReadOnly`].
+/// A state read whole into memory, its lock held until dropped (unless it
+/// was read from the process holding it). Changing it is refused with
+/// [`StateError::ReadOnly`].
 #[derive(Debug)]
 pub struct ReadOnlyStore {
     layout: StateLayout,
@@ -30,7 +37,20 @@ pub struct ReadOnlyStore {
     salt: [u8; 32],
     command: String,
     warnings: Vec<String>,
-    _lock: StateLock,
+    live: Option<LiveRead>,
+    _lock: Option<StateLock>,
+}
+
+/// How a state read from the process holding it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveRead {
+    /// Who holds the state, as its lock file says.
+    pub holder: Option<LockInfo>,
+    /// The serial of the batch read: the holder's last committed one.
+    pub serial: u64,
+    /// How long before the read that batch was committed; `None` when the
+    /// holder has committed nothing since it opened the state.
+    pub age: Option<Duration>,
 }
 
 impl ReadOnlyStore {
@@ -54,8 +74,91 @@ impl ReadOnlyStore {
             salt,
             command: command.to_string(),
             warnings: crate::netfs::warning(root).into_iter().collect(),
-            _lock: lock,
+            live: None,
+            _lock: Some(lock),
         }))
+    }
+
+    /// Like [`ReadOnlyStore::open_if_exists`], but while another process
+    /// holds the lock (an apply), the state as that process last committed
+    /// it, asked of it; [`ReadOnlyStore::live`] then says how old it is.
+    /// Still [`StateError::Locked`] when the holder does not answer reads
+    /// (a `flow plan`, a flow from before they were answered). A folder
+    /// that is the copy of an S3 state is refused, as by `open_if_exists`.
+    pub fn open_or_read_live(root: &Path, command: &str) -> Result<Option<Self>, StateError> {
+        match ReadOnlyStore::open_if_exists(root, command) {
+            Err(StateError::Locked { path, info }) => {
+                match ReadOnlyStore::read_live(root, command, info.clone())? {
+                    Some(ro) if ro.s3_copy.is_some() => Err(s3_copy_refusal(
+                        root,
+                        ro.s3_copy.as_deref().unwrap_or_default(),
+                    )),
+                    Some(ro) => Ok(Some(ro.store)),
+                    None => Err(StateError::Locked { path, info }),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// The state at `root` (a local state, or the local copy of an S3
+    /// state) as the process holding its lock last committed it: `None`
+    /// when nothing answers (see [`ReadOnlyStore::open_or_read_live`]).
+    /// `holder` is who the lock file says holds it.
+    pub fn read_from_holder(
+        root: &Path,
+        command: &str,
+        holder: Option<LockInfo>,
+    ) -> Result<Option<Self>, StateError> {
+        Ok(ReadOnlyStore::read_live(root, command, holder)?.map(|ro| ro.store))
+    }
+
+    fn read_live(
+        root: &Path,
+        command: &str,
+        holder: Option<LockInfo>,
+    ) -> Result<Option<Served>, StateError> {
+        let layout = StateLayout::new(root);
+        let Some(served) = crate::live::fetch(&layout)? else {
+            return Ok(None);
+        };
+        let now = crate::records::now_ms();
+        let salt = crate::snapshot::from_hex(&served.salt)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| {
+                StateError::corrupt(root, "the holder answered a salt that is not one")
+            })?;
+        if let Some(found) = served.schema_version.filter(|&v| v != SCHEMA_VERSION) {
+            return Err(StateError::corrupt(
+                root,
+                format!("the process holding it reads schema {found}, this flow {SCHEMA_VERSION}"),
+            ));
+        }
+        let live = LiveRead {
+            holder,
+            serial: served.serial,
+            age: (served.committed_ms > 0)
+                .then(|| Duration::from_millis(now.saturating_sub(served.committed_ms))),
+        };
+        Ok(Some(Served {
+            s3_copy: served.s3_copy,
+            store: ReadOnlyStore {
+                layout,
+                records: served.steps,
+                serial: served.serial,
+                salt,
+                command: command.to_string(),
+                warnings: crate::netfs::warning(root).into_iter().collect(),
+                live: Some(live),
+                _lock: None,
+            },
+        }))
+    }
+
+    /// How the state was read, when it was read from the process holding
+    /// it rather than under the lock.
+    pub fn live(&self) -> Option<&LiveRead> {
+        self.live.as_ref()
     }
 
     /// Every recorded step, sorted by name.
@@ -95,7 +198,12 @@ impl ReadOnlyStore {
     /// The state's run history (read; appending is not refused, but no
     /// read-only command appends).
     pub fn run_log(&self) -> crate::runs::RunLog {
-        crate::runs::RunLog::new(self.layout.runs())
+        let log = crate::runs::RunLog::new(self.layout.runs());
+        match self.live {
+            // Its holder may be appending a run this very moment.
+            Some(_) => log.being_written(),
+            None => log,
+        }
     }
 
     /// A committer that refuses every change.
@@ -110,6 +218,12 @@ impl ReadOnlyStore {
             command: self.command.clone(),
         }
     }
+}
+
+/// A state read from its holder, and the S3 state it is the copy of.
+struct Served {
+    s3_copy: Option<String>,
+    store: ReadOnlyStore,
 }
 
 /// What a read of the copy found: records, serial and salt; `None` for a

@@ -86,6 +86,8 @@ pub trait RunMirror: Send + Sync {
 pub struct RunLog {
     path: PathBuf,
     mirror: Option<Arc<dyn RunMirror>>,
+    /// Another process may be appending to it as it is read.
+    being_written: bool,
 }
 
 impl std::fmt::Debug for RunLog {
@@ -161,7 +163,19 @@ struct Key {
 
 impl RunLog {
     pub(crate) fn new(path: PathBuf) -> RunLog {
-        RunLog { path, mirror: None }
+        RunLog {
+            path,
+            mirror: None,
+            being_written: false,
+        }
+    }
+
+    /// The same history, read while another process may be appending a
+    /// run: a last line not ended yet is that run, half written, and is
+    /// left out rather than reported damaged.
+    pub(crate) fn being_written(mut self) -> RunLog {
+        self.being_written = true;
+        self
     }
 
     /// The same history, each run also written to `mirror`.
@@ -207,6 +221,10 @@ impl RunLog {
     /// The file's text (empty when no run was recorded yet).
     fn text(&self) -> Result<String, StateError> {
         match std::fs::read(&self.path) {
+            Ok(mut bytes) if self.being_written => {
+                bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1));
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
             Ok(bytes) => Ok(String::from_utf8(bytes)
                 .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),

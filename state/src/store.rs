@@ -45,6 +45,8 @@ pub struct Store {
     halted: Halted,
     warnings: Vec<String>,
     retention: Retention,
+    /// Answers reads while this store holds the state (see `live`).
+    reads: Option<crate::live::Server>,
     // Declared last so it is released after the database is closed.
     _lock: StateLock,
 }
@@ -132,6 +134,7 @@ impl Store {
             publish,
             halted.clone(),
         )?;
+        let reads = crate::live::serve(&layout, trees.clone(), tx.clone(), halted.clone());
         Ok(Store {
             layout,
             trees,
@@ -142,6 +145,7 @@ impl Store {
             halted,
             warnings: crate::netfs::warning(root).into_iter().collect(),
             retention,
+            reads,
             _lock: lock,
         })
     }
@@ -261,6 +265,7 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
+        drop(self.reads.take());
         let _ = self.tx.send(Request::Shutdown);
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();

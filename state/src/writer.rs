@@ -102,6 +102,7 @@ pub(crate) fn spawn(
         log,
         unapplied: Vec::new(),
         unapplied_serial: 0,
+        committed_ms: 0,
         serial,
         watermark,
         rx,
@@ -125,6 +126,8 @@ struct Writer {
     unapplied: Vec<Change>,
     /// The serial of the last batch in `unapplied`.
     unapplied_serial: u64,
+    /// When that batch was committed (ms since the Unix epoch).
+    committed_ms: u64,
     serial: Arc<AtomicU64>,
     watermark: Watermark,
     rx: mpsc::Receiver<Request>,
@@ -238,6 +241,7 @@ impl Writer {
             return Err(err);
         }
         self.unapplied_serial = next;
+        self.committed_ms = crate::records::now_ms();
         self.serial.store(next, Ordering::SeqCst);
         // Only a check; failing to write it does not undo the commit.
         let _ = self.watermark.record(next);
@@ -250,14 +254,17 @@ impl Writer {
             return Ok(());
         }
         let changes = std::mem::take(&mut self.unapplied);
-        let applied = wal::apply(
-            &self.root,
-            &self.trees,
-            self.unapplied_serial,
-            changes
-                .iter()
-                .map(|c| (c.key.as_bytes(), c.value.as_deref())),
-        );
+        // Beside the reads a running apply serves (see `live`).
+        let applied = self.trees.changing(self.committed_ms, || {
+            wal::apply(
+                &self.root,
+                &self.trees,
+                self.unapplied_serial,
+                changes
+                    .iter()
+                    .map(|c| (c.key.as_bytes(), c.value.as_deref())),
+            )
+        });
         if let Err(err) = &applied {
             // The log has them; the trees may have some: reading the trees
             // now would show a state that never was.

@@ -173,8 +173,9 @@ pub fn compare(args: &CompareArgs) -> CliResult<i32> {
 
 /// The runs of the local state in `dir`.
 fn state_history(dir: &Path) -> CliResult<Vec<RunRecord>> {
-    let store = ReadOnlyStore::open_if_exists(dir, "flow compare")
+    let store = ReadOnlyStore::open_or_read_live(dir, "flow compare")
         .map_err(|e| CliError::msg(e.to_string()))?
+        .inspect(super::state_open::say_if_live)
         .ok_or_else(|| {
             CliError::help(
                 format!("there is no state at {}", dir.display()),
@@ -197,11 +198,13 @@ fn local_histories() -> CliResult<Vec<RunRecord>> {
     dirs.sort();
     let mut runs = Vec::new();
     for dir in dirs.iter().filter(|d| d.is_dir()) {
-        // A state another command holds, or the copy of an S3 state, is
-        // passed over: --workflow reads it through its own backend.
-        if let Ok(Some(store)) = ReadOnlyStore::open_if_exists(dir, "flow compare")
+        // A state held by a command that answers no reads (a plan), or
+        // the copy of an S3 state, is passed over: --workflow reads it
+        // through its own backend.
+        if let Ok(Some(store)) = ReadOnlyStore::open_or_read_live(dir, "flow compare")
             && let Ok((found, damaged)) = store.run_log().all()
         {
+            super::state_open::say_if_live(&store);
             warn_damaged(&damaged);
             runs.extend(found);
         }

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use flow_state::remote::LockOptions;
-use flow_state::{ReadOnlyStore, Retention, S3Backend, S3Location, S3Options, StateBackend, Store};
+use flow_state::{
+    LiveRead, ReadOnlyStore, Retention, S3Backend, S3Location, S3Options, StateBackend, StateError,
+    Store,
+};
 
 use super::args::StateArgs;
 use super::common::{CliError, CliResult, state_dir};
@@ -112,7 +115,9 @@ pub enum Access {
     Write,
     /// It may only read; it takes the lock unless `--lock=false`.
     Plan,
-    /// It only reads and never takes the S3 lock (output, state list).
+    /// It only reads and never takes the S3 lock (output, state list);
+    /// while another process holds the state, it reads what that process
+    /// last committed, asked of it.
     Read,
 }
 
@@ -191,7 +196,11 @@ pub async fn open_if_exists(
 ) -> CliResult<Option<Backend>> {
     let backend: Option<Backend> = match &target.s3 {
         // Plan and the commands that only show things never write a local
-        // state (nor migrate it): they read a private copy of it.
+        // state (nor migrate it): they read a private copy of it, or the
+        // state as the apply holding it last committed it.
+        None if access == Access::Read => {
+            ReadOnlyStore::open_or_read_live(&target.dir, command)?.map(read_live)
+        }
         None if access != Access::Write => {
             ReadOnlyStore::open_if_exists(&target.dir, command)?.map(|s| Box::new(s) as Backend)
         }
@@ -200,15 +209,64 @@ pub async fn open_if_exists(
         Some(loc) => {
             let client = s3_client(loc).await?;
             let opts = s3_options(target, args, command, access);
-            S3Backend::open_if_exists(&target.dir, client, loc.clone(), &opts)
-                .await?
-                .map(|s| Box::new(s) as Backend)
+            match S3Backend::open_if_exists(&target.dir, client, loc.clone(), &opts).await {
+                // Its local copy is held by an apply on this machine: what
+                // that apply last committed (written to S3 before that).
+                Err(StateError::Locked { path, info }) if access == Access::Read => {
+                    match ReadOnlyStore::read_from_holder(&target.dir, command, info.clone())? {
+                        Some(s) => Some(read_live(s)),
+                        None => return Err(StateError::Locked { path, info }.into()),
+                    }
+                }
+                opened => opened?.map(|s| Box::new(s) as Backend),
+            }
         }
     };
     if let Some(b) = &backend {
         show_notes(b.as_ref());
     }
     Ok(backend)
+}
+
+/// `store`, saying on stderr when it was read from the process holding it
+/// and as of when.
+fn read_live(store: ReadOnlyStore) -> Backend {
+    say_if_live(&store);
+    Box::new(store)
+}
+
+/// Says on stderr when `store` was read from the process holding the
+/// state, and as of when; nothing otherwise.
+pub fn say_if_live(store: &ReadOnlyStore) {
+    if let Some(live) = store.live() {
+        eprintln!("{}", freshness(live, flow_state::now_secs()));
+    }
+}
+
+/// What a read from the holder of the state shows of it, at `now` (seconds
+/// since the Unix epoch).
+fn freshness(live: &LiveRead, now: u64) -> String {
+    let who = match &live.holder {
+        Some(h) => format!("`{}` (pid {})", h.command, h.pid),
+        None => "another flow process".to_string(),
+    };
+    let human = crate::duration::human;
+    match (live.age, &live.holder) {
+        (Some(age), _) => format!(
+            "read while {who} holds the state; as of its last committed change {} ago (serial {})",
+            human(age),
+            live.serial
+        ),
+        (None, Some(h)) => format!(
+            "read while {who} holds the state; it has committed no change since it took it {} ago (serial {})",
+            human(Duration::from_secs(now.saturating_sub(h.since))),
+            live.serial
+        ),
+        (None, None) => format!(
+            "read while {who} holds the state; it has committed no change since it took it (serial {})",
+            live.serial
+        ),
+    }
 }
 
 fn show_notes(backend: &dyn StateBackend) {
@@ -226,6 +284,32 @@ mod tests {
             state_url: url.map(str::to_string),
             ..StateArgs::default()
         }
+    }
+
+    #[test]
+    fn a_read_from_the_holder_says_who_holds_it_and_how_old_it_is() {
+        let holder = flow_state::LockInfo {
+            pid: 4242,
+            host: "h".into(),
+            since: 1_000,
+            command: "flow apply".into(),
+        };
+        let mut live = LiveRead {
+            holder: Some(holder),
+            serial: 57,
+            age: Some(Duration::from_millis(1234)),
+        };
+        assert_eq!(
+            freshness(&live, 1_010),
+            "read while `flow apply` (pid 4242) holds the state; as of its last committed change 1.2s ago (serial 57)"
+        );
+        live.age = None;
+        assert_eq!(
+            freshness(&live, 1_003),
+            "read while `flow apply` (pid 4242) holds the state; it has committed no change since it took it 3.0s ago (serial 57)"
+        );
+        live.holder = None;
+        assert!(freshness(&live, 0).starts_with("read while another flow process holds"));
     }
 
     #[test]
