@@ -8,12 +8,14 @@
 //!
 //! One test binary, a module per workflow family: `batch` (batch-p4d/p5/p6,
 //! the reference pair, state from before the batch-efa module), `eks`
-//! (eks-p4d, torchrec-eks), `hyperpod` (hyperpod-cpu-ddp), `multi_az`.
+//! (eks-p4d, torchrec-eks), `hyperpod` (hyperpod-cpu-ddp), `multi_az`;
+//! `docs_commands` runs every command README.md and docs/workflows/*.md show.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod batch;
+mod docs_commands;
 mod eks;
 mod hyperpod;
 mod multi_az;
