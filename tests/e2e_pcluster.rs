@@ -294,6 +294,9 @@ fn the_pcluster_p5_workflow_plans_offline() {
     args.extend(vars);
     let plan = p.run_env(&args, &[("AWS_REGION", "us-east-1")]).expect(0);
     let out = plan.stdout;
+    // Offline: nothing looked at a real object, and nothing says it could not.
+    assert!(!plan.stderr.contains("could not look"), "{}", plan.stderr);
+    assert!(!out.contains("could not look"), "{out}");
     for line in [
         "+ cluster    (parallelcluster.cluster)  create",
         "at most ≈ $220.93/h, at least ≈ $0.77/h (1 × m5.4xlarge, 0–4 × p5.48xlarge)",

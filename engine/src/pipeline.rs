@@ -40,18 +40,27 @@ pub fn settle(req: &PlanRequest<'_>, reload: &Reload<'_>) -> Result<Loaded, Diag
 }
 
 /// The whole planning pipeline: compare the workflow with state (as refresh
-/// found it; `drift` is what refresh saw), let providers that look at real
-/// objects refine pending changes, then price what the plan starts and
-/// stops (when a price table is given).
+/// found it; `drift` is what refresh saw), let providers refine pending
+/// changes (offline from their inputs; looking at real objects too when
+/// `look`, which an offline plan, `--refresh=false`, is not), then price
+/// what the plan starts and stops (when a price table is given).
 pub async fn make_plan(
     req: &PlanRequest<'_>,
     prices: Option<&crate::cost::PriceTable>,
     drift: Vec<StepDrift>,
+    look: bool,
 ) -> Result<Plan, crate::diag::Diagnostics> {
     let mut plan = compute_plan(req)?;
     explain_drift(&mut plan, drift);
-    let refused =
-        refine::refine_plan(&mut plan, req.loaded, req.records, req.legacy_salt, 10).await;
+    let parallelism = if look { 10 } else { 0 };
+    let refused = refine::refine_plan(
+        &mut plan,
+        req.loaded,
+        req.records,
+        req.legacy_salt,
+        parallelism,
+    )
+    .await;
     if !refused.is_empty() {
         return Err(crate::diag::Diagnostics { items: refused });
     }

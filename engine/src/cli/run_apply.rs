@@ -130,6 +130,7 @@ async fn apply_round(
         },
         prices.as_ref(),
         refresh.drift.clone(),
+        true,
     )
     .await
     .map(|plan| Plan {
@@ -338,6 +339,7 @@ async fn apply_saved(
         },
         prices.as_ref(),
         refresh.drift.clone(),
+        true,
     )
     .await
     .map(|plan| Plan {

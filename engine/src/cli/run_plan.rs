@@ -89,6 +89,7 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
             },
             Some(&prices),
             refresh.drift,
+            args.refresh,
         )
         .await
         .map(|plan| Plan {

@@ -20,7 +20,8 @@ use crate::lang::load::Loaded;
 const LOOK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Ask each pending step's provider for details, at most `parallelism` at
-/// once. What a provider refuses (a reservation that cannot take the step)
+/// once; with `parallelism` 0, only what it reads offline (nothing looks at
+/// a real object: an offline plan). What a provider refuses (a reservation that cannot take the step)
 /// comes back, one diagnostic each; the plan is then not to be carried out.
 pub async fn refine_plan(
     plan: &mut Plan,
@@ -61,7 +62,8 @@ pub async fn refine_plan(
         if !lines.is_empty() {
             offline.insert(change.step.clone(), lines);
         }
-        if !provider.has_plan_detail()
+        if parallelism == 0
+            || !provider.has_plan_detail()
             || !(desired.is_known() || provider.looks_before_inputs_are_known())
         {
             continue;
