@@ -320,6 +320,7 @@ mod tests {
                 host: "build-1".into(),
                 since: 1_795_324_320,
                 command: "flow apply".into(),
+                answers_reads: true,
             }),
         };
         assert_eq!(

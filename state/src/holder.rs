@@ -14,4 +14,9 @@ pub struct LockInfo {
     pub since: u64,
     /// What it is doing, e.g. `flow apply`.
     pub command: String,
+    /// Whether it answers reads of the state while it holds it (see
+    /// [`ReadOnlyStore::open_or_read_live`](crate::ReadOnlyStore::open_or_read_live));
+    /// absent from the lock files of holders that do not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answers_reads: bool,
 }

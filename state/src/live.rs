@@ -172,8 +172,7 @@ fn answer(
             .steps
             .iter()
             .values()
-            .map(|v| v.map(|v| v.to_vec()))
-            .collect::<Result<Vec<_>, _>>()
+            .collect::<Result<Vec<sled::IVec>, _>>()
             .map_err(|e| StateError::from_sled(root, e))?;
         Ok((serial, version, salt, s3_copy, steps))
     };
@@ -213,7 +212,7 @@ fn on_the_writer(
     root: &Path,
     trees: &Trees,
     tx: &mpsc::Sender<Request>,
-) -> Result<(serde_json::Value, Vec<Vec<u8>>), StateError> {
+) -> Result<(serde_json::Value, Vec<sled::IVec>), StateError> {
     let snap = crate::commit::call_blocking(tx, |reply| Request::Snapshot { reply })?;
     let s3_copy = crate::mark::read(root, trees)?.map(|m| m.url);
     let head = serde_json::json!({
@@ -226,7 +225,7 @@ fn on_the_writer(
     let steps = snap
         .steps
         .iter()
-        .map(|step| serde_json::to_vec(step).expect("a record encodes"))
+        .map(|step| serde_json::to_vec(step).expect("a record encodes").into())
         .collect();
     Ok((head, steps))
 }

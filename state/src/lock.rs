@@ -29,6 +29,24 @@ impl StateLock {
     /// open state in this one) holds it, returns [`StateError::Locked`] naming
     /// the holder.
     pub fn acquire(layout: &StateLayout, command: &str) -> Result<StateLock, StateError> {
+        StateLock::acquire_with(layout, command, false)
+    }
+
+    /// Like [`StateLock::acquire`], saying in the lock file that this
+    /// holder answers reads while it holds the state (a [`Store`](crate::Store)),
+    /// so that a reader waits for that instead of failing.
+    pub(crate) fn acquire_answering_reads(
+        layout: &StateLayout,
+        command: &str,
+    ) -> Result<StateLock, StateError> {
+        StateLock::acquire_with(layout, command, true)
+    }
+
+    fn acquire_with(
+        layout: &StateLayout,
+        command: &str,
+        answers_reads: bool,
+    ) -> Result<StateLock, StateError> {
         let path = layout.lock_file();
         let mut file = OpenOptions::new()
             .read(true)
@@ -53,6 +71,7 @@ impl StateLock {
             host: hostname(),
             since: now_secs(),
             command: command.to_string(),
+            answers_reads,
         };
         write_info(&mut file, &info).map_err(|e| StateError::io(&path, e))?;
         Ok(StateLock { file, path, info })
@@ -84,6 +103,12 @@ fn write_info(file: &mut File, info: &LockInfo) -> std::io::Result<()> {
     file.seek(SeekFrom::Start(0))?;
     file.write_all(&text)?;
     file.write_all(b"\n")
+}
+
+/// Who the lock file of `layout` says holds the state now (`None` when
+/// nobody does, or it cannot be read). Only reads it.
+pub(crate) fn holder(layout: &StateLayout) -> Option<LockInfo> {
+    read_info(&mut File::open(layout.lock_file()).ok()?)
 }
 
 fn read_info(file: &mut File) -> Option<LockInfo> {

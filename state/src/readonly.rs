@@ -14,7 +14,7 @@
 //! of its last committed batch instead.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::checks::{check_never_committed, refuse_s3_copy, s3_copy_refusal, version_against_mark};
 use crate::commit::Committer;
@@ -86,18 +86,26 @@ impl ReadOnlyStore {
     /// (a `flow plan`, a flow from before they were answered). A folder
     /// that is the copy of an S3 state is refused, as by `open_if_exists`.
     pub fn open_or_read_live(root: &Path, command: &str) -> Result<Option<Self>, StateError> {
-        match ReadOnlyStore::open_if_exists(root, command) {
-            Err(StateError::Locked { path, info }) => {
-                match ReadOnlyStore::read_live(root, command, info.clone())? {
-                    Some(ro) if ro.s3_copy.is_some() => Err(s3_copy_refusal(
-                        root,
-                        ro.s3_copy.as_deref().unwrap_or_default(),
-                    )),
-                    Some(ro) => Ok(Some(ro.store)),
-                    None => Err(StateError::Locked { path, info }),
+        let started = Instant::now();
+        loop {
+            match ReadOnlyStore::open_if_exists(root, command) {
+                Err(StateError::Locked { path, info }) => {
+                    match ReadOnlyStore::read_live(root, command, info.clone())? {
+                        Some(ro) if ro.s3_copy.is_some() => {
+                            let url = ro.s3_copy.as_deref().unwrap_or_default();
+                            return Err(s3_copy_refusal(root, url));
+                        }
+                        Some(ro) => return Ok(Some(ro.store)),
+                        // Still opening the state, or letting it go.
+                        None if may_answer_soon(root, info.as_ref(), started)
+                            || (started.elapsed() < HOLDER_WAIT
+                                && crate::lock::holder(&StateLayout::new(root)) != info) => {}
+                        None => return Err(StateError::Locked { path, info }),
+                    }
                 }
+                other => return other,
             }
-            other => other,
+            std::thread::sleep(HOLDER_POLL);
         }
     }
 
@@ -110,7 +118,16 @@ impl ReadOnlyStore {
         command: &str,
         holder: Option<LockInfo>,
     ) -> Result<Option<Self>, StateError> {
-        Ok(ReadOnlyStore::read_live(root, command, holder)?.map(|ro| ro.store))
+        let started = Instant::now();
+        loop {
+            if let Some(ro) = ReadOnlyStore::read_live(root, command, holder.clone())? {
+                return Ok(Some(ro.store));
+            }
+            if !may_answer_soon(root, holder.as_ref(), started) {
+                return Ok(None);
+            }
+            std::thread::sleep(HOLDER_POLL);
+        }
     }
 
     fn read_live(
@@ -218,6 +235,22 @@ impl ReadOnlyStore {
             command: self.command.clone(),
         }
     }
+}
+
+/// How long a reader waits for a holder that answers reads to start
+/// answering (it is still opening the state) or to let the lock go.
+const HOLDER_WAIT: Duration = Duration::from_secs(10);
+
+/// How often it looks meanwhile.
+const HOLDER_POLL: Duration = Duration::from_millis(10);
+
+/// Whether `holder`, which did not answer a read, may answer soon: it says
+/// it answers reads, still holds the state at `root`, and a reader that
+/// began at `started` has not waited [`HOLDER_WAIT`] for it yet.
+fn may_answer_soon(root: &Path, holder: Option<&LockInfo>, started: Instant) -> bool {
+    holder.is_some_and(|h| h.answers_reads)
+        && started.elapsed() < HOLDER_WAIT
+        && crate::lock::holder(&StateLayout::new(root)).as_ref() == holder
 }
 
 /// A state read from its holder, and the S3 state it is the copy of.

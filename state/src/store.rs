@@ -102,7 +102,7 @@ impl Store {
         // Before creating anything, and again under the lock.
         refuse_lost(&layout)?;
         layout.ensure()?;
-        let lock = StateLock::acquire(&layout, command)?;
+        let lock = StateLock::acquire_answering_reads(&layout, command)?;
         refuse_lost(&layout)?;
         let had_db = layout.db().is_dir();
         // A copy of an S3 state whose db/ was deleted is rebuilt from S3,
@@ -265,7 +265,6 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        drop(self.reads.take());
         let _ = self.tx.send(Request::Shutdown);
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
@@ -279,6 +278,9 @@ impl Drop for Store {
             // process ends soon after and the kernel closes the files.
             std::mem::forget(self.trees.clone());
         }
+        // Reads are answered (from the trees, which no longer change)
+        // until just before the lock goes.
+        drop(self.reads.take());
         let _ = db::make_private(&self.layout.db());
     }
 }

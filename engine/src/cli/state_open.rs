@@ -293,6 +293,7 @@ mod tests {
             host: "h".into(),
             since: 1_000,
             command: "flow apply".into(),
+            answers_reads: true,
         };
         let mut live = LiveRead {
             holder: Some(holder),

@@ -267,3 +267,31 @@ fn an_s3_copy_read_as_a_local_state_is_refused() {
     let ro = ReadOnlyStore::read_from_holder(&root, "flow output", None).unwrap();
     assert!(ro.unwrap().live().is_some());
 }
+
+/// Between taking the lock and answering (while it opens the state), and
+/// between its last answer and letting the lock go, a holder that answers
+/// reads does not answer: a reader waits for it instead of failing.
+#[test]
+fn a_reader_waits_for_a_holder_that_answers_reads_to_answer_or_let_go() {
+    let (_tmp, root) = root();
+    let store = Store::open(&root, "flow apply").unwrap();
+    store
+        .committer()
+        .commit_blocking(vec![Mutation::Put(record(1, 1))])
+        .unwrap();
+    drop(store);
+    let layout = StateLayout::new(&root);
+    let opening = crate::lock::StateLock::acquire_answering_reads(&layout, "flow apply").unwrap();
+    let letting_go = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(opening);
+    });
+    let started = std::time::Instant::now();
+    let ro = ReadOnlyStore::open_or_read_live(&root, "flow output")
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+    assert!(ro.live().is_none(), "read under the lock once it was free");
+    assert_eq!(ro.steps().len(), 1);
+    letting_go.join().unwrap();
+}
