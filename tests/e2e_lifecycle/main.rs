@@ -1,8 +1,8 @@
 //! End-to-end: the `flow` binary through whole lifecycles — plan, apply,
 //! re-plan, change, failure and resume, kill -9, Ctrl-C, locks, saved plans,
 //! destroy order. This file: the whole cycle, --target, graph and output, the
-//! huge-page policy commands inherit; `resume`, `plans_and_destroy` and
-//! `secrets` the rest.
+//! huge-page policy commands inherit; `resume`, `plans_and_destroy`,
+//! `read_while_applying` and `secrets` the rest.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -10,6 +10,7 @@ mod support;
 mod leaks;
 mod names;
 mod plans_and_destroy;
+mod read_while_applying;
 mod resume;
 mod secrets;
 
