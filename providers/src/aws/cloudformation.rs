@@ -209,7 +209,7 @@ impl CloudFormationStack {
             .map_err(|e| error::aws(&format!("delete stack `{name}`"), e))?;
         match settle(
             client,
-            stack::pace(ctx, None),
+            stack::delete_pace(ctx),
             ctx.reporter.as_ref(),
             target,
             since,

@@ -38,6 +38,15 @@ pub mod expected {
         ("AWS::EC2::LaunchTemplate", Duration::from_secs(10)),
     ];
 
+    /// A stack, DELETE_IN_PROGRESS until gone (an estimate: no published figure).
+    pub const STACK_DELETE: Duration = Duration::from_secs(60);
+    /// An EKS control plane, DELETING until gone (an estimate).
+    pub const EKS_CLUSTER_DELETE: Duration = Duration::from_secs(240);
+    /// A managed node group, DELETING until gone (an estimate).
+    pub const EKS_NODEGROUP_DELETE: Duration = Duration::from_secs(180);
+    /// An FSx for Lustre file system, DELETING until gone (an estimate).
+    pub const FSX_LUSTRE_DELETE: Duration = Duration::from_secs(180);
+
     /// A stack whose template holds none of [`STACK_TYPES`].
     pub const STACK_DEFAULT: Duration = Duration::from_secs(60);
 

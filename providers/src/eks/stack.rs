@@ -136,7 +136,8 @@ pub async fn delete(ctx: &OpContext, cfn: &Client, name: &str) -> Result<(), Pro
         .await
         .map_err(|e| error::aws(&format!("delete stack `{name}`"), e))?;
     let what = format!("deletion of stack `{name}`");
-    until(Pace::LONG.within(ctx.timeout), ctx.reporter.as_ref(), &what, || async {
+    let pace = Pace::expecting(expected::STACK_DELETE).within(ctx.timeout);
+    until(pace, ctx.reporter.as_ref(), &what, || async {
         match describe(cfn, name).await? {
             None => Ok(Step::Done(())),
             Some(s) if status(&s) == "DELETE_FAILED" => Err(ProviderError::fatal(format!(

@@ -156,11 +156,12 @@ where
     .await
 }
 
-/// Look at `what` until it is gone, reporting its status (`status` of what
-/// a look found) as it changes.
+/// Look at `what`, whose delete usually takes `expected`, until it is gone,
+/// reporting its status (`status` of what a look found) as it changes.
 pub(super) async fn await_gone<T, F, Fut>(
     ctx: &OpContext,
     what: &str,
+    expected: Duration,
     look: F,
     status: fn(&T) -> Option<&str>,
 ) -> Result<(), ProviderError>
@@ -169,7 +170,7 @@ where
     Fut: Future<Output = Result<Option<T>, ProviderError>>,
 {
     let waiting = format!("deletion of {what}");
-    let pace = Pace::LONG.within(ctx.timeout);
+    let pace = Pace::expecting(expected).within(ctx.timeout);
     until(pace, ctx.reporter.as_ref(), &waiting, || async {
         match look().await? {
             None => Ok(Step::Done(())),

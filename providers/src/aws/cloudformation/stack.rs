@@ -146,6 +146,12 @@ pub(super) fn pace(ctx: &OpContext, template: Option<&str>) -> Pace {
         .within(ctx.timeout)
 }
 
+/// How to pace a wait for a stack's delete, giving up no sooner than the
+/// step's timeout.
+pub(super) fn delete_pace(ctx: &OpContext) -> Pace {
+    Pace::expecting(pacing::expected::STACK_DELETE).within(ctx.timeout)
+}
+
 /// Waits until the stack is no longer in progress, showing its new events
 /// (those after `since`, seconds since the epoch, and not in `seen`) as they
 /// come. Returns the settled stack, or `None` once it is gone.

@@ -83,7 +83,7 @@ pub(super) async fn deleted(
     id: &str,
 ) -> Result<(), ProviderError> {
     let mut waiter = Waiter::new(
-        Pace::LONG.within(ctx.timeout),
+        Pace::expecting(pacing::expected::FSX_LUSTRE_DELETE).within(ctx.timeout),
         ctx.reporter.as_ref(),
         format!("file system `{id}` to be deleted"),
     );

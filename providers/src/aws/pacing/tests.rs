@@ -196,3 +196,24 @@ fn the_expected_lengths_are_the_latency_models() {
     }
     assert_eq!(stacks.len(), expected::STACK_TYPES.len() + 1);
 }
+
+#[test]
+fn the_expected_delete_lengths_are_the_latency_models() {
+    let deletes = table("deletes");
+    let want = [
+        ("cloudformation.stack", expected::STACK_DELETE),
+        ("eks.cluster", expected::EKS_CLUSTER_DELETE),
+        ("eks.nodegroup", expected::EKS_NODEGROUP_DELETE),
+        ("fsx.lustre", expected::FSX_LUSTRE_DELETE),
+    ];
+    let got: Vec<(String, Duration)> = deletes
+        .iter()
+        .map(|(k, s)| (k.clone(), Duration::from_secs(*s)))
+        .collect();
+    assert_eq!(
+        got,
+        want.iter()
+            .map(|(k, d)| (k.to_string(), *d))
+            .collect::<Vec<_>>()
+    );
+}

@@ -78,6 +78,7 @@ pub(super) async fn delete(ctx: &OpContext, prior: Prior<'_>) -> Result<(), Prov
         waiting::await_gone(
             ctx,
             &format!("cluster `{name}`"),
+            super::super::shared_pacing::expected::EKS_CLUSTER_DELETE,
             || waiting::find_cluster(&eks, &name),
             |c| c.status().map(|s| s.as_str()),
         )

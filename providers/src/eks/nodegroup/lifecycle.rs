@@ -245,6 +245,7 @@ pub async fn delete(
         waiting::await_gone(
             ctx,
             &format!("node group `{name}`"),
+            expected::EKS_NODEGROUP_DELETE,
             || waiting::find_nodegroup(eks, cluster, name),
             |ng| ng.status().map(|s| s.as_str()),
         )
