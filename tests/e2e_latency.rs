@@ -78,3 +78,97 @@ fn throttled_slow_operations_start_once_and_a_timeout_keeps_the_intent() {
         assert!(h["first_seen_ready"].is_number(), "{h}");
     }
 }
+
+/// Deletes take time as AWS's do: after DeleteFileSystem and DeleteStack
+/// reached moto (which removes at once), the model keeps answering
+/// DELETING and DELETE_IN_PROGRESS for its `[deletes]` lengths (3 s and
+/// 1 s here); flow's destroy waits both out, one after the other, and
+/// notices each end.
+#[test]
+fn deletes_take_their_length_and_destroy_waits_them_out() {
+    let moto = Moto::start_with_latency(60);
+    let mut a = Aws::new(&moto, None);
+    a.env.push(("FLOW_TIME_SCALE".into(), "1/60".into()));
+    a.p.write("wf.toml", &workflow("2m"));
+    a.apply().expect(0);
+    let fs = moto.file_systems();
+    assert_eq!(fs.len(), 1, "{fs:?}");
+
+    let started = std::time::Instant::now();
+    let destroy = a.spawn(&["destroy", "wf.toml", "--auto-approve"]);
+    let deleting = |kind: &str| {
+        moto.latency_report()["held"]
+            .as_array()
+            .expect("held")
+            .iter()
+            .any(|h| h["kind"] == kind)
+    };
+    support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the file system's delete held",
+        || deleting("fsx.lustre delete"),
+    );
+    // The delete reached moto: its file system is gone from moto's own
+    // store, while its describe answers DELETING.
+    let (status, body) = moto.try_json_call(
+        "fsx",
+        "AWSSimbaAPIService_v20180301.DescribeFileSystems",
+        &format!(r#"{{"FileSystemIds": ["{}"]}}"#, fs[0]),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""Lifecycle": "DELETING""#), "{body}");
+    let auth = support::moto::authorization("fsx");
+    let (status, own) = moto.http(
+        "POST",
+        "/",
+        &[
+            (
+                "X-Amz-Target",
+                "AWSSimbaAPIService_v20180301.DescribeFileSystems",
+            ),
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("Authorization", &auth),
+            ("X-Flow-Model", "off"),
+        ],
+        b"{}",
+    );
+    assert_eq!(status, 200, "{own}");
+    assert!(
+        !own.contains(&fs[0]),
+        "moto itself still holds {}: {own}",
+        fs[0]
+    );
+    let destroyed = support::finish(destroy);
+    let took = started.elapsed();
+    assert_eq!(destroyed.code, 0, "{}", destroyed.all());
+
+    // Both deletes held for their lengths, each looked at while in progress
+    // and seen ended; destroy took at least both, in order.
+    let report = moto.latency_report();
+    let held: Vec<&serde_json::Value> = report["held"]
+        .as_array()
+        .expect("held")
+        .iter()
+        .filter(|h| h["kind"].as_str().unwrap().ends_with(" delete"))
+        .collect();
+    assert_eq!(held.len(), 2, "{report}");
+    for h in &held {
+        assert!(h["looks"].as_u64().unwrap() >= 2, "{h}");
+        assert!(h["first_seen_ready"].is_number(), "{h}");
+    }
+    let fs_delete = held
+        .iter()
+        .find(|h| h["kind"] == "fsx.lustre delete")
+        .expect("fs");
+    let stack_delete = held
+        .iter()
+        .find(|h| h["kind"] == "cloudformation.stack delete")
+        .expect("stack");
+    assert!(
+        stack_delete["created"].as_f64() >= fs_delete["first_seen_ready"].as_f64(),
+        "the stack's delete began before the file system was gone: {report}"
+    );
+    assert!(took >= std::time::Duration::from_secs(4), "{took:?}");
+    assert!(moto.file_systems().is_empty());
+    assert!(moto.stacks().is_empty(), "{:?}", moto.stacks());
+}

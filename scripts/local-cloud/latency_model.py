@@ -10,12 +10,16 @@ CREATE_IN_PROGRESS until then, whatever moto says. It also counts every call
 by operation and, for each held resource, the status calls that looked at it
 and when the first one saw it ready, served as JSON at
 GET /moto-api/flow-latency/report (the bench's and the tests' figures).
+A request with the header `X-Flow-Model: off` passes through untouched and
+uncounted: a test's look at what moto itself holds, beside the model's view.
 
 Modelled: CloudFormation CreateStack (a stack lasts as long as its slowest
 resource type in the table), EKS CreateCluster and CreateNodegroup, FSx
-CreateFileSystem, Batch CreateComputeEnvironment. Deletes are not held:
-moto's resources are gone at once, and the model would have to answer for
-objects moto no longer has.
+CreateFileSystem, Batch CreateComputeEnvironment, and Batch SubmitJob (a job
+is RUNNING for the table's `batch.job` length: DescribeJobs answers RUNNING
+until then, whatever moto says; Batch API reference, JobDetail.status).
+Deletes of stacks, EKS clusters and node groups and FSx file systems take
+the table's `[deletes]` lengths: see latency_deletes.py.
 """
 
 import io
@@ -25,8 +29,9 @@ import re
 import threading
 import time
 import tomllib
-import urllib.parse
 
+from latency_common import as_json as _json, form as _form, stack_name as _stack_name
+from latency_deletes import Answer, Deletes
 from warm_up import WarmUp
 
 REPORT_PATH = "/moto-api/flow-latency/report"
@@ -96,8 +101,11 @@ class Model:
     def hold(self, kind, name, seconds, arrived):
         with self.lock:
             # A create answered twice (a retried call moto accepted again)
-            # keeps the first clock: the far side started once.
-            self.held.setdefault((kind, name), Held(kind, name, seconds, arrived))
+            # keeps the first clock: the far side started once. One that
+            # has ended is a new operation on the same name (made again).
+            old = self.held.get((kind, name))
+            if old is None or not old.in_progress(arrived):
+                self.held[(kind, name)] = Held(kind, name, seconds, arrived)
 
     def look(self, kind, name):
         """Whether `name` is still in progress; counts the look."""
@@ -125,24 +133,6 @@ class Model:
                 "held": [h.as_json() for h in self.held.values()],
                 "timeline": [{"op": op, "start": a, "end": b} for op, a, b in self.timeline],
             }
-
-
-def _form(body):
-    return {k: v[0] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
-
-
-def _json(body):
-    try:
-        return json.loads(body or b"{}")
-    except ValueError:
-        return {}
-
-
-def _stack_name(name):
-    # arn:aws:cloudformation:REGION:ACCOUNT:stack/NAME/UUID, or NAME.
-    if name and name.startswith("arn:") and "/" in name:
-        return name.split("/")[1]
-    return name
 
 
 class Request:
@@ -192,12 +182,15 @@ class Layer:
         self.app = app
         self.model = model
         self.warm_up = warm_up
+        self.deletes = Deletes(model, app)
 
     def __call__(self, environ, start_response):
         if environ.get("PATH_INFO") == REPORT_PATH:
             body = json.dumps(self.model.report()).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
+        if environ.get("HTTP_X_FLOW_MODEL") == "off":
+            return self.app(environ, start_response)
         if self.warm_up is not None:
             if self.warm_up.is_warm_up(environ):
                 return self.app(environ, start_response)
@@ -206,7 +199,13 @@ class Layer:
         started = req.arrived
         op = req.operation()
         self.model.count(op)
-        after = self.after(req, op)
+        early = self.deletes.before(req, op, environ)
+        if isinstance(early, Answer):
+            start_response("200 OK", [("Content-Type", early.content_type),
+                                      ("Content-Length", str(len(early.body)))])
+            self.model.answered(op, started)
+            return [early.body]
+        after = early or self.after(req, op)
         if after is None:
             try:
                 return self.app(environ, start_response)
@@ -265,6 +264,8 @@ class Layer:
         if op == "DescribeFileSystems":
             # moto's file systems carry no Lifecycle: absent reads as AVAILABLE.
             def describe_fs(out):
+                out = self.deletes.after_describe_file_systems(out)
+
                 def change(doc):
                     changed = False
                     for fs in doc.get("FileSystems", []):
@@ -286,6 +287,32 @@ class Layer:
             return self._describe_named("eks.cluster", parts[1], "cluster", "ACTIVE")
         if req.method == "GET" and len(parts) == 4 and parts[0] == "clusters" and parts[2] == "node-groups":
             return self._describe_named("eks.nodegroup", f"{parts[1]}/{parts[3]}", "nodegroup", "ACTIVE")
+        if op == "batch:submitjob":
+            seconds = m.seconds("operations", "batch.job")
+
+            def submitted(out):
+                job_id = _json(out).get("jobId")
+                if job_id and seconds is not None:
+                    m.hold("batch.job", job_id, seconds, req.arrived)
+                return out
+
+            return submitted
+        if op == "batch:describejobs":
+            def describe_jobs(out):
+                def change(doc):
+                    changed = False
+                    for job in doc.get("jobs", []):
+                        if m.look("batch.job", job.get("jobId")) and job.get("status") in ("SUCCEEDED", "FAILED"):
+                            job["status"] = "RUNNING"
+                            for key in ("stoppedAt", "statusReason"):
+                                job.pop(key, None)
+                            (job.get("container") or {}).pop("exitCode", None)
+                            changed = True
+                    return changed
+
+                return _rewrite_json(out, change)
+
+            return describe_jobs
         if op == "batch:createcomputeenvironment":
             return self._hold_named(req, "batch.compute_environment", _json(req.body).get("computeEnvironmentName"))
         if op == "batch:describecomputeenvironments":
