@@ -419,3 +419,70 @@ fn a_bandwidth_under_its_gate_fails_the_job_and_stops_its_dependents() {
     let listed = p.run(&["runs", "wf.toml", "nccl"]).expect(0);
     assert_eq!(listed.stdout.lines().count(), 4, "{}", listed.all());
 }
+
+/// With a paced driver (the benchmark's latency model), a rollout and a job
+/// last their length: the operator's Deployment is not available, and the
+/// PyTorchJob is seen running, until then; flow waits both out.
+/// (`bench/time-to-training.py` runs the EKS workflows' Kubernetes steps so.)
+#[test]
+fn a_paced_driver_holds_rollouts_and_jobs_for_their_length() {
+    use crate::support::kube::pace::Pace;
+    let k = KubeServer::start();
+    let pace = Pace {
+        rollout: Duration::from_millis(1500),
+        job: Duration::from_secs(3),
+    };
+    k.driver().pace(pace);
+    let p = Project::new();
+    fixture(&p, "pytorchjob-crd.yaml");
+    fixture(&p, "nccl-test.yaml");
+    fixture(&p, "web.yaml");
+    // The operator's step also rolls out a Deployment.
+    let wf = nccl_workflow(&k, "nccl", "Succeeded").replacen(
+        r#"files = ["pytorchjob-crd.yaml"]"#,
+        r#"files = ["pytorchjob-crd.yaml", "web.yaml"]
+values = { REPLICAS = "1" }"#,
+        1,
+    );
+    p.write("wf.toml", &wf);
+    let child = p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let job = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/nccl";
+    let running = |j: &serde_json::Value| {
+        j["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Running" && c["status"] == "True")
+        })
+    };
+    wait_until(
+        Duration::from_secs(60),
+        "the paced job seen running",
+        || k.get(job).is_some_and(|j| running(&j)),
+    );
+    let apply = finish(child);
+    assert_eq!(apply.code, 0, "{}", apply.all());
+    let done = k.get(job).expect("job");
+    assert!(!running(&done), "{done}");
+
+    let last: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(p.path().join(".flow/wf/last-run.json")).expect("last-run.json"),
+    )
+    .expect("JSON");
+    let took = |step: &str| {
+        let s = last["steps"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["step"] == step))
+            .unwrap_or_else(|| panic!("{step} in {last}"));
+        Duration::from_millis(s["end_ms"].as_u64().unwrap() - s["start_ms"].as_u64().unwrap())
+    };
+    // The operator's manifest holds a Deployment (the rollout's length); the
+    // job its own length. Each ends within a few driver passes after it.
+    let (operator, nccl) = (took("operator"), took("nccl"));
+    assert!(
+        operator >= pace.rollout && operator < pace.rollout + Duration::from_secs(5),
+        "operator took {operator:?}"
+    );
+    assert!(
+        nccl >= pace.job && nccl < pace.job + Duration::from_secs(5),
+        "nccl took {nccl:?}"
+    );
+}

@@ -4,8 +4,6 @@
 //! controller does (the eviction API refuses with 429 until it is observed),
 //! and a pod deleted off a node is removed once it is marked terminating.
 
-use std::collections::HashSet;
-
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
@@ -39,7 +37,7 @@ fn matches(labels: &Value, wanted: &Value) -> bool {
 }
 
 /// One pass: every budget's status, and terminating pods on nodes removed.
-pub(super) async fn tick(client: &kube::Client, held: &HashSet<String>) {
+pub(super) async fn tick(client: &kube::Client, held: &super::pace::Held) {
     let pods: Vec<Value> = Api::<DynamicObject>::all_with(
         client.clone(),
         &ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),

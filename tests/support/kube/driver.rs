@@ -12,11 +12,13 @@ use kube::core::ApiResource;
 use serde_json::{Value, json};
 
 use super::super::workspace_root;
+use super::pace::{Clock, Held, Pace};
 
 /// Plays the controllers and kubelets the test cluster lacks.
 pub struct Driver {
     stop: Arc<AtomicBool>,
     held: Arc<Mutex<HashSet<String>>>,
+    pace: Arc<Mutex<Option<Pace>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -24,15 +26,25 @@ impl Driver {
     pub(super) fn start(client: kube::Client) -> Driver {
         let stop = Arc::new(AtomicBool::new(false));
         let held: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let (s, h) = (stop.clone(), held.clone());
+        let pace: Arc<Mutex<Option<Pace>>> = Arc::default();
+        let (s, h, p) = (stop.clone(), held.clone(), pace.clone());
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .unwrap();
             rt.block_on(async move {
+                let mut clock: Option<Clock> = None;
                 while !s.load(Ordering::SeqCst) {
-                    let held = h.lock().unwrap().clone();
+                    let by_hand = h.lock().unwrap().clone();
+                    let paced = *p.lock().unwrap();
+                    let held = match paced {
+                        Some(pace) => {
+                            let clock = clock.get_or_insert_with(|| Clock::new(pace));
+                            clock.held(&client, by_hand).await
+                        }
+                        None => Held::by_hand(by_hand),
+                    };
                     tick(&client, &held).await;
                     tokio::time::sleep(Duration::from_millis(150)).await;
                 }
@@ -41,8 +53,15 @@ impl Driver {
         Driver {
             stop,
             held,
+            pace,
             thread: Some(thread),
         }
+    }
+
+    /// From now on, takes as long over each rollout and job as `pace` says
+    /// (see `pace.rs`); objects already there count from this call.
+    pub fn pace(&self, pace: Pace) {
+        *self.pace.lock().unwrap() = Some(pace);
     }
 
     /// Leaves objects named `name` (any kind) as they are until released.
@@ -107,7 +126,7 @@ fn generation(o: &DynamicObject) -> i64 {
 }
 
 /// One pass over everything the driver looks after.
-async fn tick(client: &kube::Client, held: &HashSet<String>) {
+async fn tick(client: &kube::Client, held: &Held) {
     let skip = |o: &DynamicObject| {
         o.metadata.deletion_timestamp.is_some()
             || o.metadata.name.as_ref().is_some_and(|n| held.contains(n))
@@ -232,7 +251,7 @@ async fn run_job(
     client: &kube::Client,
     r: &ApiResource,
     job: &DynamicObject,
-    held: &HashSet<String>,
+    held: &Held,
     label: &str,
     replicas: &[(&str, i64)],
 ) {
