@@ -25,6 +25,9 @@ requirements.txt) before it was filled here; nothing else of moto changes.
   random certificate authority: eks_endpoints.py (beside this file) lets a
   test name the real kube-apiserver of a cluster, and DescribeCluster
   answers with its https endpoint and CA.
+- Further additions, one module each, are the `cloud_*.py` files beside
+  this one (each module's docstring says what it adds and the AWS page it
+  follows); they are installed in name order.
 - Every create finishes at once: with FLOW_LATENCY_MODEL naming a table
   (bench/latency.toml), latency_model.py (beside this file) keeps stacks,
   clusters, node groups, file systems and compute environments in progress
@@ -33,7 +36,10 @@ requirements.txt) before it was filled here; nothing else of moto changes.
 Run with moto_server's arguments: python moto_server.py -H 127.0.0.1 -p PORT
 """
 
+import glob
+import importlib
 import ipaddress
+import os
 import sys
 
 import moto.cloudformation.parsing as parsing
@@ -172,6 +178,10 @@ capacity_reservations.install()
 latency_model.install()
 # After the latency model: its admin call is neither held nor counted.
 eks_endpoints.install()
+# What else the local cloud adds to moto, one module each: every
+# `cloud_*.py` beside this file, in name order, through its install().
+for _path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cloud_*.py"))):
+    importlib.import_module(os.path.basename(_path)[:-3]).install()
 
 if __name__ == "__main__":
     sys.exit(main())
