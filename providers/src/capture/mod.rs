@@ -565,4 +565,6 @@ fn number_or_text(text: &str) -> Value {
 }
 
 #[cfg(test)]
+mod published;
+#[cfg(test)]
 mod tests;

@@ -9,8 +9,6 @@
 
 pub mod gate;
 mod nccl;
-#[cfg(test)]
-mod published;
 mod tags;
 mod torchrec;
 mod torchrun;

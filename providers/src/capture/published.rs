@@ -2,7 +2,7 @@
 //! workflow (`workflows/*.toml`, `workflows/modules/*/main.toml`), held to
 //! what the program its step runs really prints: output published with the
 //! runbook or upstream, or recorded from the program run as published (each
-//! sample names its source; `testdata/SOURCES` and
+//! sample names its source; `providers/src/metrics/testdata/SOURCES` and
 //! `tests/fixtures/published/SOURCES` say more).
 //!
 //! For each step with such rules and each of its samples: `success_pattern`
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::capture::Matchers;
+use super::Matchers;
 use crate::contract::Values;
 
 /// The workspace's root folder.
