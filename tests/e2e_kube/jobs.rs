@@ -116,7 +116,7 @@ fn pytorchjob_failure_names_the_failing_pod() {
     assert!(show.stdout.contains("\"in_flight\": {"), "{}", show.stdout);
     p.run(&["apply", "wf.toml", "--auto-approve"]).expect(1);
     assert!(
-        log(&p, "nccl").contains("the interrupted create had failed"),
+        log(&p, "nccl").contains("deleting what the failed create left"),
         "{}",
         log(&p, "nccl")
     );
