@@ -127,13 +127,18 @@ fn generation(o: &DynamicObject) -> i64 {
 
 /// One pass over everything the driver looks after.
 async fn tick(client: &kube::Client, held: &Held) {
-    let skip = |o: &DynamicObject| {
+    let skip = |o: &DynamicObject, kind: &str| {
         o.metadata.deletion_timestamp.is_some()
-            || o.metadata.name.as_ref().is_some_and(|n| held.contains(n))
+            || o.metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| held.holds(kind, n))
     };
     let deployments = ar("apps", "v1", "Deployment", "deployments");
     for d in list(client, &deployments).await {
-        if skip(&d) || d.data["status"]["observedGeneration"].as_i64() == Some(generation(&d)) {
+        if skip(&d, &deployments.kind)
+            || d.data["status"]["observedGeneration"].as_i64() == Some(generation(&d))
+        {
             continue;
         }
         let n = d.data["spec"]["replicas"].as_i64().unwrap_or(1);
@@ -146,7 +151,9 @@ async fn tick(client: &kube::Client, held: &Held) {
     }
     let daemonsets = ar("apps", "v1", "DaemonSet", "daemonsets");
     for d in list(client, &daemonsets).await {
-        if skip(&d) || d.data["status"]["observedGeneration"].as_i64() == Some(generation(&d)) {
+        if skip(&d, &daemonsets.kind)
+            || d.data["status"]["observedGeneration"].as_i64() == Some(generation(&d))
+        {
             continue;
         }
         set_status(client, &daemonsets, &d, json!({
@@ -157,7 +164,9 @@ async fn tick(client: &kube::Client, held: &Held) {
     }
     let statefulsets = ar("apps", "v1", "StatefulSet", "statefulsets");
     for s in list(client, &statefulsets).await {
-        if skip(&s) || s.data["status"]["observedGeneration"].as_i64() == Some(generation(&s)) {
+        if skip(&s, &statefulsets.kind)
+            || s.data["status"]["observedGeneration"].as_i64() == Some(generation(&s))
+        {
             continue;
         }
         let n = s.data["spec"]["replicas"].as_i64().unwrap_or(1);
@@ -174,7 +183,7 @@ async fn tick(client: &kube::Client, held: &Held) {
     }
     let pvcs = ar("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims");
     for c in list(client, &pvcs).await {
-        if !skip(&c) && c.data["status"]["phase"].as_str() != Some("Bound") {
+        if !skip(&c, &pvcs.kind) && c.data["status"]["phase"].as_str() != Some("Bound") {
             set_status(client, &pvcs, &c, json!({"phase": "Bound"})).await;
         }
     }
@@ -301,7 +310,7 @@ async fn run_job(
         .and_then(|c| c["name"].as_str())
         .unwrap_or("main")
         .to_string();
-    let finishing = !held.contains(&name);
+    let finishing = !held.holds(&r.kind, &name);
     let last = names.len().saturating_sub(1);
     for (idx, (pod, kind, i)) in names.iter().enumerate() {
         let existing = pods.get_opt(pod).await.ok().flatten();
@@ -398,9 +407,10 @@ fn first_container(job: &Value) -> Option<&Value> {
 
 /// What the job's program prints, as the local cloud emulates it: the
 /// text of `scripts/local-cloud/outputs/PROGRAM.txt` for the first PROGRAM
-/// named in the first container's command, args or environment values (the same files the
-/// Batch compute emulator uses), `${NAME}` filled from the container's
-/// environment; "done" for programs it does not know.
+/// named in the first container's command, args or environment values (the
+/// same files the Batch compute emulator uses), filled by the rule of
+/// `outputs/README` from the container's environment and the program's own
+/// arguments (`emulated.rs`); "done" for programs it does not know.
 fn emulated_output(job: &Value) -> String {
     let Some(c) = first_container(job) else {
         return "done".into();
@@ -437,9 +447,7 @@ fn emulated_output(job: &Value) -> String {
         };
         if line.contains(name) {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            // `${NAME}` from the container's environment, as manifests fill
-            // placeholders from `values`.
-            return flow_providers::kube::fill("output", &text, &env).unwrap_or(text);
+            return super::emulated::fill(&text, &super::emulated::names_for(name, &line, &env));
         }
     }
     "done".into()

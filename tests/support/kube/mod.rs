@@ -41,6 +41,7 @@ use serde_json::Value;
 mod disruption;
 mod driver;
 mod eks_token;
+pub mod emulated;
 pub mod pace;
 
 pub use driver::Driver;

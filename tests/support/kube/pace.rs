@@ -64,7 +64,8 @@ impl Clock {
     }
 
     /// What the driver holds now: paced objects whose length has not passed
-    /// yet, and any object made since this listing (not known to it yet).
+    /// yet, and any object of a paced kind made since this listing (its
+    /// clock not started yet).
     pub(super) async fn held(&mut self, client: &kube::Client, by_hand: HashSet<String>) -> Held {
         let now = Instant::now();
         let mut held = by_hand;
@@ -88,7 +89,7 @@ impl Clock {
                 if now.duration_since(seen) < length {
                     held.insert(name.clone());
                 }
-                known.insert(name);
+                known.insert((resource.kind.clone(), name));
             }
         }
         Held {
@@ -98,12 +99,14 @@ impl Clock {
     }
 }
 
-/// The objects the driver leaves as they are in one pass, by name (any kind).
+/// The objects the driver leaves as they are in one pass.
 pub(super) struct Held {
+    /// By name, any kind.
     names: HashSet<String>,
-    /// When paced: the names the pace's listing saw. Anything else was made
-    /// after it and has not started its clock yet, so it is held too.
-    known: Option<HashSet<String>>,
+    /// When paced: the objects of paced kinds the pace's listing saw (kind,
+    /// name). One of those kinds not among them was made after the listing
+    /// and has not started its clock yet, so it is held too.
+    known: Option<HashSet<(String, String)>>,
 }
 
 impl Held {
@@ -112,8 +115,18 @@ impl Held {
         Held { names, known: None }
     }
 
-    /// Whether the driver leaves the object `name` as it is.
+    /// Whether the driver leaves the object `name` of `kind` as it is.
+    pub(super) fn holds(&self, kind: &str, name: &str) -> bool {
+        self.names.contains(name)
+            || self.known.as_ref().is_some_and(|known| {
+                kinds().iter().any(|(r, _)| r.kind == kind)
+                    && !known.contains(&(kind.to_string(), name.to_string()))
+            })
+    }
+
+    /// Whether the driver leaves objects named `name` as they are, whatever
+    /// their kind (kinds the pace does not time).
     pub(super) fn contains(&self, name: &str) -> bool {
-        self.names.contains(name) || self.known.as_ref().is_some_and(|k| !k.contains(name))
+        self.names.contains(name)
     }
 }
