@@ -40,7 +40,9 @@ pub(crate) struct Pace {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rhythm {
     /// From `first`, half as long again each time, at most `max`: for waits
-    /// that settle in seconds (Kubernetes objects), unscaled.
+    /// that settle in seconds (Kubernetes objects). Scaled by
+    /// `FLOW_TIME_SCALE` too, so that under a test cloud's scaled clock a
+    /// Kubernetes job is looked at as often, in its time, as on a cluster.
     Growing,
     /// A cloud operation of the expected length (`None`: unknown), paced by
     /// [`pacing::next_delay`] and scaled by `FLOW_TIME_SCALE`.
@@ -86,10 +88,7 @@ impl Pace {
 
     /// The factor this wait's delays are scaled by.
     fn scale(&self) -> f64 {
-        match self.rhythm {
-            Rhythm::Growing => 1.0,
-            Rhythm::Cloud(_) => pacing::time_scale(),
-        }
+        pacing::time_scale()
     }
 
     /// The delay after `last` (zero before the first), `elapsed` (unscaled)

@@ -6,8 +6,8 @@
 //! steps take their share of time to training.
 //!
 //! An object's clock starts when the driver first sees it (within one pass,
-//! 150 ms, of its creation: the API's `creationTimestamp` counts whole
-//! seconds) and it is held, as [`super::Driver::hold`] holds it, until its
+//! 40 ms when paced, of its creation: the API's `creationTimestamp` counts
+//! whole seconds) and it is held, as [`super::Driver::hold`] holds it, until its
 //! length has passed.
 
 use std::collections::{HashMap, HashSet};
