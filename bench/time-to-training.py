@@ -9,18 +9,25 @@ For eks-p4d, batch-p5 and torchrec-eks, from bench/latency.toml:
      divided by the table's scale, 60), converted back to real minutes.
 It prints a/c, c/b, the graph's critical path, and for each operation the
 model held: its describe calls against what a waiter polling every 15 s
-would make, and how late flow noticed its end.
+would make, and how late flow noticed its end. Then it destroys what the
+apply made and prints destroy's wall time against the critical path of the
+reverse graph, with the model's delete lengths (a note, not judged).
 
-What runs for real in (c): every AWS step (stacks, EKS cluster and node
-groups, FSx, ECR, S3, Secrets Manager) against moto through
-scripts/local-aws, flow's waiters paced with FLOW_TIME_SCALE=1/60. Steps the
-model has no AWS status for (kube.*, exec, batch.job) are `null` steps of
-the table's length with the same dependencies; the training step is a
-`null` step whose start is the figure.
+Everything runs for real, as a user runs the workflow, with the workflow's
+own files: every AWS step against moto through scripts/local-aws, paced by
+its latency model (scripts/local-cloud/latency_model.py holds creates,
+deletes and Batch jobs) and flow's waiters paced with FLOW_TIME_SCALE=1/60;
+the Kubernetes steps against a real kube-apiserver that the local cloud's
+EKS describes as the cluster's, whose driver holds each rollout and job for
+its table length (bench/local_eks.rs); the image build's exec step runs the
+workflow's own script with the tests' container tool, held for the build's
+and the push's lengths. The training step's start is the figure: the bench
+stops nothing early, so the training step runs too.
 
 Usage: bench/time-to-training.py [--flow PATH] [--runs N] [--only eks-p4d,...] [--gantt FILE.svg] [--scale N]
-Builds the release binary first unless --flow is given. Prints the table of
-what it judged and exits 1 when a figure misses its target (bench/judge.py).
+Builds the release binary first unless --flow is given, and the Kubernetes
+harness (debug profile) always. Prints the table of what it judged and exits
+1 when a figure misses its target (bench/judge.py).
 """
 
 import argparse
@@ -47,6 +54,9 @@ SEEDS = {
     "eks-p4d": {
         "file": "eks-p4d.toml",
         "train": "train",
+        "cluster": "eks-p4d",
+        "vars": [],
+        "env": {"HF_TOKEN": "hf_benchTokenNotASecret"},
         "runbook": [  # shared/seeds/eks-dlc-fsdp.md
             ["images", "image"],                  # 2: build.sh (build, push)
             ["vpc"], ["eks"], ["system_nodes|gpu_nodes"],  # 3: eksctl create cluster
@@ -60,6 +70,9 @@ SEEDS = {
     "batch-p5": {
         "file": "batch-p5.toml",
         "train": "nccl",
+        "cluster": None,
+        "vars": [],
+        "env": {},
         "runbook": [  # shared/seeds/aws-batch-distributed-training.md
             ["vpc"], ["bucket"], ["ssh"], ["batch"],
         ],
@@ -67,6 +80,9 @@ SEEDS = {
     "torchrec-eks": {
         "file": "torchrec-eks.toml",
         "train": "train",
+        "cluster": "torchrec-cluster",
+        "vars": ["launcher=pytorchjob"],
+        "env": {},
         "runbook": [  # shared/seeds/torchrec-on-eks.md
             ["vpc"], ["eks"], ["gpu_nodes"],      # eksctl create cluster
             ["device_plugins"],
@@ -75,12 +91,6 @@ SEEDS = {
         ],
     },
 }
-
-# Providers the latency model holds, or that are quick real calls to moto:
-# they run for real. Everything else stands in as a `null` step.
-REAL = {"cloudformation.stack", "eks.cluster", "eks.nodegroup", "fsx.lustre",
-        "ecr.repository", "s3.bucket", "s3.sync", "secretsmanager.secret"}
-
 
 def stack_seconds(table, template_text):
     section = table["cloudformation"]
@@ -92,6 +102,7 @@ def step_seconds(table, wd, step):
     """A step's real length from the table, as flow carries it out."""
     p = step["provider"]
     stacks = table["cloudformation"]
+    ops = table["operations"]
     if p == "cloudformation.stack":
         template = step.get("inputs", {}).get("template", "")
         path = os.path.join(wd, template)
@@ -99,13 +110,31 @@ def step_seconds(table, wd, step):
     if p == "eks.cluster":
         oidc = stacks["AWS::IAM::OIDCProvider"] if step.get("inputs", {}).get("with_oidc") else 0
         # flow's role stack, the control plane, then the OIDC provider's stack.
-        return stacks["AWS::IAM::Role"] + table["operations"]["eks.cluster"] + oidc
+        return stacks["AWS::IAM::Role"] + ops["eks.cluster"] + oidc
     if p == "eks.nodegroup":
         # flow's node role and launch template stack, then the node group.
-        return stacks["AWS::IAM::Role"] + table["operations"]["eks.nodegroup"]
-    if p == "fsx.lustre":
-        return table["operations"]["fsx.lustre"]
-    return table["steps"].get(p, table["steps"].get(p.split(".")[0], 1))
+        return stacks["AWS::IAM::Role"] + ops["eks.nodegroup"]
+    if p in ("fsx.lustre", "batch.job"):
+        return ops[p]
+    if p == "exec":
+        # The workflows' one exec step builds and pushes the training image.
+        return table["steps"]["container.build"] + table["steps"]["container.push"]
+    return table["steps"].get(p, 1)
+
+
+def delete_seconds(table, step):
+    """How long deleting a step takes in the model (0: one quick call)."""
+    p = step["provider"]
+    deletes = table.get("deletes", {})
+    stack = deletes.get("cloudformation.stack", 0)
+    if p == "cloudformation.stack":
+        return stack
+    if p == "eks.cluster":
+        # The control plane, then flow's role stack (and the OIDC stack).
+        return deletes.get("eks.cluster", 0) + stack * (2 if step.get("inputs", {}).get("with_oidc") else 1)
+    if p == "eks.nodegroup":
+        return deletes.get("eks.nodegroup", 0) + stack
+    return deletes.get(p, 0)
 
 
 def flatten(wf, wd):
@@ -122,6 +151,7 @@ def flatten(wf, wd):
                                      json.dumps(step)))
             step["depends_on"] = [f"{call}_{d}" for d in step.get("depends_on", [])]
             step["short"] = name
+            step["flow_name"] = f"{call}.{name}"
             steps[f"{call}_{name}"] = step
     return steps
 
@@ -134,42 +164,6 @@ def dependencies(steps, name):
         if m.group(1) in steps and m.group(1) != name:
             refs.add(m.group(1))
     return sorted(refs)
-
-
-def toml_value(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(v)
-
-
-def model_workflow(wf, steps, deps, table, wd, train):
-    """The workflow the bench applies: real AWS steps, `null` stand-ins."""
-    out = ['[workflow]\nname = %s\n' % json.dumps(wf["workflow"]["name"])]
-    for name, var in wf.get("vars", {}).items():
-        out.append(f"[vars.{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in var.items()))
-    for name, step in steps.items():
-        key = json.dumps(name)
-        if step["provider"] in REAL:
-            body = {k: v for k, v in step.items() if k not in ("inputs", "short")}
-            body["depends_on"] = [d for d in step.get("depends_on", [])]
-            out.append(f"[steps.{key}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in body.items() if v != []))
-            out.append(f"[steps.{key}.inputs]\n" + "".join(
-                f"{k} = {toml_value(v)}\n" for k, v in step.get("inputs", {}).items()))
-        else:
-            ms = 0 if name == train else int(step_seconds(table, wd, step) * 1000 / table["scale"])
-            out.append(f"[steps.{key}]\nprovider = \"null\"\n")
-            if deps[name]:
-                out.append(f"depends_on = {toml_value(deps[name])}\n")
-            out.append(f"[steps.{key}.inputs]\ndelay_ms = {ms}\n")
-    return "".join(out)
 
 
 def critical_path(steps, deps, length):
@@ -187,6 +181,20 @@ def critical_path(steps, deps, length):
     return finish, via
 
 
+def reverse_critical_path(steps, deps, length):
+    """When destroy can be done: each step is deleted after every step
+    that depends on it."""
+    dependents = {n: [m for m in steps if n in deps[m]] for n in steps}
+    finish = {}
+
+    def end(n):
+        if n not in finish:
+            finish[n] = max((end(d) for d in dependents[n]), default=0.0) + length[n]
+        return finish[n]
+
+    return max((end(n) for n in steps), default=0.0)
+
+
 def chain(via, name):
     out = []
     while name:
@@ -199,8 +207,31 @@ def minutes(s):
     return f"{s / 60:5.1f} min"
 
 
-def run_seed(flow, seed, spec, table, workflows, gantt):
-    wd = workflows
+def harness():
+    """Builds bench/local_eks.rs (the tests' Kubernetes harness) and returns its path."""
+    out = subprocess.run(["cargo", "build", "-q", "-p", "flow", "--bench", "local_eks", "--message-format=json"],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        m = json.loads(line)
+        if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "local_eks" and m.get("executable"):
+            return m["executable"]
+    sys.exit("bench/local_eks.rs: cargo built no executable")
+
+
+def container_tool(out, table):
+    """The tests' container tool, each build and push held for its table length."""
+    path = os.path.join(out, "container-tool")
+    build = table["steps"]["container.build"] / table["scale"]
+    push = table["steps"]["container.push"] / table["scale"]
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n"
+                f'case "$1" in build) sleep {build:.3f} ;; push) sleep {push:.3f} ;; esac\n'
+                f'exec "{ROOT}/tests/fixtures/bin/container-tool" "$@"\n')
+    os.chmod(path, 0o755)
+    return path
+
+
+def run_seed(flow, k8s, seed, spec, table, wd, gantt):
     with open(os.path.join(wd, spec["file"]), "rb") as f:
         wf = tomllib.load(f)
     steps = flatten(wf, wd)
@@ -213,28 +244,48 @@ def run_seed(flow, seed, spec, table, workflows, gantt):
     a = 0.0
     for command in spec["runbook"]:
         a += max(length[names[s]] for part in command for s in part.split("|"))
+    e = reverse_critical_path(steps, deps, {n: delete_seconds(table, steps[n]) for n in steps})
 
-    model = model_workflow(wf, steps, deps, table, wd, train)
-    path = os.path.join(wd, f"model-{seed}.toml")
-    with open(path, "w") as f:
-        f.write(model)
-    env = {**os.environ, "NO_COLOR": "1", "FLOW_TIME_SCALE": f"1/{table['scale']:g}",
-           "FLOW_LATENCY_MODEL": TABLE, "FLOW_LATENCY_SCALE": f"{table['scale']:g}"}
-    script = (
-        'set -e; "$1" apply "$2" --auto-approve -q > "$3/apply.log" 2>&1 || { cat "$3/apply.log"; exit 1; }; '
-        'curl -s "$AWS_ENDPOINT_URL/moto-api/flow-latency/report" > "$3/model.json" || '
-        'python3 -c "import os,urllib.request;open(os.sys.argv[1],\'wb\').write(urllib.request.urlopen(os.environ[\'AWS_ENDPOINT_URL\']+\'/moto-api/flow-latency/report\').read())" "$3/model.json"'
-    )
     out = tempfile.mkdtemp(prefix="flow-ttt-")
-    proc = subprocess.run([os.path.join(ROOT, "scripts", "local-aws"), "bash", "-c", script, "-", flow, path, out],
+    path = os.path.join(wd, spec["file"])
+    args = [f"--var={v}" for v in spec["vars"]]
+    if any(st["provider"] == "exec" for st in steps.values()):
+        args.append(f"--var=container_tool={container_tool(out, table)}")
+    env = {**os.environ, **spec["env"], "NO_COLOR": "1", "FLOW_TIME_SCALE": f"1/{table['scale']:g}",
+           "FLOW_LATENCY_MODEL": TABLE, "FLOW_LATENCY_SCALE": f"{table['scale']:g}",
+           "PATH": os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ.get("PATH", "")}
+    report = ('python3 -c "import os,sys,urllib.request;open(sys.argv[1],\'wb\').write(urllib.request.urlopen('
+              'os.environ[\'AWS_ENDPOINT_URL\']+\'/moto-api/flow-latency/report\').read())"')
+    script = (
+        'set -e; flow=$1 wf=$2 out=$3; shift 3; '
+        '"$flow" apply "$wf" --auto-approve -q "$@" > "$out/apply.log" 2>&1 || { cat "$out/apply.log"; exit 1; }; '
+        f'{report} "$out/model.json"; cp "$(dirname "$wf")/.flow/$(basename "$wf" .toml)/last-run.json" "$out/apply-run.json"; '
+        'start=$(date +%s.%N); '
+        '"$flow" destroy "$wf" --auto-approve -q "$@" > "$out/destroy.log" 2>&1 || { cat "$out/destroy.log"; exit 1; }; '
+        'echo "$start $(date +%s.%N)" > "$out/destroy.span"; '
+        f'{report} "$out/model-destroy.json"'
+    )
+    command = ["bash", "-c", script, "-", flow, path, out, *args]
+    if spec["cluster"]:
+        command = [k8s, "--cluster", spec["cluster"], "--latency", TABLE, "--", *command]
+    proc = subprocess.run([os.path.join(ROOT, "scripts", "local-aws"), *command],
                           cwd=wd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        sys.exit(f"{seed}: apply failed:\n{proc.stdout}\n{proc.stderr}")
-    state = os.path.join(wd, ".flow", f"model-{seed}")
-    with open(os.path.join(state, "last-run.json")) as f:
+        sys.exit(f"{seed}: apply or destroy failed:\n{proc.stdout}\n{proc.stderr}")
+    with open(os.path.join(out, "apply-run.json")) as f:
         last = json.load(f)
+    # flow names a module's step CALL.STEP (this bench: CALL_STEP), and each
+    # instance of a for_each step STEP["KEY"]: an instance stands for its step.
+    ours = {st.get("flow_name", n): n for n, st in steps.items()}
+    for st in last["steps"]:
+        name = re.sub(r'\[".*"\]$', "", st["step"])
+        st["step"] = ours.get(name, name)
     with open(os.path.join(out, "model.json")) as f:
         report = json.load(f)
+    with open(os.path.join(out, "model-destroy.json")) as f:
+        deleted = [h for h in json.load(f)["held"] if h["kind"].endswith(" delete")]
+    with open(os.path.join(out, "destroy.span")) as f:
+        t0, t1 = (float(x) for x in f.read().split())
     span = {s["step"]: s for s in last["steps"]}
     c = (span[train]["start_ms"] - last["started_ms"]) / 1000.0 * table["scale"]
     # Before the first step starts: flow's start-up and plan, scaled x60 too.
@@ -242,7 +293,8 @@ def run_seed(flow, seed, spec, table, workflows, gantt):
     if gantt:
         subprocess.run([flow, "report", path, "-o", os.path.join(out, "report.html")], cwd=wd,
                        capture_output=True)
-    return {"a": a, "b": b, "c": c, "startup": startup, "path": chain(via, train), "length": length, "report": report,
+    return {"a": a, "b": b, "c": c, "d": (t1 - t0) * table["scale"], "e": e, "deleted": deleted,
+            "startup": startup, "path": chain(via, train), "length": length, "report": report,
             "spans": last, "deps": deps, "out": out, "scale": table["scale"]}
 
 
@@ -260,7 +312,7 @@ def print_seed(seed, r, judge):
     judge.note(f"{seed}: a/c (runbook / flow)", f"{a / c:.2f}")
     print("  operation                               length  describes  15-s waiter  noticed late")
     worst = True
-    for h in sorted(r["report"]["held"], key=lambda h: h["created"]):
+    for h in sorted(r["report"]["held"] + r["deleted"], key=lambda h: h["created"]):
         real = h["seconds"] * r["scale"]
         waiter = int(real // 15) + 1
         late = ((h["first_seen_ready"] or h["ready"]) - h["ready"]) * r["scale"]
@@ -281,6 +333,12 @@ def print_seed(seed, r, judge):
         gap = start - prev_end if prev_end is not None else start
         print(f"    {n:<24} +{gap:5.1f} s   {run / 60:5.2f} / {r['length'][n] / 60:5.2f} min  ({run - r['length'][n]:+.1f} s)")
         prev_end = (s["end_ms"] - t0) / 1000.0 * r["scale"]
+    d, e = r["d"], r["e"]
+    print(f"  d) flow destroy under the model          {minutes(d)}")
+    print(f"  e) critical path of the reverse graph    {minutes(e)}   d/e = {d / e:.3f}" if e else
+          f"  e) critical path of the reverse graph    {minutes(e)}")
+    if e:
+        judge.note(f"{seed}: d/e (destroy under the model / its critical path)", f"{d / e:.3f}")
     calls = r["report"]["calls"]
     print(f"  API calls: {sum(calls.values())} in all; "
           + ", ".join(f"{k} {v}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
@@ -303,6 +361,7 @@ def main():
     if not a.flow:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "flow"], cwd=ROOT, check=True)
     flow = os.path.abspath(a.flow) if a.flow else os.path.join(ROOT, "target", "release", "flow")
+    k8s = harness()
     with open(TABLE, "rb") as f:
         table = tomllib.load(f)
     if a.scale:
@@ -315,7 +374,7 @@ def main():
             wd = os.path.join(work, "workflows")
             shutil.copytree(os.path.join(ROOT, "workflows"), wd)
             try:
-                r = run_seed(flow, seed, SEEDS[seed], table, wd, a.gantt and seed == "eks-p4d")
+                r = run_seed(flow, k8s, seed, SEEDS[seed], table, wd, a.gantt and seed == "eks-p4d")
                 print_seed(seed if a.runs == 1 else f"{seed} (run {i + 1})", r, judge)
                 if a.dump:
                     with open(a.dump, "w") as f:
