@@ -7,9 +7,14 @@ for it that nobody writes. This program plays the containers' part: for
 every job that ends, it writes into that log stream what the job's program
 prints, taken from ``outputs/PROGRAM.txt`` beside this file (the first
 PROGRAM whose name appears in the job's command or, for commands like
-``bash -c "$TEST_CMD"``, in its environment's values; ``${NAME}`` in the
-text is replaced by the container's environment variable NAME when it has
-one).
+``bash -c "$TEST_CMD"``, in its environment's values), filled by the rule
+``outputs/README`` gives (``fill`` below; the Kubernetes test driver,
+tests/support/kube/emulated.rs, fills the same files by the same rule):
+``${NAME}`` from the container's environment or the program's own
+arguments (``${ARG1}`` …), integer arithmetic (``${ARG1 - 1}``), and lines
+repeated (``${for E in 0..ARG1}`` … ``${end}``) or kept on a condition
+(``${if E % ARG2 == 0}`` … ``${end}``). ``batch_compute.py --render FILE
+[NAME=VALUE ...] -- COMMAND ...`` prints a file as a job would.
 
 An NCCL test's figures are not the file's alone: they are scaled to the
 fabric of the instance type the job's compute environment runs (the file
@@ -35,8 +40,6 @@ import re
 import sys
 import time
 
-import boto3
-
 OUTPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "outputs")
 LOG_GROUP = "/aws/batch/job"
 ENDED = ("SUCCEEDED", "FAILED")
@@ -47,7 +50,8 @@ def programs():
     out = {}
     for entry in sorted(os.listdir(OUTPUTS)):
         if entry.endswith(".txt"):
-            with open(os.path.join(OUTPUTS, entry), encoding="utf-8") as f:
+            # newline="": a \r (tqdm's redraws) is the program's, kept.
+            with open(os.path.join(OUTPUTS, entry), encoding="utf-8", newline="") as f:
                 out[entry[: -len(".txt")]] = f.read()
     return out
 
@@ -108,6 +112,8 @@ def scaled_nccl(text, factor, instance_type):
     ]
     nics = efa_interfaces(instance_type)
     for line in text.splitlines():
+        if line.startswith("# flow local cloud: emulated"):
+            continue  # the file's own mark: the line above says more
         cells = line.split()
         if nics and "(found 4 nics)" in line:
             line = line.replace("(found 4 nics)", f"(found {nics} nics)")
@@ -125,16 +131,161 @@ def scaled_nccl(text, factor, instance_type):
     return "\n".join(out) + "\n"
 
 
+# The fill of outputs/*.txt (outputs/README says the rule; the Kubernetes
+# test driver's tests/support/kube/emulated.rs is the same rule in Rust).
+PLACEHOLDER = re.compile(r"\$\{([^{}]*)\}")
+BLOCK = re.compile(r"^\$\{(for|if|end)(?:\s+([^{}]*))?\}$")
+FOR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s+in\s+(.+?)\.\.(.+)$")
+COMPARE = re.compile(r"^(.+?)(==|!=|<=|>=|<|>)(.+)$")
+OPS = ("+", "-", "*", "/", "%")
+TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*|[0-9]+)|([-+*/%]))\s*")
+
+
+def names_for(program, text, env):
+    """The names a file is filled from: the container's environment, and
+    ARG1, ARG2 … for the words after the first word naming `program` in
+    `text` (its command, then its environment's values)."""
+    names = dict(env)
+    words = text.split()
+    for i, word in enumerate(words):
+        if program in word:
+            for n, arg in enumerate(words[i + 1 :], start=1):
+                names.setdefault(f"ARG{n}", arg)
+            break
+    return names
+
+
+def evaluate(expr, names):
+    """A placeholder's value: a name's value as is, or integer arithmetic on
+    names and whole numbers (+ - * / %, / rounding down, * / % before + -);
+    None when a name is unknown or not a whole number, or on a division by 0."""
+    expr = expr.strip()
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", expr):
+        return names.get(expr)
+    pos, items = 0, []
+    while pos < len(expr):
+        m = TOKEN.match(expr, pos)
+        if not m or m.end() == pos:
+            return None
+        pos = m.end()
+        items.append(m.group(1) or m.group(2))
+    words, ops = items[0::2], items[1::2]
+    if len(items) % 2 == 0 or any(op not in OPS for op in ops):
+        return None
+    numbers = []
+    for word in words:
+        if word in OPS:
+            return None
+        value = integer(word if word.isdigit() else names.get(word))
+        if value is None:
+            return None
+        numbers.append(value)
+    terms, op_of_term = [numbers[0]], []
+    for op, n in zip(ops, numbers[1:]):
+        if op in "*/%":
+            if op != "*" and n == 0:
+                return None
+            last = terms[-1]
+            terms[-1] = last * n if op == "*" else last // n if op == "/" else last % n
+        else:
+            op_of_term.append(op)
+            terms.append(n)
+    total = terms[0]
+    for op, n in zip(op_of_term, terms[1:]):
+        total = total + n if op == "+" else total - n
+    return str(total)
+
+
+def integer(value):
+    """`value` as an integer when it is a whole number (`-?[0-9]+`), or None."""
+    if value is None or not re.fullmatch(r"-?[0-9]+", value):
+        return None
+    return int(value)
+
+
+def holds(condition, names):
+    """Whether `A OP B` holds (OP one of == != < <= > >=, on integers), or
+    None when either side has no value."""
+    m = COMPARE.match(condition)
+    if not m:
+        return None
+    a, b = integer(evaluate(m.group(1), names)), integer(evaluate(m.group(3), names))
+    if a is None or b is None:
+        return None
+    return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[m.group(2)]
+
+
+def fill_line(line, names):
+    """`line` with each placeholder that has a value replaced by it."""
+
+    def one(m):
+        value = evaluate(m.group(1), names)
+        return m.group(0) if value is None else value
+
+    return PLACEHOLDER.sub(one, line)
+
+
+def parse_blocks(lines, i=0, nested=False):
+    """The lines from `i` as a tree: a line, or (kind, expression, header,
+    body, end line) for a `${for …}` / `${if …}` block. A block without
+    `${end}` runs to the end; an `${end}` outside a block is a line."""
+    out = []
+    while i < len(lines):
+        m = BLOCK.match(lines[i])
+        if m and m.group(1) == "end" and nested:
+            return out, i
+        if m and m.group(1) != "end":
+            body, j = parse_blocks(lines, i + 1, True)
+            end = lines[j] if j < len(lines) else None
+            out.append((m.group(1), (m.group(2) or "").strip(), lines[i], body, end))
+            i = j + 1
+        else:
+            out.append(lines[i])
+            i += 1
+    return out, i
+
+
+def render(tree, names, out):
+    """Appends the filled lines of `tree` to `out`."""
+    for node in tree:
+        if isinstance(node, str):
+            out.append(fill_line(node, names))
+            continue
+        kind, expr, header, body, end = node
+        if kind == "for":
+            m = FOR.match(expr)
+            lo = m and integer(evaluate(m.group(2), names))
+            hi = m and integer(evaluate(m.group(3), names))
+            if lo is not None and hi is not None:
+                for i in range(lo, hi):
+                    render(body, {**names, m.group(1): str(i)}, out)
+                continue
+        else:
+            keep = holds(expr, names)
+            if keep is not None:
+                if keep:
+                    render(body, names, out)
+                continue
+        # No value to repeat or judge by: the block as written, once.
+        out.append(fill_line(header, names))
+        render(body, names, out)
+        if end is not None:
+            out.append(end)
+
+
+def fill(template, names):
+    """An outputs/*.txt template filled from `names` (outputs/README)."""
+    out = []
+    render(parse_blocks(template.split("\n"))[0], names, out)
+    return "\n".join(out)
+
+
 def output_for(command, env, known, instance_type=None):
     """What the program in `command` prints, or a note that none is known."""
     text = " ".join(command + list(env.values()))
     for name, template in known.items():
         if name in text:
-            filled = re.sub(
-                r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}",
-                lambda m: env.get(m.group(1), m.group(0)),
-                template,
-            )
+            filled = fill(template, names_for(name, text, env))
             if name == "all_reduce_perf" and instance_type:
                 family = instance_type.split(".")[0]
                 return scaled_nccl(filled, FABRIC.get(family, 1.0), instance_type)
@@ -221,7 +372,20 @@ def run_once(batch, logs, done, known, types):
             )
 
 
+def render_command(argv):
+    """`--render FILE [NAME=VALUE ...] -- COMMAND ...`: prints FILE filled as
+    for a job whose container runs COMMAND with that environment."""
+    sep = argv.index("--") if "--" in argv else len(argv)
+    path, pairs, command = argv[0], argv[1:sep], argv[sep + 1 :]
+    env = dict(p.split("=", 1) for p in pairs)
+    program = os.path.basename(path)[: -len(".txt")]
+    with open(path, encoding="utf-8", newline="") as f:
+        sys.stdout.write(fill(f.read(), names_for(program, " ".join(command + list(env.values())), env)))
+
+
 def main():
+    if sys.argv[1:2] == ["--render"]:
+        return render_command(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--endpoint", required=True)
     parser.add_argument(
@@ -230,6 +394,8 @@ def main():
         help="comma-separated regions whose queues to serve",
     )
     args = parser.parse_args()
+    import boto3  # only the server needs it; --render does not
+
     session = boto3.session.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing"
     )

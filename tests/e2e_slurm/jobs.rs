@@ -253,8 +253,10 @@ args = ["3"]
 nodes = 1
 sbatch_args = ["--cpus-per-task=1"]
 chdir = "{dir}"
-capture = {{ last_epoch = "Epoch (\\d+) \\|" }}
-success_pattern = "Training finished after 3 epochs"
+# As workflows/pcluster-p5.toml judges it: the exit status, and rank 0
+# at the last epoch (ddp.py counts from 0 and prints no closing line).
+capture = {{ last_epoch = "\\[RANK 0\\] Epoch (\\d+) \\|" }}
+expect = {{ last_epoch = ">= 2" }}
 "#,
             dir = chdir.display()
         ),
@@ -277,4 +279,13 @@ success_pattern = "Training finished after 3 epochs"
     );
     let logged = log(&p, "train");
     assert!(logged.contains("Node IP: 127.0.0.1"), "{logged}");
+    // ddp.py's own lines: epochs 0 to 2 (the script's second argument,
+    // 10 by default, saves at epoch 0 only), nothing after the last.
+    assert!(
+        logged.contains("[RANK 0] Epoch 0 | Batchsize: 32 | Steps: 16")
+            && logged.contains("Epoch 0 | Training snapshot saved at ./snapshot.pt")
+            && !logged.contains("Epoch 3")
+            && !logged.contains("finished"),
+        "{logged}"
+    );
 }

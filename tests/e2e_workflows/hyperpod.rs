@@ -64,11 +64,11 @@ fn hyperpod_cpu_ddp_end_to_end() {
     assert!(text.contains(&uri), "{text}");
     assert!(text.contains("--nproc_per_node=2"), "{text}");
     // The local cloud's emulated log (scripts/local-cloud/outputs/ddp.py.txt)
-    // still counts epochs from 1, as flow's old rewrite did; the gate
-    // `last_epoch >= epochs - 1` passes it as it passes the runbook's
-    // program (hyperpod_cpu_ddp_judges_the_runbooks_own_program).
-    assert_eq!(l.output("train.last_epoch"), "40");
-    assert_eq!(l.output("train.last_snapshot_epoch"), "40");
+    // prints what the runbook's ddp.py prints for the job's arguments
+    // (40 epochs, a snapshot every 10): epochs 0 to 39, the last snapshot
+    // at 30, no closing line.
+    assert_eq!(l.output("train.last_epoch"), "39");
+    assert_eq!(l.output("train.last_snapshot_epoch"), "30");
     l.flow(
         &["plan"],
         &[vars.as_slice(), &["--detailed-exitcode"]].concat(),
@@ -220,7 +220,7 @@ fn hyperpod_cpu_ddp_makes_its_own_cluster_end_to_end() {
     ] {
         assert!(c.k.get(path).is_some(), "{path} missing");
     }
-    assert_eq!(c.l.output("train.last_epoch"), "20");
+    assert_eq!(c.l.output("train.last_epoch"), "19");
     c.l.flow(
         &["plan"],
         &[vars.as_slice(), &["--detailed-exitcode"]].concat(),

@@ -171,7 +171,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             r.values["losses"],
-            json!([[100, 1.6624], [200, 1.5127], [306, 1.4419]])
+            json!([[0, 2.0812], [99, 1.6624], [199, 1.5127], [306, 1.4419]])
         );
         let r = Program::Torchrun
             .read("step 1/2 completed (loss: 2.0)\n812.5 tokens/s\n787.5 tokens/sec\n")
