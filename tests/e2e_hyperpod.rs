@@ -1,10 +1,12 @@
 //! End-to-end: `sagemaker.hyperpod` against moto, which implements
 //! CreateCluster, DescribeCluster, ListClusterNodes, DeleteCluster and
 //! ListTags for HyperPod clusters (it makes a cluster `InService` at once,
-//! with one node per instance). It has no UpdateCluster: a change of
-//! instance counts is checked only up to the request (the test names it).
+//! with one node per instance), and the local cloud's UpdateCluster
+//! (scripts/local-cloud/cloud_hyperpod.py): count changes in `update`.
 
 mod support;
+#[path = "e2e_hyperpod/update.rs"]
+mod update;
 
 use support::aws::Aws;
 use support::moto::Moto;
@@ -126,40 +128,6 @@ fn a_cluster_of_that_name_made_elsewhere_is_refused_then_imported() {
     assert_eq!(rec["outputs"]["node_count"], 1);
     let plan = b.run(&["plan", "wf.toml", "--detailed-exitcode"]);
     assert_eq!(plan.code, 0, "{}", plan.all());
-}
-
-#[test]
-fn a_count_change_is_an_update_which_moto_cannot_answer() {
-    let moto = Moto::start();
-    let a = Aws::new(&moto, None);
-    a.p.write("wf.toml", &workflow(1));
-    a.apply().expect(0);
-    a.p.write("wf.toml", &workflow(4));
-    let plan = a.run(&["plan", "wf.toml"]).expect(0);
-    assert!(
-        plan.stdout.contains("~ hp"),
-        "an in-place update: {}",
-        plan.stdout
-    );
-    assert!(
-        plan.stdout.contains("ml.p5.48xlarge × 4"),
-        "{}",
-        plan.stdout
-    );
-    // moto 5.2.5 has no UpdateCluster: the request reaches it and it
-    // answers HTTP 500, which the step reports (as a transient answer).
-    let run = a.apply().expect(1);
-    assert!(
-        run.all()
-            .contains("update HyperPod cluster `ml-cluster`: the service answered HTTP 500"),
-        "{}",
-        run.all()
-    );
-    let log = std::fs::read_to_string(&moto.log).unwrap_or_default();
-    assert!(
-        log.contains("POST / HTTP/1.1\u{1b}[0m\" 500"),
-        "the request reached moto:\n{log}"
-    );
 }
 
 #[test]

@@ -126,6 +126,17 @@ pub(crate) async fn until_in_service(
     client: &Client,
     name: &str,
 ) -> Result<DescribeClusterOutput, ProviderError> {
+    until(ctx, client, name, |_| true).await
+}
+
+/// Waits until cluster `name` is `InService` and `settled` says it is as
+/// wanted (an update's counts reached); a `Failed` one fails.
+pub(crate) async fn until(
+    ctx: &OpContext,
+    client: &Client,
+    name: &str,
+    settled: impl Fn(&DescribeClusterOutput) -> bool,
+) -> Result<DescribeClusterOutput, ProviderError> {
     let what = format!("HyperPod cluster `{name}`");
     let mut waiter = Waiter::new(
         Pace::LONG.within(ctx.timeout),
@@ -151,7 +162,7 @@ pub(crate) async fn until_in_service(
                     .collect();
                 waiter.report([format!("{what}: {st} ({})", counts.join(", "))]);
                 match st.as_str() {
-                    "InService" => return Ok(cluster),
+                    "InService" if settled(&cluster) => return Ok(cluster),
                     "Failed" | "RollingBack" => {
                         let why = cluster
                             .failure_message()
@@ -175,11 +186,19 @@ pub(crate) async fn until_in_service(
     }
 }
 
-/// UpdateCluster to `spec`'s instance groups.
-pub(crate) async fn update(client: &Client, spec: &Spec) -> Result<(), ProviderError> {
+/// UpdateCluster to `spec`'s instance groups, deleting the groups
+/// `to_delete`.
+pub(crate) async fn update(
+    client: &Client,
+    spec: &Spec,
+    to_delete: &[String],
+) -> Result<(), ProviderError> {
     let mut request = client.update_cluster().cluster_name(&spec.name);
     for g in &spec.groups {
         request = request.instance_groups(group_spec(g));
+    }
+    for g in to_delete {
+        request = request.instance_groups_to_delete(g);
     }
     if let Some(r) = &spec.node_recovery {
         request = request.node_recovery(ClusterNodeRecovery::from(r.as_str()));

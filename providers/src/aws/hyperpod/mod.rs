@@ -8,6 +8,7 @@
 
 mod lifecycle;
 mod spec;
+mod update;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -87,6 +88,16 @@ async fn in_service(
     name: &str,
 ) -> Result<Applied, ProviderError> {
     let cluster = lifecycle::until_in_service(ctx, client, name).await?;
+    with_nodes(ctx, client, name, &cluster).await
+}
+
+/// `cluster` with its nodes listed, as state keeps it.
+async fn with_nodes(
+    ctx: &OpContext,
+    client: &aws_sdk_sagemaker::Client,
+    name: &str,
+    cluster: &aws_sdk_sagemaker::operation::describe_cluster::DescribeClusterOutput,
+) -> Result<Applied, ProviderError> {
     let nodes = lifecycle::nodes(client, name).await?;
     ctx.reporter.event(&format!(
         "HyperPod cluster `{name}`: {} node(s) {}",
@@ -97,7 +108,7 @@ async fn in_service(
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    Ok(lifecycle::applied(&cluster, &nodes))
+    Ok(lifecycle::applied(cluster, &nodes))
 }
 
 #[async_trait]
@@ -159,20 +170,22 @@ impl Provider for HyperPodCluster {
         in_service(ctx, &client, &spec.name).await
     }
 
-    /// Instance groups (counts, new groups, lifecycle scripts) change in
-    /// place with UpdateCluster; the rest replaces the cluster.
+    /// Instance groups (counts, new groups, lifecycle scripts, groups the
+    /// step no longer has) change in place with UpdateCluster, sent only
+    /// if the cluster is not already so (a resumed update sends none),
+    /// then waited for until every group has its count of nodes; the rest
+    /// replaces the cluster.
     async fn update(
         &self,
         ctx: &OpContext,
-        _prior: Prior<'_>,
+        prior: Prior<'_>,
         values: &Values,
     ) -> Result<Applied, ProviderError> {
         let spec = Spec::from_values(values)?;
         let client = lifecycle::client(ctx).await?;
-        lifecycle::update(&client, &spec).await?;
-        ctx.reporter
-            .event(&format!("HyperPod cluster `{}`: updating", spec.name));
-        in_service(ctx, &client, &spec.name).await
+        let prior_groups = update::group_names(prior.inputs);
+        let cluster = update::carry_out(ctx, &client, &spec, &prior_groups).await?;
+        with_nodes(ctx, &client, &spec.name, &cluster).await
     }
 
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
