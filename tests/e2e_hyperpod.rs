@@ -2,8 +2,11 @@
 //! CreateCluster, DescribeCluster, ListClusterNodes, DeleteCluster and
 //! ListTags for HyperPod clusters (it makes a cluster `InService` at once,
 //! with one node per instance), and the local cloud's UpdateCluster
-//! (scripts/local-cloud/cloud_hyperpod.py): count changes in `update`.
+//! (scripts/local-cloud/cloud_hyperpod.py): count changes in `update`,
+//! the node calls (reboot, replace, delete, software) in `nodes`.
 
+#[path = "e2e_hyperpod/nodes.rs"]
+mod nodes;
 mod support;
 #[path = "e2e_hyperpod/update.rs"]
 mod update;
