@@ -204,3 +204,54 @@ fn kill_9_while_the_update_is_waited_for_then_apply_again_sends_no_second_update
     assert_eq!(rec["outputs"]["status"], "InService");
     a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
 }
+
+#[test]
+fn a_group_added_then_dropped_is_made_then_deleted_in_place() {
+    let moto = Moto::start();
+    let (proxy, a) = applied(&moto, 1);
+    let extra = format!(
+        r#"  {{ name = "extra-group", instance_type = "ml.c5.xlarge", count = 2, lifecycle_s3_uri = "s3://sagemaker-lifecycle-flow/src/", execution_role = "{}" }},
+]"#,
+        super::ROLE
+    );
+    let with_extra = workflow(1).replacen("\n]", &format!("\n{extra}"), 1);
+    a.p.write("wf.toml", &with_extra);
+    let run = a.apply().expect(0);
+    assert!(
+        run.stdout
+            .contains("updating (add extra-group (ml.c5.xlarge × 2))"),
+        "{}",
+        run.all()
+    );
+    let groups = |moto: &Moto| -> Vec<String> {
+        let mut g: Vec<String> = nodes(moto).into_iter().map(|n| n.1).collect();
+        g.sort();
+        g
+    };
+    assert_eq!(
+        groups(&moto),
+        [
+            "controller-machine",
+            "extra-group",
+            "extra-group",
+            "worker-group-1"
+        ]
+    );
+    a.p.write("wf.toml", &workflow(1));
+    let run = a.apply().expect(0);
+    assert!(
+        run.stdout.contains("updating (delete extra-group)"),
+        "{}",
+        run.all()
+    );
+    assert_eq!(groups(&moto), ["controller-machine", "worker-group-1"]);
+    let described = moto.json_call(
+        "sagemaker",
+        "SageMaker.DescribeCluster",
+        r#"{"ClusterName": "ml-cluster"}"#,
+    );
+    assert_eq!(described["InstanceGroups"].as_array().unwrap().len(), 2);
+    assert_eq!(proxy.forwarded("UpdateCluster"), 2);
+    assert_eq!(record(&a)["outputs"]["node_count"], 2);
+    a.run(&["plan", "wf.toml", "--detailed-exitcode"]).expect(0);
+}
