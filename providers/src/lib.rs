@@ -11,6 +11,7 @@ pub mod error_chain;
 pub mod exec;
 pub(crate) mod file_input;
 pub mod fingerprint;
+pub mod fleet;
 pub(crate) mod inputs;
 pub mod kube;
 pub mod local_digest;
