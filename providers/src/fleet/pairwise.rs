@@ -118,7 +118,7 @@ impl Search {
         values.sort_by(f64::total_cmp);
         self.median = (!values.is_empty()).then(|| {
             let mid = values.len() / 2;
-            if values.len() % 2 == 0 {
+            if values.len().is_multiple_of(2) {
                 (values[mid - 1] + values[mid]) / 2.0
             } else {
                 values[mid]
