@@ -2,25 +2,24 @@
 //! (aws-parallelcluster 3.16.1, installed into .venv/pcluster by
 //! `scripts/install-pcluster`) against moto, as far as moto carries it.
 //!
-//! What moto 5.2.5 lacks, named where each test stops:
-//! - its CloudFormation has no `AWS::CloudWatch::Alarm` and no
-//!   `AWS::CloudFormation::CustomResource`, and pcluster's cluster template
-//!   reads an alarm's attribute (`Fn::GetAtt` on `HeadNodeHealthAlarm…`),
-//!   so `CreateStack` is refused: no cluster ever reaches CREATE_COMPLETE,
-//!   and describe/wait, update and delete of a live cluster stay unchecked;
-//!   moto also keeps the refused stack as CREATE_IN_PROGRESS for ever, so
-//!   a resume's read of it would wait without end;
-//! - EC2 `DescribeCapacityReservations` answers HTTP 500, so a
-//!   `CapacityReservationTarget` is left out of the configuration pcluster
-//!   gets here (the plan test keeps it);
-//! - pcluster's bucket policy denies non-TLS requests and moto ignores the
-//!   condition (see tests/fixtures/pcluster/prepare_moto.py): the bucket is
-//!   made without it.
+//! The live cluster's tests (create to CREATE_COMPLETE, update through a
+//! compute-fleet stop, refresh, import, destroy, kill -9 inside each) are in
+//! e2e_pcluster/live.rs: moto's CloudFormation carries pcluster's template
+//! with what scripts/local-cloud/cloud_pcluster_*.py adds.
+//!
+//! What the moto tests still leave out of the configuration pcluster gets:
+//! - a `CapacityReservationTarget` (the plan test keeps it);
+//! - the existing FSx for Lustre of `SharedStorage`;
+//! - pcluster's bucket policy, which denies non-TLS requests (see
+//!   tests/fixtures/pcluster/prepare_moto.py): the bucket is made without it.
 //!
 //! Validators are suppressed (`suppress_validators = ["ALL"]`): they call
 //! EC2 for instance types, AMIs and subnets moto describes only in part.
 
 mod support;
+
+#[path = "e2e_pcluster/live.rs"]
+mod live;
 
 use std::process::Command;
 
@@ -201,42 +200,6 @@ fn a_configuration_pcluster_refuses_is_named_by_file_line_and_column() {
     let rec: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
     assert!(rec["in_flight"].is_null(), "{rec}");
     assert_eq!(rec["applied"], false);
-}
-
-#[test]
-fn create_reaches_cloudformation_where_moto_stops() {
-    let moto = Moto::start();
-    let (pcluster, values) = prepared(&moto);
-    let a = Aws::new(&moto, None);
-    a.p.write("cluster.yaml", &moto_config());
-    a.p.write("wf.toml", &workflow(&values));
-    let mut env = a.env.clone();
-    env.push(("FLOW_PCLUSTER".into(), pcluster));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let run =
-        a.p.run_env(&["apply", "--auto-approve", "wf.toml"], &env)
-            .expect(1);
-    let all = run.all();
-    // pcluster built the template and called CreateStack; moto's
-    // CloudFormation refused it for the CloudWatch alarm it lacks.
-    assert!(
-        all.contains("create cluster `flow-p5`: Template error: instance of Fn::GetAtt references undefined resource HeadNodeHealthAlarm"),
-        "{all}"
-    );
-    let log = std::fs::read_to_string(&moto.log).unwrap_or_default();
-    assert!(
-        log.contains("No Moto CloudFormation support for AWS::CloudWatch::Alarm"),
-        "moto's log says why"
-    );
-    // pcluster's answer is not one that proves nothing was made (only its
-    // validation errors are), so the intent stays for the next apply to read.
-    let show =
-        a.p.run_env(&["state", "show", "wf.toml", "cluster"], &env)
-            .expect(0);
-    let rec: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
-    assert_eq!(rec["in_flight"]["operation"], "create", "{rec}");
-    // That next apply is not run here: moto keeps the stack it refused as
-    // CREATE_IN_PROGRESS for ever, so `describe-cluster` never ends.
 }
 
 #[test]

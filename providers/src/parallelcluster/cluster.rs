@@ -118,6 +118,21 @@ async fn settle(
     Ok(wait::applied(name, &cluster, &config::summary(parsed)))
 }
 
+/// pcluster's answer to an update that changes nothing.
+fn no_changes(answer: &super::cli::Answer) -> bool {
+    answer.message().contains("No changes found")
+}
+
+/// Whether the compute fleet of `name` is stopped or stopping.
+async fn fleet_stopped(pc: &Pcluster, name: &str) -> Result<bool, ProviderError> {
+    Ok(pc.describe(name).await?.is_some_and(|c| {
+        matches!(
+            c.get("computeFleetStatus").and_then(Value::as_str),
+            Some("STOPPED" | "STOPPING" | "STOP_REQUESTED")
+        )
+    }))
+}
+
 #[async_trait]
 impl Provider for ParallelCluster {
     fn name(&self) -> &'static str {
@@ -339,7 +354,17 @@ impl Provider for ParallelCluster {
         let file = rendered(&parsed, &ctx.token)?;
         let suppress = inputs::str_list(values, "suppress_validators")?;
         let mut answer = pc.update(&name, file.path(), &suppress).await?;
-        let mut stopped = false;
+        // A fleet that is stopped (flow stopped it, then was killed before
+        // it started it again) is started once the update is through.
+        let stop = inputs::bool_or(values, "stop_compute_fleet", false)?;
+        let mut stopped = stop && fleet_stopped(&pc, &name).await?;
+        if !answer.ok && no_changes(&answer) {
+            // Already applied (a run killed after pcluster took it).
+            ctx.reporter.event(&format!(
+                "cluster `{name}`: pcluster already has this configuration"
+            ));
+            answer.ok = true;
+        }
         if !answer.ok {
             let err = errors::refusal(
                 &format!("update cluster `{name}`"),
@@ -351,7 +376,7 @@ impl Provider for ParallelCluster {
                 .help
                 .as_deref()
                 .is_some_and(|h| h.contains("stop_compute_fleet"));
-            if !(needs_stop && inputs::bool_or(values, "stop_compute_fleet", false)?) {
+            if !(needs_stop && stop) {
                 return Err(err);
             }
             ctx.reporter.event(&format!(
@@ -361,6 +386,9 @@ impl Provider for ParallelCluster {
             wait::until_fleet(ctx, &pc, &name, "STOPPED").await?;
             stopped = true;
             answer = pc.update(&name, file.path(), &suppress).await?;
+            if !answer.ok && no_changes(&answer) {
+                answer.ok = true;
+            }
             if !answer.ok {
                 return Err(errors::refusal(
                     &format!("update cluster `{name}`"),

@@ -200,7 +200,11 @@ pub(crate) fn refusal(what: &str, answer: &Value, file: &str, text: &str) -> Pro
         let param = e.get("parameter").and_then(Value::as_str).unwrap_or("");
         let why = e.get("message").and_then(Value::as_str).unwrap_or("");
         fleet |= why.contains("compute fleet") || why.contains("compute nodes must be stopped");
-        lines.push(format!("{param}: {why}"));
+        let place = update_path(param, text)
+            .and_then(|path| yaml_path::locate(text, &path))
+            .map(|(l, c)| format!("{file}:{l}:{c}: "))
+            .unwrap_or_default();
+        lines.push(format!("{place}{param}: {why}"));
     }
     let mut text_out = format!("{what}: {message}");
     for l in &lines {
@@ -218,6 +222,33 @@ pub(crate) fn refusal(what: &str, answer: &Value, file: &str, text: &str) -> Pro
     } else {
         ProviderError::fatal(text_out)
     }
+}
+
+/// The path of an update error's `parameter` in the configuration: pcluster
+/// names list items by their `Name` (`SlurmQueues[gpu]`), or by index.
+fn update_path(param: &str, text: &str) -> Option<Vec<Seg>> {
+    let parsed = super::config::parse(text).ok()?;
+    let mut here = &parsed;
+    let mut path = Vec::new();
+    for part in param.split('.') {
+        let (key, item) = match part.split_once('[') {
+            Some((key, rest)) => (key, Some(rest.trim_end_matches(']'))),
+            None => (part, None),
+        };
+        here = here.get(key)?;
+        path.push(Seg::Key(key.to_string()));
+        if let Some(item) = item {
+            let items = here.as_array()?;
+            let index = item.parse::<usize>().ok().or_else(|| {
+                items
+                    .iter()
+                    .position(|v| v.get("Name").and_then(Value::as_str) == Some(item))
+            })?;
+            here = items.get(index)?;
+            path.push(Seg::Index(index));
+        }
+    }
+    Some(path)
 }
 
 #[cfg(test)]
@@ -265,6 +296,14 @@ mod tests {
              "message": "All compute nodes must be stopped. Stop the compute fleet with the pcluster update-compute-fleet command"}]});
         let err = refusal("update cluster `c`", &update, "cluster.yaml", text);
         assert!(err.help.unwrap().contains("stop_compute_fleet"));
+        // Named list items are found by their Name.
+        let config = "Scheduling:\n  SlurmQueues:\n    - Name: gpu\n      ComputeResources:\n        - Name: ml\n          MaxCount: 4\n";
+        let err = refusal("update cluster `c`", &update, "cluster.yaml", config);
+        assert!(
+            err.message.contains("cluster.yaml:6:11: Scheduling.SlurmQueues[gpu].ComputeResources[ml].MaxCount: All compute nodes"),
+            "{}",
+            err.message
+        );
         assert_eq!(answer_of("noise\n{\"a\": 1}"), Some(json!({"a": 1})));
     }
 
