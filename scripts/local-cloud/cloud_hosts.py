@@ -1,0 +1,217 @@
+"""Instances that are hosts: every EC2 instance moto runs is backed by a
+local host you can SSH to, when FLOW_LOCAL_HOSTS names a host manager
+(scripts/local-hosts starts one, in a sealed network namespace, and sets
+it; see scripts/local-cloud/hosts/manager.py). Unset, nothing changes.
+
+How to ask for a host (other modules of the local cloud):
+
+    import cloud_hosts
+    cloud_hosts.enabled()                 # FLOW_LOCAL_HOSTS is set
+    # Nothing to do for an instance moto runs (RunInstances, a
+    # CloudFormation AWS::EC2::Instance, anything through run_instances):
+    # it is a host when RunInstances answers. To have daemons started on
+    # it at boot (before the instance is answered as running), register
+    # a function of the instance that returns daemon specs:
+    cloud_hosts.on_boot(lambda instance: [
+        {"name": "slurmd", "argv": ["/usr/sbin/slurmd", "-D", "-N", "n1"],
+         "env": {"SLURM_CONF": "/…/slurm.conf"}},
+    ] if instance.get_tags() … else [])
+    # Or start one later, on a host that is already up:
+    cloud_hosts.run_daemon(instance.id, "munged", ["/usr/sbin/munged", "-F"])
+    cloud_hosts.host(instance.id)         # its HOST dict (ip, pid, dir, …)
+
+A daemon runs in the host's namespaces (its network, hostname, /run, PID
+namespace), as root, its output in HOST["dir"]/NAME.log, and ends with the
+host. Enter a host from a script with `nsenter -t HOST["pid"] -n -u -m -p`.
+
+What AWS behaviour is modelled, and the page each part follows:
+
+- The host has the instance's primary private IPv4 address, and its
+  hostname is the instance's private DNS name, the IP name AWS gives it
+  (`ip-10-0-1-4.ec2.internal` in us-east-1,
+  `ip-10-0-1-4.REGION.compute.internal` elsewhere: "Amazon EC2 instance
+  hostname types", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-naming.html).
+- Its sshd lets in the AMI's default user with the public key of the key
+  pair named at launch (CreateKeyPair, ImportKeyPair), which AWS puts in
+  that user's authorized_keys ("Amazon EC2 key pairs and Amazon EC2
+  instances", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-key-pairs.html).
+  Launched without a key pair, nobody can log in, as on AWS.
+- The default user is chosen from the AMI's name and description as AWS's
+  table of default user names gives it ("Manage system users on your
+  Amazon EC2 Linux instance",
+  https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/managing-users.html):
+  Ubuntu `ubuntu`, Debian `admin`, CentOS `centos`, Fedora `fedora`,
+  Bitnami `bitnami`, anything else (Amazon Linux, RHEL, SUSE, an AMI
+  unknown to moto) `ec2-user`. On the host it is uid 0, as if every
+  command went through its passwordless sudo.
+- TerminateInstances (and a CloudFormation stack's delete of its instance)
+  shuts the host down: its address stops answering at once
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/terminating-instances.html).
+  StopInstances shuts it down too; StartInstances boots it again at the
+  same private address, which a stopped instance keeps
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Stop_Start.html).
+- An instance that cannot be a host (its address is already another
+  host's, the manager cannot start one) is not launched: RunInstances
+  fails with InsufficientInstanceCapacity, AWS's error when it has no
+  capacity for a launch (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html),
+  and the instances of that call are terminated.
+"""
+
+import os
+import sys
+import threading
+
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.models.instances import Instance, InstanceBackend
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "hosts"))
+import client  # noqa: E402  (hosts/client.py)
+
+_BOOT = []
+_LOCK = threading.Lock()
+
+# (substring of the AMI's name or description, lower case) -> default user
+DEFAULT_USERS = [
+    ("ubuntu", "ubuntu"),
+    ("debian", "admin"),
+    ("centos", "centos"),
+    ("fedora", "fedora"),
+    ("bitnami", "bitnami"),
+]
+
+
+def enabled():
+    """Whether instances are hosts: FLOW_LOCAL_HOSTS names a manager."""
+    return client.socket_path() is not None
+
+
+def on_boot(daemons_of):
+    """Registers DAEMONS_OF(instance) -> [daemon spec]: daemons started on
+    each instance's host when it boots (the manager's "daemon" specs:
+    name, argv, env)."""
+    _BOOT.append(daemons_of)
+
+
+def run_daemon(instance_id, name, argv, env=None):
+    """Starts a daemon on the running host of INSTANCE_ID; returns its HOST."""
+    return client.call(
+        {"op": "daemon", "id": instance_id, "name": name, "argv": argv, "env": env or {}}
+    )["host"]
+
+
+def host(instance_id):
+    """The HOST dict of INSTANCE_ID's host, or None when it has none."""
+    for found in client.call({"op": "list"})["hosts"]:
+        if found["id"] == instance_id:
+            return found
+    return None
+
+
+def default_user(instance):
+    """The default user of the instance's AMI (see the module's docstring)."""
+    image = getattr(instance.ec2_backend, "amis", {}).get(instance.image_id)
+    words = " ".join(
+        str(getattr(image, field, "") or "") for field in ("name", "description")
+    ).lower()
+    for needle, user in DEFAULT_USERS:
+        if needle in words:
+            return user
+    return "ec2-user"
+
+
+def _spec(instance):
+    keys = ""
+    if instance.key_name:
+        pair = instance.ec2_backend.key_pairs.get(instance.key_name)
+        if pair is not None:
+            keys = pair.public_key.strip() + "\n"
+    daemons = []
+    for daemons_of in _BOOT:
+        daemons.extend(daemons_of(instance) or [])
+    return {
+        "id": instance.id,
+        "ip": instance.private_ip,
+        "hostname": instance.private_dns_name,
+        "user": default_user(instance),
+        "authorized_keys": keys,
+        "daemons": daemons,
+    }
+
+
+def _start(instances):
+    if not instances:
+        return
+    client.call({"op": "start", "hosts": [_spec(i) for i in instances]})
+
+
+def _stop(ids):
+    # A shutdown is not refused on AWS: a manager that cannot be reached is
+    # said in moto's log, and the instance ends all the same.
+    if ids:
+        try:
+            client.call({"op": "stop", "ids": list(ids)})
+        except client.HostError as e:
+            print("cloud_hosts: stopping %s: %s" % (", ".join(ids), e), file=sys.stderr)
+
+
+class InsufficientInstanceCapacity(EC2ClientError):
+    """RunInstances' error when the instances cannot be hosts."""
+
+    def __init__(self, message):
+        super().__init__("InsufficientInstanceCapacity", message)
+
+
+_run_instances = InstanceBackend.run_instances
+_terminate = Instance.terminate
+_stop_instance = Instance.stop
+_start_instance = Instance.start
+
+
+def _run_instances_as_hosts(self, *args, **kwargs):
+    reservation = _run_instances(self, *args, **kwargs)
+    if enabled():
+        try:
+            with _LOCK:
+                _start(reservation.instances)
+        except client.HostError as e:
+            for instance in reservation.instances:
+                instance.terminate()
+            raise InsufficientInstanceCapacity(
+                "the local cloud could not make these instances hosts: %s" % e
+            )
+    return reservation
+
+
+def _terminate_host(self):
+    was = self._state.name
+    answer = _terminate(self)
+    if enabled() and was not in ("terminated", "stopped"):
+        with _LOCK:
+            _stop([self.id])
+    return answer
+
+
+def _stop_host(self):
+    answer = _stop_instance(self)
+    if enabled():
+        with _LOCK:
+            _stop([self.id])
+    return answer
+
+
+def _start_host(self):
+    was = self._state.name
+    answer = _start_instance(self)
+    if enabled() and was == "stopped":
+        with _LOCK:
+            _start([self])
+    return answer
+
+
+def install():
+    """Backs moto's instances with hosts (only while FLOW_LOCAL_HOSTS is set
+    at the time of each call)."""
+    InstanceBackend.run_instances = _run_instances_as_hosts
+    Instance.terminate = _terminate_host
+    Instance.stop = _stop_host
+    Instance.start = _start_host
