@@ -128,6 +128,17 @@ fn an_update_sagemaker_refuses_fails_with_its_words_and_changes_nothing() {
             && all.contains("(in the workflow: instance_groups[1].instance_type)"),
         "{all}"
     );
+    // The failure points at the input in the workflow file.
+    let text = a.p.read("wf.toml");
+    let (line, col) = text
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| {
+            l.find("\"ml.p5.48xlarg\"")
+                .map(|c| (i + 1, l[..c].chars().count() + 1))
+        })
+        .expect("the mistyped type in the file");
+    assert!(all.contains(&format!("--> wf.toml:{line}:{col}")), "{all}");
     // Refused once, not retried.
     assert_eq!(proxy.forwarded("UpdateCluster"), 1);
     // Nothing half-applied: the cluster, its nodes and the record as before.

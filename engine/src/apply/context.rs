@@ -207,6 +207,7 @@ impl RunContext {
     /// workflow file and step (`flow logs FILE STEP` → `flow logs wf.toml nccl`).
     pub fn failure(&self, step: &str, err: &StepError) -> Failure {
         let mut failure = err.to_failure(&self.settings.redactor);
+        failure.at = self.input_location(step, err);
         if let Some(help) = &mut failure.help {
             let file = self.settings.workflow_file.display().to_string();
             *help = help
@@ -216,6 +217,23 @@ impl RunContext {
                 .replace("flow output FILE", &format!("flow output {file}"));
         }
         failure
+    }
+
+    /// `file:line:col` of the input a provider's error names, in the
+    /// workflow file (or the module's) that declares the step.
+    fn input_location(&self, step: &str, err: &StepError) -> Option<String> {
+        let StepError::Provider(e) = err else {
+            return None;
+        };
+        if e.input.is_empty() {
+            return None;
+        }
+        let wf = &self.settings.loaded.as_ref()?.workflow;
+        let decl = wf.step(step)?;
+        let span = crate::lang::load::span_of_path(decl, &e.input, false);
+        let source = wf.source_of(decl);
+        let (line, col) = source.line_col(span.start);
+        Some(format!("{}:{line}:{col}", source.name))
     }
 
     /// Wait for every queued record; the steps whose record could not be written.

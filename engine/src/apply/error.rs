@@ -90,6 +90,7 @@ impl StepError {
         Failure {
             message: redactor.redact(&self.to_string()),
             help: self.help().map(|h| redactor.redact(&h)),
+            at: None,
         }
     }
 

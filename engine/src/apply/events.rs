@@ -33,6 +33,9 @@ pub struct Failure {
     pub message: String,
     /// What the user can do about it, when there is something to say.
     pub help: Option<String>,
+    /// `file:line:col` of the step input the failure concerns, when the
+    /// provider named one.
+    pub at: Option<String>,
 }
 
 impl Failure {
@@ -41,6 +44,7 @@ impl Failure {
         Failure {
             message: message.into(),
             help: None,
+            at: None,
         }
     }
 }

@@ -53,6 +53,10 @@ pub struct ProviderError {
     pub help: Option<String>,
     /// The underlying error (an SDK or I/O error), kept for its chain.
     pub source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    /// The step input the service refused, as a path (`["instance_groups",
+    /// "1", "instance_type"]`), when the provider can tell: the engine
+    /// shows the workflow file's line and column of it. Empty: none.
+    pub input: Vec<String>,
 }
 
 impl std::fmt::Display for ProviderError {
@@ -77,6 +81,7 @@ impl ProviderError {
             message: message.into(),
             help: None,
             source: None,
+            input: Vec::new(),
         }
     }
 
@@ -130,6 +135,12 @@ impl ProviderError {
             "something outside flow deleted it (a person, a cleanup script, another tool); \
              `flow plan` shows what flow will do next, and `flow apply --replace STEP` creates it again",
         )
+    }
+
+    /// The same error, pointing at the step input `path` it concerns.
+    pub fn at_input<S: Into<String>>(mut self, path: impl IntoIterator<Item = S>) -> Self {
+        self.input = path.into_iter().map(Into::into).collect();
+        self
     }
 
     /// The same error with a next step for the user.

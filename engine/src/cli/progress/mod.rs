@@ -106,6 +106,9 @@ pub fn print_summary(report: &Report, style: &Style, what: &str) {
         for line in failure.message.lines() {
             println!("    {line}");
         }
+        if let Some(at) = &failure.at {
+            println!("    --> {at}");
+        }
         if let Some(help) = &failure.help {
             println!("    {} {help}", style.bold("help:"));
         }

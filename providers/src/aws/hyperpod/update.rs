@@ -234,6 +234,14 @@ pub(crate) async fn carry_out(
             .map_err(|mut e| {
                 if let Some(input) = input_named(&e.message) {
                     e.message = format!("{} (in the workflow: {input})", e.message);
+                    // `instance_groups[1].instance_type` as a path the
+                    // engine shows the workflow's line and column of.
+                    let path: Vec<String> = input
+                        .split(['.', '[', ']'])
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    e = e.at_input(path);
                 }
                 e
             })?;
