@@ -10,6 +10,7 @@ mod support;
 mod leaks;
 mod names;
 mod plans_and_destroy;
+mod read_commands;
 mod read_while_applying;
 mod resume;
 mod secrets;

@@ -37,8 +37,10 @@ pub enum Command {
     /// Delete everything state records, in reverse dependency order.
     Destroy(DestroyArgs),
     /// Print the dependency graph as DOT, SVG or Mermaid, coloured by status.
+    /// Works while an apply holds the state.
     Graph(GraphArgs),
     /// Print a step's log (command output, provider events); -f follows it.
+    /// Works while an apply holds the state.
     Logs(LogsArgs),
     /// Print a shell completion script.
     Completions {
@@ -47,18 +49,22 @@ pub enum Command {
     },
     /// Print the manual page (roff), e.g. `flow man > flow.1`.
     Man,
-    /// Print outputs of applied steps.
+    /// Print outputs of applied steps (long values cut, long tables
+    /// summarized: --json prints them whole). Works while an apply holds the
+    /// state: it reads the apply's last committed change.
     Output(OutputArgs),
     /// Adopt an existing object (a stack, a cluster, a bucket…) as a step's,
     /// without changing it.
     Import(ImportArgs),
     /// List the recorded runs of the workflow's job steps (they outlive
-    /// destroy).
+    /// destroy). Works while an apply holds the state.
     Runs(RunsArgs),
     /// Print two runs' measured values side by side with the change in percent.
+    /// Works while an apply holds the state.
     Compare(CompareArgs),
     /// Write one self-contained HTML page: the graph by status, where the
     /// last run's time went, bandwidth and loss curves, the latest runs.
+    /// Works while an apply holds the state.
     Report(ReportArgs),
     /// Inspect the state.
     #[command(subcommand)]
@@ -324,7 +330,8 @@ pub struct CompareArgs {
 /// `flow state ...`.
 #[derive(Debug, Subcommand)]
 pub enum StateCommand {
-    /// List every step in state with its status.
+    /// List every step in state with its status. Works while an apply
+    /// holds the state: it reads the apply's last committed change.
     List {
         /// The workflow file.
         file: PathBuf,
@@ -390,12 +397,17 @@ pub enum StateCommand {
         #[command(flatten)]
         state: StateArgs,
     },
-    /// Show everything state records about one step.
+    /// Show everything state records about one step (JSON; strings over
+    /// 1,000 characters cut, --full for them whole). Works while an apply
+    /// holds the state: it reads the apply's last committed change.
     Show {
         /// The workflow file.
         file: PathBuf,
         /// The step.
         step: String,
+        /// Every string whole, however long.
+        #[arg(long)]
+        full: bool,
         /// Where the state is.
         #[command(flatten)]
         state: StateArgs,

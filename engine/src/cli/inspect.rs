@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::args::{GraphArgs, OutputArgs, StateArgs};
 use super::common::{CliError, CliResult, Ui, load_workflow, records_of};
+use super::display::{Rows, SHOW_LIMIT, Table, cut_strings, shell_word};
 use super::run_plan::var_inputs;
 use super::state_open::{Access, open_if_exists, target, target_with};
 use crate::lang::ast::base_name;
@@ -75,7 +76,11 @@ pub fn output(args: &OutputArgs) -> CliResult<i32> {
     };
     let find = |name: &str| {
         records.iter().find(|r| r.name == name).ok_or_else(|| {
-            let moved = loaded().and_then(|l| super::module_outputs::moved_hint(l, name));
+            let moved = loaded().and_then(|l| {
+                super::module_outputs::moved_hint(l, name, |to| {
+                    records.iter().any(|r| r.name == to)
+                })
+            });
             CliError::help(
                 format!("there is no step `{name}` in state"),
                 moved.unwrap_or_else(|| {
@@ -84,28 +89,39 @@ pub fn output(args: &OutputArgs) -> CliResult<i32> {
             )
         })
     };
-    let value = match args.selector.as_deref() {
-        None => Value::Object(
-            records
-                .iter()
-                .filter(|r| r.applied)
-                .map(|r| (r.name.clone(), visible(&Value::Object(r.outputs.clone()))))
-                .collect(),
+    // The value, and what its table's rows are (for the commands that
+    // print a cut value whole).
+    let (value, rows) = match args.selector.as_deref() {
+        None => (
+            Value::Object(
+                records
+                    .iter()
+                    .filter(|r| r.applied)
+                    .map(|r| (r.name.clone(), visible(&Value::Object(r.outputs.clone()))))
+                    .collect(),
+            ),
+            Rows::Steps(None),
         ),
         Some(sel) => match find(sel) {
-            Ok(rec) => visible(&Value::Object(rec.outputs.clone())),
+            Ok(rec) => (
+                visible(&Value::Object(rec.outputs.clone())),
+                Rows::Keys(sel),
+            ),
             Err(_)
                 if records
                     .iter()
                     .any(|r| base_name(&r.name) == sel && r.name != sel) =>
             {
                 // A step with `for_each`: every instance's outputs.
-                Value::Object(
-                    records
-                        .iter()
-                        .filter(|r| r.applied && base_name(&r.name) == sel)
-                        .map(|r| (r.name.clone(), visible(&Value::Object(r.outputs.clone()))))
-                        .collect(),
+                (
+                    Value::Object(
+                        records
+                            .iter()
+                            .filter(|r| r.applied && base_name(&r.name) == sel)
+                            .map(|r| (r.name.clone(), visible(&Value::Object(r.outputs.clone()))))
+                            .collect(),
+                    ),
+                    Rows::Steps(Some(sel)),
                 )
             }
             Err(_)
@@ -117,7 +133,13 @@ pub fn output(args: &OutputArgs) -> CliResult<i32> {
                     super::module_outputs::module_value(l, &by_name, sel)
                 }) =>
             {
-                module?
+                // A module call's outputs are `CALL.KEY`; one output is whole.
+                let rows = if sel.contains('.') {
+                    Rows::Within(sel)
+                } else {
+                    Rows::Keys(sel)
+                };
+                (module?, rows)
             }
             Err(e) => {
                 // `STEP.KEY`: the longest recorded step the selector starts
@@ -143,7 +165,7 @@ pub fn output(args: &OutputArgs) -> CliResult<i32> {
                         rec.outputs.keys().cloned().collect::<Vec<_>>().join(", ")
                     ))
                 })?;
-                visible(v)
+                (visible(v), Rows::Within(sel))
             }
         },
     };
@@ -152,25 +174,22 @@ pub fn output(args: &OutputArgs) -> CliResult<i32> {
         return Ok(0);
     }
     match &value {
+        // One value asked for by name prints whole, as scripts read it.
         Value::String(s) => println!("{s}"),
-        Value::Object(map) => print_table(map, 0),
+        Value::Object(map) => {
+            let file = args.file.display().to_string();
+            let mut table = Table {
+                file: &file,
+                lines: Vec::new(),
+            };
+            table.add(map, 0, rows, true);
+            for line in table.lines {
+                println!("{line}");
+            }
+        }
         other => println!("{other}"),
     }
     Ok(0)
-}
-
-fn print_table(map: &serde_json::Map<String, Value>, indent: usize) {
-    let width = map.keys().map(String::len).max().unwrap_or(0);
-    for (k, v) in map {
-        match v {
-            Value::Object(inner) if indent == 0 => {
-                println!("{k}:");
-                print_table(inner, indent + 2);
-            }
-            Value::String(s) => println!("{:indent$}{k:<width$} = {s}", ""),
-            other => println!("{:indent$}{k:<width$} = {other}", ""),
-        }
-    }
 }
 
 /// `flow state list FILE`.
@@ -235,8 +254,9 @@ pub fn state_list(file: &Path, state: &StateArgs, json: bool, ui: Ui) -> CliResu
     Ok(0)
 }
 
-/// `flow state show FILE STEP`.
-pub fn state_show(file: &Path, step: &str, state: &StateArgs) -> CliResult<i32> {
+/// `flow state show FILE STEP [--full]`: strings over [`SHOW_LIMIT`]
+/// characters cut (whole with `--full`).
+pub fn state_show(file: &Path, step: &str, state: &StateArgs, full: bool) -> CliResult<i32> {
     let records = open_records(file, state, "flow state show")?;
     let rec = records.iter().find(|r| r.name == step).ok_or_else(|| {
         CliError::help(
@@ -273,6 +293,16 @@ pub fn state_show(file: &Path, step: &str, state: &StateArgs) -> CliResult<i32> 
         "created_at": format_rfc3339(rec.created_at),
         "updated_at": format_rfc3339(rec.updated_at),
     });
+    let shown = if full {
+        shown
+    } else {
+        let whole = format!(
+            "flow state show {} {} --full",
+            shell_word(&file.display().to_string()),
+            shell_word(step)
+        );
+        cut_strings(&shown, SHOW_LIMIT, &whole)
+    };
     println!("{}", serde_json::to_string_pretty(&shown).expect("json"));
     Ok(0)
 }

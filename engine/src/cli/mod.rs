@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod common;
+pub mod display;
 pub mod graph;
 pub mod inspect;
 pub mod logs;
@@ -72,9 +73,12 @@ pub fn run(cli: Cli) -> i32 {
         Command::State(StateCommand::List { file, state, json }) => {
             inspect::state_list(file, state, *json, ui)
         }
-        Command::State(StateCommand::Show { file, step, state }) => {
-            inspect::state_show(file, step, state)
-        }
+        Command::State(StateCommand::Show {
+            file,
+            step,
+            full,
+            state,
+        }) => inspect::state_show(file, step, state, *full),
         Command::State(StateCommand::Backups { file, state }) => {
             state_admin::state_backups(file, state)
         }

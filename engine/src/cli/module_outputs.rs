@@ -79,9 +79,15 @@ pub fn module_value(
     Some(one(module, key))
 }
 
-/// Where `[[moved]]` says `name` went, as a hint for a name state lacks.
-pub fn moved_hint(loaded: &Loaded, name: &str) -> Option<String> {
-    let m = loaded.workflow.moved.iter().find(|m| m.from == name)?;
+/// Where `[[moved]]` says `name` went, as a hint for a name state lacks;
+/// only when state holds what it went to (`held`), so that an empty state
+/// is not sent to an address that has nothing either.
+pub fn moved_hint(loaded: &Loaded, name: &str, held: impl Fn(&str) -> bool) -> Option<String> {
+    let m = loaded
+        .workflow
+        .moved
+        .iter()
+        .find(|m| m.from == name && held(&m.to))?;
     Some(format!(
         "`{name}` moved to `{}` ([[moved]] in {}): use that address",
         m.to,
