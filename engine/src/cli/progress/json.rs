@@ -126,7 +126,9 @@ pub fn print_json_summary(report: &Report) {
         .steps
         .iter()
         .filter_map(|(n, o, _)| match o {
-            Outcome::Failed(f) => Some(json!({"step": n, "message": f.message, "help": f.help, "at": f.at})),
+            Outcome::Failed(f) => {
+                Some(json!({"step": n, "message": f.message, "help": f.help, "at": f.at}))
+            }
             _ => None,
         })
         .collect();
