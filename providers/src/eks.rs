@@ -11,7 +11,7 @@
 
 mod cluster;
 mod eksctl;
-mod nodegroup;
+pub(crate) mod nodegroup;
 mod stack;
 mod vpc;
 mod waiting;

@@ -14,6 +14,7 @@
 //! with, or more bad nodes than the rule allows, stops the search and says
 //! so instead of naming half the fleet.
 
+pub mod gpus;
 pub mod pairwise;
 pub mod verdict;
 

@@ -20,6 +20,7 @@ mod jsonpath;
 pub mod kustomize;
 mod logs;
 mod manifest;
+mod node_check;
 mod objects;
 mod placeholders;
 mod ready;
@@ -33,10 +34,15 @@ use crate::contract::{InputSpec, InputType, Provider};
 
 pub use job::KubeJob;
 pub use manifest::KubeManifest;
+pub use node_check::KubeNodeCheck;
 
 /// Every Kubernetes provider kind, for [`Registry::builtin`](crate::Registry::builtin).
 pub fn providers() -> Vec<Arc<dyn Provider>> {
-    vec![Arc::new(KubeManifest::new()), Arc::new(KubeJob::new())]
+    vec![
+        Arc::new(KubeManifest::new()),
+        Arc::new(KubeJob::new()),
+        Arc::new(KubeNodeCheck::new()),
+    ]
 }
 
 /// The field manager of every server-side apply.

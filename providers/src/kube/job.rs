@@ -61,13 +61,13 @@ impl Default for KubeJob {
 }
 
 /// Whether `doc` is a job flow can follow.
-fn is_job(api_version: &str, kind: &str) -> bool {
+pub(super) fn is_job(api_version: &str, kind: &str) -> bool {
     (api_version == "batch/v1" && kind == "Job")
         || (api_version.starts_with("kubeflow.org/") && kind.ends_with("Job"))
 }
 
 /// The label that picks the job's pods.
-fn pod_selector(r: &Record) -> String {
+pub(super) fn pod_selector(r: &Record) -> String {
     if r.kind == "Job" && r.api_version == "batch/v1" {
         format!("job-name={}", r.name)
     } else {
@@ -77,7 +77,7 @@ fn pod_selector(r: &Record) -> String {
 
 /// How the job stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum JobState {
+pub(super) enum JobState {
     Running(String),
     Succeeded,
     Failed(String),
@@ -85,7 +85,7 @@ enum JobState {
 
 /// The state of a job object (batch `Complete`/`Failed`, Kubeflow
 /// `Succeeded`/`Failed` conditions).
-fn job_state(obj: &Value) -> JobState {
+pub(super) fn job_state(obj: &Value) -> JobState {
     let conditions = obj
         .pointer("/status/conditions")
         .and_then(Value::as_array)

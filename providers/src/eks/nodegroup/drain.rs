@@ -207,7 +207,7 @@ fn must_move(pod: &Pod) -> bool {
 }
 
 /// The pods on `nodes` that draining must move.
-async fn pods_on(client: &Client, nodes: &[String]) -> Result<Vec<Pod>, ProviderError> {
+pub(crate) async fn pods_on(client: &Client, nodes: &[String]) -> Result<Vec<Pod>, ProviderError> {
     let api = Api::<Pod>::all(client.clone());
     let mut out = Vec::new();
     for node in nodes {
@@ -222,7 +222,7 @@ async fn pods_on(client: &Client, nodes: &[String]) -> Result<Vec<Pod>, Provider
 
 /// The `apiVersion` of the Eviction the server takes (`policy/v1` from
 /// Kubernetes 1.22, `policy/v1beta1` before), as its discovery says.
-async fn eviction_version(client: &Client) -> Result<String, ProviderError> {
+pub(crate) async fn eviction_version(client: &Client) -> Result<String, ProviderError> {
     let req = http::Request::get("/api/v1")
         .body(Vec::new())
         .expect("a valid request");
@@ -246,7 +246,7 @@ async fn eviction_version(client: &Client) -> Result<String, ProviderError> {
 }
 
 /// What asking to evict a pod came to.
-enum Evicted {
+pub(crate) enum Evicted {
     /// Evicted, or already gone.
     Done,
     /// A disruption budget refused it for now: the server's reason.
@@ -254,7 +254,7 @@ enum Evicted {
 }
 
 /// Asks the API server to evict pod `ns/name`.
-async fn evict(
+pub(crate) async fn evict(
     client: &Client,
     version: &str,
     ns: &str,
@@ -286,7 +286,7 @@ async fn evict(
 }
 
 /// The budget a refusal names (`The disruption budget web needs …`).
-fn budget_of(reason: &str) -> Option<&str> {
+pub(crate) fn budget_of(reason: &str) -> Option<&str> {
     reason
         .split("disruption budget ")
         .nth(1)?

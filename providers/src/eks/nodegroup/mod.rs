@@ -11,7 +11,7 @@
 //! `spec` reads and checks the inputs; `lifecycle` makes, waits for,
 //! changes and deletes the group; this module is the provider kind.
 
-mod drain;
+pub(crate) mod drain;
 mod efa_check;
 mod lifecycle;
 pub(crate) mod reservation;

@@ -1,0 +1,593 @@
+//! `kube.node_check` (a task): every node of a group checked, the bad ones
+//! named with their evidence and taken out by the step's policy.
+//!
+//! The nodes are those a label selector picks when the step runs
+//! (`eks.amazonaws.com/nodegroup=gpu`). `check` is a job each node runs
+//! alone (pinned by a nodeSelector on its hostname), judged by
+//! `success_pattern`/`capture`/`parse`/`expect` and, with `gpus`, the GPUs
+//! its `nvidia-smi` lists against its instance type's. `pairs` is an NCCL
+//! test each pair of nodes runs (both pods held to the pair by a required
+//! node affinity), driven by the pairwise search of [`crate::fleet`]: all
+//! pairs of a round at once, each result's bus bandwidth read as
+//! `parse = "nccl-tests"` reads it. A node whose output cannot be read is
+//! `unknown`, never healthy. `policy` says what a bad node gets: `fail`
+//! the step, or `cordon` (cordoned, tainted, drained); more bad nodes than
+//! `max_bad_fraction` of the group fails without touching any.
+
+mod jobs;
+mod policy;
+mod spec;
+
+use std::collections::BTreeMap;
+
+use ::kube::api::{Api, ListParams};
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{Value, json};
+
+use crate::capture::{LogsMiss, Matchers};
+use crate::contract::{
+    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
+    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+};
+use crate::fleet::{self, Finding, Measured, Rule, Verdict};
+use crate::metrics::Program;
+use jobs::{Batch, HOSTNAME, Pinned};
+pub use policy::TAINT;
+use spec::{Gpus, Policy, Spec};
+
+/// The `kube.node_check` provider kind.
+#[derive(Debug, Clone)]
+pub struct KubeNodeCheck {
+    schema: Schema,
+}
+
+impl Default for KubeNodeCheck {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KubeNodeCheck {
+    /// The provider with its schema.
+    pub fn new() -> Self {
+        let mut inputs = super::connection_inputs();
+        inputs.extend([
+            InputSpec::required("nodes", InputType::String, "A label selector of the nodes to check, e.g. \"eks.amazonaws.com/nodegroup=gpu\" (the nodes are listed when the step runs)"),
+            InputSpec::optional("check", InputType::Map(Box::new(InputType::Any)), "A job each node runs alone: { files or manifest, values, success_pattern, capture, parse, expect, gpus = \"instance-type\" or a count }; ${NODE} is the node's name"),
+            InputSpec::optional("pairs", InputType::Map(Box::new(InputType::Any)), "An NCCL test each pair of nodes runs, searched pairwise: { files or manifest, values, floor (GB/s), of_median (0.8) }; ${NODE_A} and ${NODE_B} are the pair's names"),
+            InputSpec::optional("policy", InputType::String, "What a bad node gets: fail (the default: the step fails naming it) or cordon (cordoned, tainted flow.dev/unhealthy:NoSchedule, drained)"),
+            InputSpec::optional("max_bad_fraction", InputType::Number, "More bad nodes than this fraction of the group fails the step and takes none out (0.25)"),
+            InputSpec::optional("drain_timeout", InputType::String, "How long draining the bad nodes may take (15m)"),
+            InputSpec::optional("namespace", InputType::String, "Namespace of the jobs (default: the context's, else default)"),
+        ]);
+        KubeNodeCheck {
+            schema: Schema {
+                kind: StepKind::Task,
+                description: "Every node of a group checked alone and in NCCL pairs; bad nodes named with their evidence, failed on or cordoned",
+                inputs,
+                open_inputs: false,
+            },
+        }
+    }
+}
+
+/// A node to check.
+#[derive(Debug, Clone)]
+struct Member {
+    name: String,
+    host: String,
+    instance_type: Option<String>,
+}
+
+/// One node's verdict as the step's outputs hold it.
+fn verdict(status: &str, by: &str, reason: String, extra: Value) -> Value {
+    let mut v = json!({"status": status, "by": by, "reason": reason});
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        o.extend(e.clone());
+    }
+    v
+}
+
+/// The first non-empty line of `text`, for a verdict without a figure.
+fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("(no output)")
+        .to_string()
+}
+
+/// One run of the step.
+struct Run<'a> {
+    ctx: &'a OpContext,
+    spec: Spec,
+    batch: Batch<'a>,
+    members: Vec<Member>,
+}
+
+impl Run<'_> {
+    fn host(&self, node: &str) -> String {
+        self.members
+            .iter()
+            .find(|m| m.name == node)
+            .map_or_else(|| node.to_string(), |m| m.host.clone())
+    }
+
+    /// Each node's check, all at once.
+    async fn check(
+        &self,
+        table: &Values,
+        out: &mut BTreeMap<String, Value>,
+    ) -> Result<(), ProviderError> {
+        let pinned: Vec<Pinned> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Pinned {
+                suffix: format!("node-{i}"),
+                hosts: vec![m.host.clone()],
+                values: vec![("NODE".into(), m.name.clone())],
+            })
+            .collect();
+        let matchers = Matchers::from_values(table)
+            .map_err(|p| ProviderError::invalid(format!("check: {}", p.message)))?;
+        let ran = self.batch.run(table, &pinned).await?;
+        for (m, r) in self.members.iter().zip(ran) {
+            let v = self.judge_check(m, &matchers, &r);
+            self.ctx.reporter.log(&format!(
+                "check {}: {}",
+                m.name,
+                v["reason"].as_str().unwrap_or_default()
+            ));
+            out.insert(m.name.clone(), v);
+        }
+        Ok(())
+    }
+
+    fn judge_check(&self, m: &Member, matchers: &Matchers, r: &jobs::Ran) -> Value {
+        if let Some(why) = &r.succeeded {
+            return verdict(
+                "unknown",
+                "check",
+                format!("its check job {} failed: {why}", r.label),
+                json!({"line": first_line(&r.text)}),
+            );
+        }
+        if let Some(gpus) = self.spec.gpus {
+            let (want, against) = match (gpus, &m.instance_type) {
+                (Gpus::Count(n), _) => (Some(n), "check.gpus".to_string()),
+                (Gpus::InstanceType, Some(t)) => (
+                    fleet::gpus::of_instance_type(t),
+                    format!("the GPUs of a {t}"),
+                ),
+                (Gpus::InstanceType, None) => (None, String::new()),
+            };
+            let Some(want) = want else {
+                return verdict(
+                    "unknown",
+                    "check",
+                    format!(
+                        "flow does not know the GPUs of its instance type ({})",
+                        m.instance_type
+                            .as_deref()
+                            .unwrap_or("no node.kubernetes.io/instance-type label")
+                    ),
+                    json!({}),
+                );
+            };
+            match fleet::gpus::listed(&r.text) {
+                None => {
+                    return verdict(
+                        "unknown",
+                        "check",
+                        "its check's output lists no GPUs: it is not nvidia-smi's".into(),
+                        json!({"line": first_line(&r.text)}),
+                    );
+                }
+                Some(l) if l.count != want => {
+                    return verdict(
+                        "bad",
+                        "check",
+                        format!("nvidia-smi lists {} GPUs, {against} is {want}", l.count),
+                        json!({"short": format!("gpus-{}-of-{want}", l.count), "value": l.count, "threshold": want, "against": against, "line": l.line}),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+        match matchers.check(&r.text) {
+            Ok(values) => verdict(
+                "healthy",
+                "check",
+                "its check passed".into(),
+                json!({"values": values}),
+            ),
+            Err(LogsMiss::GateFailed { why, line }) => verdict(
+                "bad",
+                "check",
+                why,
+                json!({"short": "check-failed", "line": line}),
+            ),
+            Err(miss) => verdict(
+                "unknown",
+                "check",
+                miss.to_string(),
+                json!({"line": first_line(&r.text)}),
+            ),
+        }
+    }
+
+    /// The pairwise NCCL search over `nodes`; its rounds.
+    async fn pairs(
+        &self,
+        table: &Values,
+        nodes: Vec<String>,
+        out: &mut BTreeMap<String, Value>,
+    ) -> Result<u32, ProviderError> {
+        let rule = Rule {
+            floor: self.spec.floor,
+            of_median: self.spec.of_median,
+            max_bad_fraction: self.spec.max_bad_fraction,
+        };
+        let mut search = fleet::Search::new(nodes.clone(), rule);
+        let mut round = 0;
+        while let Some(pairs) = search.round() {
+            round += 1;
+            let pinned: Vec<Pinned> = pairs
+                .iter()
+                .enumerate()
+                .map(|(i, (a, b))| Pinned {
+                    suffix: format!("r{round}-p{i}"),
+                    hosts: vec![self.host(a), self.host(b)],
+                    values: vec![("NODE_A".into(), a.clone()), ("NODE_B".into(), b.clone())],
+                })
+                .collect();
+            let ran = self.batch.run(table, &pinned).await?;
+            let measured: Vec<Measured> = ran.iter().map(measure).collect();
+            let said: Vec<String> = pairs
+                .iter()
+                .zip(&measured)
+                .map(|((a, b), m)| match m.value {
+                    Some(v) => format!("{a}+{b} {v}"),
+                    None => format!("{a}+{b} no figure"),
+                })
+                .collect();
+            self.ctx
+                .reporter
+                .event(&format!("NCCL round {round}: {}", said.join(", ")));
+            search.record(measured);
+        }
+        let finding = search
+            .finding()
+            .cloned()
+            .expect("a search ends with a finding");
+        match finding {
+            Finding::Named { verdicts, rounds } => {
+                for (node, v) in verdicts {
+                    let v = match v {
+                        Verdict::Healthy { value } => verdict("healthy", "pairs", format!("busbw {value} GB/s"), json!({"value": value})),
+                        Verdict::Unknown { line } => verdict("unknown", "pairs", "its NCCL test printed no bus bandwidth".into(), json!({"line": line})),
+                        Verdict::Bad(e) => verdict("bad", "pairs", format!("busbw {} GB/s < {} ({}) with healthy node {}", e.value, e.threshold, e.against, e.partner), json!({"short": format!("busbw-below-{}", e.against), "value": e.value, "threshold": e.threshold, "against": e.against, "partner": e.partner, "line": e.line})),
+                    };
+                    out.insert(node, v);
+                }
+                Ok(rounds)
+            }
+            Finding::TooMany { bad, of, allowed } => Err(ProviderError::fatal(format!(
+                "the NCCL pairs found more bad nodes than max_bad_fraction allows ({} pair(s) or node(s) below the rule of {of}, at most {allowed}){}: no node was taken out",
+                bad.len().max(allowed + 1),
+                if bad.is_empty() { String::new() } else { format!(": {}", bad.join(", ")) }
+            )).with_help("a fault this wide is the fabric's or the test's, not a node's: read the rounds in `flow logs FILE STEP`")),
+            Finding::NoHealthyNode { rounds } => Err(ProviderError::fatal(format!(
+                "no NCCL pair measured well after {rounds} round(s): no node is known healthy to compare with, so none is named or taken out"
+            )).with_help("read the pairs' output in `flow logs FILE STEP`; check `pairs.floor` against the instance type")),
+        }
+    }
+}
+
+/// A pair's bus bandwidth, read as `parse = "nccl-tests"` reads it.
+fn measure(r: &jobs::Ran) -> Measured {
+    match Program::NcclTests.read(&r.text) {
+        Ok(reading) if r.succeeded.is_none() => Measured {
+            value: reading.values.get("busbw").and_then(Value::as_f64),
+            line: reading
+                .lines
+                .get("busbw")
+                .cloned()
+                .unwrap_or_else(|| first_line(&r.text)),
+        },
+        _ => Measured {
+            value: None,
+            line: match &r.succeeded {
+                Some(why) => format!("{} failed: {why}", r.label),
+                None => first_line(&r.text),
+            },
+        },
+    }
+}
+
+/// The nodes of `status` in `verdicts`.
+fn with_status(verdicts: &BTreeMap<String, Value>, status: &str) -> Vec<String> {
+    verdicts
+        .iter()
+        .filter(|(_, v)| v["status"] == status)
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// `node: reason (line: …)` for each of `nodes`.
+fn evidence(verdicts: &BTreeMap<String, Value>, nodes: &[String]) -> String {
+    nodes
+        .iter()
+        .map(|n| {
+            let v = &verdicts[n];
+            match v["line"].as_str() {
+                Some(l) if !l.is_empty() => format!(
+                    "{n}: {} (line: `{l}`)",
+                    v["reason"].as_str().unwrap_or_default()
+                ),
+                _ => format!("{n}: {}", v["reason"].as_str().unwrap_or_default()),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+    let spec = Spec::from_values(inputs)?;
+    let conn = super::connection::Connection::new(ctx, inputs)?;
+    let client = conn.client().await?;
+    let namespace = match inputs.get("namespace").and_then(Value::as_str) {
+        Some(ns) => ns.to_string(),
+        None => conn
+            .context_namespace()
+            .await?
+            .unwrap_or_else(|| "default".into()),
+    };
+    let listed = Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels(&spec.nodes))
+        .await
+        .map_err(|e| super::errors::kube(&format!("list the nodes of {}", spec.nodes), e))?;
+    let mut members: Vec<Member> = listed
+        .items
+        .iter()
+        .map(|n| {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let labels = n.metadata.labels.clone().unwrap_or_default();
+            Member {
+                host: labels
+                    .get(HOSTNAME)
+                    .cloned()
+                    .unwrap_or_else(|| name.clone()),
+                instance_type: labels.get("node.kubernetes.io/instance-type").cloned(),
+                name,
+            }
+        })
+        .collect();
+    members.sort_by(|a, b| a.name.cmp(&b.name));
+    if members.is_empty() {
+        return Err(ProviderError::fatal(format!("no node matches `{}`: nothing to check", spec.nodes))
+            .with_help("check the selector against `kubectl get nodes --show-labels`; a node group's nodes carry eks.amazonaws.com/nodegroup=NAME"));
+    }
+    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    ctx.reporter.event(&format!(
+        "checking {} nodes of {}: {}",
+        names.len(),
+        spec.nodes,
+        names.join(", ")
+    ));
+    let run = Run {
+        ctx,
+        batch: Batch {
+            ctx,
+            client: client.clone(),
+            namespace,
+        },
+        members,
+        spec,
+    };
+    let mut verdicts = BTreeMap::new();
+    if let Some(table) = &run.spec.check {
+        run.check(table, &mut verdicts).await?;
+    }
+    let mut rounds = 0;
+    if let Some(table) = &run.spec.pairs {
+        // Nodes the check already found bad or could not read sit out.
+        let fit: Vec<String> = names
+            .iter()
+            .filter(|n| verdicts.get(*n).is_none_or(|v| v["status"] == "healthy"))
+            .cloned()
+            .collect();
+        let mut found = BTreeMap::new();
+        rounds = run
+            .pairs(table, fit, &mut found)
+            .await
+            .inspect_err(|_| record(ctx, &verdicts))?;
+        for (n, v) in found {
+            let passed_check = verdicts.get(&n).cloned();
+            verdicts.insert(
+                n,
+                match passed_check {
+                    Some(c) if v["status"] == "healthy" => {
+                        let mut v = v;
+                        v["check"] = c;
+                        v
+                    }
+                    _ => v,
+                },
+            );
+        }
+    }
+    let bad = with_status(&verdicts, "bad");
+    let unknown = with_status(&verdicts, "unknown");
+    let allowed = (run.spec.max_bad_fraction * names.len() as f64).floor() as usize;
+    let mut outputs = Values::new();
+    outputs.insert("nodes".into(), json!(names));
+    outputs.insert("healthy".into(), json!(with_status(&verdicts, "healthy")));
+    outputs.insert("bad".into(), json!(bad));
+    outputs.insert("unknown".into(), json!(unknown));
+    outputs.insert("rounds".into(), json!(rounds));
+    outputs.insert("verdicts".into(), json!(verdicts));
+    record(ctx, &verdicts);
+    for n in &bad {
+        ctx.reporter.event(&format!(
+            "bad node {}",
+            evidence(&verdicts, std::slice::from_ref(n))
+        ));
+    }
+    for n in &unknown {
+        ctx.reporter.event(&format!(
+            "unknown node {}",
+            evidence(&verdicts, std::slice::from_ref(n))
+        ));
+    }
+    if bad.len() > allowed {
+        return Err(ProviderError::fatal(format!(
+            "{} of {} nodes are bad, more than max_bad_fraction {} allows ({allowed}): no node was taken out; {}",
+            bad.len(), names.len(), run.spec.max_bad_fraction, evidence(&verdicts, &bad)
+        )).with_help("a fault this wide is rarely the nodes' own: look at the fabric and the checks before taking nodes out (raise max_bad_fraction to allow it)"));
+    }
+    let mut cordoned = Vec::new();
+    match run.spec.policy {
+        Policy::Fail if !bad.is_empty() => {
+            return Err(ProviderError::fatal(format!("bad node(s) {}: {}", bad.join(", "), evidence(&verdicts, &bad)))
+                .with_help("policy `fail`: nothing was taken out; replace the nodes, or set `policy = \"cordon\"` to cordon and drain them"));
+        }
+        Policy::Fail => {}
+        Policy::Cordon => {
+            for n in &bad {
+                let v = &verdicts[n];
+                policy::cordon(
+                    ctx,
+                    &client,
+                    n,
+                    v["short"].as_str().unwrap_or("unhealthy"),
+                    &evidence(&verdicts, std::slice::from_ref(n)),
+                )
+                .await?;
+                cordoned.push(n.clone());
+            }
+            if !cordoned.is_empty() {
+                policy::drain(ctx, &client, &cordoned, run.spec.drain_timeout).await?;
+            }
+        }
+    }
+    outputs.insert("cordoned".into(), json!(cordoned));
+    if !unknown.is_empty() {
+        return Err(ProviderError::fatal(format!(
+            "node(s) {} are unknown, not known healthy: {}{}",
+            unknown.join(", "), evidence(&verdicts, &unknown),
+            if cordoned.is_empty() { String::new() } else { format!(" (cordoned: {})", cordoned.join(", ")) }
+        )).with_help("their checks printed nothing flow could read: read them in `flow logs FILE STEP`, then run `flow apply` again"));
+    }
+    Ok(Applied {
+        id: None,
+        outputs,
+        private: json!({}),
+    })
+}
+
+/// Each node's verdict for the run history (sent pass or fail).
+fn record(ctx: &OpContext, verdicts: &BTreeMap<String, Value>) {
+    ctx.reporter.measured(&crate::contract::Measured {
+        values: verdicts
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect(),
+        verdicts: verdicts
+            .iter()
+            .map(|(n, v)| crate::contract::Verdict {
+                name: n.clone(),
+                gate: "healthy".into(),
+                failed: (v["status"] != "healthy").then(|| {
+                    format!(
+                        "{}: {}",
+                        v["status"].as_str().unwrap_or_default(),
+                        v["reason"].as_str().unwrap_or_default()
+                    )
+                }),
+            })
+            .collect(),
+    });
+}
+
+#[async_trait]
+impl Provider for KubeNodeCheck {
+    fn name(&self) -> &'static str {
+        "kube.node_check"
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn validate(&self, inputs: &[(String, InputValue)], _ctx: &ValidateContext) -> Vec<Problem> {
+        let mut out = super::connection::Target::problems(inputs);
+        out.extend(spec::problems(inputs));
+        out
+    }
+
+    fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
+        let Ok(spec) = Spec::from_values(inputs) else {
+            return Vec::new();
+        };
+        let mut lines = vec![format!(
+            "checks each node of `{}` (the nodes are known after apply)",
+            spec.nodes
+        )];
+        if spec.check.is_some() {
+            let gpus = match spec.gpus {
+                Some(Gpus::InstanceType) => ", nvidia-smi listing its instance type's GPUs",
+                Some(Gpus::Count(_)) => ", nvidia-smi listing check.gpus GPUs",
+                None => "",
+            };
+            lines.push(format!(
+                "each node alone: the `check` job pinned to it{gpus}"
+            ));
+        }
+        if spec.pairs.is_some() {
+            let floor = spec
+                .floor
+                .map_or(String::new(), |f| format!("the floor {f} GB/s or "));
+            lines.push(format!("NCCL in pairs, all of a round at once, suspects paired again with healthy nodes: bad below {floor}{} × the fleet's median", spec.of_median));
+        }
+        lines.push(match spec.policy {
+            Policy::Fail => "a bad node fails the step".into(),
+            Policy::Cordon => {
+                format!("a bad node is cordoned, tainted {TAINT}:NoSchedule and drained")
+            }
+        });
+        lines.push(format!("more than {} % of the nodes bad fails without taking any out; an unreadable check leaves its node unknown and fails the step", spec.max_bad_fraction * 100.0));
+        lines
+    }
+
+    async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+        apply(ctx, inputs).await
+    }
+
+    async fn update(
+        &self,
+        ctx: &OpContext,
+        _prior: Prior<'_>,
+        inputs: &Values,
+    ) -> Result<Applied, ProviderError> {
+        apply(ctx, inputs).await
+    }
+
+    /// The jobs are deleted as soon as they are read, and a cordoned node
+    /// stays as it is: nothing to delete.
+    async fn delete(&self, _ctx: &OpContext, _prior: Prior<'_>) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
+    /// An interrupted check is run again (cordoning twice changes nothing).
+    async fn read(
+        &self,
+        _ctx: &OpContext,
+        _id: Option<&str>,
+        _inputs: &Values,
+    ) -> Result<ReadOutcome, ProviderError> {
+        Ok(ReadOutcome::Missing)
+    }
+}
