@@ -8,7 +8,8 @@
 //!
 //! One test binary, a module per workflow family: `batch` (batch-p4d/p5/p6,
 //! the reference pair, state from before the batch-efa module), `eks`
-//! (eks-p4d, torchrec-eks), `hyperpod` (hyperpod-cpu-ddp), `multi_az`;
+//! (eks-p4d, torchrec-eks), `hyperpod` (hyperpod-cpu-ddp), `multi_az`,
+//! `local_demo` (local-demo, which needs no cloud);
 //! `docs_commands` runs every command README.md and docs/workflows/*.md show.
 
 #[path = "../support/mod.rs"]
@@ -18,6 +19,7 @@ mod batch;
 mod docs_commands;
 mod eks;
 mod hyperpod;
+mod local_demo;
 mod multi_az;
 
 use std::path::PathBuf;
