@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts/local-cloud/hosts"))
 
 from judge import Judge  # noqa: E402
 
-import client  # noqa: E402
+import hosts_client as client  # noqa: E402
 
 
 def mem_available_kib():

@@ -65,7 +65,7 @@ from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models.instances import Instance, InstanceBackend
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "hosts"))
-import client  # noqa: E402  (hosts/client.py)
+import hosts_client as client  # noqa: E402  (hosts/hosts_client.py)
 
 _BOOT = []
 _LOCK = threading.Lock()
