@@ -23,6 +23,7 @@ mod eks;
 mod eks_auth;
 mod eks_efa;
 mod eks_vpc;
+mod fleet;
 mod injection;
 mod jobs;
 mod leftovers;

@@ -89,6 +89,11 @@ fn verdict(status: &str, by: &str, reason: String, extra: Value) -> Value {
     v
 }
 
+/// A figure to 4 decimals (a median of 17.9053 × 0.8 is 14.3242).
+fn round(f: f64) -> f64 {
+    (f * 1e4).round() / 1e4
+}
+
 /// The first non-empty line of `text`, for a verdict without a figure.
 fn first_line(text: &str) -> String {
     text.lines()
@@ -268,7 +273,7 @@ impl Run<'_> {
                     let v = match v {
                         Verdict::Healthy { value } => verdict("healthy", "pairs", format!("busbw {value} GB/s"), json!({"value": value})),
                         Verdict::Unknown { line } => verdict("unknown", "pairs", "its NCCL test printed no bus bandwidth".into(), json!({"line": line})),
-                        Verdict::Bad(e) => verdict("bad", "pairs", format!("busbw {} GB/s < {} ({}) with healthy node {}", e.value, e.threshold, e.against, e.partner), json!({"short": format!("busbw-below-{}", e.against), "value": e.value, "threshold": e.threshold, "against": e.against, "partner": e.partner, "line": e.line})),
+                        Verdict::Bad(e) => bad_pair(e),
                     };
                     out.insert(node, v);
                 }
@@ -284,6 +289,18 @@ impl Run<'_> {
             )).with_help("read the pairs' output in `flow logs FILE STEP`; check `pairs.floor` against the instance type")),
         }
     }
+}
+
+/// The verdict of a node its pair with a healthy node found bad.
+fn bad_pair(e: fleet::Evidence) -> Value {
+    let threshold = round(e.threshold);
+    let reason = format!(
+        "busbw {} GB/s < {threshold} ({}) with healthy node {}",
+        e.value, e.against, e.partner
+    );
+    let extra = json!({"short": format!("busbw-below-{}", e.against), "value": e.value,
+        "threshold": threshold, "against": e.against, "partner": e.partner, "line": e.line});
+    verdict("bad", "pairs", reason, extra)
 }
 
 /// A pair's bus bandwidth, read as `parse = "nccl-tests"` reads it.

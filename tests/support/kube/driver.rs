@@ -293,10 +293,14 @@ async fn run_job(
     let failed = notes
         .get("test.flow/outcome")
         .is_some_and(|o| o == "Failed");
-    let log = notes
-        .get("test.flow/logs")
-        .cloned()
-        .unwrap_or_else(|| emulated_output(&job.data));
+    let hosts = pinned_hosts(&job.data);
+    let log = match notes.get("test.flow/logs") {
+        Some(log) => log.clone(),
+        None => {
+            let (program, text) = emulated_output(&job.data);
+            planted(client, &hosts, &program, text).await
+        }
+    };
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
     let mut names = Vec::new();
     for (kind, n) in replicas {
@@ -318,12 +322,16 @@ async fn run_job(
     for (idx, (pod, kind, i)) in names.iter().enumerate() {
         let existing = pods.get_opt(pod).await.ok().flatten();
         if existing.is_none() {
-            let body: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            let mut body = json!({
                 "metadata": {"name": pod, "labels": {label: name, "training.kubeflow.org/replica-type": kind,
                     "training.kubeflow.org/replica-index": i.to_string()}},
                 "spec": {"containers": [{"name": container, "image": "test/image"}]}
-            }))
-            .unwrap();
+            });
+            // A job held to nodes (by hostname) has its pods there, in turn.
+            if !hosts.is_empty() {
+                body["spec"]["nodeName"] = json!(hosts[idx % hosts.len()]);
+            }
+            let body: k8s_openapi::api::core::v1::Pod = serde_json::from_value(body).unwrap();
             if pods.create(&PostParams::default(), &body).await.is_err() {
                 return;
             }
@@ -414,9 +422,9 @@ fn first_container(job: &Value) -> Option<&Value> {
 /// same files the Batch compute emulator uses), filled by the rule of
 /// `outputs/README` from the container's environment and the program's own
 /// arguments (`emulated.rs`); "done" for programs it does not know.
-fn emulated_output(job: &Value) -> String {
+fn emulated_output(job: &Value) -> (String, String) {
     let Some(c) = first_container(job) else {
-        return "done".into();
+        return (String::new(), "done".into());
     };
     let words: Vec<&str> = ["command", "args"]
         .iter()
@@ -450,8 +458,82 @@ fn emulated_output(job: &Value) -> String {
         };
         if line.contains(name) {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            return super::emulated::fill(&text, &super::emulated::names_for(name, &line, &env));
+            let names = super::emulated::names_for(name, &line, &env);
+            return (name.to_string(), super::emulated::fill(&text, &names));
         }
     }
-    "done".into()
+    (String::new(), "done".into())
+}
+
+/// The hostnames a job's pods are held to: a nodeSelector on
+/// `kubernetes.io/hostname`, or a required node affinity `In` hostnames.
+fn pinned_hosts(job: &Value) -> Vec<String> {
+    let mut specs: Vec<&Value> = job.pointer("/spec/template/spec").into_iter().collect();
+    if let Some(spec) = job["spec"].as_object() {
+        for (_, r) in spec.iter().filter(|(k, _)| k.ends_with("ReplicaSpecs")) {
+            let replicas = r.as_object().into_iter().flat_map(|r| r.values());
+            specs.extend(replicas.filter_map(|r| r.pointer("/template/spec")));
+        }
+    }
+    let key = "kubernetes.io/hostname";
+    let mut hosts: Vec<String> = Vec::new();
+    for spec in specs {
+        let selected = spec["nodeSelector"][key]
+            .as_str()
+            .map(|h| vec![h.to_string()]);
+        let terms = "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions";
+        let affine = spec.pointer(terms).and_then(Value::as_array).map(|e| {
+            e.iter()
+                .filter(|e| e["key"] == key && e["operator"] == "In")
+                .flat_map(|e| e["values"].as_array().into_iter().flatten())
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        });
+        for h in selected.into_iter().chain(affine).flatten() {
+            if !hosts.contains(&h) {
+                hosts.push(h);
+            }
+        }
+    }
+    hosts
+}
+
+/// A fault a test planted on the nodes (named by hostname) a job runs on,
+/// as annotations of their Node objects: `test.flow/PROGRAM` is what
+/// PROGRAM prints there instead (`test.flow/nvidia-smi`); and
+/// `test.flow/busbw-factor` scales the `# Avg bus bandwidth` figure of a
+/// job on the node (the slowest node of a pair sets its pace).
+async fn planted(client: &kube::Client, hosts: &[String], program: &str, text: String) -> String {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let mut factor: Option<f64> = None;
+    for host in hosts {
+        let Ok(Some(node)) = nodes.get_opt(host).await else {
+            continue;
+        };
+        let notes = node.metadata.annotations.unwrap_or_default();
+        if let Some(out) = notes.get(&format!("test.flow/{program}")) {
+            return out.clone();
+        }
+        if let Some(f) = notes
+            .get("test.flow/busbw-factor")
+            .and_then(|f| f.parse().ok())
+        {
+            factor = Some(factor.map_or(f, |g: f64| g.min(f)));
+        }
+    }
+    let Some(factor) = factor else {
+        return text;
+    };
+    let scaled = |l: &str| {
+        let (head, figure) = l.split_once(':')?;
+        let v: f64 = figure.trim().parse().ok()?;
+        Some(format!("{head}: {:.4}", v * factor))
+    };
+    text.split('\n')
+        .map(|l| match l.contains("Avg bus bandwidth") {
+            true => scaled(l).unwrap_or_else(|| l.to_string()),
+            false => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
