@@ -21,6 +21,7 @@ pub(crate) mod efa_rules;
 pub(crate) mod error;
 mod fsx;
 mod hyperpod;
+mod image;
 pub(crate) mod leftovers;
 pub(crate) use crate::inputs;
 pub(crate) mod pacing;
@@ -40,6 +41,7 @@ pub use config::state_s3_client;
 pub use ecr::EcrRepository;
 pub use fsx::FsxLustre;
 pub use hyperpod::HyperPodCluster;
+pub use image::Ec2Image;
 pub use s3::{S3Bucket, S3Sync, folder_digest};
 pub use secrets::SecretsManagerSecret;
 
@@ -54,5 +56,6 @@ pub fn providers() -> Vec<Arc<dyn Provider>> {
         Arc::new(S3Sync::new()),
         Arc::new(EcrRepository::new()),
         Arc::new(HyperPodCluster::new()),
+        Arc::new(Ec2Image::new()),
     ]
 }

@@ -15,5 +15,7 @@ mod support;
 #[path = "../support/hosts.rs"]
 mod hosts;
 
+mod image;
 mod instances;
 mod sealed;
+mod slurm;

@@ -179,3 +179,27 @@ impl Drop for Hosts {
         let _ = self.child.wait();
     }
 }
+
+/// Installs Debian's `package` with apt-get when `command` is not on PATH,
+/// as scripts/local-hosts installs openssh-server (call it before
+/// [`Hosts::enter`]: inside the sealed namespace no package can be
+/// fetched). Fails naming the command and the package when it cannot.
+pub fn ensure_installed(command: &str, package: &str) {
+    let on_path = |c: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(c).is_file()))
+    };
+    if on_path(command) {
+        return;
+    }
+    eprintln!("installing Debian's {package} (for `{command}`)");
+    let update = Command::new("apt-get").args(["update", "-qq"]).status();
+    let install = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends", package])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status();
+    assert!(
+        update.is_ok() && install.as_ref().is_ok_and(|s| s.success()) && on_path(command),
+        "`{command}` is missing and `apt-get install {package}` did not provide it ({install:?}): install Debian's {package}"
+    );
+}
