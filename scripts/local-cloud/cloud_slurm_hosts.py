@@ -24,13 +24,23 @@ instances are running, so their hosts are up):
 - ParallelCluster (cloud_pcluster_head_node.py's HEAD_NODE_HOOKS): append
   a function (account, region, cluster, head_id) that finds the stack's
   compute instances (tag `parallelcluster:node-type = Compute`) and calls
-  start_cluster(cluster, head_id, compute_ids, partition=QUEUE); a compute
-  fleet started again later (a new set of instances) is start_cluster
-  again with the same name: the cluster is made anew over the new hosts.
-- HyperPod (cloud_hyperpod.py's NODES seam): a node backend whose launch
-  runs an instance (a host) per node, and which, once the controller
-  group's and the worker groups' nodes are all launched, calls
-  start_cluster(cluster_name, controller_node_instance, worker_instances).
+  start_cluster(cluster, head_id, compute_ids, partition=QUEUE).
+- A cluster is made once over its hosts: start_cluster refuses a host
+  that already runs munged, slurmctld or slurmd (SlurmHostsError). Growing
+  or shrinking a running cluster (a compute fleet started again with new
+  instances under the same head, a HyperPod count change) is not done
+  yet: Slurm 22.05 (Debian 12) needs slurmctld and every slurmd restarted
+  to add nodes to slurm.conf, and the manager has no op to stop a daemon.
+- HyperPod (cloud_hyperpod.py's NODES seam, set_node_backend): a node
+  backend whose launch(cluster, group, node) starts a host with the
+  manager's "start" op (id = node.instance_id, an address of the
+  cluster's subnet, hostname ip-A-B-C-D.ec2.internal; HyperPod nodes take
+  no key pair) and sets node.private_ip and node.hostname; once every
+  group's nodes are launched (len(cluster.nodes) = the sum of the groups'
+  TargetCount), it calls start_cluster(cluster.cluster_name, the
+  controller group's node id, [the worker groups' node ids]). The ids
+  start_cluster takes are the manager's host ids: an EC2 instance's id, or
+  whatever id the backend gave the manager.
 
 From outside moto (a test, a shell under scripts/local-hosts), the same:
 
@@ -246,6 +256,13 @@ def start_cluster(name, head_id, compute_ids, partition="compute", timeout_s=60.
     deadline = began + timeout_s
     with _LOCK:
         head, *computes = _hosts([head_id] + list(compute_ids))
+        for host in [head] + computes:
+            running = set(host.get("daemons") or []) & {"munged", "slurmctld", "slurmd"}
+            if running:
+                raise SlurmHostsError(
+                    "host %s (%s) already runs %s: a cluster is made once over its hosts"
+                    % (host["id"], host["ip"], ", ".join(sorted(running)))
+                )
         top, conf, nodes = _layout(name, head, computes, partition)
         everyone = [head] + computes
         for host in everyone:
