@@ -17,6 +17,7 @@
 mod jobs;
 mod policy;
 mod spec;
+mod verdicts;
 
 use std::collections::BTreeMap;
 
@@ -31,10 +32,11 @@ use crate::contract::{
     ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
 use crate::fleet::{self, Finding, Measured, Rule, Verdict};
-use crate::metrics::Program;
+
 use jobs::{Batch, HOSTNAME, Pinned};
 pub use policy::TAINT;
 use spec::{Gpus, Policy, Spec};
+use verdicts::{bad_pair, evidence, first_line, measure, record, verdict, with_status};
 
 /// The `kube.node_check` provider kind.
 #[derive(Debug, Clone)]
@@ -78,29 +80,6 @@ struct Member {
     name: String,
     host: String,
     instance_type: Option<String>,
-}
-
-/// One node's verdict as the step's outputs hold it.
-fn verdict(status: &str, by: &str, reason: String, extra: Value) -> Value {
-    let mut v = json!({"status": status, "by": by, "reason": reason});
-    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
-        o.extend(e.clone());
-    }
-    v
-}
-
-/// A figure to 4 decimals (a median of 17.9053 × 0.8 is 14.3242).
-fn round(f: f64) -> f64 {
-    (f * 1e4).round() / 1e4
-}
-
-/// The first non-empty line of `text`, for a verdict without a figure.
-fn first_line(text: &str) -> String {
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("(no output)")
-        .to_string()
 }
 
 /// One run of the step.
@@ -291,66 +270,6 @@ impl Run<'_> {
     }
 }
 
-/// The verdict of a node its pair with a healthy node found bad.
-fn bad_pair(e: fleet::Evidence) -> Value {
-    let threshold = round(e.threshold);
-    let reason = format!(
-        "busbw {} GB/s < {threshold} ({}) with healthy node {}",
-        e.value, e.against, e.partner
-    );
-    let extra = json!({"short": format!("busbw-below-{}", e.against), "value": e.value,
-        "threshold": threshold, "against": e.against, "partner": e.partner, "line": e.line});
-    verdict("bad", "pairs", reason, extra)
-}
-
-/// A pair's bus bandwidth, read as `parse = "nccl-tests"` reads it.
-fn measure(r: &jobs::Ran) -> Measured {
-    match Program::NcclTests.read(&r.text) {
-        Ok(reading) if r.succeeded.is_none() => Measured {
-            value: reading.values.get("busbw").and_then(Value::as_f64),
-            line: reading
-                .lines
-                .get("busbw")
-                .cloned()
-                .unwrap_or_else(|| first_line(&r.text)),
-        },
-        _ => Measured {
-            value: None,
-            line: match &r.succeeded {
-                Some(why) => format!("{} failed: {why}", r.label),
-                None => first_line(&r.text),
-            },
-        },
-    }
-}
-
-/// The nodes of `status` in `verdicts`.
-fn with_status(verdicts: &BTreeMap<String, Value>, status: &str) -> Vec<String> {
-    verdicts
-        .iter()
-        .filter(|(_, v)| v["status"] == status)
-        .map(|(n, _)| n.clone())
-        .collect()
-}
-
-/// `node: reason (line: …)` for each of `nodes`.
-fn evidence(verdicts: &BTreeMap<String, Value>, nodes: &[String]) -> String {
-    nodes
-        .iter()
-        .map(|n| {
-            let v = &verdicts[n];
-            match v["line"].as_str() {
-                Some(l) if !l.is_empty() => format!(
-                    "{n}: {} (line: `{l}`)",
-                    v["reason"].as_str().unwrap_or_default()
-                ),
-                _ => format!("{n}: {}", v["reason"].as_str().unwrap_or_default()),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
     let spec = Spec::from_values(inputs)?;
     let conn = super::connection::Connection::new(ctx, inputs)?;
@@ -503,30 +422,6 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
         outputs,
         private: json!({}),
     })
-}
-
-/// Each node's verdict for the run history (sent pass or fail).
-fn record(ctx: &OpContext, verdicts: &BTreeMap<String, Value>) {
-    ctx.reporter.measured(&crate::contract::Measured {
-        values: verdicts
-            .iter()
-            .map(|(n, v)| (n.clone(), v.clone()))
-            .collect(),
-        verdicts: verdicts
-            .iter()
-            .map(|(n, v)| crate::contract::Verdict {
-                name: n.clone(),
-                gate: "healthy".into(),
-                failed: (v["status"] != "healthy").then(|| {
-                    format!(
-                        "{}: {}",
-                        v["status"].as_str().unwrap_or_default(),
-                        v["reason"].as_str().unwrap_or_default()
-                    )
-                }),
-            })
-            .collect(),
-    });
 }
 
 #[async_trait]

@@ -79,6 +79,11 @@ fn table(v: &Values, key: &str) -> Option<Values> {
     v.get(key).and_then(Value::as_object).cloned()
 }
 
+/// A number, or text that is one (`"${vars.min_busbw}"` may arrive as either).
+fn number(v: &Value) -> Option<f64> {
+    v.as_f64().or_else(|| v.as_str()?.trim().parse().ok())
+}
+
 fn gpus_of(v: &Value) -> Result<Gpus, String> {
     match v {
         Value::String(s) if s == "instance-type" => Ok(Gpus::InstanceType),
@@ -121,7 +126,7 @@ impl Spec {
         let invalid = |p: Problem| ProviderError::invalid(p.message).before_acting();
         let check = table(v, "check");
         let pairs = table(v, "pairs");
-        let num = |t: &Option<Values>, k: &str| t.as_ref().and_then(|t| t.get(k)?.as_f64());
+        let num = |t: &Option<Values>, k: &str| t.as_ref().and_then(|t| number(t.get(k)?));
         Ok(Spec {
             nodes: v
                 .get("nodes")
@@ -237,7 +242,7 @@ fn table_problems(name: &str, t: &Values, keys: &[&str]) -> Vec<Problem> {
     } else {
         for k in ["floor", "of_median"] {
             if let Some(v) = t.get(k)
-                && v.as_f64().is_none_or(|f| f <= 0.0)
+                && number(v).is_none_or(|f| f <= 0.0)
             {
                 out.push(Problem::at_path(
                     &["pairs", k],
