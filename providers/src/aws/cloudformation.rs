@@ -172,17 +172,24 @@ impl CloudFormationStack {
         }
     }
 
-    /// Deletes the stack `target` (name or id) and waits until it is gone.
+    /// Deletes the stack `target` (name or id) and waits until it is gone;
+    /// `described` is the stack as the caller just described it (`None`:
+    /// described here).
     async fn delete_stack(
         &self,
         client: &Client,
         ctx: &OpContext,
         name: &str,
         target: &str,
+        described: Option<Stack>,
     ) -> Result<(), ProviderError> {
         let since = now() - SKEW;
-        let Some(current) = describe(client, target).await? else {
-            return Ok(());
+        let current = match described {
+            Some(stack) => stack,
+            None => match describe(client, target).await? {
+                Some(stack) => stack,
+                None => return Ok(()),
+            },
         };
         if status(&current) == "DELETE_COMPLETE" {
             return Ok(());
@@ -360,7 +367,8 @@ impl Provider for CloudFormationStack {
                     spec.name
                 ));
                 let id = existing.stack_id().unwrap_or(&spec.name).to_string();
-                self.delete_stack(&client, ctx, &spec.name, &id).await?;
+                self.delete_stack(&client, ctx, &spec.name, &id, Some(existing.clone()))
+                    .await?;
             } else if st != "DELETE_COMPLETE" {
                 return Err(crate::ownership::not_own(&format!(
                     "stack `{}` ({st})",
@@ -466,8 +474,13 @@ impl Provider for CloudFormationStack {
             })?;
         let target = prior.id.unwrap_or(&name).to_string();
         let client = client(ctx).await?;
-        leftovers::sweep_vpcs(ctx, &client, &target, prior.inputs).await?;
-        self.delete_stack(&client, ctx, &name, &target).await
+        // The sweep describes the stack; the delete starts from that answer.
+        let Some(current) = leftovers::sweep_vpcs(ctx, &client, &target, prior.inputs).await?
+        else {
+            return Ok(());
+        };
+        self.delete_stack(&client, ctx, &name, &target, Some(current))
+            .await
     }
 
     /// For an existing stack: a change set's resource changes, or a replace

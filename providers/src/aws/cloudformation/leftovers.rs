@@ -3,6 +3,7 @@
 //! would otherwise fail the delete with `DependencyViolation`.
 
 use aws_sdk_cloudformation::Client;
+use aws_sdk_cloudformation::types::Stack;
 
 use super::stack::{describe, resources, status};
 use crate::aws::leftovers::{Scope, Sweep};
@@ -12,23 +13,24 @@ use crate::contract::{OpContext, ProviderError, Values};
 const VPC: &str = "AWS::EC2::VPC";
 
 /// Sweeps each VPC stack `stack` holds, unless the stack is gone or already
-/// being deleted; `inputs` are the step's recorded inputs.
+/// being deleted; `inputs` are the step's recorded inputs. Gives the stack
+/// as it described it first (`None`: there is none).
 pub(super) async fn sweep_vpcs(
     ctx: &OpContext,
     client: &Client,
     stack: &str,
     inputs: &Values,
-) -> Result<(), ProviderError> {
+) -> Result<Option<Stack>, ProviderError> {
     let Some(current) = describe(client, stack).await? else {
-        return Ok(());
+        return Ok(None);
     };
     if matches!(status(&current), "DELETE_COMPLETE" | "DELETE_IN_PROGRESS") {
-        return Ok(());
+        return Ok(Some(current));
     }
     for vpc in vpcs(client, stack).await? {
         Sweep::of(ctx, inputs, &vpc, Scope::Vpc)?.run().await?;
     }
-    Ok(())
+    Ok(Some(current))
 }
 
 /// The ids of the VPCs stack `stack` made and still has.
