@@ -15,9 +15,9 @@ use super::efa_rules;
 use super::errors;
 use super::wait;
 use crate::contract::{
-    Applied, Capacity, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem,
-    Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
-    attribute_drift, import_missing, known_inputs,
+    Applied, Capacity, ErrorKind, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
+    Problem, Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext,
+    Values, attribute_drift, import_missing, known_inputs,
 };
 use crate::substitute::Substitutions;
 use crate::{inputs, ownership};
@@ -390,12 +390,15 @@ impl Provider for ParallelCluster {
                 answer.ok = true;
             }
             if !answer.ok {
+                // flow stopped the fleet: something changed, and the next
+                // apply starts it again.
                 return Err(errors::refusal(
                     &format!("update cluster `{name}`"),
                     &answer.json,
                     &path,
                     &text,
-                ));
+                )
+                .of_kind(ErrorKind::Failed));
             }
         }
         for change in answer

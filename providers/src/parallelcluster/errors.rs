@@ -191,12 +191,14 @@ pub(crate) fn refusal(what: &str, answer: &Value, file: &str, text: &str) -> Pro
         }
     }
     let mut fleet = false;
+    let mut update = false;
     for e in answer
         .get("updateValidationErrors")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
+        update = true;
         let param = e.get("parameter").and_then(Value::as_str).unwrap_or("");
         let why = e.get("message").and_then(Value::as_str).unwrap_or("");
         fleet |= why.contains("compute fleet") || why.contains("compute nodes must be stopped");
@@ -211,14 +213,21 @@ pub(crate) fn refusal(what: &str, answer: &Value, file: &str, text: &str) -> Pro
         text_out.push_str("\n  ");
         text_out.push_str(l);
     }
+    // pcluster checks the configuration, and an update's change set, before
+    // it calls CloudFormation: an answer that lists either proves nothing
+    // was created or changed.
     if configuration {
-        // Validation comes before pcluster changes anything.
         ProviderError::not_created(text_out)
+            .at_input(["config"])
             .with_help(format!("fix {file} (or the step's `substitute`); pcluster validates it before it creates anything"))
     } else if fleet {
-        ProviderError::invalid(text_out).with_help(
+        ProviderError::not_created(text_out).at_input(["stop_compute_fleet"]).with_help(
             "this change needs the compute fleet stopped: set `stop_compute_fleet = true` on the step to let flow stop it, update and start it again, or run `pcluster update-compute-fleet --status STOP_REQUESTED` yourself",
         )
+    } else if update {
+        ProviderError::not_created(text_out)
+            .at_input(["config"])
+            .with_help(format!("pcluster cannot make this change in place: change {file} back, or destroy and create the cluster"))
     } else {
         ProviderError::fatal(text_out)
     }
@@ -291,16 +300,40 @@ mod tests {
             "create cluster `c`: Invalid cluster configuration.\n  cluster.yaml:2:3: Image.Os: Must be one of: alinux2023, ubuntu2204."
         );
         assert_eq!(err.kind, crate::contract::ErrorKind::NotCreated);
+        assert_eq!(err.input, ["config"]);
         let update = json!({"message": "Update failure", "updateValidationErrors": [
             {"parameter": "Scheduling.SlurmQueues[gpu].ComputeResources[ml].MaxCount",
              "message": "All compute nodes must be stopped. Stop the compute fleet with the pcluster update-compute-fleet command"}]});
         let err = refusal("update cluster `c`", &update, "cluster.yaml", text);
+        // Refused before CloudFormation was called: nothing changed, and the
+        // step input to change is named.
+        assert_eq!(err.kind, crate::contract::ErrorKind::NotCreated);
+        assert_eq!(err.input, ["stop_compute_fleet"]);
         assert!(err.help.unwrap().contains("stop_compute_fleet"));
+        let cannot = json!({"message": "Update failure", "updateValidationErrors": [
+            {"parameter": "HeadNode.InstanceType", "message": "Update actions are not currently supported for the 'InstanceType' parameter"}]});
+        let both = "HeadNode:\n  InstanceType: m5.xlarge\nScheduling:\n  Scheduler: slurm\n";
+        let err = refusal("update cluster `c`", &cannot, "cluster.yaml", both);
+        assert_eq!(err.kind, crate::contract::ErrorKind::NotCreated);
+        assert!(
+            err.message
+                .contains("cluster.yaml:2:3: HeadNode.InstanceType: Update actions are not"),
+            "{}",
+            err.message
+        );
+        // Anything else (a stack update that failed) may have acted.
+        let failed = refusal(
+            "update cluster `c`",
+            &json!({"message": "stack failed"}),
+            "cluster.yaml",
+            text,
+        );
+        assert_eq!(failed.kind, crate::contract::ErrorKind::Failed);
         // Named list items are found by their Name.
-        let config = "Scheduling:\n  SlurmQueues:\n    - Name: gpu\n      ComputeResources:\n        - Name: ml\n          MaxCount: 4\n";
+        let config = "HeadNode:\n  InstanceType: m5.xlarge\nScheduling:\n  SlurmQueues:\n    - Name: gpu\n      ComputeResources:\n        - Name: ml\n          MaxCount: 4\n";
         let err = refusal("update cluster `c`", &update, "cluster.yaml", config);
         assert!(
-            err.message.contains("cluster.yaml:6:11: Scheduling.SlurmQueues[gpu].ComputeResources[ml].MaxCount: All compute nodes"),
+            err.message.contains("cluster.yaml:8:11: Scheduling.SlurmQueues[gpu].ComputeResources[ml].MaxCount: All compute nodes"),
             "{}",
             err.message
         );
