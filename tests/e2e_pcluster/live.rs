@@ -45,6 +45,27 @@ fn record(a: &Aws, env: &[(String, String)]) -> serde_json::Value {
     serde_json::from_str(&show.stdout).expect("state show JSON")
 }
 
+/// Prints the moto server's log (its tracebacks: an HTTP 500 in pcluster's
+/// output is one) when the test fails; the log's directory goes with it.
+struct LogOnFailure<'a>(&'a Moto);
+
+impl Drop for LogOnFailure<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let log = std::fs::read_to_string(&self.0.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let from = lines.len().saturating_sub(200);
+        eprintln!(
+            "--- moto log ({}), last {} lines ---\n{}",
+            self.0.log.display(),
+            lines.len() - from,
+            lines[from..].join("\n")
+        );
+    }
+}
+
 /// The stacks named `name` that CloudFormation holds and has not deleted.
 fn live_stacks(moto: &Moto, name: &str) -> usize {
     let xml = moto.query_call("cloudformation", "Action=ListStacks&Version=2010-05-15");
@@ -98,6 +119,7 @@ fn leftovers(moto: &Moto) -> Vec<String> {
 #[test]
 fn a_cluster_is_created_updated_through_a_fleet_stop_imported_and_destroyed() {
     let moto = Moto::start();
+    let _log = LogOnFailure(&moto);
     let (a, env, values) = project(&moto, 2, true);
     let started = Instant::now();
     let apply = run(&a, &env, &["apply", "--auto-approve", "wf.toml"]);
@@ -193,6 +215,7 @@ fn a_cluster_is_created_updated_through_a_fleet_stop_imported_and_destroyed() {
 #[test]
 fn an_update_pcluster_refuses_is_named_at_its_line_and_nothing_is_half_applied() {
     let moto = Moto::start();
+    let _log = LogOnFailure(&moto);
     let (a, env, values) = project(&moto, 2, false);
     run(&a, &env, &["apply", "--auto-approve", "wf.toml"]).expect(0);
     a.p.write(
@@ -219,6 +242,14 @@ fn an_update_pcluster_refuses_is_named_at_its_line_and_nothing_is_half_applied()
         "{all}"
     );
     assert!(all.contains("stop_compute_fleet = true"), "{all}");
+    // The step input to change, at its line in the workflow.
+    let wf_line =
+        a.p.read("wf.toml")
+            .lines()
+            .position(|l| l.starts_with("stop_compute_fleet"))
+            .unwrap()
+            + 1;
+    assert!(all.contains(&format!("wf.toml:{wf_line}:")), "{all}");
     let rec = record(&a, &env);
     assert_eq!(rec["outputs"]["status"], "CREATE_COMPLETE", "{rec}");
     assert_eq!(rec["outputs"]["compute_fleet_status"], "RUNNING", "{rec}");
@@ -233,6 +264,7 @@ fn an_update_pcluster_refuses_is_named_at_its_line_and_nothing_is_half_applied()
 #[test]
 fn kill_9_inside_create_update_and_delete_then_apply_again_converges() {
     let moto = Moto::start();
+    let _log = LogOnFailure(&moto);
     let (a, env, values) = project(&moto, 2, true);
     let spawn = |args: &[&str]| {
         let mut c = a.p.cmd(args);
@@ -305,4 +337,59 @@ fn kill_9_inside_create_update_and_delete_then_apply_again_converges() {
     assert_eq!(again.code, 0, "{}", again.all());
     assert_eq!(live_instances(&moto, "flow-p5"), 0);
     assert_eq!(leftovers(&moto), Vec::<String>::new());
+}
+
+/// An existing FSx for Lustre file system, made in the local cloud as AWS
+/// makes one: its id has AWS's shape (`fs-` + 17 hex, which pcluster's
+/// schema requires: moto's own `fs-` + 8 is refused as "String does not
+/// match expected pattern"), and the cluster mounts it at /fsx and reaches
+/// CREATE_COMPLETE.
+#[test]
+fn an_fsx_file_system_of_aws_shape_is_taken_by_the_cluster() {
+    let moto = Moto::start();
+    let _log = LogOnFailure(&moto);
+    let (a, env, values) = project(&moto, 2, false);
+    let subnet = values
+        .split("PLACEHOLDER_PRIVATE_SUBNET = \"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the private subnet in the values")
+        .to_string();
+    let made = moto.json_call(
+        "fsx",
+        "AWSSimbaAPIService_v20180301.CreateFileSystem",
+        &format!(
+            r#"{{"FileSystemType": "LUSTRE", "StorageCapacity": 1200, "SubnetIds": ["{subnet}"], "LustreConfiguration": {{"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250}}}}"#
+        ),
+    );
+    let id = made["FileSystem"]["FileSystemId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no FileSystemId in {made}"))
+        .to_string();
+    assert!(
+        id.len() == 20 && id.starts_with("fs-") && id[3..].chars().all(|c| c.is_ascii_hexdigit()),
+        "{id}"
+    );
+    assert_eq!(
+        made["FileSystem"]["DNSName"],
+        format!("{id}.fsx.us-east-1.amazonaws.com"),
+        "{made}"
+    );
+    a.p.write(
+        "cluster.yaml",
+        &format!(
+            "{}SharedStorage:\n  - MountDir: /fsx\n    Name: fsx\n    StorageType: FsxLustre\n    FsxLustreSettings:\n      FileSystemId: {id}\n",
+            moto_config()
+        ),
+    );
+    let plan = run(&a, &env, &["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout
+            .contains(&format!("shared storage: FsxLustre at /fsx ({id})")),
+        "{}",
+        plan.stdout
+    );
+    let apply = run(&a, &env, &["apply", "--auto-approve", "wf.toml"]);
+    assert_eq!(apply.code, 0, "{}", apply.all());
+    assert_eq!(record(&a, &env)["outputs"]["status"], "CREATE_COMPLETE");
 }
