@@ -19,3 +19,4 @@ mod image;
 mod instances;
 mod sealed;
 mod slurm;
+mod slurm;
