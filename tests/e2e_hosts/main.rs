@@ -19,4 +19,3 @@ mod image;
 mod instances;
 mod sealed;
 mod slurm;
-mod slurm;
