@@ -128,7 +128,7 @@ fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregi
     let run = flow(&p, &moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
     let image = output(&p, &moto, "base.image_id");
     assert!(image.starts_with("ami-"), "{image}\n{}", run.all());
-    assert_eq!(own_images(&moto), [image.clone()]);
+    assert_eq!(own_images(&moto), std::slice::from_ref(&image));
     let described = ec2(&moto, &format!("Action=DescribeImages&ImageId.1={image}"));
     assert!(described.contains("<name>flow-base</name>"), "{described}");
     assert!(described.contains("<key>flow:token</key>"), "{described}");
@@ -167,7 +167,12 @@ fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregi
 
     // Unchanged: nothing is built again.
     let again = flow(&p, &moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
-    assert_eq!(own_images(&moto), [image.clone()], "{}", again.all());
+    assert_eq!(
+        own_images(&moto),
+        std::slice::from_ref(&image),
+        "{}",
+        again.all()
+    );
     assert_eq!(builders(&moto), ["terminated"], "{}", again.all());
 
     // An edited playbook replaces the image, and its user follows.
@@ -180,7 +185,7 @@ fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregi
     flow(&p, &moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
     let second = output(&p, &moto, "base.image_id");
     assert_ne!(second, image);
-    assert_eq!(own_images(&moto), [second.clone()]);
+    assert_eq!(own_images(&moto), std::slice::from_ref(&second));
     for s in &first_snapshots {
         assert!(
             !snapshots(&moto).contains(s),
@@ -309,4 +314,54 @@ fn base64_url(text: &str) -> String {
             b => (b as char).to_string(),
         })
         .collect()
+}
+
+/// Packer is not in Debian: where `packer` is not on PATH, a step with a
+/// `packer_template` is refused at validate and at apply, naming it, and
+/// nothing is applied.
+#[test]
+fn a_packer_template_without_packer_installed_is_refused_naming_it() {
+    let p = Project::new();
+    p.write(
+        "wf.toml",
+        r#"[workflow]
+name = "packer"
+
+[steps.base]
+provider = "ec2.image"
+[steps.base.inputs]
+name = "flow-base"
+packer_template = "packer/base.pkr.hcl"
+"#,
+    );
+    p.write(
+        "packer/base.pkr.hcl",
+        "source \"amazon-ebs\" \"base\" {}\nbuild { sources = [\"source.amazon-ebs.base\"] }\n",
+    );
+    // A PATH with no `packer` on it, whatever this machine has installed.
+    let empty = p.path().join("empty-bin");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let path = empty.to_string_lossy().into_owned();
+    let env = [
+        ("PATH", path.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+    ];
+    for args in [
+        &["validate", "wf.toml"][..],
+        &["apply", "wf.toml", "--auto-approve"][..],
+    ] {
+        let run = p.run_env(args, &env);
+        assert_ne!(run.code, 0, "{args:?}: {}", run.all());
+        let all = run.all();
+        assert!(
+            all.contains("the `packer` CLI is not installed (no `packer` on PATH)"),
+            "{args:?}: {all}"
+        );
+        assert!(all.contains("packer_template"), "{args:?}: {all}");
+    }
+    let out = p.run_env(&["output", "wf.toml", "base.image_id"], &env);
+    assert_ne!(out.code, 0, "an image id was recorded: {}", out.all());
 }

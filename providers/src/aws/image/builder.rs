@@ -197,7 +197,7 @@ pub(crate) async fn builders_of(
         )
         .filters(
             Filter::builder()
-                .name(format!("tag-key"))
+                .name("tag-key")
                 .values(BUILDER_TAG)
                 .build(),
         )
