@@ -181,7 +181,11 @@ fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregi
         &PLAYBOOK.replace("MARKER-ONE", "MARKER-TWO"),
     );
     let plan = flow(&p, &moto, &["plan", "wf.toml"]).expect(0);
-    assert!(plan.stdout.contains("replace"), "{}", plan.all());
+    assert!(
+        plan.stdout.contains("base") && plan.stdout.contains(" 1 to replace"),
+        "{}",
+        plan.all()
+    );
     flow(&p, &moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
     let second = output(&p, &moto, "base.image_id");
     assert_ne!(second, image);
