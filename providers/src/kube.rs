@@ -13,6 +13,7 @@ mod documents;
 mod drift;
 mod dry_run;
 pub(crate) mod errors;
+pub(crate) mod eviction;
 mod fetch;
 mod file_entry;
 mod job;

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 
 use crate::contract::{OpContext, ProviderError};
-use crate::eks::nodegroup::drain::{Evicted, evict, eviction_version, pods_on};
 use crate::kube::errors::kube as kube_error;
+use crate::kube::eviction::{Evicted, evict, eviction_version, pods_on};
 
 /// The taint (and annotation) a bad node gets.
 pub const TAINT: &str = "flow.dev/unhealthy";
