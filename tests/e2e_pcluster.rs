@@ -20,6 +20,8 @@ mod support;
 
 #[path = "e2e_pcluster/live.rs"]
 mod live;
+#[path = "e2e_pcluster/policy.rs"]
+mod policy;
 
 use std::process::Command;
 
