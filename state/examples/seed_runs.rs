@@ -44,6 +44,7 @@ fn main() {
             step: step.into(),
             provider: "kube.job".into(),
             inputs_digest: format!("{i:064x}"),
+            input_digests: Default::default(),
             outcome: if i % 10 == 0 {
                 RunOutcome::Failed
             } else {

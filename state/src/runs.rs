@@ -7,7 +7,7 @@
 //! once as its own object beside the state (`KEY.runs/ID.json`) through a
 //! [`RunMirror`], and `pull` brings the team's runs into the local copy.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -57,6 +57,11 @@ pub struct RunRecord {
     pub provider: String,
     /// The digest of the inputs it ran with (secrets sealed).
     pub inputs_digest: String,
+    /// The digest of each top-level input it ran with, by name (secrets
+    /// sealed), so that two runs can say which inputs differ. Empty in runs
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input_digests: BTreeMap<String, String>,
     /// How it ended.
     pub outcome: RunOutcome,
     /// The failure, when it failed (secrets masked).
@@ -453,6 +458,7 @@ mod tests {
             step: "nccl".into(),
             provider: "kube.job".into(),
             inputs_digest: "d".into(),
+            input_digests: BTreeMap::new(),
             outcome: RunOutcome::Succeeded,
             error: None,
             values: serde_json::json!({"busbw": busbw})

@@ -47,11 +47,17 @@ pub async fn record(
         serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
     };
     let measured = measured.unwrap_or_default();
-    let inputs = ctx
+    let recorded = ctx
         .journal()
         .record(name)
-        .map(|r| serde_json::to_vec(&r.inputs).unwrap_or_default())
+        .map(|r| r.inputs.clone())
         .unwrap_or_default();
+    let inputs = serde_json::to_vec(&recorded).unwrap_or_default();
+    let digest = |v: &[u8]| hex::encode(Sha256::digest(v));
+    let input_digests = recorded
+        .iter()
+        .map(|(k, v)| (k.clone(), digest(v.to_string().as_bytes())))
+        .collect();
     let run = RunRecord {
         id: flow_state::runs::run_id(started_ms, name),
         started: flow_state::timefmt::format_rfc3339(started_ms / 1000),
@@ -63,7 +69,8 @@ pub async fn record(
             .unwrap_or_default(),
         step: name.clone(),
         provider: job.change.provider.clone(),
-        inputs_digest: hex::encode(Sha256::digest(&inputs)),
+        inputs_digest: digest(&inputs),
+        input_digests,
         outcome,
         error: error.map(|e| reporter.redactor().redact(&e)),
         values: measured

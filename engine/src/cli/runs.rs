@@ -245,12 +245,7 @@ fn side_by_side(a: &RunRecord, b: &RunRecord) -> String {
         ));
     }
     if a.inputs_digest != b.inputs_digest {
-        let short = |d: &str| d.chars().take(12).collect::<String>();
-        out.push_str(&format!(
-            "note: their inputs differ (inputs digest {} against {}): the figures below may not measure the same setup\n",
-            short(&a.inputs_digest),
-            short(&b.inputs_digest)
-        ));
+        out.push_str(&inputs_differ(a, b));
     }
     out.push('\n');
     out.push_str(&format!(
@@ -325,6 +320,37 @@ fn human_size(bytes: u64) -> String {
     format!("{v} {}", UNITS[unit])
 }
 
+/// The note that two runs ran with different inputs: which ones, where both
+/// runs kept each input's digest, else their digests as a whole.
+fn inputs_differ(a: &RunRecord, b: &RunRecord) -> String {
+    if a.input_digests.is_empty() || b.input_digests.is_empty() {
+        let short = |d: &str| d.chars().take(12).collect::<String>();
+        return format!(
+            "note: their inputs differ (inputs digest {} against {}): the figures below may not measure the same setup\n",
+            short(&a.inputs_digest),
+            short(&b.inputs_digest)
+        );
+    }
+    let keys: std::collections::BTreeSet<&String> = a
+        .input_digests
+        .keys()
+        .chain(b.input_digests.keys())
+        .collect();
+    let named: Vec<String> = keys
+        .into_iter()
+        .filter_map(|k| match (a.input_digests.get(k), b.input_digests.get(k)) {
+            (Some(x), Some(y)) if x == y => None,
+            (Some(_), Some(_)) => Some(format!("`{k}`")),
+            (Some(_), None) => Some(format!("`{k}` (only A)")),
+            (None, _) => Some(format!("`{k}` (only B)")),
+        })
+        .collect();
+    format!(
+        "note: their inputs differ in {}: the figures below may not measure the same setup\n",
+        named.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +411,23 @@ mod tests {
         let t = side_by_side(&a, &other);
         assert!(
             t.contains("note: their inputs differ (inputs digest d against 0123456789ab)"),
+            "{t}"
+        );
+        // Runs that kept each input's digest say which inputs differ.
+        let digests = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let mut a = a.clone();
+        a.input_digests = digests(&[("files", "f1"), ("min_busbw", "m1"), ("nodes", "n")]);
+        other.input_digests = digests(&[("files", "f1"), ("min_busbw", "m2"), ("timeout", "t")]);
+        let t = side_by_side(&a, &other);
+        assert!(
+            t.contains(
+                "note: their inputs differ in `min_busbw`, `nodes` (only A), `timeout` (only B):"
+            ),
             "{t}"
         );
     }
