@@ -142,6 +142,18 @@ impl Provider for EcrRepository {
         true
     }
 
+    /// Every ecr.repository step outputs `repository_uri`, `arn`, whatever its inputs.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, crate::contract::InputValue)],
+        _ctx: &crate::contract::ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(crate::contract::DeclaredOutputs::fixed(
+            "ecr.repository",
+            &["repository_uri", "arn"],
+        ))
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

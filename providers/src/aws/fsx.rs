@@ -103,6 +103,18 @@ impl Provider for FsxLustre {
         }]
     }
 
+    /// Every fsx.lustre step outputs `file_system_id`, `dns_name`, `mount_name`, whatever its inputs.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, crate::contract::InputValue)],
+        _ctx: &crate::contract::ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(crate::contract::DeclaredOutputs::fixed(
+            "fsx.lustre",
+            &["file_system_id", "dns_name", "mount_name"],
+        ))
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -177,6 +177,18 @@ impl Provider for SecretsManagerSecret {
         true
     }
 
+    /// Every secretsmanager.secret step outputs `arn`, `public_key`, whatever its inputs.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, crate::contract::InputValue)],
+        _ctx: &crate::contract::ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(crate::contract::DeclaredOutputs::fixed(
+            "secretsmanager.secret",
+            &["arn", "public_key"],
+        ))
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -256,6 +256,17 @@ pub struct DeclaredOutputs {
     pub source: String,
 }
 
+impl DeclaredOutputs {
+    /// The outputs of a kind that always gives the same keys, every one.
+    pub fn fixed(kind: &str, keys: &[&str]) -> DeclaredOutputs {
+        DeclaredOutputs {
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+            conditional: Vec::new(),
+            source: format!("as every {kind} step does"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,4 +127,19 @@ corpus! {
         never_says: &["SecondSubnet`", "stack_id`"],
         ..BASE
     },
+    output_a_kind_never_gives: Case {
+        file: "175-output-a-kind-never-gives.toml",
+        codes: &["flow::unknown-output", "flow::unknown-output"],
+        at: &["29:11", "31:8"],
+        says: &[
+            "step `bucket` has no output `nme`",
+            "did you mean `name`?",
+            "(as every s3.bucket step does)",
+            "step `fs` has no output `dns`",
+            "did you mean `dns_name`?",
+        ],
+        never_says: &["no output `name`", "no output `mount_name`", "no output `anything`"],
+        problems: 2,
+        ..BASE
+    },
 }

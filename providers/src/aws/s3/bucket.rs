@@ -191,6 +191,18 @@ impl Provider for S3Bucket {
         true
     }
 
+    /// Every s3.bucket step outputs `name`, `arn`, whatever its inputs.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, crate::contract::InputValue)],
+        _ctx: &crate::contract::ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(crate::contract::DeclaredOutputs::fixed(
+            "s3.bucket",
+            &["name", "arn"],
+        ))
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -377,6 +377,15 @@ impl Provider for S3Sync {
         folder_digest(&ctx.workdir, source, follow.unwrap_or(false))
     }
 
+    /// Every s3.sync step outputs `uri`, whatever its inputs.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, crate::contract::InputValue)],
+        _ctx: &crate::contract::ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(crate::contract::DeclaredOutputs::fixed("s3.sync", &["uri"]))
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }
