@@ -85,7 +85,12 @@ impl Exec {
                     InputSpec::optional(
                         "expect",
                         InputType::Map(Box::new(InputType::String)),
-                        "Gates on the outputs `run` writes: name = \">= 300\", \"between 0.75 0.85\"; one that fails, or an output not written, fails the step",
+                        "Gates on the outputs `run` writes and `parse` reads: name = \">= 300\", \"between 0.75 0.85\"; one that fails, or an output not written, fails the step",
+                    ),
+                    InputSpec::optional(
+                        "parse",
+                        InputType::String,
+                        "The program whose output `run` prints (nccl-tests, torchrun, …): what it reads from the output (busbw, sizes, …) joins the outputs, as for a job's log",
                     ),
                 ],
                 open_inputs: false,
@@ -94,7 +99,8 @@ impl Exec {
     }
 
     /// Runs the script of input `label` with the step's environment plus
-    /// `extra_env`, and returns what it wrote to `$FLOW_OUTPUT`.
+    /// `extra_env`, and returns what it wrote to `$FLOW_OUTPUT` and, with
+    /// `keep`, everything it printed (else nothing).
     async fn run_script(
         &self,
         ctx: &OpContext,
@@ -102,7 +108,8 @@ impl Exec {
         label: &'static str,
         script: &str,
         extra_env: Vec<(String, String)>,
-    ) -> Result<Values, ProviderError> {
+        keep: bool,
+    ) -> Result<(Values, String), ProviderError> {
         let output_file = tempfile::Builder::new()
             .prefix("flow-output-")
             .tempfile()
@@ -118,19 +125,23 @@ impl Exec {
             output_file.path().to_string_lossy().into_owned(),
         ));
         let dir = inputs.dir(&ctx.workdir);
-        Shell {
+        let printed = Shell {
             label,
             script,
             dir: &dir,
             pass_env: &inputs.pass_env,
             env,
+            keep,
         }
         .run(ctx.reporter.as_ref())
         .await?;
         let bytes = tokio::fs::read(output_file.path()).await.map_err(|e| {
             ProviderError::fatal(format!("could not read the $FLOW_OUTPUT file: {e}"))
         })?;
-        outputs::parse(label, &String::from_utf8_lossy(&bytes))
+        Ok((
+            outputs::parse(label, &String::from_utf8_lossy(&bytes))?,
+            printed,
+        ))
     }
 
     /// Runs `run` and makes its outputs the step's, once `expect`'s gates
@@ -139,11 +150,41 @@ impl Exec {
         let inputs = ExecInputs::from_values(values)?;
         let gates = crate::capture::Matchers::on_outputs(&inputs.expect)
             .map_err(|p| ProviderError::bad_input(p.message))?;
-        let outputs = self
-            .run_script(ctx, &inputs, "run", &inputs.run, Vec::new())
+        let reader = match &inputs.parse {
+            Some(program) => Some(
+                crate::capture::Matchers::default()
+                    .reading(Some(program))
+                    .map_err(|p| ProviderError::bad_input(p.message).at_input(p.path))?,
+            ),
+            None => None,
+        };
+        let (mut outputs, printed) = self
+            .run_script(
+                ctx,
+                &inputs,
+                "run",
+                &inputs.run,
+                Vec::new(),
+                reader.is_some(),
+            )
             .await?;
+        // What `parse` reads from the output joins what the script wrote
+        // (which wins where both name a key).
+        let read = match &reader {
+            Some(reader) => reader
+                .judge(&printed, ctx.reporter.as_ref())
+                .map_err(|e| {
+                    ProviderError::fatal(e.to_string()).at_input(["parse"]).with_help(
+                        "the script ran, but its output is not what `parse` reads: its output is in `flow logs FILE STEP`",
+                    )
+                })?,
+            None => Values::new(),
+        };
+        for (k, v) in &read {
+            outputs.entry(k.clone()).or_insert_with(|| v.clone());
+        }
         gates
-            .judge_outputs(&outputs, ctx.reporter.as_ref())
+            .judge_outputs(&outputs, &read, ctx.reporter.as_ref())
             .map_err(|e| {
                 ProviderError::fatal(e.to_string()).with_help(
                     "the script ran, but an output it wrote failed its gate in `expect` (or it wrote none of that name): its output is in `flow logs FILE STEP`",
@@ -231,6 +272,7 @@ impl Provider for Exec {
             "destroy",
             destroy,
             outputs::as_env(prior.outputs),
+            false,
         )
         .await?;
         Ok(())

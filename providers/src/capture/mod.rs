@@ -392,9 +392,12 @@ impl Matchers {
 
     /// Judges a script's `outputs` by the gates and tells `reporter` the
     /// verdicts (for the run history); the first that fails is the error.
+    /// `read` are values `parse` read from the script's output (already in
+    /// `outputs`): they go to the history with the judged ones.
     pub fn judge_outputs(
         &self,
         outputs: &Values,
+        read: &Values,
         reporter: &dyn crate::contract::Reporter,
     ) -> Result<(), LogsMiss> {
         // No gate, nothing judged: the step is no run to record.
@@ -410,11 +413,12 @@ impl Matchers {
             })
             .collect();
         let verdicts = self.verdicts(&outputs, &BTreeMap::new());
-        let judged: Values = self
-            .gates
-            .iter()
-            .filter_map(|(n, _)| Some((n.clone(), outputs.get(n)?.clone())))
-            .collect();
+        let mut judged: Values = read.clone();
+        judged.extend(
+            self.gates
+                .iter()
+                .filter_map(|(n, _)| Some((n.clone(), outputs.get(n)?.clone()))),
+        );
         reporter.measured(&crate::contract::Measured {
             values: judged,
             verdicts: verdicts.iter().map(|(v, _)| v.clone()).collect(),

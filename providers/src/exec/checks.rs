@@ -19,6 +19,13 @@ pub(super) fn problems(inputs: &[(String, InputValue)], base: &Path) -> Vec<Prob
             ("env", InputValue::Known(Value::Object(table))) => {
                 problems.extend(table.keys().filter_map(|key| env_name_problem(key)));
             }
+            ("parse", InputValue::Known(Value::String(program))) => {
+                problems.extend(
+                    crate::capture::Matchers::default()
+                        .reading(Some(program))
+                        .err(),
+                );
+            }
             ("pass_env", InputValue::Known(Value::Array(patterns))) => {
                 problems.extend(
                     patterns

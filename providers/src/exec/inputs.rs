@@ -25,6 +25,9 @@ pub(super) struct ExecInputs {
     pub sealed: Vec<String>,
     /// Gates on the outputs: output name → gate (`">= 300"`).
     pub expect: std::collections::BTreeMap<String, String>,
+    /// `parse`: the program whose output the script prints (`nccl-tests`),
+    /// read as a job's log is read.
+    pub parse: Option<String>,
 }
 
 impl ExecInputs {
@@ -68,6 +71,7 @@ impl ExecInputs {
             pass_env: crate::inputs::str_list(inputs, "pass_env")?,
             workdir: string(inputs, "workdir")?,
             sealed,
+            parse: string(inputs, "parse")?,
             expect: inputs
                 .get("expect")
                 .and_then(Value::as_object)

@@ -34,14 +34,18 @@ pub(super) struct Shell<'a> {
     pub pass_env: &'a [String],
     /// Variables set on top of the passed ones, later ones winning.
     pub env: Vec<(String, String)>,
+    /// Whether to keep everything it prints (for `parse`), up to
+    /// [`KEPT_BYTES`](super::transcript::KEPT_BYTES).
+    pub keep: bool,
 }
 
 impl Shell<'_> {
     /// Runs the command to completion, each output line going to `reporter`.
     /// Fails, not retryably, if it cannot start or exits other than with 0.
     ///
-    /// Dropping the future kills the command's whole process group.
-    pub async fn run(&self, reporter: &dyn Reporter) -> Result<(), ProviderError> {
+    /// Dropping the future kills the command's whole process group. Gives
+    /// what it printed when asked to keep it (else nothing).
+    pub async fn run(&self, reporter: &dyn Reporter) -> Result<String, ProviderError> {
         let script = Script::new(self.script).map_err(|e| {
             ProviderError::fatal(format!("could not hand `{}` to the shell: {e}", self.label))
         })?;
@@ -71,6 +75,9 @@ impl Shell<'_> {
         let mut stdout = Lines::new(child.stdout.take());
         let mut stderr = Lines::new(child.stderr.take());
         let mut transcript = Transcript::new(reporter);
+        if self.keep {
+            transcript.keep_all();
+        }
         let mut status: Option<ExitStatus> = None;
         let mut stop_reading_at: Option<Instant> = None;
 
@@ -109,7 +116,7 @@ impl Shell<'_> {
         }
         transcript.flush();
         match status {
-            Some(status) if status.success() => Ok(()),
+            Some(status) if status.success() => Ok(transcript.into_text()),
             Some(status) => Err(failure(self.label, status, &transcript)),
             None => unreachable!("the loop ends only once the shell has exited"),
         }
@@ -202,6 +209,7 @@ mod tests {
             dir,
             pass_env: &[],
             env: Vec::new(),
+            keep: false,
         }
     }
 

@@ -333,3 +333,78 @@ async fn a_script_without_gates_reports_no_measurement() {
         .unwrap();
     assert_eq!(counting.0.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+/// A published nccl-tests run (aws-batch seed's EFA output) printed by the
+/// script itself: what `parse` reads joins the outputs and `expect` gates
+/// it, as on a job's log; the script's own outputs still count.
+#[tokio::test]
+async fn parse_reads_what_the_script_prints_and_expect_gates_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, _) = op_context(dir.path(), "check", "tok-parse");
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/metrics/testdata/nccl-tests-batch-efa.txt"
+    );
+    let run = format!("cat '{sample}'; echo node=gpu-1 >> \"$FLOW_OUTPUT\"");
+    let ok = values(json!({"run": run, "parse": "nccl-tests",
+        "expect": {"busbw": ">= 150", "node": "== gpu-1"}}));
+    let applied = Exec::new().create(&ctx, &ok).await.unwrap();
+    assert_eq!(applied.outputs["busbw"], json!(156.742));
+    assert!(
+        applied.outputs["sizes"].is_object(),
+        "{:?}",
+        applied.outputs
+    );
+    assert_eq!(applied.outputs["node"], json!("gpu-1"));
+    let low = values(json!({"run": run, "parse": "nccl-tests", "expect": {"busbw": ">= 180"}}));
+    let e = Exec::new().create(&ctx, &low).await.unwrap_err();
+    assert_eq!(e.message, "expect: busbw = 156.742 is not >= 180");
+    // Without `parse`, the printed figure is only text in the log.
+    let unread = values(json!({"run": run, "expect": {"busbw": ">= 150"}}));
+    let e = Exec::new().create(&ctx, &unread).await.unwrap_err();
+    assert!(e.message.contains("no busbw was found"), "{}", e.message);
+}
+
+/// Output that is not the program's: the step fails naming `parse`, with
+/// the output's first lines, never passing as if healthy.
+#[tokio::test]
+async fn parse_of_output_that_is_not_the_programs_fails_at_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, _) = op_context(dir.path(), "check", "tok-parse-miss");
+    let inputs = values(
+        json!({"run": "echo 'NCCL WARN net plugin not found'", "parse": "nccl-tests",
+        "expect": {"busbw": ">= 1"}}),
+    );
+    let e = Exec::new().create(&ctx, &inputs).await.unwrap_err();
+    assert_eq!(e.input, ["parse"]);
+    assert!(
+        e.message.contains("NCCL WARN net plugin not found"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn validate_names_a_program_parse_does_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let problems = Exec::new().validate(
+        &[
+            ("run".into(), InputValue::Known(json!("true"))),
+            ("parse".into(), InputValue::Known(json!("nccl-test"))),
+        ],
+        &ValidateContext {
+            workdir: dir.path().to_path_buf().into(),
+        },
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].path, ["parse"]);
+    assert!(
+        problems[0]
+            .message
+            .contains("flow reads no program called `nccl-test`")
+    );
+    assert_eq!(
+        problems[0].help.as_deref(),
+        Some("did you mean `nccl-tests`?")
+    );
+}

@@ -11,6 +11,11 @@ use crate::contract::Reporter;
 /// How many of the last lines an error message quotes.
 pub(super) const TAIL_LINES: usize = 20;
 
+/// The most a transcript keeps of everything printed, when asked to: what
+/// `parse` reads. A program's report is far less; past this, the first
+/// bytes are kept (nccl-tests and torchrun print their figures as they go).
+pub(super) const KEPT_BYTES: usize = 16 << 20;
+
 /// The shortest time between two progress events.
 const EVENT_INTERVAL: Duration = Duration::from_millis(250);
 
@@ -27,6 +32,8 @@ pub(super) struct Transcript<'a> {
     pending: Option<String>,
     /// When the last event was shown.
     last_event: Option<Instant>,
+    /// Every line, when kept ([`Transcript::keep_all`]).
+    kept: Option<String>,
 }
 
 impl<'a> Transcript<'a> {
@@ -37,13 +44,30 @@ impl<'a> Transcript<'a> {
             tail: VecDeque::with_capacity(TAIL_LINES),
             pending: None,
             last_event: None,
+            kept: None,
         }
+    }
+
+    /// Keeps every line from now on (up to [`KEPT_BYTES`]).
+    pub fn keep_all(&mut self) {
+        self.kept = Some(String::new());
+    }
+
+    /// Everything kept (nothing unless [`Transcript::keep_all`]).
+    pub fn into_text(self) -> String {
+        self.kept.unwrap_or_default()
     }
 
     /// Logs `line`, keeps it for the tail and shows it as progress now, or
     /// later if an event was shown less than a quarter second ago.
     pub fn line(&mut self, line: String) {
         self.reporter.log(&line);
+        if let Some(kept) = &mut self.kept
+            && kept.len() + line.len() < KEPT_BYTES
+        {
+            kept.push_str(&line);
+            kept.push('\n');
+        }
         if let Some(shown) = progress_text(&line) {
             self.pending = Some(shown);
             if self.flush_at().is_some_and(|at| at <= Instant::now()) {
