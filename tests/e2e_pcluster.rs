@@ -18,10 +18,14 @@
 
 mod support;
 
+#[path = "support/hosts.rs"]
+mod hosts;
 #[path = "e2e_pcluster/live.rs"]
 mod live;
 #[path = "e2e_pcluster/policy.rs"]
 mod policy;
+#[path = "e2e_pcluster/slurm_hosts.rs"]
+mod slurm_hosts;
 
 use std::process::Command;
 

@@ -47,7 +47,7 @@ fn record(a: &Aws, env: &[(String, String)]) -> serde_json::Value {
 
 /// Prints the moto server's log (its tracebacks: an HTTP 500 in pcluster's
 /// output is one) when the test fails; the log's directory goes with it.
-struct LogOnFailure<'a>(&'a Moto);
+pub(super) struct LogOnFailure<'a>(pub(super) &'a Moto);
 
 impl Drop for LogOnFailure<'_> {
     fn drop(&mut self) {

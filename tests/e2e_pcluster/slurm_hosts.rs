@@ -1,0 +1,113 @@
+//! The cluster's head node as a host running slurmctld (issue 39 part 2):
+//! under `scripts/local-hosts` (tests/support/hosts.rs) every instance of
+//! pcluster's stack is a host; at the head node's boot the local cloud
+//! launches the static compute nodes (MinCount) as clustermgtd does and
+//! starts munged + slurmctld on the head and slurmd on each node
+//! (scripts/local-cloud/cloud_pcluster_slurm.py through
+//! cloud_pcluster_head_node.py's HEAD_NODE_HOOKS). Over SSH to the head
+//! node's address (flow's output), `sinfo` shows the static node idle and
+//! `srun` runs on it; destroy ends every host.
+
+use std::time::Instant;
+
+use base64::Engine;
+
+use super::hosts::{Hosts, ensure_installed, keygen};
+use super::support::aws::Aws;
+use super::support::moto::Moto;
+use super::{moto_config, prepared, workflow};
+
+/// ImportKeyPair of `key`'s public half as `name`.
+fn import_key_pair(moto: &Moto, name: &str, key: &std::path::Path) {
+    let public = std::fs::read(key.with_extension("pub")).expect("public key");
+    let material = base64::engine::general_purpose::STANDARD.encode(public);
+    let encoded = material
+        .replace('+', "%2B")
+        .replace('/', "%2F")
+        .replace('=', "%3D");
+    moto.query_call(
+        "ec2",
+        &format!(
+            "Action=ImportKeyPair&Version=2016-11-15&KeyName={name}&PublicKeyMaterial={encoded}"
+        ),
+    );
+}
+
+#[test]
+fn the_head_node_is_a_host_running_slurmctld_with_its_static_node() {
+    // Debian's Slurm and munge, as the hosts run them (fails naming the
+    // package when it cannot be installed).
+    ensure_installed("slurmctld", "slurmctld");
+    ensure_installed("slurmd", "slurmd");
+    ensure_installed("munged", "munge");
+    ensure_installed("srun", "slurm-client");
+    let hosts = Hosts::start();
+    let _inside = hosts.enter();
+    let moto = Moto::start_with(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
+    let _log = super::live::LogOnFailure(&moto);
+    let (pcluster, values) = prepared(&moto);
+    let a = Aws::new(&moto, None);
+    let key = keygen(a.p.path(), "flow-key");
+    import_key_pair(&moto, "flow-key", &key);
+    a.p.write("cluster.yaml", &moto_config());
+    let values = values
+        .replace(
+            r#"PLACEHOLDER_SSH_KEY = "flow-test""#,
+            r#"PLACEHOLDER_SSH_KEY = "flow-key""#,
+        )
+        .replace(
+            r#"PLACEHOLDER_MIN_INSTANCES = "0""#,
+            r#"PLACEHOLDER_MIN_INSTANCES = "1""#,
+        );
+    a.p.write("wf.toml", &workflow(&values));
+    let mut env = a.env.clone();
+    env.push(("FLOW_PCLUSTER".into(), pcluster));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+
+    let started = Instant::now();
+    let apply = a.p.run_env(&["apply", "--auto-approve", "wf.toml"], &env);
+    eprintln!(
+        "pcluster apply with Slurm on hosts (create): {:?}",
+        started.elapsed()
+    );
+    assert_eq!(apply.code, 0, "{}", apply.all());
+    let ip =
+        a.p.run_env(&["output", "wf.toml", "cluster.head_node_ip"], &env)
+            .expect(0)
+            .stdout
+            .trim()
+            .to_string();
+    let head = hosts
+        .at(&ip)
+        .unwrap_or_else(|| panic!("no host at the head node's {ip}: {:?}", hosts.list()));
+    let out = hosts.ssh(&head, &key, "sinfo -h -N -o '%N %T %P'; srun -N 1 hostname");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "ssh to the head node {ip}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "one static node, then srun's line: {stdout}"
+    );
+    let node = lines[0].split_whitespace().next().unwrap();
+    assert!(lines[0].ends_with(" idle compute-gpu*"), "sinfo: {stdout}");
+    assert!(
+        lines[1].starts_with(node),
+        "srun ran on {}: {stdout}",
+        lines[1]
+    );
+    assert_eq!(
+        hosts.list().len(),
+        2,
+        "head and static node: {:?}",
+        hosts.list()
+    );
+
+    a.p.run_env(&["destroy", "--auto-approve", "wf.toml"], &env)
+        .expect(0);
+    assert!(hosts.list().is_empty(), "destroy left {:?}", hosts.list());
+}
