@@ -18,6 +18,8 @@
 
 mod support;
 
+// This binary uses part of the hosts harness (e2e_hosts uses the rest).
+#[allow(dead_code)]
 #[path = "support/hosts.rs"]
 mod hosts;
 #[path = "e2e_pcluster/live.rs"]
