@@ -137,6 +137,7 @@ mod tests {
             vec![
                 "batch.job",
                 "cloudformation.stack",
+                "ec2.image",
                 "ecr.repository",
                 "eks.cluster",
                 "eks.nodegroup",
@@ -144,6 +145,7 @@ mod tests {
                 "fsx.lustre",
                 "kube.job",
                 "kube.manifest",
+                "kube.node_check",
                 "null",
                 "parallelcluster.cluster",
                 "s3.bucket",

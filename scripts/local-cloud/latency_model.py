@@ -262,7 +262,7 @@ class Layer:
 
             return created_fs
         if op == "DescribeFileSystems":
-            # moto's file systems carry no Lifecycle: absent reads as AVAILABLE.
+            # moto gives no Lifecycle (cloud_pcluster_fsx.py adds AVAILABLE): absent reads as AVAILABLE.
             def describe_fs(out):
                 out = self.deletes.after_describe_file_systems(out)
 

@@ -66,8 +66,8 @@ fn kill_9_mid_chain_then_resume_makes_no_second_stack_or_file_system() {
     );
     proxy.rewrite(
         "DescribeFileSystems",
-        r#""FileSystemType": "LUSTRE""#,
-        r#""Lifecycle": "CREATING", "FileSystemType": "LUSTRE""#,
+        r#""Lifecycle": "AVAILABLE""#,
+        r#""Lifecycle": "CREATING""#,
         1000,
     );
     let child = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
@@ -87,8 +87,8 @@ fn kill_9_mid_chain_then_resume_makes_no_second_stack_or_file_system() {
     proxy.calm();
     proxy.rewrite(
         "DescribeFileSystems",
-        r#""FileSystemType": "LUSTRE""#,
-        r#""Lifecycle": "CREATING", "FileSystemType": "LUSTRE""#,
+        r#""Lifecycle": "AVAILABLE""#,
+        r#""Lifecycle": "CREATING""#,
         1,
     );
     let done = a.apply().expect(0);
