@@ -298,6 +298,22 @@ def run_seed(flow, k8s, seed, spec, table, wd, gantt):
             "spans": last, "deps": deps, "out": out, "scale": table["scale"]}
 
 
+# Operations whose length flow cannot know before they end.
+UNKNOWN_LENGTH = {"batch.job"}
+
+
+def unknown_schedule_looks(length):
+    """The looks of flow's unknown-length schedule at an operation that
+    ends after `length` seconds: at once, then after 2 s, each pause half
+    as long again up to 15 s, until a look after the end."""
+    t, pause, looks = 0.0, 2.0, 1
+    while t < length:
+        t += pause
+        pause = min(pause * 1.5, 15.0)
+        looks += 1
+    return looks
+
+
 def print_seed(seed, r, judge):
     a, b, c = r["a"], r["b"], r["c"]
     print(f"{seed}")
@@ -310,11 +326,15 @@ def print_seed(seed, r, judge):
     print(f"  a/c = {a / c:.2f}   c/b = {c / b:.3f}  (c/b after flow's start-up {lagged:.3f})")
     judge.at_most(f"{seed}: c/b (flow under the model / critical path, after start-up)", lagged, 1.03)
     judge.note(f"{seed}: a/c (runbook / flow)", f"{a / c:.2f}")
-    print("  operation                               length  describes  15-s waiter  noticed late")
+    print("  operation                               length  describes  allowed      noticed late")
+    print("  (allowed: a 15-s waiter's looks; for a job, whose length flow cannot expect, its unknown-length schedule's)")
     worst = True
     for h in sorted(r["report"]["held"] + r["deleted"], key=lambda h: h["created"]):
         real = h["seconds"] * r["scale"]
-        waiter = int(real // 15) + 1
+        # A job runs as long as its program: flow cannot expect its length
+        # and looks on its unknown-length schedule (2 s growing by half to
+        # 15 s: providers/src/aws/pacing.rs), which is what it is held to.
+        waiter = unknown_schedule_looks(real) if h["kind"] in UNKNOWN_LENGTH else int(real // 15) + 1
         late = ((h["first_seen_ready"] or h["ready"]) - h["ready"]) * r["scale"]
         ok = h["looks"] <= waiter
         worst &= ok
@@ -343,7 +363,7 @@ def print_seed(seed, r, judge):
     print(f"  API calls: {sum(calls.values())} in all; "
           + ", ".join(f"{k} {v}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
     judge.check(f"{seed}: describe calls of each held operation", "all within" if worst else "some over",
-                "<= a 15-s waiter's", worst)
+                "<= a 15-s waiter's (a job's: its schedule's)", worst)
     return worst
 
 
