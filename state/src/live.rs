@@ -178,6 +178,9 @@ fn answer(
     };
     let (head, steps) = match trees.read_whole(TRIES, read) {
         Some((read, committed_ms)) => {
+            // A batch that failed half-applied halts the store before its
+            // change counts as done: a read that saw it done sees the halt.
+            halted.check()?;
             let (serial, version, salt, s3_copy, steps) = read?;
             let head = serde_json::json!({
                 "serial": serial,

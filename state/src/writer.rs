@@ -256,20 +256,23 @@ impl Writer {
         let changes = std::mem::take(&mut self.unapplied);
         // Beside the reads a running apply serves (see `live`).
         let applied = self.trees.changing(self.committed_ms, || {
-            wal::apply(
+            let applied = wal::apply(
                 &self.root,
                 &self.trees,
                 self.unapplied_serial,
                 changes
                     .iter()
                     .map(|c| (c.key.as_bytes(), c.value.as_deref())),
-            )
+            );
+            if let Err(err) = &applied {
+                // The log has them; the trees may have some: reading the
+                // trees now would show a state that never was. Halted
+                // before the change counts as done, so that a read that
+                // sees it done sees the halt too (`live::answer`).
+                self.halted.halt(err);
+            }
+            applied
         });
-        if let Err(err) = &applied {
-            // The log has them; the trees may have some: reading the trees
-            // now would show a state that never was.
-            self.halted.halt(err);
-        }
         applied
     }
 
