@@ -138,6 +138,25 @@ fn deletes_take_their_length_and_destroy_waits_them_out() {
         "moto itself still holds {}: {own}",
         fs[0]
     );
+    // While the stack's delete is held, a stack of the same name cannot be
+    // made again, as on AWS (moto, which deleted it at once, would).
+    support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the stack's delete held",
+        || deleting("cloudformation.stack delete"),
+    );
+    let auth = support::moto::authorization("cloudformation");
+    let (status, again) = moto.http(
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Authorization", &auth),
+        ],
+        b"Action=CreateStack&Version=2010-05-15&StackName=net&TemplateBody=%7B%22Resources%22%3A%7B%22H%22%3A%7B%22Type%22%3A%22AWS%3A%3ACloudFormation%3A%3AWaitConditionHandle%22%7D%7D%7D",
+    );
+    assert_eq!(status, 400, "{again}");
+    assert!(again.contains("AlreadyExistsException"), "{again}");
     let destroyed = support::finish(destroy);
     let took = started.elapsed();
     assert_eq!(destroyed.code, 0, "{}", destroyed.all());

@@ -15,12 +15,16 @@ the delete then goes to moto as sent, its answer and errors unchanged. For
 the table's `[deletes]` length of the kind (divided by its scale) the
 resource's describe calls are answered from the kept answer, its status
 changed to the deleting one; afterwards moto answers, and the resource is
-gone. The model counts these looks as it counts a create's.
+gone. The model counts these looks as it counts a create's. A create of a
+name whose delete is still held is refused as AWS refuses it
+(CloudFormation CreateStack API reference: AlreadyExistsException; EKS
+CreateCluster and CreateNodegroup: ResourceInUseException).
 """
 
 import io
 import json
 import re
+import time
 
 from latency_common import stack_name, as_json
 
@@ -62,9 +66,11 @@ def inner_call(app, environ, method, path, body, target=None):
 class Answer:
     """An answer given without asking moto."""
 
-    def __init__(self, body, content_type):
+    def __init__(self, body, content_type, status="200 OK", headers=()):
         self.body = body
         self.content_type = content_type
+        self.status = status
+        self.headers = list(headers)
 
 
 class Deletes:
@@ -83,6 +89,9 @@ class Deletes:
         to do once moto answered. For a describe of a deleting resource: an
         [`Answer`]. Otherwise None."""
         parts = req.path.strip("/").split("/")
+        refused = self._create_while_deleting(req, op, parts)
+        if refused is not None:
+            return refused
         if op == "DeleteStack" and self.seconds("cloudformation.stack") is not None:
             name = stack_name(req.form.get("StackName"))
             body = f"Action=DescribeStacks&Version=2010-05-15&StackName={name}".encode()
@@ -118,6 +127,38 @@ class Deletes:
             if ids and all(deleting):
                 return Answer(json.dumps({"FileSystems": deleting}).encode(), "application/x-amz-json-1.1")
         return None
+
+    def _create_while_deleting(self, req, op, parts):
+        """A create of a name whose delete is still in progress, refused as
+        AWS refuses it (CloudFormation CreateStack: AlreadyExistsException;
+        EKS CreateCluster, CreateNodegroup: ResourceInUseException, HTTP
+        409): moto, which deleted it at once, would make it again."""
+        if op == "CreateStack":
+            name = req.form.get("StackName")
+            if self._still_deleting("cloudformation.stack", name):
+                body = ('<ErrorResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/">'
+                        "<Error><Type>Sender</Type><Code>AlreadyExistsException</Code>"
+                        f"<Message>Stack [{name}] already exists</Message></Error>"
+                        "<RequestId>flow-latency-model</RequestId></ErrorResponse>")
+                return Answer(body.encode(), "text/xml", "400 Bad Request")
+            return None
+        kind, name = None, None
+        if req.method == "POST" and parts == ["clusters"]:
+            kind, name = "eks.cluster", as_json(req.body).get("name")
+        elif req.method == "POST" and len(parts) == 3 and parts[0] == "clusters" and parts[2] == "node-groups":
+            kind, name = "eks.nodegroup", f"{parts[1]}/{as_json(req.body).get('nodegroupName')}"
+        if kind and self._still_deleting(kind, name):
+            body = json.dumps({"__type": "ResourceInUseException",
+                               "message": f"{name} is being deleted"}).encode()
+            return Answer(body, "application/json", "409 Conflict",
+                          [("x-amzn-ErrorType", "ResourceInUseException")])
+        return None
+
+    def _still_deleting(self, kind, name):
+        """Whether `name`'s delete is held now (not counted as a look)."""
+        with self.model.lock:
+            held = self.model.held.get((f"{kind} delete", name))
+        return held is not None and held.in_progress(time.time())
 
     def after_describe_file_systems(self, out):
         """A listing of every file system shows the deleting ones too."""

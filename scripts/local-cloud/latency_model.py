@@ -201,8 +201,8 @@ class Layer:
         self.model.count(op)
         early = self.deletes.before(req, op, environ)
         if isinstance(early, Answer):
-            start_response("200 OK", [("Content-Type", early.content_type),
-                                      ("Content-Length", str(len(early.body)))])
+            start_response(early.status, [("Content-Type", early.content_type),
+                                          ("Content-Length", str(len(early.body))), *early.headers])
             self.model.answered(op, started)
             return [early.body]
         after = early or self.after(req, op)
