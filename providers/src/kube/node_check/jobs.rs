@@ -62,9 +62,9 @@ fn job_name(base: &str, suffix: &str) -> String {
 }
 
 /// Every pod template of a Job or a Kubeflow job.
-fn pod_specs(job: &mut Value) -> Vec<&mut Value> {
-    if job.pointer("/spec/template/spec").is_some() {
-        return job.pointer_mut("/spec/template/spec").into_iter().collect();
+fn pod_templates(job: &mut Value) -> Vec<&mut Value> {
+    if job.pointer("/spec/template").is_some() {
+        return job.pointer_mut("/spec/template").into_iter().collect();
     }
     let Some(spec) = job.get_mut("spec").and_then(Value::as_object_mut) else {
         return Vec::new();
@@ -73,20 +73,33 @@ fn pod_specs(job: &mut Value) -> Vec<&mut Value> {
         .filter(|(k, _)| k.ends_with("ReplicaSpecs"))
         .filter_map(|(_, v)| v.as_object_mut())
         .flat_map(|r| r.values_mut())
-        .filter_map(|r| r.pointer_mut("/template/spec"))
+        .filter_map(|r| r.get_mut("template"))
         .collect()
 }
 
+/// The label that marks the pods of one pair's job, for their anti-affinity.
+const PAIR_LABEL: &str = "flow.dev/pair";
+
 /// Holds every pod of `job` to `hosts`: a nodeSelector on the hostname for
-/// one node, a required node affinity to the two for a pair.
+/// one node; for a pair, a required node affinity to the two and a required
+/// anti-affinity between the job's pods on the hostname, so that the two
+/// pods land on different nodes (both on one would measure that node alone
+/// and pass the other untested).
 fn pin(job: &mut Value, hosts: &[String]) {
-    for spec in pod_specs(job) {
+    use sha2::{Digest, Sha256};
+    let pair = hex::encode(&Sha256::digest(hosts.join(",").as_bytes())[..8]);
+    for template in pod_templates(job) {
         if let [host] = hosts {
-            spec["nodeSelector"][HOSTNAME] = json!(host);
+            template["spec"]["nodeSelector"][HOSTNAME] = json!(host);
         } else {
-            spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!({
+            template["metadata"]["labels"][PAIR_LABEL] = json!(pair);
+            let affinity = &mut template["spec"]["affinity"];
+            affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!({
                 "nodeSelectorTerms": [{"matchExpressions": [
                     {"key": HOSTNAME, "operator": "In", "values": hosts}]}]});
+            affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!([{
+                "labelSelector": {"matchLabels": {PAIR_LABEL: pair}},
+                "topologyKey": HOSTNAME}]);
         }
     }
 }
@@ -146,8 +159,18 @@ impl Batch<'_> {
         let mut kinds = Kinds::new(self.client.clone());
         let mut records = Vec::new();
         for p in pinned {
-            let doc = self.doc(&mut kinds, table, p).await?;
-            records.push(self.start(&mut kinds, &doc).await?);
+            let started = match self.doc(&mut kinds, table, p).await {
+                Ok(doc) => self.start(&mut kinds, &doc).await,
+                Err(e) => Err(e),
+            };
+            match started {
+                Ok(record) => records.push(record),
+                Err(e) => {
+                    // The jobs already started are not left running.
+                    self.delete(&mut kinds, &records).await;
+                    return Err(e);
+                }
+            }
         }
         let runs = records.iter().map(|r| self.follow(r));
         let results = tokio::select! {
@@ -276,6 +299,13 @@ mod tests {
             let terms = &pt["spec"]["pytorchReplicaSpecs"][r]["template"]["spec"]["affinity"]["nodeAffinity"]
                 ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
             assert_eq!(terms[0]["matchExpressions"][0]["values"], json!(["a", "b"]));
+            // The two pods of the pair never share a node.
+            let template = &pt["spec"]["pytorchReplicaSpecs"][r]["template"];
+            let pair = template["metadata"]["labels"][PAIR_LABEL].as_str().unwrap();
+            let anti = &template["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                [0];
+            assert_eq!(anti["labelSelector"]["matchLabels"][PAIR_LABEL], pair);
+            assert_eq!(anti["topologyKey"], HOSTNAME);
         }
     }
 }

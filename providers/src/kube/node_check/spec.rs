@@ -98,6 +98,31 @@ fn gpus_of(v: &Value) -> Result<Gpus, String> {
     }
 }
 
+/// `max_bad_fraction`: a number (or its text) above 0 and below 1.
+fn fraction_of(v: &Value) -> Result<f64, Problem> {
+    match number(v) {
+        Some(f) if f > 0.0 && f < 1.0 => Ok(f),
+        _ => Err(Problem::at(
+            "max_bad_fraction",
+            format!(
+                "{v} is not a fraction of the fleet: give one above 0 and below 1 (0.25 by default)"
+            ),
+        )),
+    }
+}
+
+/// `drain_timeout`: a duration (`"10m"`).
+fn drain_timeout_of(v: &Value) -> Result<Duration, Problem> {
+    v.as_str()
+        .and_then(|t| humantime::parse_duration(t).ok())
+        .ok_or_else(|| {
+            Problem::at(
+                "drain_timeout",
+                format!("{v} is not a duration (e.g. \"10m\")"),
+            )
+        })
+}
+
 fn policy_of(text: &str) -> Result<Policy, Problem> {
     match text {
         "fail" => Ok(Policy::Fail),
@@ -145,14 +170,19 @@ impl Spec {
             pairs,
             policy: policy_of(v.get("policy").and_then(Value::as_str).unwrap_or("fail"))
                 .map_err(invalid)?,
+            // Checked again here: a value that came through a reference
+            // was not known at validate.
             max_bad_fraction: v
                 .get("max_bad_fraction")
-                .and_then(Value::as_f64)
+                .map(fraction_of)
+                .transpose()
+                .map_err(invalid)?
                 .unwrap_or(0.25),
             drain_timeout: v
                 .get("drain_timeout")
-                .and_then(Value::as_str)
-                .and_then(|t| humantime::parse_duration(t).ok())
+                .map(drain_timeout_of)
+                .transpose()
+                .map_err(invalid)?
                 .unwrap_or(Duration::from_secs(15 * 60)),
         })
     }
@@ -174,23 +204,11 @@ pub(super) fn problems(inputs: &[(String, InputValue)]) -> Vec<Problem> {
     {
         out.push(p);
     }
-    if let Some(f) = known.get("max_bad_fraction").and_then(Value::as_f64)
-        && !(f > 0.0 && f < 1.0)
-    {
-        out.push(Problem::at(
-            "max_bad_fraction",
-            format!(
-                "{f} is not a fraction of the fleet: give one above 0 and below 1 (0.25 by default)"
-            ),
-        ));
+    if let Some(Err(p)) = known.get("max_bad_fraction").map(fraction_of) {
+        out.push(p);
     }
-    if let Some(t) = known.get("drain_timeout").and_then(Value::as_str)
-        && humantime::parse_duration(t).is_err()
-    {
-        out.push(Problem::at(
-            "drain_timeout",
-            format!("`{t}` is not a duration (e.g. \"10m\")"),
-        ));
+    if let Some(Err(p)) = known.get("drain_timeout").map(drain_timeout_of) {
+        out.push(p);
     }
     if let Some(sel) = known.get("nodes").and_then(Value::as_str)
         && !sel.contains('=')
@@ -300,5 +318,32 @@ mod tests {
         );
         assert!(paths.contains(&vec!["max_bad_fraction".into()]), "{p:?}");
         assert!(problems(&known(json!({"nodes": "a=b"})))[0].path.is_empty());
+    }
+
+    /// A limit that came through a reference (unknown at validate) is
+    /// checked at apply too: a fraction of 1.5 would let every node be
+    /// taken out.
+    #[test]
+    fn apply_refuses_limits_validate_could_not_see() {
+        let base = json!({"nodes": "a=b", "check": {"files": ["c.yaml"]}});
+        let with = |k: &str, v: Value| {
+            let mut v2 = base.clone();
+            v2[k] = v;
+            serde_json::from_value::<Values>(v2).unwrap()
+        };
+        let e = Spec::from_values(&with("max_bad_fraction", json!(1.5))).unwrap_err();
+        assert!(
+            e.message.contains("is not a fraction of the fleet"),
+            "{}",
+            e.message
+        );
+        let e = Spec::from_values(&with("max_bad_fraction", json!("half"))).unwrap_err();
+        assert!(e.message.contains("is not a fraction"), "{}", e.message);
+        let e = Spec::from_values(&with("drain_timeout", json!("soon"))).unwrap_err();
+        assert!(e.message.contains("is not a duration"), "{}", e.message);
+        let ok = Spec::from_values(&with("max_bad_fraction", json!("0.3"))).unwrap();
+        assert_eq!(ok.max_bad_fraction, 0.3);
+        let ok = Spec::from_values(&serde_json::from_value(base).unwrap()).unwrap();
+        assert_eq!(ok.max_bad_fraction, 0.25);
     }
 }
