@@ -280,12 +280,20 @@ pub(crate) fn fetch(layout: &StateLayout) -> Result<Option<Served>, StateError> 
         // and the lock is (or is about to be) free.
         return Ok(None);
     }
-    let served: Served = serde_json::from_slice(&body).map_err(|e| {
-        StateError::corrupt(
-            &layout.root,
-            format!("the flow process holding it answered a read with what is not a state ({e})"),
-        )
-    })?;
+    let served: Served = match serde_json::from_slice(&body) {
+        Ok(served) => served,
+        // Cut off: the holder stopped (was killed) while answering; the lock
+        // is, or is about to be, free, as for an empty answer.
+        Err(e) if e.is_eof() => return Ok(None),
+        Err(e) => {
+            return Err(StateError::corrupt(
+                &layout.root,
+                format!(
+                    "the flow process holding it answered a read with what is not a state ({e})"
+                ),
+            ));
+        }
+    };
     match served.error {
         Some(error) => Err(StateError::Sled(format!(
             "the flow process holding the state could not read it: {error}"

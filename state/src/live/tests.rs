@@ -295,3 +295,35 @@ fn a_reader_waits_for_a_holder_that_answers_reads_to_answer_or_let_go() {
     assert_eq!(ro.steps().len(), 1);
     letting_go.join().unwrap();
 }
+
+/// A holder killed while it answered leaves a cut-off answer: the reader
+/// takes it as the holder gone (the lock is about to be free), as an empty
+/// answer, not as a damaged state; a whole answer that is not a state is
+/// still refused.
+#[test]
+fn a_cut_off_answer_is_a_holder_gone_not_a_damaged_state() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = StateLayout::new(dir.path());
+    std::fs::create_dir_all(&layout.root).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(layout.live_socket()).unwrap();
+    let serve = |answer: &'static [u8]| {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.write_all(answer).unwrap();
+    };
+    let reader = {
+        let layout = StateLayout::new(dir.path());
+        std::thread::spawn(move || super::fetch(&layout).map(|s| s.is_some()))
+    };
+    serve(br#"{"serial": 3, "schema_version": 2, "salt": "00", "steps": [{"na"#);
+    assert!(matches!(reader.join().unwrap(), Ok(false)));
+    let reader = {
+        let layout = StateLayout::new(dir.path());
+        std::thread::spawn(move || super::fetch(&layout).map(|s| s.is_some()))
+    };
+    serve(b"[1, 2, 3]");
+    assert!(matches!(
+        reader.join().unwrap(),
+        Err(StateError::Corrupt { .. })
+    ));
+}
