@@ -255,7 +255,7 @@ impl Writer {
         }
         let changes = std::mem::take(&mut self.unapplied);
         // Beside the reads a running apply serves (see `live`).
-        let applied = self.trees.changing(self.committed_ms, || {
+        self.trees.changing(self.committed_ms, || {
             let applied = wal::apply(
                 &self.root,
                 &self.trees,
