@@ -272,8 +272,7 @@ impl Writer {
                 self.halted.halt(err);
             }
             applied
-        });
-        applied
+        })
     }
 
     /// Flushes sled's files and empties the log.
