@@ -1,9 +1,7 @@
 //! Instances made through the local cloud are hosts: a CloudFormation
 //! stack's `AWS::EC2::Instance` applied by `flow`, and RunInstances.
 
-use base64::Engine;
-
-use super::hosts::{Hosts, keygen};
+use super::hosts::{Hosts, import_key_pair, keygen};
 use super::support::moto::Moto;
 use super::support::{Project, Run};
 
@@ -48,28 +46,6 @@ stack_name = "one-host"
 template = "node.yaml"
 parameters = { KeyName = "flow-key" }
 "#;
-
-/// ImportKeyPair of `key`'s public half as `name`, as `aws ec2
-/// import-key-pair` does.
-fn import_key_pair(moto: &Moto, name: &str, key: &std::path::Path) {
-    let public = std::fs::read(key.with_extension("pub")).expect("public key");
-    let material = base64::engine::general_purpose::STANDARD.encode(public);
-    let encoded: String = material
-        .bytes()
-        .map(|b| match b {
-            b'+' => "%2B".to_string(),
-            b'/' => "%2F".to_string(),
-            b'=' => "%3D".to_string(),
-            b => (b as char).to_string(),
-        })
-        .collect();
-    moto.query_call(
-        "ec2",
-        &format!(
-            "Action=ImportKeyPair&Version=2016-11-15&KeyName={name}&PublicKeyMaterial={encoded}"
-        ),
-    );
-}
 
 fn flow(p: &Project, moto: &Moto, args: &[&str]) -> Run {
     let env = moto.env();

@@ -9,9 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use base64::Engine;
-
-use super::hosts::{Hosts, keygen};
+use super::hosts::{Hosts, import_key_pair, keygen};
 use super::support::moto::{Moto, between_all};
 use super::support::{Project, Run, workspace_root};
 
@@ -55,22 +53,6 @@ success_pattern = "== end"
 "#,
         chdir = chdir.display()
     )
-}
-
-/// ImportKeyPair of `key`'s public half as `name` (as instances.rs does).
-fn import_key_pair(moto: &Moto, name: &str, key: &Path) {
-    let public = std::fs::read(key.with_extension("pub")).expect("public key");
-    let material = base64::engine::general_purpose::STANDARD.encode(public);
-    let encoded = material
-        .replace('+', "%2B")
-        .replace('/', "%2F")
-        .replace('=', "%3D");
-    moto.query_call(
-        "ec2",
-        &format!(
-            "Action=ImportKeyPair&Version=2016-11-15&KeyName={name}&PublicKeyMaterial={encoded}"
-        ),
-    );
 }
 
 /// Five instances (Amazon Linux's AMI: `ec2-user`) in a new subnet: ids.

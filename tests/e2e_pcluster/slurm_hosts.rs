@@ -10,28 +10,10 @@
 
 use std::time::Instant;
 
-use base64::Engine;
-
-use super::hosts::{Hosts, ensure_installed, keygen};
+use super::hosts::{Hosts, ensure_installed, import_key_pair, keygen};
 use super::support::aws::Aws;
 use super::support::moto::Moto;
 use super::{moto_config, prepared, workflow};
-
-/// ImportKeyPair of `key`'s public half as `name`.
-fn import_key_pair(moto: &Moto, name: &str, key: &std::path::Path) {
-    let public = std::fs::read(key.with_extension("pub")).expect("public key");
-    let material = base64::engine::general_purpose::STANDARD.encode(public);
-    let encoded = material
-        .replace('+', "%2B")
-        .replace('/', "%2F")
-        .replace('=', "%3D");
-    moto.query_call(
-        "ec2",
-        &format!(
-            "Action=ImportKeyPair&Version=2016-11-15&KeyName={name}&PublicKeyMaterial={encoded}"
-        ),
-    );
-}
 
 #[test]
 fn the_head_node_is_a_host_running_slurmctld_with_its_static_node() {

@@ -172,6 +172,24 @@ pub fn keygen(dir: &Path, name: &str) -> PathBuf {
     key
 }
 
+/// ImportKeyPair of `key`'s public half as `name` in the test cloud, as
+/// `aws ec2 import-key-pair` sends it.
+pub fn import_key_pair(moto: &crate::support::moto::Moto, name: &str, key: &Path) {
+    use base64::Engine;
+    let public = std::fs::read(key.with_extension("pub")).expect("public key");
+    let material = base64::engine::general_purpose::STANDARD.encode(public);
+    let encoded = material
+        .replace('+', "%2B")
+        .replace('/', "%2F")
+        .replace('=', "%3D");
+    moto.query_call(
+        "ec2",
+        &format!(
+            "Action=ImportKeyPair&Version=2016-11-15&KeyName={name}&PublicKeyMaterial={encoded}"
+        ),
+    );
+}
+
 impl Drop for Hosts {
     fn drop(&mut self) {
         // Its stdin's end is the harness's cue to stop the hosts and go.
