@@ -11,7 +11,7 @@ use clap::Parser;
 /// stalled. The system's huge-page policy is left as it is, for flow and
 /// for the commands it runs, unless the user sets `MIMALLOC_ALLOW_THP=0`
 /// (mimalloc reads its `MIMALLOC_*` variables; see docs/operator.md).
-/// tests/e2e_lifecycle checks both. Measured in docs/performance.md, round 9.
+/// tests/e2e_lifecycle checks both. Measured in docs/performance/engine.md, round 9.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

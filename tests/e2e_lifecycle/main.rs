@@ -188,7 +188,7 @@ fn graph_prints_dot_and_output_prints_json() {
 /// its process (`prctl(PR_SET_THP_DISABLE)`, inherited across `exec`) would
 /// turn them off for every exec step, pcluster and kubectl too; a build that
 /// asks for them (`madvise(MADV_HUGEPAGE)`, mimalloc's default) made start-up
-/// stall and doubled the heap (docs/performance.md, round 9).
+/// stall and doubled the heap (docs/performance/engine.md, round 9).
 #[test]
 fn commands_run_with_the_huge_page_policy_flow_was_started_with() {
     let ours = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");

@@ -148,7 +148,7 @@ fn eks_p4d_end_to_end() {
 
     // Nothing left to do, in the real objects either (refresh reads every
     // AWS object and Kubernetes object; the offline plan only state). The
-    // two times are printed for docs/performance.md, not judged here.
+    // two times are printed for docs/performance/time-to-training.md, not judged here.
     let started = std::time::Instant::now();
     scanned(
         &mut scan,
