@@ -8,7 +8,7 @@
 //! Every fingerprint names the key it was made with (the first 8 hex digits
 //! of the key's own HMAC of a fixed text), so a plan can tell "this secret
 //! changed" from "this was fingerprinted with another key" (a teammate's,
-//! on a shared state: the team shares one key file, see docs/reliability.md).
+//! on a shared state: the team shares one key file, see docs/state.md).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
