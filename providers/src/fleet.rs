@@ -13,9 +13,18 @@
 //! nodes are fewer than the suspects); no healthy node left to compare
 //! with, or more bad nodes than the rule allows, stops the search and says
 //! so instead of naming half the fleet.
+//!
+//! Around the search, what every node check kind (`kube.node_check`,
+//! `slurm.node_check`) shares: the inputs ([`spec`]), a check's verdict
+//! ([`check`]), the verdicts as outputs, log and run history ([`report`]),
+//! and the step's rounds and end ([`step`]).
 
+pub mod check;
 pub mod gpus;
 pub mod pairwise;
+pub mod report;
+pub mod spec;
+pub mod step;
 pub mod verdict;
 
 pub use pairwise::Search;
