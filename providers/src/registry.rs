@@ -153,6 +153,7 @@ mod tests {
                 "sagemaker.hyperpod",
                 "secretsmanager.secret",
                 "slurm.job",
+                "slurm.node_check",
             ]
         );
         assert_eq!(registry.get("exec").unwrap().name(), "exec");
