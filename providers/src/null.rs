@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::contract::{
-    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
-    ReadOutcome, Schema, StepKind, ValidateContext, Values,
+    Applied, DeclaredOutputs, InputSpec, InputType, InputValue, OpContext, Prior, Problem,
+    Provider, ProviderError, ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
 
 /// The `null` provider kind. Accepts any inputs and echoes all of them back
@@ -130,6 +130,28 @@ fn echo(inputs: &Values) -> Applied {
 impl Provider for Null {
     fn name(&self) -> &'static str {
         "null"
+    }
+
+    /// Its inputs, echoed: one known only at apply may be null then, and
+    /// absent (as an input whose value is null is not written).
+    fn declared_outputs(
+        &self,
+        inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<DeclaredOutputs> {
+        let mut out = DeclaredOutputs {
+            source: "a null step echoes its inputs".into(),
+            ..DeclaredOutputs::default()
+        };
+        for (name, value) in inputs {
+            if !out.keys.contains(name) {
+                out.keys.push(name.clone());
+            }
+            if matches!(value, InputValue::Unknown) && !out.conditional.contains(name) {
+                out.conditional.push(name.clone());
+            }
+        }
+        Some(out)
     }
 
     fn schema(&self) -> &Schema {
@@ -290,6 +312,36 @@ mod tests {
                 private: Value::Null,
             })
         );
+    }
+
+    /// The keys validate expects are those the step echoes; one known only
+    /// at apply may be absent.
+    #[tokio::test]
+    async fn declared_outputs_are_the_inputs_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, _) = op_context(dir.path(), "echo", "null-declared");
+        let inputs = values(json!({"name": "a", "delay_ms": 1, "tags": {"k": "v"}}));
+        let listed: Vec<(String, InputValue)> = inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), InputValue::Known(v.clone())))
+            .chain([("later".to_string(), InputValue::Unknown)])
+            .collect();
+        let vctx = ValidateContext {
+            workdir: ".".into(),
+        };
+        let declared = Null::new().declared_outputs(&listed, &vctx).unwrap();
+        assert_eq!(declared.conditional, ["later"]);
+        let applied = Null::new().create(&ctx, &inputs).await.unwrap();
+        let known: Vec<&String> = declared
+            .keys
+            .iter()
+            .filter(|k| !declared.conditional.contains(k))
+            .collect();
+        assert_eq!(
+            applied.outputs.keys().collect::<Vec<_>>().len(),
+            known.len()
+        );
+        assert!(known.iter().all(|k| applied.outputs.contains_key(*k)));
     }
 
     #[test]

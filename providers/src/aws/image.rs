@@ -110,6 +110,9 @@ async fn client(ctx: &OpContext) -> Result<(Client, String), ProviderError> {
     Ok((Client::new(&sdk), config::region(&sdk)))
 }
 
+/// The outputs of every image ([`applied`] puts each in).
+const OUTPUT_KEYS: [&str; 3] = ["image_id", "name", "snapshot_ids"];
+
 /// The outputs of an image.
 fn applied(image: &Image) -> Applied {
     let snapshots = builder::snapshots_of(image);
@@ -162,6 +165,18 @@ impl Provider for Ec2Image {
 
     fn uses_aws(&self) -> bool {
         true
+    }
+
+    /// Every ec2.image step outputs `image_id`, `name`, `snapshot_ids`.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(crate::contract::DeclaredOutputs::fixed(
+            "ec2.image",
+            &OUTPUT_KEYS,
+        ))
     }
 
     fn schema(&self) -> &Schema {
@@ -383,6 +398,18 @@ mod tests {
 
     fn values(v: Value) -> Values {
         v.as_object().unwrap().clone()
+    }
+
+    /// The keys validate expects are those `applied` puts in.
+    #[test]
+    fn declared_outputs_are_the_outputs_an_image_has() {
+        let ctx = ValidateContext {
+            workdir: ".".into(),
+        };
+        let declared = Ec2Image::new().declared_outputs(&[], &ctx).unwrap();
+        let applied = applied(&Image::builder().build());
+        let keys: std::collections::BTreeSet<&String> = applied.outputs.keys().collect();
+        assert_eq!(keys, declared.keys.iter().collect());
     }
 
     #[test]

@@ -19,6 +19,8 @@ use crate::contract::{InputSpec, InputType, Problem, Values};
 use crate::metrics::gate::{self, Gate};
 use crate::metrics::{Kind, Program, Unreadable};
 
+pub use declared::job_outputs;
+
 /// The `success_pattern`, `capture`, `parse` and `expect` inputs, for the
 /// schema of a job kind.
 pub fn input_specs() -> Vec<InputSpec> {
@@ -568,6 +570,7 @@ fn number_or_text(text: &str) -> Value {
     }
 }
 
+mod declared;
 #[cfg(test)]
 mod published;
 #[cfg(test)]

@@ -265,6 +265,21 @@ impl DeclaredOutputs {
             source: format!("as every {kind} step does"),
         }
     }
+
+    /// The same outputs and `keys`, which a step gives only for some
+    /// inputs or some answers of the service (a VPC it made, an OIDC
+    /// provider): references to them pass, though the step may lack them.
+    pub fn with_conditional(mut self, keys: &[&str]) -> DeclaredOutputs {
+        for k in keys {
+            if !self.keys.iter().any(|have| have == k) {
+                self.keys.push(k.to_string());
+            }
+            if !self.conditional.iter().any(|have| have == k) {
+                self.conditional.push(k.to_string());
+            }
+        }
+        self
+    }
 }
 
 #[cfg(test)]

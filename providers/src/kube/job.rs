@@ -285,24 +285,9 @@ impl<'a> Run<'a> {
                     .map_err(|e| {
                         ProviderError::fatal(format!("{}: {e}", record.label())).with_help(e.help())
                     })?;
-                let mut outputs = Values::new();
-                outputs.insert("name".into(), json!(record.name));
-                outputs.insert("namespace".into(), json!(record.namespace));
-                outputs.insert("kind".into(), json!(record.kind));
-                outputs.insert("uid".into(), json!(record.uid));
-                outputs.insert(
-                    "pods".into(),
-                    json!(
-                        final_pods
-                            .iter()
-                            .filter_map(|p| p.metadata.name.clone())
-                            .collect::<Vec<_>>()
-                    ),
-                );
-                outputs.extend(captured);
                 Ok(Applied {
                     id: Some(record.uid.clone()),
-                    outputs,
+                    outputs: outputs(record, &final_pods, captured),
                     private: json!({ "job": record }),
                 })
             }
@@ -371,6 +356,26 @@ fn single_job(docs: &[Doc]) -> Result<Doc, String> {
     }
 }
 
+/// The outputs every kube.job step has ([`outputs`] puts each in), before
+/// what `capture` and `parse` take.
+const OUTPUT_KEYS: [&str; 5] = ["name", "namespace", "kind", "uid", "pods"];
+
+/// The outputs of a job that succeeded: the job, its pods, what its logs gave.
+fn outputs(record: &Record, pods: &[Pod], captured: Values) -> Values {
+    let mut outputs = Values::new();
+    outputs.insert("name".into(), json!(record.name));
+    outputs.insert("namespace".into(), json!(record.namespace));
+    outputs.insert("kind".into(), json!(record.kind));
+    outputs.insert("uid".into(), json!(record.uid));
+    let names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    outputs.insert("pods".into(), json!(names));
+    outputs.extend(captured);
+    outputs
+}
+
 #[async_trait]
 impl Provider for KubeJob {
     fn name(&self) -> &'static str {
@@ -407,6 +412,15 @@ impl Provider for KubeJob {
     /// The gates `expect` will check.
     fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
         crate::capture::plan_lines(inputs)
+    }
+
+    /// `OUTPUT_KEYS`, each `capture` name and what `parse` reads.
+    fn declared_outputs(
+        &self,
+        inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        crate::capture::job_outputs("kube.job", &OUTPUT_KEYS, &[], inputs)
     }
 
     fn schema(&self) -> &Schema {
@@ -531,6 +545,29 @@ mod tests {
             JobState::Running("Running".into())
         );
         assert_eq!(job_state(&json!({})), JobState::Running("Pending".into()));
+    }
+
+    /// The keys validate expects are those `outputs` puts in.
+    #[test]
+    fn declared_outputs_are_the_outputs_a_job_has() {
+        let ctx = ValidateContext {
+            workdir: ".".into(),
+        };
+        let capture = json!({"loss": "loss=([0-9.]+)"});
+        let inputs = [("capture".to_string(), InputValue::Known(capture))];
+        let declared = KubeJob::new().declared_outputs(&inputs, &ctx).unwrap();
+        let record = Record {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: None,
+            name: "train".into(),
+            uid: "u".into(),
+            digest: String::new(),
+        };
+        let captured: Values = [("loss".to_string(), json!(1.5))].into_iter().collect();
+        let out = outputs(&record, &[Pod::default()], captured);
+        let keys: std::collections::BTreeSet<&String> = out.keys().collect();
+        assert_eq!(keys, declared.keys.iter().collect());
     }
 
     #[test]

@@ -358,13 +358,6 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     let bad = with_status(&verdicts, "bad");
     let unknown = with_status(&verdicts, "unknown");
     let allowed = (run.spec.max_bad_fraction * names.len() as f64).floor() as usize;
-    let mut outputs = Values::new();
-    outputs.insert("nodes".into(), json!(names));
-    outputs.insert("healthy".into(), json!(with_status(&verdicts, "healthy")));
-    outputs.insert("bad".into(), json!(bad));
-    outputs.insert("unknown".into(), json!(unknown));
-    outputs.insert("rounds".into(), json!(rounds));
-    outputs.insert("verdicts".into(), json!(verdicts));
     record(ctx, &verdicts);
     for n in &bad {
         ctx.reporter.event(&format!(
@@ -409,7 +402,6 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
             }
         }
     }
-    outputs.insert("cordoned".into(), json!(cordoned));
     if !unknown.is_empty() {
         return Err(ProviderError::fatal(format!(
             "node(s) {} are unknown, not known healthy: {}{}",
@@ -419,7 +411,7 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     }
     Ok(Applied {
         id: None,
-        outputs,
+        outputs: verdicts::outputs(&names, &verdicts, rounds, &cordoned),
         private: json!({}),
     })
 }
@@ -428,6 +420,18 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
 impl Provider for KubeNodeCheck {
     fn name(&self) -> &'static str {
         "kube.node_check"
+    }
+
+    /// Every kube.node_check step outputs `verdicts::OUTPUT_KEYS`.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(crate::contract::DeclaredOutputs::fixed(
+            "kube.node_check",
+            &verdicts::OUTPUT_KEYS,
+        ))
     }
 
     fn schema(&self) -> &Schema {

@@ -143,6 +143,15 @@ impl Provider for ParallelCluster {
         true
     }
 
+    /// Every parallelcluster.cluster step outputs `wait::OUTPUT_KEYS`.
+    fn declared_outputs(
+        &self,
+        _: &[(String, InputValue)],
+        _: &ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(wait::declared())
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

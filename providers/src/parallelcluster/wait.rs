@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::cli::Pcluster;
 use super::config::Summary;
 use crate::aws::poll::{Pace, Waiter};
-use crate::contract::{Applied, OpContext, ProviderError};
+use crate::contract::{Applied, DeclaredOutputs, OpContext, ProviderError};
 
 /// Where a cluster's status says an operation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +186,25 @@ pub(crate) async fn until_fleet(
     }
 }
 
+/// The outputs of every cluster ([`applied`] puts each in).
+pub(crate) const OUTPUT_KEYS: [&str; 10] = [
+    "cluster_name",
+    "status",
+    "region",
+    "version",
+    "scheduler",
+    "compute_fleet_status",
+    "head_node_instance_id",
+    "head_node_ip",
+    "head_node_public_ip",
+    "ssh_user",
+];
+
+/// The outputs every parallelcluster.cluster step has, for validate.
+pub(crate) fn declared() -> DeclaredOutputs {
+    DeclaredOutputs::fixed("parallelcluster.cluster", &OUTPUT_KEYS)
+}
+
 /// What state keeps of a cluster that is up.
 pub(crate) fn applied(name: &str, cluster: &Value, summary: &Summary) -> Applied {
     let head = cluster.get("headNode").cloned().unwrap_or(Value::Null);
@@ -212,6 +231,21 @@ pub(crate) fn applied(name: &str, cluster: &Value, summary: &Summary) -> Applied
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The keys validate expects are those `applied` puts in.
+    #[test]
+    fn declared_outputs_are_the_outputs_a_cluster_has() {
+        let summary = Summary {
+            head_node_type: "c5.xlarge".into(),
+            os: "alinux2023".into(),
+            scheduler: "slurm".into(),
+            queues: Vec::new(),
+            storage: Vec::new(),
+        };
+        let applied = applied("c", &json!({}), &summary);
+        let keys: std::collections::BTreeSet<&String> = applied.outputs.keys().collect();
+        assert_eq!(keys, declared().keys.iter().collect());
+    }
 
     #[test]
     fn statuses_map_to_stages_and_failures_are_named() {

@@ -185,6 +185,16 @@ impl Provider for SlurmJob {
         crate::capture::plan_lines(inputs)
     }
 
+    /// `job_id`, `state`, what the controller says of the job (`exit_code`,
+    /// `nodes`, `output_file`), each `capture` name and what `parse` reads.
+    fn declared_outputs(
+        &self,
+        inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        crate::capture::job_outputs("slurm.job", &run::OUTPUT_KEYS, &run::SOMETIMES, inputs)
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -208,6 +208,13 @@ pub(crate) fn verdict(
     Ok(applied(seen, captured))
 }
 
+/// The outputs every slurm.job step has ([`applied`] puts each in), before
+/// what `capture` and `parse` take.
+pub(crate) const OUTPUT_KEYS: [&str; 2] = ["job_id", "state"];
+
+/// The outputs a job has only when the controller says them.
+pub(crate) const SOMETIMES: [&str; 3] = ["exit_code", "nodes", "output_file"];
+
 /// What state keeps of a job: its id and where it stands, plus `captured`.
 pub(crate) fn applied(seen: &Seen, captured: Values) -> Applied {
     let mut outputs = captured;
@@ -278,6 +285,45 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    /// The keys validate expects are those `applied` puts in: every one
+    /// for a job the controller describes fully, the fixed ones for a bare
+    /// answer.
+    #[test]
+    fn declared_outputs_are_the_outputs_a_job_has() {
+        use crate::contract::{InputValue, Provider, ValidateContext};
+        let ctx = ValidateContext {
+            workdir: ".".into(),
+        };
+        let capture = json!({"busbw": "bw: ([0-9.]+)"});
+        let inputs = [("capture".to_string(), InputValue::Known(capture))];
+        let declared = crate::slurm::SlurmJob::new()
+            .declared_outputs(&inputs, &ctx)
+            .unwrap();
+        let captured = || -> Values { [("busbw".to_string(), json!(186.4))].into_iter().collect() };
+        let keys = |a: Applied| {
+            a.outputs
+                .keys()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        let full = seen("JobId=8 JobState=COMPLETED ExitCode=0:0 NodeList=vm StdOut=/x/8.out");
+        assert_eq!(
+            keys(applied(&full, captured())),
+            declared.keys.iter().cloned().collect()
+        );
+        let bare = Seen {
+            id: "8".into(),
+            lines: Vec::new(),
+        };
+        let always: std::collections::BTreeSet<String> = declared
+            .keys
+            .iter()
+            .filter(|k| !declared.conditional.contains(k))
+            .cloned()
+            .collect();
+        assert_eq!(keys(applied(&bare, captured())), always);
     }
 
     #[test]

@@ -112,6 +112,16 @@ impl Provider for BatchJob {
         crate::capture::plan_lines(inputs)
     }
 
+    /// `job_id`, `status`, `log_stream` (once Batch names it), each
+    /// `capture` name and what `parse` reads.
+    fn declared_outputs(
+        &self,
+        inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        crate::capture::job_outputs("batch.job", &run::OUTPUT_KEYS, &run::SOMETIMES, inputs)
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }

@@ -108,6 +108,13 @@ pub(super) async fn find_by_token(
     Ok(None)
 }
 
+/// The outputs every batch.job step has ([`applied`] puts each in), before
+/// what `capture` and `parse` take.
+pub(super) const OUTPUT_KEYS: [&str; 2] = ["job_id", "status"];
+
+/// The output a job has only once Batch named its log stream.
+pub(super) const SOMETIMES: [&str; 1] = ["log_stream"];
+
 /// What state keeps of a job that succeeded, with what its logs gave.
 pub(super) fn applied(job: &JobDetail, logs: &JobLogs, captured: Values) -> Applied {
     let id = job.job_id().unwrap_or_default().to_string();
@@ -305,6 +312,36 @@ mod tests {
     use crate::testing::values;
     use aws_sdk_batch::types::JobStatus;
     use serde_json::json;
+
+    /// The keys validate expects are those `applied` puts in: a job whose
+    /// log stream Batch has not named has all but `log_stream`.
+    #[test]
+    fn declared_outputs_are_the_outputs_a_job_has() {
+        use crate::contract::{InputValue, Provider, ValidateContext};
+        let ctx = ValidateContext {
+            workdir: ".".into(),
+        };
+        let capture = json!({"busbw": "bw: ([0-9.]+)"});
+        let inputs = [("capture".to_string(), InputValue::Known(capture))];
+        let declared = super::super::BatchJob::new()
+            .declared_outputs(&inputs, &ctx)
+            .unwrap();
+        let job = JobDetail::builder().job_id("j-1").build();
+        let logs = JobLogs::new(
+            &aws_types::SdkConfig::builder().build(),
+            batch_logs::DEFAULT_GROUP.into(),
+        );
+        let captured: Values = [("busbw".to_string(), json!(186.4))].into_iter().collect();
+        let a = applied(&job, &logs, captured);
+        let keys: std::collections::BTreeSet<&String> = a.outputs.keys().collect();
+        let always: std::collections::BTreeSet<&String> = declared
+            .keys
+            .iter()
+            .filter(|k| !declared.conditional.contains(k))
+            .collect();
+        assert_eq!(keys, always);
+        assert_eq!(declared.conditional, SOMETIMES);
+    }
 
     #[test]
     fn overrides_and_timeout_follow_the_inputs() {

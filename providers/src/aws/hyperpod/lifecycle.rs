@@ -274,6 +274,16 @@ pub(crate) async fn nodes(
     }
 }
 
+/// The outputs of every cluster ([`applied`] puts each in).
+pub(crate) const OUTPUT_KEYS: [&str; 6] = [
+    "cluster_name",
+    "cluster_arn",
+    "status",
+    "instance_counts",
+    "node_count",
+    "node_ids",
+];
+
 /// What state keeps of a cluster in service, with its nodes.
 pub(crate) fn applied(
     cluster: &DescribeClusterOutput,

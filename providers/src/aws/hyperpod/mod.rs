@@ -121,6 +121,18 @@ impl Provider for HyperPodCluster {
         true
     }
 
+    /// Every sagemaker.hyperpod step outputs `lifecycle::OUTPUT_KEYS`.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<crate::contract::DeclaredOutputs> {
+        Some(crate::contract::DeclaredOutputs::fixed(
+            "sagemaker.hyperpod",
+            &lifecycle::OUTPUT_KEYS,
+        ))
+    }
+
     fn schema(&self) -> &Schema {
         &self.schema
     }
@@ -293,5 +305,19 @@ mod tests {
         assert!(p.validate(&with(InputValue::Unknown), &ctx).is_empty());
         let wrong = p.validate(&with(InputValue::Known(json!("not-an-arn"))), &ctx);
         assert_eq!(wrong[0].path, ["eks_cluster_arn"]);
+    }
+
+    /// The keys `declared_outputs` gives are those `lifecycle::applied` puts in.
+    #[test]
+    fn declared_outputs_are_the_outputs_a_cluster_has() {
+        use aws_sdk_sagemaker::operation::describe_cluster::DescribeClusterOutput;
+        let ctx = ValidateContext {
+            workdir: ".".into(),
+        };
+        let declared = HyperPodCluster::new().declared_outputs(&[], &ctx).unwrap();
+        let applied = lifecycle::applied(&DescribeClusterOutput::builder().build(), &[]);
+        let keys: std::collections::BTreeSet<&String> = applied.outputs.keys().collect();
+        assert_eq!(keys, declared.keys.iter().collect());
+        assert!(declared.conditional.is_empty());
     }
 }

@@ -16,6 +16,31 @@ use super::super::waiting;
 use super::spec::ClusterSpec;
 use crate::contract::{Applied, OpContext, ProviderError, Values};
 
+/// The outputs every cluster has ([`outputs`] puts each in).
+pub(super) const OUTPUT_KEYS: [&str; 10] = [
+    "name",
+    "arn",
+    "endpoint",
+    "certificate_authority",
+    "oidc_issuer",
+    "version",
+    "role_arn",
+    "subnet_ids",
+    "nodegroups",
+    "connection",
+];
+
+/// The outputs a cluster has only for some inputs or answers: the VPC flow
+/// made for it, the security group EKS names, the OIDC provider.
+pub(super) const SOMETIMES: [&str; 6] = [
+    "vpc_id",
+    "private_subnet_ids",
+    "public_subnet_ids",
+    "shared_node_security_group_id",
+    "security_group_id",
+    "oidc_provider_arn",
+];
+
 /// The outputs of an `ACTIVE` cluster.
 pub(super) fn outputs(c: &aws_sdk_eks::types::Cluster, region: &str, spec: &ClusterSpec) -> Values {
     let endpoint = c.endpoint().unwrap_or_default();

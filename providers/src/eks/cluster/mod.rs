@@ -26,8 +26,9 @@ use super::shared_tags::TOKEN;
 use super::stack;
 use super::waiting;
 use crate::contract::{
-    Applied, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior, Problem, Provider,
-    ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
+    Applied, DeclaredOutputs, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
+    Problem, Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext,
+    Values,
 };
 
 use lifecycle::{
@@ -148,6 +149,19 @@ impl Provider for EksCluster {
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
         crate::substitute::digest_of_input(inputs, "eksctl_config", &ctx.workdir)
+    }
+
+    /// Every eks.cluster step outputs `lifecycle::OUTPUT_KEYS`; the VPC
+    /// made for it, its security group and OIDC provider only sometimes.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<DeclaredOutputs> {
+        Some(
+            DeclaredOutputs::fixed("eks.cluster", &lifecycle::OUTPUT_KEYS)
+                .with_conditional(&lifecycle::SOMETIMES),
+        )
     }
 
     fn schema(&self) -> &Schema {

@@ -114,3 +114,63 @@ fn name_comes_from_inputs_or_the_file() {
         "https://oidc.eks"
     );
 }
+
+/// The keys `declared_outputs` gives are those `lifecycle::outputs` puts
+/// in: every one for a cluster with all it may have, the fixed ones for a
+/// bare answer.
+#[test]
+fn declared_outputs_are_the_outputs_a_cluster_has() {
+    use aws_sdk_eks::types::{Certificate, Cluster, Identity, Oidc, VpcConfigResponse};
+    let keys = |v: &Values| v.keys().cloned().collect::<std::collections::BTreeSet<_>>();
+    let declared = EksCluster::new()
+        .declared_outputs(
+            &[],
+            &ValidateContext {
+                workdir: ".".into(),
+            },
+        )
+        .unwrap();
+    let full = Cluster::builder()
+        .arn("arn:aws:eks:us-west-2:123456789012:cluster/c")
+        .endpoint("https://c.eks")
+        .certificate_authority(Certificate::builder().data("ca").build())
+        .identity(
+            Identity::builder()
+                .oidc(Oidc::builder().issuer("https://oidc.eks/id/X").build())
+                .build(),
+        )
+        .version("1.33")
+        .role_arn("arn:aws:iam::123456789012:role/r")
+        .resources_vpc_config(
+            VpcConfigResponse::builder()
+                .cluster_security_group_id("sg-c")
+                .build(),
+        )
+        .build();
+    let spec = ClusterSpec {
+        name: "c".into(),
+        with_oidc: true,
+        made_vpc: Some(super::super::vpc::MadeVpc {
+            vpc_id: "vpc-1".into(),
+            public: vec!["subnet-p".into()],
+            private: vec!["subnet-q".into()],
+            security_group: "sg-cp".into(),
+            shared_node_security_group: "sg-n".into(),
+        }),
+        ..ClusterSpec::default()
+    };
+    let all = lifecycle::outputs(&full, "us-west-2", &spec);
+    assert_eq!(keys(&all), declared.keys.iter().cloned().collect());
+    let bare = lifecycle::outputs(
+        &Cluster::builder().build(),
+        "us-west-2",
+        &ClusterSpec::default(),
+    );
+    let always: std::collections::BTreeSet<String> = declared
+        .keys
+        .iter()
+        .filter(|k| !declared.conditional.contains(k))
+        .cloned()
+        .collect();
+    assert_eq!(keys(&bare), always);
+}

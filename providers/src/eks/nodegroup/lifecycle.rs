@@ -157,6 +157,20 @@ pub(super) async fn find(
     waiting::find_nodegroup(eks, &spec.cluster, &spec.name).await
 }
 
+/// The outputs every node group has ([`outputs`] puts each in).
+pub(super) const OUTPUT_KEYS: [&str; 7] = [
+    "name",
+    "arn",
+    "cluster",
+    "node_role_arn",
+    "status",
+    "efa_interfaces",
+    "autoscaling_groups",
+];
+
+/// The output a node group has only when EKS names its launch template.
+pub(super) const SOMETIMES: [&str; 1] = ["launch_template_id"];
+
 /// The outputs of a node group as EKS describes it.
 pub(super) fn outputs(ng: &aws_sdk_eks::types::Nodegroup, spec: &NodegroupSpec) -> Values {
     let mut out = Values::new();

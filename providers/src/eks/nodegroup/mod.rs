@@ -23,9 +23,9 @@ use serde_json::{Value, json};
 use super::shared_inputs::req_str;
 use super::shared_tags::TOKEN;
 use crate::contract::{
-    Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
-    ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values, attribute_drift,
-    input_drift,
+    Applied, DeclaredOutputs, InputSpec, InputType, InputValue, OpContext, Prior, Problem,
+    Provider, ProviderError, ReadOutcome, Refreshed, Schema, StepKind, ValidateContext, Values,
+    attribute_drift, input_drift,
 };
 
 pub use lifecycle::{create, delete, retag};
@@ -170,6 +170,19 @@ impl Provider for EksNodegroup {
             return Vec::new();
         };
         spec.capacity().into_iter().collect()
+    }
+
+    /// Every eks.nodegroup step outputs `lifecycle::OUTPUT_KEYS`, and
+    /// `launch_template_id` when the group has one.
+    fn declared_outputs(
+        &self,
+        _inputs: &[(String, InputValue)],
+        _ctx: &ValidateContext,
+    ) -> Option<DeclaredOutputs> {
+        Some(
+            DeclaredOutputs::fixed("eks.nodegroup", &lifecycle::OUTPUT_KEYS)
+                .with_conditional(&lifecycle::SOMETIMES),
+        )
     }
 
     fn schema(&self) -> &Schema {

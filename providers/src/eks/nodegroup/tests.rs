@@ -200,3 +200,33 @@ fn scaling_updates_in_place_the_rest_replaces() {
         Change::Replace(vec!["instance_types".into()])
     );
 }
+
+/// The keys `declared_outputs` gives are those `lifecycle::outputs` puts
+/// in: every one for a group with a launch template, the fixed ones for a
+/// bare answer.
+#[test]
+fn declared_outputs_are_the_outputs_a_group_has() {
+    use aws_sdk_eks::types::{LaunchTemplateSpecification, Nodegroup};
+    let keys = |v: &Values| v.keys().cloned().collect::<std::collections::BTreeSet<_>>();
+    let declared = EksNodegroup::new()
+        .declared_outputs(
+            &[],
+            &ValidateContext {
+                workdir: ".".into(),
+            },
+        )
+        .unwrap();
+    let full = Nodegroup::builder()
+        .launch_template(LaunchTemplateSpecification::builder().id("lt-1").build())
+        .build();
+    let all = lifecycle::outputs(&full, &spec(json!({})));
+    assert_eq!(keys(&all), declared.keys.iter().cloned().collect());
+    let bare = lifecycle::outputs(&Nodegroup::builder().build(), &spec(json!({})));
+    let always: std::collections::BTreeSet<String> = declared
+        .keys
+        .iter()
+        .filter(|k| !declared.conditional.contains(k))
+        .cloned()
+        .collect();
+    assert_eq!(keys(&bare), always);
+}

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::contract::OpContext;
+use crate::contract::{OpContext, Values};
 use crate::fleet::{self, Measured};
 use crate::metrics::Program;
 
@@ -74,6 +74,30 @@ pub(super) fn with_status(verdicts: &BTreeMap<String, Value>, status: &str) -> V
         .collect()
 }
 
+/// The outputs of every kube.node_check step ([`outputs`] puts each in).
+pub(super) const OUTPUT_KEYS: [&str; 7] = [
+    "nodes", "healthy", "bad", "unknown", "rounds", "verdicts", "cordoned",
+];
+
+/// The step's outputs: the nodes checked, each verdict, the rounds of pairs
+/// and the nodes cordoned.
+pub(super) fn outputs(
+    names: &[String],
+    verdicts: &BTreeMap<String, Value>,
+    rounds: u32,
+    cordoned: &[String],
+) -> Values {
+    let mut outputs = Values::new();
+    outputs.insert("nodes".into(), json!(names));
+    outputs.insert("healthy".into(), json!(with_status(verdicts, "healthy")));
+    outputs.insert("bad".into(), json!(with_status(verdicts, "bad")));
+    outputs.insert("unknown".into(), json!(with_status(verdicts, "unknown")));
+    outputs.insert("rounds".into(), json!(rounds));
+    outputs.insert("verdicts".into(), json!(verdicts));
+    outputs.insert("cordoned".into(), json!(cordoned));
+    outputs
+}
+
 /// `node: reason (line: …)` for each of `nodes`.
 pub(super) fn evidence(verdicts: &BTreeMap<String, Value>, nodes: &[String]) -> String {
     nodes
@@ -114,4 +138,24 @@ pub(super) fn record(ctx: &OpContext, verdicts: &BTreeMap<String, Value>) {
             })
             .collect(),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys validate expects are those `outputs` puts in.
+    #[test]
+    fn declared_outputs_are_the_outputs_a_check_has() {
+        let verdicts = BTreeMap::from([(
+            "n1".to_string(),
+            verdict("healthy", "check", "ok".into(), json!({})),
+        )]);
+        let out = outputs(&["n1".to_string()], &verdicts, 1, &[]);
+        let keys: Vec<&str> = out.keys().map(String::as_str).collect();
+        let mut want = OUTPUT_KEYS.to_vec();
+        want.sort();
+        assert_eq!(keys, want);
+        assert_eq!(out["healthy"], json!(["n1"]));
+    }
 }
