@@ -142,4 +142,25 @@ corpus! {
         problems: 2,
         ..BASE
     },
+    output_an_eks_cluster_never_gives: Case {
+        file: "176-output-an-eks-cluster-never-gives.toml",
+        codes: &["flow::unknown-output", "flow::unknown-output"],
+        at: &["25:13", "28:10"],
+        says: &[
+            "step `cluster` has no output `endpont`",
+            "did you mean `endpoint`?",
+            "(as every eks.cluster step does)",
+            "step `nccl` has no output `bus_bw`",
+            "did you mean `busbw`?",
+            "with what its `capture` and `parse` take",
+        ],
+        never_says: &[
+            "no output `certificate_authority`",
+            "no output `vpc_id`",
+            "no output `busbw`",
+            "no output `log_stream`",
+        ],
+        problems: 2,
+        ..BASE
+    },
 }
