@@ -398,7 +398,7 @@ fn given_again_differs(name: &str, saved: &str, now: Option<&str>) -> CliError {
             format!(
                 "sensitive variable `{name}` cannot be checked: the plan was made with fingerprint key {then}, and yours is {mine}"
             ),
-            "apply the plan as the user who made it, share one key file (docs/state.md, "fingerprint key"), or make the plan again",
+            "apply the plan as the user who made it, share one key file (docs/state.md, \"fingerprint key\"), or make the plan again",
         ),
         (_, None) => CliError::help(
             format!("sensitive variable `{name}` is not given; the plan does not hold secrets"),
