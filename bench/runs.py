@@ -45,8 +45,9 @@ def main():
         cwd=ROOT,
         check=True,
     )
-    flow = os.path.abspath(a.flow) if a.flow else os.path.join(ROOT, "target", "release", "flow")
-    seed = os.path.join(ROOT, "target", "release", "examples", "seed_runs")
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    flow = os.path.abspath(a.flow) if a.flow else os.path.join(target, "release", "flow")
+    seed = os.path.join(target, "release", "examples", "seed_runs")
     d = tempfile.mkdtemp(prefix="flow-bench-runs-")
     try:
         with open(os.path.join(d, "wf.toml"), "w") as f:
