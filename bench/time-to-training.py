@@ -119,7 +119,30 @@ def step_seconds(table, wd, step):
     if p == "exec":
         # The workflows' one exec step builds and pushes the training image.
         return table["steps"]["container.build"] + table["steps"]["container.push"]
+    if p == "kube.manifest" and not rolls_out(wd, step):
+        # Nothing that rolls out (a PersistentVolume and its claim, a
+        # StorageClass): the driver holds nothing, and neither would a real
+        # cluster for long; a one-call step, as the table's header says.
+        return 1
     return table["steps"].get(p, 1)
+
+
+# The kinds bench/local_eks.rs holds (tests/support/kube/pace.rs).
+PACED_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "Job", "PyTorchJob", "MPIJob"}
+
+
+def rolls_out(wd, step):
+    """Whether a kube.manifest step's files hold a kind the driver paces (or
+    cannot be read here, a folder or a URL: then the table's length holds)."""
+    files = step.get("inputs", {}).get("files", [])
+    for f in files if isinstance(files, list) else [files]:
+        path = os.path.join(wd, f)
+        if not os.path.isfile(path):
+            return True
+        kinds = set(re.findall(r"^kind:\s*(\w+)", open(path).read(), re.M))
+        if kinds & PACED_KINDS:
+            return True
+    return False
 
 
 def delete_seconds(table, step):
