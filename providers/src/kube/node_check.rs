@@ -17,7 +17,6 @@
 mod jobs;
 mod policy;
 mod spec;
-mod verdicts;
 
 use std::collections::BTreeMap;
 
@@ -26,17 +25,19 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 
-use crate::capture::{LogsMiss, Matchers};
+use crate::capture::Matchers;
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
     ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
-use crate::fleet::{self, Finding, Measured, Rule, Verdict};
+use crate::fleet::report::{self, OUTPUT_KEYS, evidence};
+use crate::fleet::spec::{Gpus, Policy};
+use crate::fleet::step::{self, Judged};
+use crate::fleet::{self, Rule};
 
 use jobs::{Batch, HOSTNAME, Pinned};
 pub use policy::TAINT;
-use spec::{Gpus, Policy, Spec};
-use verdicts::{bad_pair, evidence, first_line, measure, record, verdict, with_status};
+use spec::{KUBE, Spec};
 
 /// The `kube.node_check` provider kind.
 #[derive(Debug, Clone)]
@@ -129,144 +130,35 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn judge_check(&self, m: &Member, matchers: &Matchers, r: &jobs::Ran) -> Value {
-        if let Some(why) = &r.succeeded {
-            return verdict(
-                "unknown",
-                "check",
-                format!("its check job {} failed: {why}", r.label),
-                json!({"line": first_line(&r.text)}),
-            );
-        }
-        if let Some(gpus) = self.spec.gpus {
-            let (want, against) = match (gpus, &m.instance_type) {
-                (Gpus::Count(n), _) => (Some(n), "check.gpus".to_string()),
-                (Gpus::InstanceType, Some(t)) => (
-                    fleet::gpus::of_instance_type(t),
-                    format!("the GPUs of a {t}"),
-                ),
-                (Gpus::InstanceType, None) => (None, String::new()),
-            };
-            let Some(want) = want else {
-                return verdict(
-                    "unknown",
-                    "check",
-                    format!(
-                        "flow does not know the GPUs of its instance type ({})",
-                        m.instance_type
-                            .as_deref()
-                            .unwrap_or("no node.kubernetes.io/instance-type label")
-                    ),
-                    json!({}),
-                );
-            };
-            match fleet::gpus::listed(&r.text) {
-                None => {
-                    return verdict(
-                        "unknown",
-                        "check",
-                        "its check's output lists no GPUs: it is not nvidia-smi's".into(),
-                        json!({"line": first_line(&r.text)}),
-                    );
-                }
-                Some(l) if l.count != want => {
-                    return verdict(
-                        "bad",
-                        "check",
-                        format!("nvidia-smi lists {} GPUs, {against} is {want}", l.count),
-                        json!({"short": format!("gpus-{}-of-{want}", l.count), "value": l.count, "threshold": want, "against": against, "line": l.line}),
-                    );
-                }
-                Some(_) => {}
-            }
-        }
-        match matchers.check(&r.text) {
-            Ok(values) => verdict(
-                "healthy",
-                "check",
-                "its check passed".into(),
-                json!({"values": values}),
-            ),
-            Err(LogsMiss::GateFailed { why, line }) => verdict(
-                "bad",
-                "check",
-                why,
-                json!({"short": "check-failed", "line": line}),
-            ),
-            Err(miss) => verdict(
-                "unknown",
-                "check",
-                miss.to_string(),
-                json!({"line": first_line(&r.text)}),
-            ),
-        }
+    fn judge_check(&self, m: &Member, matchers: &Matchers, r: &report::Ran) -> Value {
+        let want = self.spec.common.gpus.map(|g| {
+            fleet::check::wanted(
+                g,
+                m.instance_type
+                    .as_deref()
+                    .ok_or("no node.kubernetes.io/instance-type label"),
+            )
+        });
+        fleet::check::judge(r, want, matchers)
     }
 
-    /// The pairwise NCCL search over `nodes`; its rounds.
-    async fn pairs(
+    /// Round `round`'s pairs, all at once, each job's pods held to its two nodes.
+    async fn pair_round(
         &self,
         table: &Values,
-        nodes: Vec<String>,
-        out: &mut BTreeMap<String, Value>,
-    ) -> Result<u32, ProviderError> {
-        let rule = Rule {
-            floor: self.spec.floor,
-            of_median: self.spec.of_median,
-            max_bad_fraction: self.spec.max_bad_fraction,
-        };
-        let mut search = fleet::Search::new(nodes.clone(), rule);
-        let mut round = 0;
-        while let Some(pairs) = search.round() {
-            round += 1;
-            let pinned: Vec<Pinned> = pairs
-                .iter()
-                .enumerate()
-                .map(|(i, (a, b))| Pinned {
-                    suffix: format!("r{round}-p{i}"),
-                    hosts: vec![self.host(a), self.host(b)],
-                    values: vec![("NODE_A".into(), a.clone()), ("NODE_B".into(), b.clone())],
-                })
-                .collect();
-            let ran = self.batch.run(table, &pinned).await?;
-            let measured: Vec<Measured> = ran.iter().map(measure).collect();
-            let said: Vec<String> = pairs
-                .iter()
-                .zip(&measured)
-                .map(|((a, b), m)| match m.value {
-                    Some(v) => format!("{a}+{b} {v}"),
-                    None => format!("{a}+{b} no figure"),
-                })
-                .collect();
-            self.ctx
-                .reporter
-                .event(&format!("NCCL round {round}: {}", said.join(", ")));
-            search.record(measured);
-        }
-        let finding = search
-            .finding()
-            .cloned()
-            .expect("a search ends with a finding");
-        match finding {
-            Finding::Named { verdicts, rounds } => {
-                for (node, v) in verdicts {
-                    let v = match v {
-                        Verdict::Healthy { value } => verdict("healthy", "pairs", format!("busbw {value} GB/s"), json!({"value": value})),
-                        Verdict::Unknown { line } => verdict("unknown", "pairs", "its NCCL test printed no bus bandwidth".into(), json!({"line": line})),
-                        Verdict::Bad(e) => bad_pair(e),
-                    };
-                    out.insert(node, v);
-                }
-                Ok(rounds)
-            }
-            Finding::TooMany { bad, of, allowed } => Err(ProviderError::fatal(format!(
-                "the NCCL pairs found more bad nodes than max_bad_fraction allows ({} pair(s) or node(s) below the rule of {of}, at most {allowed}){}: no node was taken out",
-                bad.len().max(allowed + 1),
-                if bad.is_empty() { String::new() } else { format!(": {}", bad.join(", ")) }
-            )).with_help("a fault this wide is the fabric's or the test's, not a node's: read the rounds in `flow logs FILE STEP`")),
-            Finding::NoHealthyNode { rounds } => Err(ProviderError::fatal(format!(
-                "no NCCL pair measured well after {rounds} round(s): no node is known healthy to compare with, so none is named or taken out"
-            )).with_help("read the pairs' output in `flow logs FILE STEP`; check `pairs.floor` against the instance type")),
-        }
+        round: u32,
+        pairs: Vec<(String, String)>,
+    ) -> Result<Vec<report::Ran>, ProviderError> {
+        let pinned: Vec<Pinned> = pairs
+            .iter()
+            .enumerate()
+            .map(|(i, (a, b))| Pinned {
+                suffix: format!("r{round}-p{i}"),
+                hosts: vec![self.host(a), self.host(b)],
+                values: vec![("NODE_A".into(), a.clone()), ("NODE_B".into(), b.clone())],
+            })
+            .collect();
+        self.batch.run(table, &pinned).await
     }
 }
 
@@ -324,68 +216,33 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
         spec,
     };
     let mut verdicts = BTreeMap::new();
-    if let Some(table) = &run.spec.check {
+    if let Some(table) = &run.spec.common.check {
         run.check(table, &mut verdicts).await?;
     }
     let mut rounds = 0;
-    if let Some(table) = &run.spec.pairs {
+    if let Some(table) = &run.spec.common.pairs {
+        let c = &run.spec.common;
+        let rule = Rule {
+            floor: c.floor,
+            of_median: c.of_median,
+            max_bad_fraction: c.max_bad_fraction,
+        };
+        let run = &run;
         // Nodes the check already found bad or could not read sit out.
-        let fit: Vec<String> = names
-            .iter()
-            .filter(|n| verdicts.get(*n).is_none_or(|v| v["status"] == "healthy"))
-            .cloned()
-            .collect();
-        let mut found = BTreeMap::new();
-        rounds = run
-            .pairs(table, fit, &mut found)
-            .await
-            .inspect_err(|_| record(ctx, &verdicts))?;
-        for (n, v) in found {
-            let passed_check = verdicts.get(&n).cloned();
-            verdicts.insert(
-                n,
-                match passed_check {
-                    Some(c) if v["status"] == "healthy" => {
-                        let mut v = v;
-                        v["check"] = c;
-                        v
-                    }
-                    _ => v,
-                },
-            );
-        }
+        rounds = step::pairs(ctx, &names, &mut verdicts, rule, |round, pairs| {
+            run.pair_round(table, round, pairs)
+        })
+        .await?;
     }
-    let bad = with_status(&verdicts, "bad");
-    let unknown = with_status(&verdicts, "unknown");
-    let allowed = (run.spec.max_bad_fraction * names.len() as f64).floor() as usize;
-    record(ctx, &verdicts);
-    for n in &bad {
-        ctx.reporter.event(&format!(
-            "bad node {}",
-            evidence(&verdicts, std::slice::from_ref(n))
-        ));
-    }
-    for n in &unknown {
-        ctx.reporter.event(&format!(
-            "unknown node {}",
-            evidence(&verdicts, std::slice::from_ref(n))
-        ));
-    }
-    if bad.len() > allowed {
-        return Err(ProviderError::fatal(format!(
-            "{} of {} nodes are bad, more than max_bad_fraction {} allows ({allowed}): no node was taken out; {}",
-            bad.len(), names.len(), run.spec.max_bad_fraction, evidence(&verdicts, &bad)
-        )).with_help("a fault this wide is rarely the nodes' own: look at the fabric and the checks before taking nodes out (raise max_bad_fraction to allow it)"));
-    }
+    let judged = Judged::new(ctx, &names, &verdicts, run.spec.common.max_bad_fraction)?;
     let mut cordoned = Vec::new();
-    match run.spec.policy {
-        Policy::Fail if !bad.is_empty() => {
-            return Err(ProviderError::fatal(format!("bad node(s) {}: {}", bad.join(", "), evidence(&verdicts, &bad)))
-                .with_help("policy `fail`: nothing was taken out; replace the nodes, or set `policy = \"cordon\"` to cordon and drain them"));
+    match run.spec.common.policy {
+        Policy::Fail if !judged.bad.is_empty() => {
+            return Err(judged.failed(&KUBE, "cordon and drain them"));
         }
         Policy::Fail => {}
-        Policy::Cordon => {
-            for n in &bad {
+        Policy::TakeOut => {
+            for n in &judged.bad {
                 let v = &verdicts[n];
                 policy::cordon(
                     ctx,
@@ -402,16 +259,10 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
             }
         }
     }
-    if !unknown.is_empty() {
-        return Err(ProviderError::fatal(format!(
-            "node(s) {} are unknown, not known healthy: {}{}",
-            unknown.join(", "), evidence(&verdicts, &unknown),
-            if cordoned.is_empty() { String::new() } else { format!(" (cordoned: {})", cordoned.join(", ")) }
-        )).with_help("their checks printed nothing flow could read: read them in `flow logs FILE STEP`, then run `flow apply` again"));
-    }
+    judged.unknown_fails("cordoned", &cordoned)?;
     Ok(Applied {
         id: None,
-        outputs: verdicts::outputs(&names, &verdicts, rounds, &cordoned),
+        outputs: report::outputs(&names, &verdicts, rounds, "cordoned", &cordoned),
         private: json!({}),
     })
 }
@@ -422,15 +273,16 @@ impl Provider for KubeNodeCheck {
         "kube.node_check"
     }
 
-    /// Every kube.node_check step outputs `verdicts::OUTPUT_KEYS`.
+    /// Every kube.node_check step outputs the fleet's keys and `cordoned`.
     fn declared_outputs(
         &self,
         _inputs: &[(String, InputValue)],
         _ctx: &ValidateContext,
     ) -> Option<crate::contract::DeclaredOutputs> {
+        let keys: Vec<&str> = OUTPUT_KEYS.iter().copied().chain(["cordoned"]).collect();
         Some(crate::contract::DeclaredOutputs::fixed(
             "kube.node_check",
-            &verdicts::OUTPUT_KEYS,
+            &keys,
         ))
     }
 
@@ -452,8 +304,8 @@ impl Provider for KubeNodeCheck {
             "checks each node of `{}` (the nodes are known after apply)",
             spec.nodes
         )];
-        if spec.check.is_some() {
-            let gpus = match spec.gpus {
+        if spec.common.check.is_some() {
+            let gpus = match spec.common.gpus {
                 Some(Gpus::InstanceType) => ", nvidia-smi listing its instance type's GPUs",
                 Some(Gpus::Count(_)) => ", nvidia-smi listing check.gpus GPUs",
                 None => "",
@@ -462,19 +314,20 @@ impl Provider for KubeNodeCheck {
                 "each node alone: the `check` job pinned to it{gpus}"
             ));
         }
-        if spec.pairs.is_some() {
+        if spec.common.pairs.is_some() {
             let floor = spec
+                .common
                 .floor
                 .map_or(String::new(), |f| format!("the floor {f} GB/s or "));
-            lines.push(format!("NCCL in pairs, all of a round at once, suspects paired again with healthy nodes: bad below {floor}{} × the fleet's median", spec.of_median));
+            lines.push(format!("NCCL in pairs, all of a round at once, suspects paired again with healthy nodes: bad below {floor}{} × the fleet's median", spec.common.of_median));
         }
-        lines.push(match spec.policy {
+        lines.push(match spec.common.policy {
             Policy::Fail => "a bad node fails the step".into(),
-            Policy::Cordon => {
+            Policy::TakeOut => {
                 format!("a bad node is cordoned, tainted {TAINT}:NoSchedule and drained")
             }
         });
-        lines.push(format!("more than {} % of the nodes bad fails without taking any out; an unreadable check leaves its node unknown and fails the step", spec.max_bad_fraction * 100.0));
+        lines.push(format!("more than {} % of the nodes bad fails without taking any out; an unreadable check leaves its node unknown and fails the step", spec.common.max_bad_fraction * 100.0));
         lines
     }
 
@@ -505,5 +358,28 @@ impl Provider for KubeNodeCheck {
         _inputs: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
         Ok(ReadOutcome::Missing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys validate expects are those `apply` puts in.
+    #[test]
+    fn declared_outputs_are_the_outputs_a_check_has() {
+        let ctx = ValidateContext {
+            workdir: ".".into(),
+        };
+        let declared = KubeNodeCheck::new().declared_outputs(&[], &ctx).unwrap();
+        let verdicts = BTreeMap::from([(
+            "n1".to_string(),
+            report::verdict("healthy", "check", "ok".into(), json!({})),
+        )]);
+        let out = report::outputs(&["n1".to_string()], &verdicts, 1, "cordoned", &[]);
+        let mut keys = declared.keys.clone();
+        keys.sort();
+        assert_eq!(out.keys().cloned().collect::<Vec<_>>(), keys);
+        assert!(declared.conditional.is_empty());
     }
 }

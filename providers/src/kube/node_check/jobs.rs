@@ -15,6 +15,7 @@ use super::super::objects::{KUBE_PACE, Kinds, Record};
 use super::super::render::{Doc, Sources};
 use crate::aws::poll::Waiter;
 use crate::contract::{OpContext, ProviderError, Values};
+use crate::fleet::report::Ran;
 
 /// The label the nodes' hostnames are under (what `kubelet` sets).
 pub(super) const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -34,17 +35,6 @@ pub(super) struct Pinned {
     pub hosts: Vec<String>,
     /// `values` filled for it (NODE, or NODE_A and NODE_B).
     pub values: Vec<(String, String)>,
-}
-
-/// What one job came to.
-#[derive(Debug, Clone)]
-pub(super) struct Ran {
-    /// The job (`Job default/nvidia-smi-node-3`).
-    pub label: String,
-    /// Whether it succeeded.
-    pub succeeded: Option<String>,
-    /// What its pods printed.
-    pub text: String,
 }
 
 /// Runs the jobs of a batch against one cluster.
@@ -247,7 +237,7 @@ impl Batch<'_> {
         follower.finish(&last).await;
         Ok(Ran {
             label: record.label(),
-            succeeded: match state {
+            failed: match state {
                 JobState::Failed(why) => Some(why),
                 _ => None,
             },
