@@ -7,7 +7,9 @@
 //! and NODE_FAIL made for real), `resume` (kill -9 inside each call,
 //! Ctrl-C, cancel on destroy, submissions counted by `sacct`),
 //! `accounting` (a job the controller forgot, found through `sacct`),
-//! `ssh` (submitting on a "head node" over SSH).
+//! `ssh` (submitting on a "head node" over SSH), `node_check`
+//! (slurm.node_check on 8 nodes, one slurmd each: planted faults named,
+//! drained, resumed).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -15,6 +17,7 @@ mod support;
 mod accounting;
 mod failures;
 mod jobs;
+mod node_check;
 mod resume;
 mod ssh;
 

@@ -6,7 +6,9 @@
 //! killed on drop. [`Features`] add what a test needs beyond that:
 //! accounting (a throwaway MariaDB and Debian's `slurmdbd`, so `sacct`
 //! answers as on a cluster that keeps accounting), memory limits enforced
-//! by cgroups, a short `SlurmdTimeout`, a short `MinJobAge`. And a
+//! by cgroups, a short `SlurmdTimeout`, a short `MinJobAge`, several nodes
+//! (one slurmd each, all on this host: Debian builds Slurm with
+//! multiple-slurmd, so `slurmd -N NAME` runs one node of many). And a
 //! throwaway `sshd` on a high loopback port with generated keys, whose
 //! sessions see the same `SLURM_CONF`, for the SSH path.
 //!
@@ -19,6 +21,9 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod sshd;
+pub use sshd::Sshd;
 
 /// The configuration `scripts/local-slurm` starts Slurm with too.
 const CONF_TEMPLATE: &str = include_str!("../../scripts/local-cloud/slurm.conf.in");
@@ -57,6 +62,19 @@ pub struct Features {
     /// Seconds the controller keeps a finished job (`MinJobAge`; the
     /// template's is a day). The controller purges every 60 s or so.
     pub min_job_age: Option<u32>,
+    /// Several nodes instead of one: `names` (each its own slurmd on
+    /// this host, on its own port, one CPU each), all with `features`
+    /// (`Feature=`, e.g. ParallelCluster's `static,p4d.24xlarge`).
+    pub nodes: Option<Fleet>,
+}
+
+/// The nodes of a several-node cluster (see [`Features::nodes`]).
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    /// The nodes' names.
+    pub names: Vec<String>,
+    /// Their features, comma-separated (empty for none).
+    pub features: String,
 }
 
 /// `conf` with the line `key=…` set to `key=value` (added when absent).
@@ -99,8 +117,10 @@ pub struct Slurm {
     /// Where slurmd is in `daemons`.
     slurmd: usize,
     dir: tempfile::TempDir,
-    /// The node's name.
+    /// The node's name (the first node's, on a several-node cluster).
     pub node: String,
+    /// Every node's name.
+    pub nodes: Vec<String>,
 }
 
 impl Slurm {
@@ -196,6 +216,13 @@ impl Slurm {
             )
             .expect("write cgroup.conf");
         }
+        let names = match &features.nodes {
+            Some(fleet) => {
+                conf = fleet_conf(&conf, d, fleet);
+                fleet.names.clone()
+            }
+            None => vec![node.clone()],
+        };
         if let Some(secs) = features.slurmd_timeout {
             conf = set_line(&conf, "SlurmdTimeout", &secs.to_string());
         }
@@ -217,22 +244,30 @@ impl Slurm {
                 .spawn()
                 .expect("start slurmctld"),
         );
-        daemons.0.push(
-            Command::new(&slurmd)
-                .args(["-D", "-N", &node, "-f"])
-                .arg(&conf)
-                .env("SLURM_CONF", &conf)
-                .stdout(log("slurmd.out"))
-                .stderr(log("slurmd.err"))
-                .spawn()
-                .expect("start slurmd"),
-        );
-        let slurmd = daemons.0.len() - 1;
+        let first_slurmd = daemons.0.len();
+        for (i, name) in names.iter().enumerate() {
+            let suffix = if i == 0 {
+                String::new()
+            } else {
+                format!("-{name}")
+            };
+            daemons.0.push(
+                Command::new(&slurmd)
+                    .args(["-D", "-N", name, "-f"])
+                    .arg(&conf)
+                    .env("SLURM_CONF", &conf)
+                    .stdout(log(&format!("slurmd{suffix}.out")))
+                    .stderr(log(&format!("slurmd{suffix}.err")))
+                    .spawn()
+                    .expect("start slurmd"),
+            );
+        }
         let slurm = Slurm {
             daemons,
-            slurmd,
+            slurmd: first_slurmd,
             dir,
-            node,
+            node: names[0].clone(),
+            nodes: names,
         };
         let started = Instant::now();
         loop {
@@ -343,7 +378,9 @@ impl Slurm {
     /// The daemons' logs, for a failing test's message.
     pub fn logs(&self) -> String {
         let mut out = String::new();
+        let first = format!("slurmd-{}.log", self.node);
         for name in [
+            first.as_str(),
             "slurmdbd.log",
             "mariadb.err",
             "slurmctld.log",
@@ -368,6 +405,36 @@ impl Slurm {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// `conf` with one `NodeName` line per node of `fleet` instead of the
+/// template's one node: each slurmd on its own port, with its own spool
+/// folder, pid file and log (`%n`, the node's name).
+fn fleet_conf(conf: &str, dir: &Path, fleet: &Fleet) -> String {
+    let feature = if fleet.features.is_empty() {
+        String::new()
+    } else {
+        format!(" Feature={}", fleet.features)
+    };
+    let mut out = Vec::new();
+    for line in conf.lines() {
+        if !line.starts_with("NodeName=") {
+            out.push(line.to_string());
+            continue;
+        }
+        for name in &fleet.names {
+            std::fs::create_dir_all(dir.join("spool").join(name)).expect("mkdir spool");
+            out.push(format!(
+                "NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={} CPUs=1{feature} State=UNKNOWN",
+                free_port()
+            ));
+        }
+    }
+    let mut conf = out.join("\n") + "\n";
+    let d = dir.display();
+    conf = set_line(&conf, "SlurmdSpoolDir", &format!("{d}/spool/%n"));
+    conf = set_line(&conf, "SlurmdPidFile", &format!("{d}/slurmd-%n.pid"));
+    set_line(&conf, "SlurmdLogFile", &format!("{d}/log/slurmd-%n.log"))
 }
 
 /// Starts a throwaway MariaDB (its files in `dir/db`, on a loopback port,
@@ -478,88 +545,6 @@ impl Drop for Slurm {
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }
         }
-    }
-}
-
-/// A throwaway sshd on loopback that lets one generated key in as the
-/// current user; its sessions get `SLURM_CONF` of the given cluster.
-pub struct Sshd {
-    _daemon: Daemons,
-    dir: tempfile::TempDir,
-    /// The port it listens on (127.0.0.1).
-    pub port: u16,
-}
-
-impl Sshd {
-    /// Starts sshd for `slurm`, with a new client key and host key.
-    pub fn start(slurm: &Slurm) -> Sshd {
-        let sshd = program("/usr/sbin/sshd", "openssh-server");
-        let dir = tempfile::Builder::new()
-            .prefix("flow-sshd")
-            .tempdir()
-            .expect("tempdir");
-        let d = dir.path();
-        for (file, kind) in [("host_key", "ed25519"), ("client_key", "ed25519")] {
-            let out = Command::new("ssh-keygen")
-                .args(["-q", "-t", kind, "-N", "", "-C", "flow-test", "-f"])
-                .arg(d.join(file))
-                .output()
-                .expect("run ssh-keygen");
-            assert!(out.status.success(), "ssh-keygen failed");
-        }
-        std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys"))
-            .expect("authorized_keys");
-        // sshd wants its privilege separation folder.
-        let _ = std::fs::create_dir_all("/run/sshd");
-        let port = free_port();
-        std::fs::write(
-            d.join("sshd_config"),
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
-                 AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n\
-                 PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n\
-                 SetEnv SLURM_CONF={conf}\n",
-                d = d.display(),
-                conf = slurm.conf().display()
-            ),
-        )
-        .expect("write sshd_config");
-        let log = std::fs::File::create(d.join("sshd.log")).expect("sshd log");
-        let child = Command::new(sshd)
-            .args(["-D", "-e", "-f"])
-            .arg(d.join("sshd_config"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start sshd");
-        let daemon = Daemons(vec![child]);
-        wait_for(Duration::from_secs(10), "sshd to listen", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        Sshd {
-            _daemon: daemon,
-            dir,
-            port,
-        }
-    }
-
-    /// The client's private key (OpenSSH format).
-    pub fn client_key(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("client_key")).expect("client key")
-    }
-
-    /// The host's public key line (`ssh-ed25519 AAAA… flow-test`).
-    pub fn host_key(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("host_key.pub"))
-            .expect("host key")
-            .trim()
-            .to_string()
-    }
-
-    /// sshd's log.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default()
     }
 }
 
