@@ -22,7 +22,13 @@ fn node(i: usize) -> String {
 }
 
 /// The check each node runs: nvidia-smi, as the runbooks' check does.
-const CHECK: &str = "#!/bin/bash\n#SBATCH --output=%x_%j.out\n#SBATCH --ntasks=1\nset -e\necho \"nvidia-smi on $NODE ($SLURMD_NODENAME)\"\nnvidia-smi\n";
+/// The per-node check, as workflows/slurm/ ships it.
+fn check_script() -> String {
+    std::fs::read_to_string(
+        crate::support::workspace_root().join("workflows/slurm/nvidia-smi.sbatch"),
+    )
+    .expect("workflows/slurm/nvidia-smi.sbatch")
+}
 
 /// The workflow: every node of gpu-[1-8], the check against the instance
 /// type's GPUs, the reference NCCL sbatch in pairs (one task per node: a
@@ -71,7 +77,7 @@ impl Test {
             ..Features::default()
         });
         let p = project(&workflow(policy, extra));
-        p.write("slurm/nvidia-smi.sbatch", CHECK);
+        p.write("slurm/nvidia-smi.sbatch", &check_script());
         Test {
             slurm,
             p,
@@ -337,7 +343,7 @@ fn validate_refuses_bad_input_at_its_entry() {
             .all()
     };
     let p = project(&workflow("drain", "partiton = \"gpu\""));
-    p.write("slurm/nvidia-smi.sbatch", CHECK);
+    p.write("slurm/nvidia-smi.sbatch", &check_script());
     let v = validate(&p);
     assert!(
         v.contains("wf.toml:9:1"),
