@@ -1,12 +1,14 @@
 //! CloudFormation stacks: exports and imports between stacks, change sets,
 //! templates edited in place, replacement create-before-destroy, offline
-//! checks of parameters, a stack left in `ROLLBACK_COMPLETE`, and destroy in
-//! order.
+//! checks of parameters, a stack left in `ROLLBACK_COMPLETE`, destroy in
+//! order, and the requests a stack's create and destroy send.
+
+use std::collections::BTreeMap;
 
 use crate::at;
 use crate::support::Project;
 use crate::support::aws::{Aws, STACKS};
-use crate::support::fault_proxy::FaultProxy;
+use crate::support::fault_proxy::{Call, FaultProxy};
 use crate::support::moto::Moto;
 
 /// The CloudFormation templates of the tests.
@@ -361,5 +363,97 @@ fn a_stack_left_in_rollback_complete_is_planned_as_a_replace() {
         offline.stdout.contains("0 to replace") && offline.stdout.contains("1 to update"),
         "{}",
         offline.stdout
+    );
+}
+
+/// The template of bench/peer-terraform.py's stacks: one resource, no VPC.
+const HANDLE: &str =
+    r#"{"Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}"#;
+
+/// The requests of `calls` by operation.
+fn by_operation(calls: &[Call]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for c in calls {
+        *counts.entry(c.op.clone()).or_default() += 1;
+    }
+    counts
+}
+
+/// `per_stack` for each of `stacks` stacks.
+fn times(per_stack: &[(&str, usize)], stacks: usize) -> BTreeMap<String, usize> {
+    per_stack
+        .iter()
+        .map(|(op, n)| (op.to_string(), n * stacks))
+        .collect()
+}
+
+/// What each stack's create and destroy send, by operation, as
+/// docs/performance/terraform.md counts them against Terraform's: a create
+/// 5 (the plan's look, create's own look for a stack of this name, the
+/// create, the wait's first look at the stack and its events), a destroy 5
+/// (the VPC sweep's look, which the delete starts from, and its resource
+/// list; the delete; the wait's look). The delete's wait shows the
+/// delete's events and none of the create's, which ended seconds before.
+#[test]
+fn stacks_requests_per_create_and_destroy() {
+    const N: usize = 3;
+    let moto = Moto::start();
+    let proxy = FaultProxy::start(moto.addr);
+    let a = Aws::new(&moto, Some(&proxy.endpoint()));
+    a.p.write("t.json", HANDLE);
+    let mut wf = String::from("[workflow]\nname = \"requests\"\nregion = \"us-east-1\"\n");
+    for i in 0..N {
+        wf.push_str(&format!(
+            "[steps.k{i}]\nprovider = \"cloudformation.stack\"\n[steps.k{i}.inputs]\nstack_name = \"flow-k{i}\"\ntemplate = \"t.json\"\n"
+        ));
+    }
+    a.p.write("wf.toml", &wf);
+
+    let from = proxy.calls().len();
+    let apply = a.apply().expect(0);
+    assert_eq!(
+        by_operation(&proxy.calls_from(from)),
+        times(
+            &[
+                ("CreateStack", 1),
+                ("DescribeStackEvents", 1),
+                ("DescribeStacks", 3),
+            ],
+            N
+        ),
+        "per create:\n{}",
+        apply.all()
+    );
+    assert_eq!(moto.stacks().len(), N);
+
+    let from = proxy.calls().len();
+    let destroy = a.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert_eq!(
+        by_operation(&proxy.calls_from(from)),
+        times(
+            &[
+                ("DeleteStack", 1),
+                ("DescribeStackEvents", 1),
+                ("DescribeStacks", 2),
+                ("ListStackResources", 1),
+            ],
+            N
+        ),
+        "per destroy:\n{}",
+        destroy.all()
+    );
+    assert!(moto.stacks().is_empty(), "{:?}", moto.stacks());
+    let all = destroy.all();
+    for i in 0..N {
+        for status in ["DELETE_IN_PROGRESS", "DELETE_COMPLETE"] {
+            assert!(
+                all.contains(&format!("flow-k{i} (AWS::CloudFormation::Stack) {status}")),
+                "the delete's events are shown:\n{all}"
+            );
+        }
+    }
+    assert!(
+        !all.contains("CREATE_"),
+        "the create's events are not shown again:\n{all}"
     );
 }

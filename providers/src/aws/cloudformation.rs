@@ -24,8 +24,6 @@ mod spec;
 mod stack;
 mod template;
 
-use std::collections::HashSet;
-
 use async_trait::async_trait;
 use aws_sdk_cloudformation::Client;
 use aws_sdk_cloudformation::types::Stack;
@@ -39,7 +37,7 @@ use crate::contract::{
 };
 use change_set::Prepared;
 use spec::StackSpec;
-use stack::{describe, in_progress, now, settle, status};
+use stack::{Seen, describe, in_progress, now, settle, status};
 
 pub use template::template_digest;
 
@@ -157,7 +155,7 @@ impl CloudFormationStack {
         ctx: &OpContext,
         spec: &StackSpec,
         since: i64,
-        seen: HashSet<String>,
+        seen: Seen,
         sent: Option<Instant>,
     ) -> Result<Applied, ProviderError> {
         let pace = stack::pace(ctx, Some(&spec.body)).since(sent);
@@ -201,11 +199,11 @@ impl CloudFormationStack {
                 ctx.reporter.as_ref(),
                 target,
                 since,
-                HashSet::new(),
+                Seen::default(),
             )
             .await?;
         }
-        let seen = stack::seen_events(client, target).await;
+        let seen = stack::seen_before_delete(client, target, &current).await;
         let mut request = client.delete_stack().stack_name(target);
         if !ctx.token.is_empty() {
             request = request.client_request_token(&ctx.token);
@@ -408,7 +406,7 @@ impl Provider for CloudFormationStack {
             }
             Err(e) => return Err(error::refused(&format!("create stack `{}`", spec.name), e)),
         }
-        self.finish_create(&client, ctx, &spec, since, HashSet::new(), Some(sent))
+        self.finish_create(&client, ctx, &spec, since, Seen::default(), Some(sent))
             .await
     }
 
@@ -431,7 +429,7 @@ impl Provider for CloudFormationStack {
                 ctx.reporter.as_ref(),
                 &target,
                 since,
-                HashSet::new(),
+                Seen::default(),
             )
             .await?;
         }
@@ -573,7 +571,7 @@ impl Provider for CloudFormationStack {
                 ctx.reporter.as_ref(),
                 &target,
                 now() - SKEW,
-                HashSet::new(),
+                Seen::default(),
             )
             .await?
         } else {

@@ -11,6 +11,9 @@ use crate::aws::poll::{Pace, Waiter};
 use crate::aws::{error, pacing};
 use crate::contract::{OpContext, ProviderError, Reporter, Values};
 
+/// The resource type of a stack's own events.
+const STACK: &str = "AWS::CloudFormation::Stack";
+
 /// The stack called (or with the id) `stack`, if it exists. A deleted stack
 /// looked up by id comes back with status `DELETE_COMPLETE`.
 pub(super) async fn describe(client: &Client, stack: &str) -> Result<Option<Stack>, ProviderError> {
@@ -126,16 +129,80 @@ pub(super) async fn first_failure(client: &Client, stack: &str, since: i64) -> O
         })
 }
 
-/// The ids of the stack's recent events, to leave out of the next wait's
-/// report (best effort: empty when they cannot be read).
-pub(super) async fn seen_events(client: &Client, stack: &str) -> HashSet<String> {
+/// The stack's recent events, to leave out of the next wait's report (best
+/// effort: none when they cannot be read).
+pub(super) async fn seen_events(client: &Client, stack: &str) -> Seen {
     match events(client, stack).await {
-        Ok(events) => events
-            .iter()
-            .filter_map(|e| e.event_id().map(str::to_string))
-            .collect(),
-        Err(_) => HashSet::new(),
+        Ok(events) => Seen {
+            ids: events
+                .iter()
+                .filter_map(|e| e.event_id().map(str::to_string))
+                .collect(),
+            deleting: None,
+        },
+        Err(_) => Seen::default(),
     }
+}
+
+/// What the wait for the delete of stack `target`, described as `current`
+/// just before the `DeleteStack`, leaves out: the events of the operations
+/// before the delete. A stack that is not already deleting (or failed to
+/// delete) is settled, so its events before the delete end with its last
+/// operation's stack event and the wait tells them apart itself, with no
+/// read now; otherwise they are read now ([`seen_events`]).
+pub(super) async fn seen_before_delete(client: &Client, target: &str, current: &Stack) -> Seen {
+    match current.stack_id() {
+        Some(id) if !status(current).starts_with("DELETE_") => Seen {
+            ids: HashSet::new(),
+            deleting: Some(id.to_string()),
+        },
+        _ => seen_events(client, target).await,
+    }
+}
+
+/// The events a wait does not show: those shown or read before, and for a
+/// delete, those of the stack's operations before it.
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    /// The ids of the events left out.
+    ids: HashSet<String>,
+    /// The id of the stack being deleted, until a look has found where the
+    /// delete's events begin (and put the older ones in `ids`).
+    deleting: Option<String>,
+}
+
+impl Seen {
+    /// Once `recent` (newest first) shows where the delete began, leaves
+    /// out every event older than its start from then on.
+    fn leave_out_before_delete(&mut self, recent: &[StackEvent]) {
+        let Some(id) = &self.deleting else { return };
+        let Some(start) = delete_start(recent, id) else {
+            return;
+        };
+        for e in &recent[start..] {
+            self.ids
+                .insert(e.event_id().unwrap_or_default().to_string());
+        }
+        self.deleting = None;
+    }
+}
+
+/// The index in `recent` (newest first) of the newest event from before
+/// the delete of stack `id` began: the events before it are the delete's
+/// own. The delete begins with the stack's own `DELETE_IN_PROGRESS`; a
+/// stack event of another status than the delete's (`DELETE_COMPLETE`,
+/// `DELETE_FAILED`) ended the operation before it. `None`: neither is in
+/// `recent`, which then holds only the delete's events.
+fn delete_start(recent: &[StackEvent], id: &str) -> Option<usize> {
+    recent.iter().enumerate().find_map(|(i, e)| {
+        let own = e.resource_type() == Some(STACK) && e.physical_resource_id() == Some(id);
+        match e.resource_status().map(|s| s.as_str()) {
+            _ if !own => None,
+            Some("DELETE_COMPLETE" | "DELETE_FAILED") => None,
+            Some("DELETE_IN_PROGRESS") => Some(i + 1),
+            _ => Some(i),
+        }
+    })
 }
 
 /// How to pace a wait for a stack of `template` (its create) or of any
@@ -161,7 +228,7 @@ pub(super) async fn settle(
     reporter: &dyn Reporter,
     stack: &str,
     since: i64,
-    mut seen: HashSet<String>,
+    mut seen: Seen,
 ) -> Result<Option<Stack>, ProviderError> {
     let mut waiter = Waiter::new(pace, reporter, format!("stack `{stack}`"));
     loop {
@@ -205,27 +272,26 @@ pub(super) async fn settle(
 }
 
 /// The `recent` events (newest first, as CloudFormation lists them) from
-/// `since` on that are not in `seen`, oldest first; each is added to `seen`.
-fn fresh_events(
-    recent: Vec<StackEvent>,
-    since: i64,
-    seen: &mut HashSet<String>,
-) -> Vec<StackEvent> {
+/// `since` on that `seen` does not leave out, oldest first; each is added
+/// to `seen`.
+fn fresh_events(recent: Vec<StackEvent>, since: i64, seen: &mut Seen) -> Vec<StackEvent> {
+    seen.leave_out_before_delete(&recent);
     let mut fresh: Vec<StackEvent> = recent
         .into_iter()
         .filter(|e| when(e) >= since)
-        .filter(|e| e.event_id().is_some_and(|id| !seen.contains(id)))
+        .filter(|e| e.event_id().is_some_and(|id| !seen.ids.contains(id)))
         .collect();
     fresh.reverse();
     for e in &fresh {
-        seen.insert(e.event_id().unwrap_or_default().to_string());
+        seen.ids
+            .insert(e.event_id().unwrap_or_default().to_string());
     }
     fresh
 }
 
 /// Whether `event` is the stack's own, in a status that ends an operation.
 fn stack_ended(event: &StackEvent) -> bool {
-    event.resource_type() == Some("AWS::CloudFormation::Stack")
+    event.resource_type() == Some(STACK)
         && event
             .resource_status()
             .is_some_and(|s| !s.as_str().ends_with("_IN_PROGRESS"))
@@ -310,6 +376,75 @@ mod tests {
         assert!(!in_progress("ROLLBACK_COMPLETE"));
         assert_eq!(tag(&stack, "flow:token"), Some("t1"));
         assert_eq!(outputs(&stack)["VpcId"], "vpc-1");
+    }
+
+    /// An event `id` of resource `logical` (the stack itself when it is
+    /// `stack`) in `status`, at second `at`.
+    fn event(id: &str, logical: &str, status: &str, at: i64) -> StackEvent {
+        let own = logical == "stack";
+        StackEvent::builder()
+            .event_id(id)
+            .logical_resource_id(logical)
+            .physical_resource_id(if own { "arn:stack/1" } else { "h-1" })
+            .resource_type(if own { STACK } else { "AWS::EC2::VPC" })
+            .resource_status(ResourceStatus::from(status))
+            .timestamp(aws_sdk_cloudformation::primitives::DateTime::from_secs(at))
+            .build()
+    }
+
+    /// The ids of what `fresh_events` shows of `recent` (newest first).
+    fn shown(recent: &[StackEvent], seen: &mut Seen) -> Vec<String> {
+        fresh_events(recent.to_vec(), 0, seen)
+            .iter()
+            .map(|e| e.event_id().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_delete_shows_its_own_events_and_none_of_the_create_before_it() {
+        let created = [
+            event("c3", "stack", "CREATE_COMPLETE", 12),
+            event("c2", "Vpc", "CREATE_COMPLETE", 11),
+            event("c1", "stack", "CREATE_IN_PROGRESS", 10),
+        ];
+        let deleting = || Seen {
+            ids: HashSet::new(),
+            deleting: Some("arn:stack/1".into()),
+        };
+        // The delete's start in sight at the first look.
+        let mut seen = deleting();
+        let mut first = vec![
+            event("d2", "Vpc", "DELETE_IN_PROGRESS", 13),
+            event("d1", "stack", "DELETE_IN_PROGRESS", 13),
+        ];
+        first.extend(created.iter().cloned());
+        assert_eq!(shown(&first, &mut seen), ["d1", "d2"]);
+        let mut last = vec![
+            event("d4", "stack", "DELETE_COMPLETE", 14),
+            event("d3", "Vpc", "DELETE_COMPLETE", 14),
+        ];
+        last.extend(first.iter().cloned());
+        assert_eq!(shown(&last, &mut seen), ["d3", "d4"]);
+        // The events listed late: the create's end is in sight, not the
+        // delete's start; what comes after it is the delete's.
+        let mut seen = deleting();
+        assert!(shown(&created, &mut seen).is_empty());
+        assert_eq!(shown(&last, &mut seen), ["d1", "d2", "d3", "d4"]);
+        // A nested stack's events (another id) are not the stack's own.
+        let mut seen = deleting();
+        let nested = StackEvent::builder()
+            .event_id("n1")
+            .physical_resource_id("arn:stack/nested")
+            .resource_type(STACK)
+            .resource_status(ResourceStatus::DeleteInProgress)
+            .timestamp(aws_sdk_cloudformation::primitives::DateTime::from_secs(13))
+            .build();
+        let mut with_nested = vec![nested];
+        with_nested.extend(created.iter().cloned());
+        assert_eq!(shown(&with_nested, &mut seen), ["n1"]);
+        // A page of the delete's events alone (a big stack): all shown.
+        let mut seen = deleting();
+        assert_eq!(shown(&last[..2], &mut seen), ["d3", "d4"]);
     }
 
     #[test]
