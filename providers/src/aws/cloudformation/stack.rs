@@ -36,9 +36,12 @@ pub(super) fn status(stack: &Stack) -> &str {
     stack.stack_status().map_or("UNKNOWN", |s| s.as_str())
 }
 
-/// Whether `status` is a step on the way to another.
+/// Whether `status` is a step on the way to another. `REVIEW_IN_PROGRESS`
+/// is not: a stack made by a change set that was never executed stays in
+/// it until someone executes or deletes it (CloudFormation's stack status
+/// codes), so waiting for it to end would wait until the step's timeout.
 pub(super) fn in_progress(status: &str) -> bool {
-    status.ends_with("_IN_PROGRESS")
+    status.ends_with("_IN_PROGRESS") && status != "REVIEW_IN_PROGRESS"
 }
 
 /// The value of the stack's tag `key`.
@@ -374,6 +377,8 @@ mod tests {
         assert_eq!(status(&stack), "CREATE_IN_PROGRESS");
         assert!(in_progress(status(&stack)));
         assert!(!in_progress("ROLLBACK_COMPLETE"));
+        assert!(!in_progress("REVIEW_IN_PROGRESS"));
+        assert!(in_progress("UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS"));
         assert_eq!(tag(&stack, "flow:token"), Some("t1"));
         assert_eq!(outputs(&stack)["VpcId"], "vpc-1");
     }
