@@ -6,6 +6,9 @@
 //! run reads the job by that id (or, when flow died between sbatch and the
 //! record, by the comment) and follows it instead of submitting another.
 //! Ctrl-C, and destroy of a job still running, cancel it with `scancel`.
+//!
+//! With `restarts`, `hang_after`, `checkpoint_dir`, `policy` or `check`
+//! the job survives a node: see [`super::restart`].
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -14,6 +17,7 @@ use super::control;
 use super::output::Output;
 use super::output_path::OutputPattern;
 use super::remote::Remote;
+use super::restart::{self, Spec};
 use super::run::{self, Seen};
 use super::script;
 use crate::capture::Matchers;
@@ -76,6 +80,11 @@ impl SlurmJob {
                     )
                     .secret(),
                     s("ssh_host_key", "The node's SSH host public key (\"ssh-ed25519 AAAA…\"), pinned; default: accepted on first use"),
+                    InputSpec::optional("restarts", InputType::Integer, "How many times flow submits the job again after a failed or hung attempt (default 0)"),
+                    s("hang_after", "No new line in the job's output for this long (e.g. \"10m\") while it runs is a hang: flow cancels it and counts a failure"),
+                    s("checkpoint_dir", "The folder on the cluster the training writes checkpoints into: each restart is told its newest entry as FLOW_RESUME_FROM"),
+                    s("policy", "What a node a failed attempt's check (or NODE_FAIL) finds bad gets: fail (the default: the step fails naming it) or drain (scontrol update State=DRAIN; the next attempts exclude it)"),
+                    InputSpec::optional("check", InputType::Map(Box::new(InputType::Any)), "A batch script each suspect node of a failed attempt runs alone, as slurm.node_check's `check`: { script, args, environment, sbatch_args, success_pattern, capture, parse, expect, gpus }; $NODE is the node's name"),
                 ]
                 .into_iter()
                 .chain(crate::capture::input_specs())
@@ -93,12 +102,12 @@ impl Default for SlurmJob {
 }
 
 /// The step's `success_pattern` and `capture`.
-fn matchers(values: &Values) -> Result<Matchers, ProviderError> {
+pub(super) fn matchers(values: &Values) -> Result<Matchers, ProviderError> {
     Matchers::from_values(values).map_err(|p| ProviderError::bad_input(p.message))
 }
 
 /// sbatch's options from the inputs, the token's comment first.
-fn sbatch_args(values: &Values, token: &str) -> Result<Vec<String>, ProviderError> {
+pub(super) fn sbatch_args(values: &Values, token: &str) -> Result<Vec<String>, ProviderError> {
     let mut args = Vec::new();
     if !token.is_empty() {
         args.push(format!("--comment={}", control::token_comment(token)));
@@ -123,7 +132,7 @@ fn sbatch_args(values: &Values, token: &str) -> Result<Vec<String>, ProviderErro
 }
 
 /// A short name for the job in messages.
-fn job_label(ctx: &OpContext, values: &Values) -> String {
+pub(super) fn job_label(ctx: &OpContext, values: &Values) -> String {
     inputs::opt_str(values, "job_name")
         .ok()
         .flatten()
@@ -174,6 +183,52 @@ async fn find(
     }
 }
 
+/// [`SlurmJob::read`] of a job with restarts: the attempt in flight (or,
+/// for destroy, the last attempt as it stands) followed on; an id that
+/// records every attempt ended failed is told as failed at once.
+async fn read_restarting(
+    ctx: &OpContext,
+    remote: &Remote,
+    values: &Values,
+    spec: &Spec,
+    id: Option<&str>,
+) -> Result<ReadOutcome, ProviderError> {
+    let known = match id {
+        Some(id) => id.to_string(),
+        None => match find(ctx, remote, None).await? {
+            Some(seen) => seen.id,
+            None => return Ok(ReadOutcome::Missing),
+        },
+    };
+    let last = restart::last_job(&known);
+    let seen = match &last {
+        Some(l) => run::look(remote, l).await?,
+        None => None,
+    };
+    if ctx.destroying {
+        return Ok(match seen {
+            Some(seen) => ReadOutcome::Present(run::applied(&seen, Values::new())),
+            None => ReadOutcome::Missing,
+        });
+    }
+    // Every attempt submitted (none pending) and the last one failed.
+    let spent = restart::attempts_in(&known) > spec.restarts as usize && !restart::pending(&known);
+    if spent && let Some(seen) = seen.filter(|s| s.finished() && !s.succeeded()) {
+        return Ok(ReadOutcome::Failed {
+            id: Some(known),
+            reason: format!("its last attempt (job {}) ended {}", seen.id, seen.state()),
+        });
+    }
+    match restart::drive(ctx, remote, values, spec, Some(&known)).await {
+        Ok(applied) => Ok(ReadOutcome::Present(applied)),
+        Err(e) if e.is_retryable() => Err(e),
+        Err(e) => Ok(ReadOutcome::Failed {
+            id: Some(known),
+            reason: e.message,
+        }),
+    }
+}
+
 #[async_trait]
 impl Provider for SlurmJob {
     fn name(&self) -> &'static str {
@@ -181,18 +236,32 @@ impl Provider for SlurmJob {
     }
 
     /// The gates `expect` will check.
+    /// And, with restarts, how many and from where.
     fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
-        crate::capture::plan_lines(inputs)
+        let mut lines = crate::capture::plan_lines(inputs);
+        if let Ok(Some(spec)) = Spec::from_values(inputs) {
+            lines.extend(spec.plan_lines());
+        }
+        lines
     }
 
     /// `job_id`, `state`, what the controller says of the job (`exit_code`,
-    /// `nodes`, `output_file`), each `capture` name and what `parse` reads.
+    /// `nodes`, `output_file`), each `capture` name and what `parse` reads;
+    /// with restarts, `attempts`.
     fn declared_outputs(
         &self,
         inputs: &[(String, InputValue)],
         _ctx: &ValidateContext,
     ) -> Option<crate::contract::DeclaredOutputs> {
-        crate::capture::job_outputs("slurm.job", &run::OUTPUT_KEYS, &run::SOMETIMES, inputs)
+        let declared =
+            crate::capture::job_outputs("slurm.job", &run::OUTPUT_KEYS, &run::SOMETIMES, inputs)?;
+        let restarts = inputs
+            .iter()
+            .any(|(k, _)| restart::INPUTS.contains(&k.as_str()));
+        Some(match restarts {
+            true => declared.with_conditional(&[restart::ATTEMPTS]),
+            false => declared,
+        })
     }
 
     fn schema(&self) -> &Schema {
@@ -262,11 +331,23 @@ impl Provider for SlurmJob {
             }
         }
         problems.extend(Matchers::problems(&known_inputs(inputs)));
+        problems.extend(restart::problems(inputs, &ctx.workdir));
         problems
     }
 
     fn content_digest(&self, inputs: &Values, ctx: &ValidateContext) -> Option<String> {
-        crate::local_digest::of_input(inputs, "script", &ctx.workdir)
+        let check = inputs
+            .get("check")
+            .and_then(|c| c.get("script"))
+            .and_then(Value::as_str);
+        match check {
+            None => crate::local_digest::of_input(inputs, "script", &ctx.workdir),
+            Some(c) => {
+                let mut paths = crate::local_digest::paths_of(inputs, "script");
+                paths.push(c);
+                crate::local_digest::files_digest(&ctx.workdir, paths)
+            }
+        }
     }
 
     async fn create(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
@@ -279,6 +360,9 @@ impl Provider for SlurmJob {
         let args = sbatch_args(values, &ctx.token)?;
         matchers(values)?;
         let remote = Remote::from_inputs(values, &ctx.workdir)?;
+        if let Some(spec) = Spec::from_values(values)? {
+            return restart::drive(ctx, &remote, values, &spec, None).await;
+        }
         if !ctx.token.is_empty()
             && let Some(id) =
                 control::find_by_comment(&remote, &control::token_comment(&ctx.token)).await?
@@ -313,7 +397,11 @@ impl Provider for SlurmJob {
     /// Cancels the job if it is still queued or running, and waits until
     /// Slurm says it ended; a finished job has nothing to delete.
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
-        let Some(id) = prior.id else { return Ok(()) };
+        // A job with restarts keeps every attempt in its id: the last acts.
+        let Some(last) = prior.id.and_then(restart::last_job) else {
+            return Ok(());
+        };
+        let id = last.as_str();
         let remote = Remote::from_inputs(prior.inputs, &ctx.workdir)?;
         let Some(seen) = run::look(&remote, id).await? else {
             return Ok(());
@@ -344,9 +432,10 @@ impl Provider for SlurmJob {
     /// one reached with an SSH key state holds only sealed, is left as
     /// recorded (a task is judged by its run).
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
-        let Some(id) = prior.id else {
+        let Some(last) = prior.id.and_then(restart::last_job) else {
             return Ok(Refreshed::unchanged());
         };
+        let id = last.as_str();
         // A plan has no workflow values to unseal the SSH key with: the
         // job is left as recorded rather than read without it.
         if Remote::key_is_sealed(prior.inputs) {
@@ -373,6 +462,9 @@ impl Provider for SlurmJob {
         values: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
         let remote = Remote::from_inputs(values, &ctx.workdir)?;
+        if let Some(spec) = Spec::from_values(values)? {
+            return read_restarting(ctx, &remote, values, &spec, id).await;
+        }
         let Some(seen) = find(ctx, &remote, id).await? else {
             return Ok(ReadOutcome::Missing);
         };
@@ -421,6 +513,33 @@ mod tests {
                 "--nodes=2",
                 "--exclusive"
             ]
+        );
+    }
+
+    #[test]
+    fn restarts_declare_attempts_and_say_so_in_the_plan() {
+        let ctx = ValidateContext {
+            workdir: ".".into(),
+        };
+        let k = |v: Value| InputValue::Known(v);
+        let p = SlurmJob::new();
+        let plain = p.declared_outputs(&[], &ctx).unwrap();
+        assert!(!plain.keys.iter().any(|k| k == "attempts"));
+        let with = p
+            .declared_outputs(&[("restarts".into(), k(json!(2)))], &ctx)
+            .unwrap();
+        assert!(with.keys.iter().any(|k| k == "attempts"));
+        assert!(with.conditional.iter().any(|k| k == "attempts"));
+        let lines = p.plan_lines(
+            &values(json!({"script": "t.sbatch", "restarts": 3, "checkpoint_dir": "/fsx/ckpt"})),
+            &ctx,
+        );
+        assert!(
+            lines.contains(
+                &"up to 3 restarts, resuming from the newest checkpoint in /fsx/ckpt (FLOW_RESUME_FROM)"
+                    .to_string()
+            ),
+            "{lines:?}"
         );
     }
 

@@ -15,8 +15,8 @@
 //! nodes than `max_bad_fraction` fails without touching any. Destroy
 //! resumes the nodes flow drained whose reason is still flow's.
 
-mod jobs;
-mod nodes;
+pub(super) mod jobs;
+pub(super) mod nodes;
 mod spec;
 
 use std::collections::BTreeMap;

@@ -106,9 +106,52 @@ pub(crate) async fn run_to_end(
     pattern: &OutputPattern,
     id: &str,
 ) -> Result<Seen, ProviderError> {
+    let job = Followed {
+        name,
+        pattern,
+        id,
+        hang_after: None,
+    };
+    Ok(follow_watched(ctx, remote, output, &job).await?.seen)
+}
+
+/// A job to follow: its name, where it writes, its id, and how long it may
+/// print nothing while it runs before it counts as hung.
+pub(crate) struct Followed<'a> {
+    /// The job's name, for messages.
+    pub name: &'a str,
+    /// Where it writes, when only accounting knows it.
+    pub pattern: &'a OutputPattern,
+    /// Its id.
+    pub id: &'a str,
+    /// No new output for this long while it runs: cancelled as hung.
+    pub hang_after: Option<Duration>,
+}
+
+/// How a followed job ended.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    /// As Slurm last told it.
+    pub seen: Seen,
+    /// Whether flow cancelled it for printing nothing for `hang_after`.
+    pub hung: bool,
+}
+
+/// [`run_to_end`], and with `hang_after` a job that runs but prints no new
+/// line for that long is cancelled (`scancel`) and followed to its end.
+pub(crate) async fn follow_watched(
+    ctx: &OpContext,
+    remote: &Remote,
+    output: &mut Output,
+    job: &Followed<'_>,
+) -> Result<Ended, ProviderError> {
+    let (name, pattern, id) = (job.name, job.pattern, job.id);
     let what = format!("job `{name}` ({id})");
     let mut last_state = String::new();
     let mut failures = 0;
+    // Since when the running job has printed nothing new.
+    let mut quiet_since: Option<std::time::Instant> = None;
+    let mut hung = false;
     loop {
         match look(remote, id).await {
             Ok(Some(mut seen)) => {
@@ -123,12 +166,30 @@ pub(crate) async fn run_to_end(
                     });
                     last_state = state;
                 }
+                let before = output.text().len();
                 output
                     .poll(remote, &seen.output_files(), ctx.reporter.as_ref())
                     .await;
                 if seen.finished() {
                     output.close(ctx.reporter.as_ref());
-                    return Ok(seen);
+                    return Ok(Ended { seen, hung });
+                }
+                if seen.state() == "RUNNING" {
+                    let now = std::time::Instant::now();
+                    let since = *quiet_since.get_or_insert(now);
+                    if output.text().len() > before {
+                        quiet_since = Some(now);
+                    } else if let Some(limit) = job.hang_after
+                        && !hung
+                        && now.duration_since(since) >= limit
+                    {
+                        ctx.reporter.event(&format!(
+                            "{what}: no new output for {}: cancelling it as hung",
+                            humantime::format_duration(limit)
+                        ));
+                        control::cancel(remote, id).await?;
+                        hung = true;
+                    }
                 }
             }
             Ok(None) => {

@@ -18,7 +18,7 @@ use crate::slurm::{run, script};
 
 /// One job to run: where, and what it is told.
 #[derive(Debug, Clone)]
-pub(super) struct Pinned {
+pub(crate) struct Pinned {
     /// Its name's suffix (`c3`, `r2-c1-c5`).
     pub suffix: String,
     /// The nodes it runs on.
@@ -28,7 +28,7 @@ pub(super) struct Pinned {
 }
 
 /// Runs the jobs of a batch on one cluster.
-pub(super) struct Batch<'a> {
+pub(crate) struct Batch<'a> {
     /// The operation.
     pub ctx: &'a OpContext,
     /// Where Slurm's commands run.
@@ -164,7 +164,7 @@ impl Batch<'_> {
 }
 
 /// A job's variables for its nodes: `NODE` for one, `NODE_A`, `NODE_B` for a pair.
-pub(super) fn values_for(nodes: &[String]) -> Vec<(String, String)> {
+pub(crate) fn values_for(nodes: &[String]) -> Vec<(String, String)> {
     match nodes {
         [one] => vec![("NODE".into(), one.clone())],
         [a, b] => vec![("NODE_A".into(), a.clone()), ("NODE_B".into(), b.clone())],

@@ -18,7 +18,7 @@ const REASON_MAX: usize = 240;
 
 /// A node as `sinfo -N` tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct SlurmNode {
+pub(crate) struct SlurmNode {
     /// Its name.
     pub name: String,
     /// Its state, long form (`idle`, `mixed`, `drained`, `down*`).
@@ -108,7 +108,7 @@ fn failed(remote: &Remote, what: &str, ran: &Ran) -> ProviderError {
 }
 
 /// The names `hostlist` stands for (`scontrol show hostnames`).
-pub(super) async fn expand(remote: &Remote, hostlist: &str) -> Result<Vec<String>, ProviderError> {
+pub(crate) async fn expand(remote: &Remote, hostlist: &str) -> Result<Vec<String>, ProviderError> {
     let ran = remote
         .run(&["scontrol", "show", "hostnames", hostlist], None)
         .await?;
@@ -124,7 +124,7 @@ pub(super) async fn expand(remote: &Remote, hostlist: &str) -> Result<Vec<String
 }
 
 /// Every node `sinfo` lists (of `partition`, when given).
-pub(super) async fn list(
+pub(crate) async fn list(
     remote: &Remote,
     partition: Option<&str>,
 ) -> Result<Vec<SlurmNode>, ProviderError> {
@@ -140,7 +140,7 @@ pub(super) async fn list(
 }
 
 /// The reason flow writes for a bad node: `flow: ` and its verdict.
-pub(super) fn reason(why: &str) -> String {
+pub(crate) fn reason(why: &str) -> String {
     let mut r = format!("{REASON_PREFIX}{why}");
     if r.len() > REASON_MAX {
         let mut end = REASON_MAX - 1;
@@ -154,7 +154,7 @@ pub(super) fn reason(why: &str) -> String {
 }
 
 /// Drains `node` with `reason` (jobs running there finish; none starts).
-pub(super) async fn drain(remote: &Remote, node: &str, reason: &str) -> Result<(), ProviderError> {
+pub(crate) async fn drain(remote: &Remote, node: &str, reason: &str) -> Result<(), ProviderError> {
     let name = format!("NodeName={node}");
     let why = format!("Reason={reason}");
     let ran = remote

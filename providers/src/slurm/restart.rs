@@ -1,0 +1,423 @@
+//! A `slurm.job` that survives a node: each attempt submitted, followed
+//! (a job that prints nothing for `hang_after` is cancelled as hung), and,
+//! when it fails, its suspect nodes named, checked and drained by the
+//! step's policy ([`fault`]); then the job is submitted again, excluding
+//! the drained nodes and told the newest checkpoint (FLOW_RESUME_FROM), up
+//! to `restarts` times.
+//!
+//! Every attempt is durable before and after its sbatch: attempt N > 1
+//! carries `--comment=flow:<token>-aN` (the first, `flow:<token>`, as a
+//! job that runs once), and the step's id records each attempt's job and
+//! checkpoint ([`spec::encode`]), `-` for one being submitted. A resume
+//! (kill -9 of flow anywhere) walks the recorded attempts, finds one whose
+//! id was lost by its comment, and follows the attempt in flight instead
+//! of submitting it again; a node flow drained already is not drained
+//! twice.
+
+mod fault;
+mod spec;
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::control;
+use super::output::Output;
+use super::output_path::OutputPattern;
+use super::remote::Remote;
+use super::run::{self, Followed, Seen};
+use super::script;
+use crate::contract::{Applied, Measured, OpContext, ProviderError, Reporter, Values};
+use crate::fleet::spec::Policy;
+use crate::inputs;
+
+pub(crate) use spec::{INPUTS, Spec, last_job, problems};
+use spec::{Recorded, decode, encode};
+
+/// The output key that lists the attempts.
+pub(crate) const ATTEMPTS: &str = "attempts";
+
+/// One attempt as the step's outputs and messages tell it.
+#[derive(Debug, Clone, Default)]
+struct Attempt {
+    number: u32,
+    job_id: String,
+    state: String,
+    /// Why it failed (`None` for the one that succeeded).
+    cause: Option<String>,
+    /// What named its suspect nodes, or that nothing did (empty for the
+    /// attempt that succeeded).
+    suspects: String,
+    suspect_nodes: Vec<String>,
+    drained: Vec<String>,
+    resumed_from: Option<String>,
+}
+
+impl Attempt {
+    /// As the `attempts` output holds it.
+    fn json(&self) -> Value {
+        json!({
+            "attempt": self.number,
+            "job_id": self.job_id,
+            "state": self.state,
+            "cause": self.cause,
+            "suspects": (!self.suspects.is_empty()).then_some(&self.suspects),
+            "suspect_nodes": self.suspect_nodes,
+            "drained": self.drained,
+            "resumed_from": self.resumed_from,
+        })
+    }
+
+    /// One line: `job 12 FAILED: <cause>; <suspects>; drained gpu-2`.
+    fn line(&self) -> String {
+        let mut s = format!("job {} {}", self.job_id, self.state);
+        if let Some(c) = &self.cause {
+            s.push_str(&format!(": {c}; {}", self.suspects));
+        }
+        if !self.drained.is_empty() {
+            s.push_str(&format!("; drained {}", self.drained.join(", ")));
+        }
+        if let Some(r) = &self.resumed_from {
+            s.push_str(&format!(" (resumed from {r})"));
+        }
+        s
+    }
+}
+
+/// How many attempts the step's id records.
+pub(crate) fn attempts_in(id: &str) -> usize {
+    decode(id).len()
+}
+
+/// Whether the id's last attempt is being submitted (no job id yet).
+pub(crate) fn pending(id: &str) -> bool {
+    decode(id).last().is_some_and(|a| a.job.is_none())
+}
+
+/// The comment token of attempt `n`: the operation's for the first.
+fn attempt_token(token: &str, n: u32) -> String {
+    match (token.is_empty(), n) {
+        (true, _) => String::new(),
+        (false, 1) => token.to_string(),
+        (false, n) => format!("{token}-a{n}"),
+    }
+}
+
+/// A reporter that keeps what `capture`/`parse` measured, to tell it with
+/// the attempts once the step ends.
+struct Keep {
+    inner: Arc<dyn Reporter>,
+    measured: Mutex<Option<Measured>>,
+}
+
+impl Reporter for Keep {
+    fn event(&self, message: &str) {
+        self.inner.event(message);
+    }
+
+    fn log(&self, line: &str) {
+        self.inner.log(line);
+    }
+
+    fn measured(&self, m: &Measured) {
+        *self.measured.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.clone());
+    }
+}
+
+/// Tells the run history each attempt (`attempt_1 = "job 12 FAILED: …"`)
+/// beside what the job measured.
+fn tell(ctx: &OpContext, keep: &Keep, attempts: &[Attempt]) {
+    let mut m = keep
+        .measured
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .unwrap_or_default();
+    m.values.insert(ATTEMPTS.into(), json!(attempts.len()));
+    for a in attempts {
+        m.values
+            .insert(format!("attempt_{}", a.number), json!(a.line()));
+    }
+    ctx.reporter.measured(&m);
+}
+
+/// The job of attempt `n` by its comment: at the controller, else in
+/// accounting.
+async fn by_comment(remote: &Remote, token: &str) -> Result<Option<String>, ProviderError> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    let comment = control::token_comment(token);
+    match control::find_by_comment(remote, &comment).await? {
+        Some(id) => Ok(Some(id)),
+        None => control::accounted_by_comment(remote, &comment).await,
+    }
+}
+
+/// Why a finished attempt failed, in a line.
+fn cause(seen: &Seen, hung: bool, hang: &str) -> String {
+    if hung {
+        return format!("hung: no new output for {hang}, cancelled");
+    }
+    let bad = seen
+        .lines
+        .iter()
+        .find(|l| l.state() != "COMPLETED" || l.exit_code() != "0:0");
+    match bad {
+        Some(l) => format!(
+            "ended {}, exit code {}: {}",
+            l.state(),
+            l.exit_code(),
+            control::meaning(l.state())
+        ),
+        None => format!("ended {}", seen.state()),
+    }
+}
+
+/// Runs the step's job with restarts: from the attempts `known` (the
+/// step's recorded id) records, following the one in flight, to a job that
+/// succeeds or the last restart.
+pub(crate) async fn drive(
+    ctx: &OpContext,
+    remote: &Remote,
+    values: &Values,
+    spec: &Spec,
+    known: Option<&str>,
+) -> Result<Applied, ProviderError> {
+    let name = super::job::job_label(ctx, values);
+    let matchers = super::job::matchers(values)?;
+    let path = inputs::req_str(values, "script")?;
+    let text = script::read(&ctx.workdir, &path).map_err(ProviderError::before_acting)?;
+    let env = inputs::str_map(values, "environment")?;
+    let args = inputs::str_list(values, "args")?;
+    let keep = Arc::new(Keep {
+        inner: ctx.reporter.clone(),
+        measured: Mutex::new(None),
+    });
+    let mut recorded = known.map(decode).unwrap_or_default();
+    let mut attempts: Vec<Attempt> = Vec::new();
+    let mut excluded: Vec<String> = Vec::new();
+    let mut n: u32 = 1;
+    loop {
+        let token = attempt_token(&ctx.token, n);
+        let mut options = super::job::sbatch_args(values, &token)?;
+        if !excluded.is_empty() {
+            options.push(format!("--exclude={}", excluded.join(",")));
+        }
+        let prior = recorded.get(n as usize - 1).cloned();
+        let (id, resumed_from) = match prior {
+            Some(Recorded {
+                job: Some(id),
+                resumed_from,
+            }) => (id, resumed_from),
+            pending => {
+                let resumed_from = match (pending, &spec.checkpoint_dir) {
+                    (Some(p), _) => p.resumed_from,
+                    (None, Some(dir)) if n > 1 => {
+                        let found = fault::newest_checkpoint(remote, dir).await?;
+                        if found.is_none() {
+                            ctx.reporter.event(&format!(
+                                "no checkpoint in {dir}: attempt {n} starts from the beginning"
+                            ));
+                        }
+                        found
+                    }
+                    _ => None,
+                };
+                let at = (n - 1) as usize;
+                recorded.truncate(at);
+                recorded.push(Recorded {
+                    job: None,
+                    resumed_from: resumed_from.clone(),
+                });
+                let id = match by_comment(remote, &token).await? {
+                    Some(id) => {
+                        ctx.reporter.event(&format!(
+                            "job {id} (attempt {n}) was already submitted by this operation: following it"
+                        ));
+                        id
+                    }
+                    None => {
+                        // Durable before sbatch: the attempt and where it
+                        // resumes from.
+                        if n > 1 {
+                            ctx.checkpoint.made(&encode(&recorded)).await?;
+                        }
+                        let mut env = env.clone();
+                        env.insert("FLOW_ATTEMPT".into(), n.to_string());
+                        if let Some(r) = &resumed_from {
+                            env.insert("FLOW_RESUME_FROM".into(), r.clone());
+                        }
+                        let body = script::with_preamble(&text, &env, &args);
+                        let id = control::submit(remote, &options, &body).await?;
+                        ctx.reporter.event(&format!(
+                            "job `{name}` ({id}): attempt {n} submitted on {}{}{}",
+                            remote.describe(),
+                            resumed_from
+                                .as_ref()
+                                .map_or(String::new(), |r| format!(", resuming from {r}")),
+                            if excluded.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", excluding {}", excluded.join(","))
+                            }
+                        ));
+                        id
+                    }
+                };
+                recorded[at].job = Some(id.clone());
+                ctx.checkpoint.made(&encode(&recorded)).await?;
+                (id, resumed_from)
+            }
+        };
+        let pattern = OutputPattern::of(&options, &text);
+        let mut output = Output::default();
+        let followed = Followed {
+            name: &name,
+            pattern: &pattern,
+            id: &id,
+            hang_after: spec.hang_after,
+        };
+        let ended = run::follow_watched(ctx, remote, &mut output, &followed).await?;
+        let mut attempt = Attempt {
+            number: n,
+            job_id: id.clone(),
+            state: ended.seen.state().to_string(),
+            resumed_from,
+            ..Attempt::default()
+        };
+        if ctx.destroying {
+            return Ok(run::applied(&ended.seen, Values::new()));
+        }
+        if !ended.hung && ended.seen.succeeded() {
+            attempts.push(attempt);
+            let judged = run::verdict(&name, &ended.seen, &output, &matchers, keep.as_ref());
+            tell(ctx, &keep, &attempts);
+            let mut applied = judged?;
+            applied.id = Some(encode(&recorded));
+            let list: Vec<Value> = attempts.iter().map(Attempt::json).collect();
+            applied.outputs.insert(ATTEMPTS.into(), Value::Array(list));
+            return Ok(applied);
+        }
+        attempt.cause = Some(cause(&ended.seen, ended.hung, &spec.hang_text));
+        if ended.hung {
+            attempt.state = "HUNG".into();
+        }
+        ctx.reporter.event(&format!(
+            "attempt {n} (job {id}) failed: {}",
+            attempt.cause.as_deref().unwrap_or_default()
+        ));
+        let (mut suspects, listed) =
+            fault::find(remote, &ctx.step, &ended.seen, output.text()).await?;
+        fault::check(
+            ctx,
+            remote,
+            spec,
+            n,
+            &mut suspects,
+            &listed,
+            fault::partition(values),
+        )
+        .await?;
+        attempt.suspects = suspects.said();
+        attempt.suspect_nodes = if suspects.unknown() {
+            Vec::new()
+        } else {
+            suspects.named()
+        };
+        ctx.reporter
+            .event(&format!("attempt {n}: {}", attempt.suspects));
+        let last = n > spec.restarts;
+        match spec.policy {
+            Policy::TakeOut => {
+                attempt.drained = fault::drain(ctx, remote, &id, &suspects.bad, &listed).await?;
+                for d in &attempt.drained {
+                    if !excluded.contains(d) {
+                        excluded.push(d.clone());
+                    }
+                }
+            }
+            Policy::Fail if !suspects.bad.is_empty() => {
+                attempts.push(attempt);
+                tell(ctx, &keep, &attempts);
+                let bad: Vec<&str> = suspects.bad.iter().map(|(n, _)| n.as_str()).collect();
+                return Err(ProviderError::fatal(format!(
+                    "job `{name}` stops at attempt {n}: node{} {} found bad and policy is fail — {}",
+                    if bad.len() == 1 { "" } else { "s" },
+                    bad.join(", "),
+                    every(&attempts)
+                ))
+                .with_help("set `policy = \"drain\"` to drain the bad nodes and restart without them, or take them out by hand and apply again"));
+            }
+            Policy::Fail => {}
+        }
+        attempts.push(attempt);
+        if last {
+            tell(ctx, &keep, &attempts);
+            let tail = match output.tail(5) {
+                t if t.is_empty() => String::new(),
+                t => format!(" — last lines: {t}"),
+            };
+            return Err(ProviderError::fatal(format!(
+                "job `{name}` failed on every attempt ({} of {}): {}{tail}",
+                attempts.len(),
+                spec.restarts + 1,
+                every(&attempts)
+            ))
+            .with_help("each attempt's output is in the step's log (`flow logs FILE STEP`); `flow runs FILE` lists the attempts"));
+        }
+        n += 1;
+    }
+}
+
+/// Every attempt in a line: `attempt 1: job 12 FAILED: …; attempt 2: …`.
+fn every(attempts: &[Attempt]) -> String {
+    attempts
+        .iter()
+        .map(|a| format!("attempt {}: {}", a.number, a.line()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_attempt_has_its_own_comment_the_first_the_operations() {
+        assert_eq!(attempt_token("tok", 1), "tok");
+        assert_eq!(attempt_token("tok", 3), "tok-a3");
+        assert_eq!(attempt_token("", 2), "");
+    }
+
+    #[test]
+    fn an_attempt_reads_as_its_job_cause_and_what_it_did() {
+        let a = Attempt {
+            number: 1,
+            job_id: "12".into(),
+            state: "FAILED".into(),
+            cause: Some(
+                "ended FAILED, exit code 1:0: the script exited with a non-zero code".into(),
+            ),
+            suspects: "Xid 79 on gpu-2: NVRM: Xid (PCI:0000:10:1c): 79".into(),
+            suspect_nodes: vec!["gpu-2".into()],
+            drained: vec!["gpu-2".into()],
+            resumed_from: None,
+        };
+        assert_eq!(
+            a.line(),
+            "job 12 FAILED: ended FAILED, exit code 1:0: the script exited with a non-zero code; Xid 79 on gpu-2: NVRM: Xid (PCI:0000:10:1c): 79; drained gpu-2"
+        );
+        assert_eq!(a.json()["suspect_nodes"], json!(["gpu-2"]));
+        assert_eq!(a.json()["resumed_from"], Value::Null);
+        let hung = Seen {
+            id: "13".into(),
+            lines: control::parse_jobs("JobId=13 JobState=CANCELLED ExitCode=0:15"),
+        };
+        assert_eq!(
+            cause(&hung, true, "5s"),
+            "hung: no new output for 5s, cancelled"
+        );
+        assert!(cause(&hung, false, "5s").starts_with("ended CANCELLED, exit code 0:15"));
+    }
+}

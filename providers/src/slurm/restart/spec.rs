@@ -1,0 +1,380 @@
+//! The inputs that make a `slurm.job` survive a node: `restarts`,
+//! `hang_after`, `checkpoint_dir`, `policy` and `check`, read for apply and
+//! checked for validate (policy and check through [`crate::fleet::spec`],
+//! as `slurm.node_check` reads them); the plan's lines; and the step's id
+//! while it restarts, which records every attempt.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::contract::{InputValue, Problem, ProviderError, Values, known_inputs};
+use crate::fleet::spec::{Gpus, Platform, Policy};
+
+/// The inputs this module reads; any of them given turns restarts on.
+pub(crate) const INPUTS: [&str; 5] = [
+    "restarts",
+    "hang_after",
+    "checkpoint_dir",
+    "policy",
+    "check",
+];
+
+/// The most restarts a step may ask for.
+const MAX_RESTARTS: i64 = 100;
+
+/// A slurm.job's platform, for `policy` and `check`: a bad node of a
+/// failed attempt is drained, as `slurm.node_check` drains one.
+pub(crate) const JOB: Platform = Platform {
+    kind: "slurm.job",
+    take_out: "drain",
+    take_out_means: "scontrol update State=DRAIN Reason=\"flow: …\", and the next attempt excludes it",
+    elsewhere: ("cordon", "EKS's (kube.node_check)"),
+    replace_later: "the platform's replacement of a drained node (ParallelCluster's, HyperPod's)",
+    job_keys: &["script", "args", "environment", "sbatch_args"],
+    job_needs: &["script"],
+    job_needs_text: "`script`: the batch script each suspect node runs",
+};
+
+/// What a step says of its restarts.
+#[derive(Debug, Clone)]
+pub(crate) struct Spec {
+    /// How many times a failed or hung attempt is submitted again.
+    pub restarts: u32,
+    /// No new line of output for this long is a hang.
+    pub hang_after: Option<Duration>,
+    /// The `hang_after` text, for messages.
+    pub hang_text: String,
+    /// The folder on the cluster the training writes its checkpoints into.
+    pub checkpoint_dir: Option<String>,
+    /// What a node found bad gets.
+    pub policy: Policy,
+    /// The check a failed attempt's suspect nodes run.
+    pub check: Option<Values>,
+    /// The GPUs the check's `nvidia-smi` must list.
+    pub gpus: Option<Gpus>,
+}
+
+/// `hang_after` read: a duration of at least a second.
+fn hang_of(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
+        Ok(_) => Err(format!("`hang_after` {text:?} is under a second")),
+        Err(e) => Err(format!("`hang_after` {text:?} is not a duration: {e}")),
+    }
+}
+
+impl Spec {
+    /// The restart inputs of an apply; `None` when the step gives none (the
+    /// job runs once, as it always did).
+    pub fn from_values(v: &Values) -> Result<Option<Spec>, ProviderError> {
+        if !INPUTS
+            .iter()
+            .any(|k| v.get(*k).is_some_and(|x| !x.is_null()))
+        {
+            return Ok(None);
+        }
+        let invalid = |m: String| ProviderError::invalid(m).before_acting();
+        let restarts = match v.get("restarts") {
+            None | Some(Value::Null) => 0,
+            Some(x) => match x.as_i64() {
+                Some(n) if (0..=MAX_RESTARTS).contains(&n) => n as u32,
+                _ => {
+                    return Err(invalid(format!(
+                        "`restarts` {x} is not a count from 0 to {MAX_RESTARTS}"
+                    )));
+                }
+            },
+        };
+        let hang_text = v
+            .get("hang_after")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let hang_after = match hang_text.is_empty() {
+            true => None,
+            false => Some(hang_of(&hang_text).map_err(invalid)?),
+        };
+        let mut shared = Values::new();
+        for k in ["policy", "check"] {
+            if let Some(x) = v.get(k) {
+                shared.insert(k.into(), x.clone());
+            }
+        }
+        let common = JOB.common(&shared)?;
+        Ok(Some(Spec {
+            restarts,
+            hang_after,
+            hang_text,
+            checkpoint_dir: v
+                .get("checkpoint_dir")
+                .and_then(Value::as_str)
+                .filter(|d| !d.is_empty())
+                .map(str::to_string),
+            policy: common.policy,
+            check: common.check,
+            gpus: common.gpus,
+        }))
+    }
+
+    /// What the plan says of the restarts.
+    pub fn plan_lines(&self) -> Vec<String> {
+        let mut lines = vec![match (&self.checkpoint_dir, self.restarts) {
+            (_, 0) => "no restarts: a failed attempt fails the step".to_string(),
+            (Some(dir), n) => format!(
+                "up to {n} restart{}, resuming from the newest checkpoint in {dir} (FLOW_RESUME_FROM)",
+                if n == 1 { "" } else { "s" }
+            ),
+            (None, n) => format!(
+                "up to {n} restart{}, each from the start (no checkpoint_dir)",
+                if n == 1 { "" } else { "s" }
+            ),
+        }];
+        if self.hang_after.is_some() {
+            lines.push(format!(
+                "no new output for {} is a hang: the job is cancelled (scancel) and counts as failed",
+                self.hang_text
+            ));
+        }
+        lines.push(match &self.check {
+            Some(c) => format!(
+                "a failed attempt's suspect nodes (its NODE_FAIL, Xid and NCCL lines, else all its nodes) run `{}` alone",
+                c.get("script").and_then(Value::as_str).unwrap_or("?")
+            ),
+            None => "a failed attempt's nodes are named from NODE_FAIL, Xid and NCCL lines; without `check` only NODE_FAIL finds a node bad".into(),
+        });
+        lines.push(match self.policy {
+            Policy::Fail => "a node found bad fails the step, naming it (policy fail)".into(),
+            Policy::TakeOut => "a node found bad is drained (scontrol update State=DRAIN Reason=\"flow: …\") and excluded from the next attempts".into(),
+        });
+        lines
+    }
+}
+
+/// The problems of the restart inputs, for validate, each at its entry.
+pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir) -> Vec<Problem> {
+    let known = known_inputs(inputs);
+    let mut out = Vec::new();
+    if let Some(x) = known.get("restarts")
+        && x.as_i64().is_none_or(|n| !(0..=MAX_RESTARTS).contains(&n))
+    {
+        out.push(
+            Problem::at(
+                "restarts",
+                format!("`restarts` {x} is not a count from 0 to {MAX_RESTARTS}"),
+            )
+            .with_help(
+                "how many times flow submits the job again after a failed or hung attempt, e.g. 3",
+            ),
+        );
+    }
+    if let Some(text) = known.get("hang_after").and_then(Value::as_str)
+        && let Err(why) = hang_of(text)
+    {
+        out.push(Problem::at("hang_after", why).with_help(
+            "a duration such as \"10m\" or \"90s\": no new line in the job's output for that long is a hang",
+        ));
+    }
+    if let Some(dir) = known.get("checkpoint_dir").and_then(Value::as_str)
+        && (dir.trim().is_empty() || dir.contains('\n'))
+    {
+        out.push(
+            Problem::at("checkpoint_dir", format!("`checkpoint_dir` {dir:?} is not a folder"))
+                .with_help("the folder on the cluster the training writes its checkpoints into, e.g. \"/fsx/ckpt/llama\""),
+        );
+    }
+    // The shared inputs, as slurm.node_check checks them; its call to give
+    // `check` or `pairs` does not apply (a job's check is optional).
+    let shared: Vec<(String, InputValue)> = inputs
+        .iter()
+        .filter(|(k, _)| k == "policy" || k == "check")
+        .cloned()
+        .collect();
+    out.extend(
+        JOB.problems(&shared)
+            .into_iter()
+            .filter(|p| !p.path.is_empty()),
+    );
+    if let Some(path) = known
+        .get("check")
+        .and_then(|c| c.get("script"))
+        .and_then(Value::as_str)
+        && let Err(why) = workdir.resolve(path)
+    {
+        out.push(Problem::at_path(&["check", "script"], why).with_help(
+            "copy the script into the workflow's folder (or a folder under it) and name it relative to the workflow file",
+        ));
+    }
+    out
+}
+
+/// One attempt as the step's id keeps it: its job (`None` while it is
+/// being submitted) and the checkpoint it was told to resume from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    /// The job's id, once sbatch gave it.
+    pub job: Option<String>,
+    /// FLOW_RESUME_FROM, when it was given one.
+    pub resumed_from: Option<String>,
+}
+
+/// `,` and `@` (the id's separators) and `%` escaped.
+fn escape(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace(',', "%2C")
+        .replace('@', "%40")
+}
+
+/// [`escape`] undone.
+fn unescape(s: &str) -> String {
+    s.replace("%40", "@")
+        .replace("%2C", ",")
+        .replace("%25", "%")
+}
+
+/// The step's id for `attempts`: each attempt's job id (`-` for one being
+/// submitted), `@` and the checkpoint it resumed from, joined by commas:
+/// `812,815@/fsx/ckpt/step-300`. A job that runs once keeps its bare id.
+pub(crate) fn encode(attempts: &[Recorded]) -> String {
+    attempts
+        .iter()
+        .map(|a| {
+            let mut s = a.job.clone().unwrap_or_else(|| "-".into());
+            if let Some(from) = &a.resumed_from {
+                s.push('@');
+                s.push_str(&escape(from));
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The attempts an id records ([`encode`] undone).
+pub(crate) fn decode(id: &str) -> Vec<Recorded> {
+    id.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (job, from) = match p.split_once('@') {
+                Some((j, f)) => (j, Some(unescape(f))),
+                None => (p, None),
+            };
+            Recorded {
+                job: (job != "-" && !job.is_empty()).then(|| job.to_string()),
+                resumed_from: from,
+            }
+        })
+        .collect()
+}
+
+/// The job id of the last attempt an id records, for what acts on the job
+/// the step stands for (refresh, cancel on destroy).
+pub(crate) fn last_job(id: &str) -> Option<String> {
+    decode(id).into_iter().rev().find_map(|a| a.job)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn known(v: Value) -> Vec<(String, InputValue)> {
+        v.as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), InputValue::Known(v.clone())))
+            .collect()
+    }
+
+    #[test]
+    fn the_id_records_each_attempt_and_its_checkpoint() {
+        let attempts = [
+            Recorded {
+                job: Some("812".into()),
+                resumed_from: None,
+            },
+            Recorded {
+                job: Some("815".into()),
+                resumed_from: Some("/fsx/a,b@c%d".into()),
+            },
+            Recorded {
+                job: None,
+                resumed_from: Some("/fsx/step-3".into()),
+            },
+        ];
+        let id = encode(&attempts);
+        assert_eq!(id, "812,815@/fsx/a%2Cb%40c%25d,-@/fsx/step-3");
+        assert_eq!(decode(&id), attempts);
+        assert_eq!(last_job(&id).as_deref(), Some("815"));
+        assert_eq!(encode(&attempts[..1]), "812");
+        assert_eq!(last_job("812").as_deref(), Some("812"));
+        assert_eq!(last_job("-"), None);
+    }
+
+    #[test]
+    fn validate_refuses_bad_values_at_their_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = problems(
+            &known(
+                json!({"restarts": -1, "hang_after": "soon", "checkpoint_dir": " ",
+                "policy": "cordon", "check": {"script": "../c.sbatch", "gpus": "all"}}),
+            ),
+            &dir.path().into(),
+        );
+        let paths: Vec<String> = p.iter().map(|p| p.path.join(".")).collect();
+        for want in [
+            "restarts",
+            "hang_after",
+            "checkpoint_dir",
+            "policy",
+            "check.gpus",
+            "check.script",
+        ] {
+            assert!(paths.contains(&want.to_string()), "{want}: {paths:?}");
+        }
+        assert!(
+            problems(&known(json!({"hang_after": "0s"})), &dir.path().into())[0]
+                .message
+                .contains("under a second")
+        );
+        let fine = problems(
+            &known(
+                json!({"restarts": 3, "hang_after": "10m", "checkpoint_dir": "/fsx/ckpt", "policy": "drain"}),
+            ),
+            &dir.path().into(),
+        );
+        assert!(fine.is_empty(), "{fine:?}");
+    }
+
+    #[test]
+    fn the_plan_says_how_many_restarts_and_from_where() {
+        let v = |j: Value| serde_json::from_value::<Values>(j).unwrap();
+        assert!(
+            Spec::from_values(&v(json!({"script": "t.sbatch"})))
+                .unwrap()
+                .is_none()
+        );
+        let s = Spec::from_values(&v(json!({"restarts": 2, "hang_after": "10m",
+            "checkpoint_dir": "/fsx/ckpt", "policy": "drain"})))
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.hang_after, Some(Duration::from_secs(600)));
+        let lines = s.plan_lines();
+        assert_eq!(
+            lines[0],
+            "up to 2 restarts, resuming from the newest checkpoint in /fsx/ckpt (FLOW_RESUME_FROM)"
+        );
+        assert!(
+            lines[1].starts_with("no new output for 10m is a hang"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[3].starts_with("a node found bad is drained"),
+            "{}",
+            lines[3]
+        );
+        let e = Spec::from_values(&v(json!({"restarts": 1000}))).unwrap_err();
+        assert!(e.message.contains("not a count"), "{}", e.message);
+    }
+}
