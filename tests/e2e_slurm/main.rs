@@ -18,6 +18,7 @@ mod accounting;
 mod failures;
 mod jobs;
 mod node_check;
+mod restarts;
 mod resume;
 mod ssh;
 
