@@ -2,7 +2,8 @@
 //! loopback whose sessions reach the test Slurm), with the key and pinned
 //! host key handed in as inputs, the key a sensitive variable.
 
-use crate::support::slurm::{Slurm, Sshd};
+use crate::support::slurm::Slurm;
+use crate::support::slurm::sshd::Sshd;
 use crate::{emulators, log, project, record};
 
 fn workflow(port: u16, host_key: &str) -> String {

@@ -22,8 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod sshd;
-pub use sshd::Sshd;
+pub mod sshd;
 
 /// The configuration `scripts/local-slurm` starts Slurm with too.
 const CONF_TEMPLATE: &str = include_str!("../../scripts/local-cloud/slurm.conf.in");
