@@ -14,6 +14,9 @@ times, in the same run:
 Target: flow's refreshing plan at least 8x faster than the CLI loop.
 
 Usage: bench/refresh.py [--flow PATH] [--objects N] [--cli-sample N]
+       bench/refresh.py --throttle [--rate R] [--burst B] [--objects N]
+--throttle times the refresh of N secrets under an API rate limit instead
+(bench/refresh_throttle.py says what it judges).
 Builds the release binary first unless --flow is given. Runs itself under
 scripts/local-aws (moto on a free loopback port). The AWS CLI is the one on
 PATH, else it is installed into .venv/bench-cli once. --cli-sample N times
@@ -31,6 +34,7 @@ import tempfile
 import time
 
 from judge import Judge
+from refresh_throttle import table as throttle_table, throttled
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE = '{"Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}\n'
@@ -139,6 +143,10 @@ def main():
     ap.add_argument("--flow", help="path to a flow binary (default: build target/release/flow)")
     ap.add_argument("--objects", type=int, default=1000)
     ap.add_argument("--cli-sample", type=int, default=0)
+    ap.add_argument("--throttle", action="store_true",
+                    help="refresh N secrets under an API rate limit (bench/refresh_throttle.py)")
+    ap.add_argument("--rate", type=float, default=100, help="--throttle: DescribeSecret calls a second")
+    ap.add_argument("--burst", type=float, default=100, help="--throttle: the bucket's size")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     flow = os.path.abspath(args.flow) if args.flow else None
@@ -148,11 +156,23 @@ def main():
         flow = os.path.join(target, "release", "flow")
     if args.inner:
         print(f"machine: {os.cpu_count()} cores; flow: {flow}\n")
-        inner(flow, args.objects, args.cli_sample)
+        if args.throttle:
+            throttled(flow, args.objects, args.rate, args.burst)
+        else:
+            inner(flow, args.objects, args.cli_sample)
         return
     cmd = [os.path.join(ROOT, "scripts", "local-aws"), sys.executable, os.path.abspath(__file__),
            "--inner", "--flow", flow, "--objects", str(args.objects), "--cli-sample", str(args.cli_sample)]
-    sys.exit(subprocess.run(cmd).returncode)
+    env = dict(os.environ)
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", prefix="flow-throttle-") as t:
+        if args.throttle:
+            # The latency model (scripts/local-cloud/latency_model.py) with
+            # the throttle row alone, on.
+            t.write(throttle_table(args.rate, args.burst))
+            t.flush()
+            env.update(FLOW_LATENCY_MODEL=t.name, FLOW_LATENCY_THROTTLE="1")
+            cmd += ["--throttle", "--rate", str(args.rate), "--burst", str(args.burst)]
+        sys.exit(subprocess.run(cmd, env=env).returncode)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,12 @@
 //! their real length divided by 60) behind the fault proxy throttling a
 //! fifth of all calls: flow waits as long as it must, starts no operation
 //! twice, and a step whose operation outlasts its `timeout` keeps its intent
-//! for the next apply to wait on.
+//! for the next apply to wait on. throttle.rs: refresh under the model's
+//! per-API rate limits.
 
 mod support;
+#[path = "e2e_latency/throttle.rs"]
+mod throttle;
 
 use support::aws::Aws;
 use support::fault_proxy::{Fault, FaultProxy};

@@ -19,7 +19,9 @@ CreateFileSystem, Batch CreateComputeEnvironment, and Batch SubmitJob (a job
 is RUNNING for the table's `batch.job` length: DescribeJobs answers RUNNING
 until then, whatever moto says; Batch API reference, JobDetail.status).
 Deletes of stacks, EKS clusters and node groups and FSx file systems take
-the table's `[deletes]` lengths: see latency_deletes.py.
+the table's `[deletes]` lengths: see latency_deletes.py. With
+FLOW_LATENCY_THROTTLE=1, the table's `[throttle]` rates limit each API as
+AWS's token buckets do: see latency_throttle.py.
 """
 
 import io
@@ -31,6 +33,7 @@ import time
 import tomllib
 
 from latency_common import as_json as _json, form as _form, stack_name as _stack_name
+import latency_throttle
 from latency_deletes import Answer, Deletes
 from warm_up import WarmUp
 
@@ -84,6 +87,8 @@ class Model:
         # Every call's operation, start and end (time.time()), for finding
         # where a run's time went between the held operations.
         self.timeline = []
+        # Per-API token buckets (latency_throttle.py), None unless asked for.
+        self.throttle = latency_throttle.from_table(table)
 
     def seconds(self, section, key):
         real = self.table.get(section, {}).get(key)
@@ -130,6 +135,7 @@ class Model:
             return {
                 "scale": self.scale,
                 "calls": dict(self.calls),
+                "throttled": self.throttle.report() if self.throttle else {},
                 "held": [h.as_json() for h in self.held.values()],
                 "timeline": [{"op": op, "start": a, "end": b} for op, a, b in self.timeline],
             }
@@ -189,6 +195,8 @@ class Layer:
             body = json.dumps(self.model.report()).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
+        if environ.get("PATH_INFO") == latency_throttle.SWITCH_PATH and self.model.throttle:
+            return self.model.throttle.switch(environ, start_response)
         if environ.get("HTTP_X_FLOW_MODEL") == "off":
             return self.app(environ, start_response)
         if self.warm_up is not None:
@@ -199,7 +207,8 @@ class Layer:
         started = req.arrived
         op = req.operation()
         self.model.count(op)
-        early = self.deletes.before(req, op, environ)
+        early = self.model.throttle and self.model.throttle.check(environ, req, op)
+        early = early or self.deletes.before(req, op, environ)
         if isinstance(early, Answer):
             start_response(early.status, [("Content-Type", early.content_type),
                                           ("Content-Length", str(len(early.body))), *early.headers])

@@ -175,7 +175,18 @@ fn op_context(loaded: &Loaded, rec: &StepRecord) -> OpContext {
 
 type Queued = (StepRecord, Arc<dyn Provider>, OpContext);
 
-/// Runs the reads, at most `parallelism` at once, each within the timeout.
+/// A read the service throttled (its SDK's own retries throttled too) is
+/// tried again after a jittered back-off, up to this at first, doubling up
+/// to [`LAST_BACK_OFF`], for as long as the read's timeout allows: a read is
+/// safe to repeat, and a refresh of thousands of objects meets the service's
+/// rate limit (docs/performance/workloads.md, section 3).
+const FIRST_BACK_OFF: Duration = Duration::from_secs(1);
+
+/// The longest back-off of a throttled read.
+const LAST_BACK_OFF: Duration = Duration::from_secs(8);
+
+/// Runs the reads, at most `parallelism` at once, each within the timeout;
+/// a throttled read is tried again within it.
 async fn read_all(
     queue: Vec<Queued>,
     settings: &RefreshSettings,
@@ -197,13 +208,25 @@ async fn read_all(
                     &rec.inputs,
                     rec.name_suffix.as_deref(),
                 );
-                let prior = Prior {
-                    id: rec.resource_id.as_deref(),
-                    inputs: &inputs,
-                    outputs: &rec.outputs,
-                    private: &rec.private,
+                let read = async {
+                    let mut delay = FIRST_BACK_OFF;
+                    loop {
+                        let prior = Prior {
+                            id: rec.resource_id.as_deref(),
+                            inputs: &inputs,
+                            outputs: &rec.outputs,
+                            private: &rec.private,
+                        };
+                        match provider.refresh(&ctx, prior).await {
+                            Err(e) if e.is_throttling() => {
+                                tokio::time::sleep(delay.mul_f64(rand::random::<f64>())).await;
+                                delay = (delay * 2).min(LAST_BACK_OFF);
+                            }
+                            done => return done,
+                        }
+                    }
                 };
-                let res = match tokio::time::timeout(timeout, provider.refresh(&ctx, prior)).await {
+                let res = match tokio::time::timeout(timeout, read).await {
                     Ok(Ok(found)) => Ok(found),
                     Ok(Err(e)) => Err(ReadFailed::Provider(e)),
                     Err(_) => Err(ReadFailed::TimedOut(timeout)),

@@ -22,6 +22,19 @@ const THROTTLING: [&str; 8] = [
     "SlowDown",
 ];
 
+impl ProviderError {
+    /// Whether AWS refused the call for its rate: the error is retryable
+    /// and its message names a throttling code, as [`aws`] writes it
+    /// ("…: Rate exceeded (ThrottlingException)"). A refresh tries such a
+    /// read again for as long as its timeout allows.
+    pub fn is_throttling(&self) -> bool {
+        self.kind == ErrorKind::Retryable
+            && THROTTLING
+                .iter()
+                .any(|c| self.message.contains(&format!("({c})")))
+    }
+}
+
 /// HTTP statuses worth retrying.
 const TRANSIENT_STATUS: [u16; 5] = [429, 500, 502, 503, 504];
 
@@ -302,6 +315,35 @@ mod tests {
         );
         assert!(e.help.as_deref().unwrap().contains("AWS_PROFILE"));
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn a_throttled_answer_is_told_from_other_retryable_ones() {
+        use aws_sdk_s3::config::http::HttpResponse;
+        use aws_sdk_s3::error::ErrorMetadata;
+        use aws_sdk_s3::operation::head_bucket::HeadBucketError;
+        use aws_sdk_s3::primitives::SdkBody;
+        let answered = |status: u16, code: &str| {
+            let meta = ErrorMetadata::builder()
+                .code(code)
+                .message("Rate exceeded")
+                .build();
+            let raw = HttpResponse::new(status.try_into().unwrap(), SdkBody::from(""));
+            aws(
+                "look at bucket `b`",
+                SdkError::service_error(HeadBucketError::generic(meta), raw),
+            )
+        };
+        for code in [
+            "Throttling",
+            "ThrottlingException",
+            "RequestLimitExceeded",
+            "SlowDown",
+        ] {
+            assert!(answered(400, code).is_throttling(), "{code}");
+        }
+        assert!(!answered(500, "InternalError").is_throttling());
+        assert!(!answered(400, "ValidationError").is_throttling());
     }
 
     #[test]
