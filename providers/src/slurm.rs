@@ -16,6 +16,7 @@ mod remote;
 mod restart;
 mod run;
 mod script;
+mod submission;
 mod suspects;
 
 use std::sync::Arc;

@@ -184,8 +184,8 @@ pub(crate) async fn drive(
     spec: &Spec,
     known: Option<&str>,
 ) -> Result<Applied, ProviderError> {
-    let name = super::job::job_label(ctx, values);
-    let matchers = super::job::matchers(values)?;
+    let name = super::submission::job_label(ctx, values);
+    let matchers = super::submission::matchers(values)?;
     let path = inputs::req_str(values, "script")?;
     let text = script::read(&ctx.workdir, &path).map_err(ProviderError::before_acting)?;
     let env = inputs::str_map(values, "environment")?;
@@ -200,7 +200,7 @@ pub(crate) async fn drive(
     let mut n: u32 = 1;
     loop {
         let token = attempt_token(&ctx.token, n);
-        let mut options = super::job::sbatch_args(values, &token)?;
+        let mut options = super::submission::sbatch_args(values, &token)?;
         if !excluded.is_empty() {
             options.push(format!("--exclude={}", excluded.join(",")));
         }
