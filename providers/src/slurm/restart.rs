@@ -159,19 +159,7 @@ fn cause(seen: &Seen, hung: bool, hang: &str) -> String {
     if hung {
         return format!("hung: no new output for {hang}, cancelled");
     }
-    let bad = seen
-        .lines
-        .iter()
-        .find(|l| l.state() != "COMPLETED" || l.exit_code() != "0:0");
-    match bad {
-        Some(l) => format!(
-            "ended {}, exit code {}: {}",
-            l.state(),
-            l.exit_code(),
-            control::meaning(l.state())
-        ),
-        None => format!("ended {}", seen.state()),
-    }
+    seen.ending()
 }
 
 /// Runs the step's job with restarts: from the attempts `known` (the

@@ -56,6 +56,27 @@ impl Seen {
             .map_or("UNKNOWN", JobLine::state)
     }
 
+    /// The first task that did not complete with exit code 0.
+    pub fn first_failed(&self) -> Option<&JobLine> {
+        self.lines
+            .iter()
+            .find(|l| l.state() != "COMPLETED" || l.exit_code() != "0:0")
+    }
+
+    /// How the job ended, for a message: its first failed task's state,
+    /// exit code and what the state means, else the job's state.
+    pub fn ending(&self) -> String {
+        match self.first_failed() {
+            Some(l) => format!(
+                "ended {}, exit code {}: {}",
+                l.state(),
+                l.exit_code(),
+                control::meaning(l.state())
+            ),
+            None => format!("ended {}", self.state()),
+        }
+    }
+
     /// Gives every line that names no output file (a line accounting
     /// gave) the one `pattern` works out.
     pub fn fill_output(&mut self, pattern: &OutputPattern) {
@@ -238,9 +259,7 @@ pub(crate) fn verdict(
     };
     if !seen.succeeded() {
         let bad = seen
-            .lines
-            .iter()
-            .find(|l| l.state() != "COMPLETED" || l.exit_code() != "0:0")
+            .first_failed()
             .expect("a job that did not succeed has a task that did not");
         let state = bad.state();
         let task = if seen.lines.len() > 1 {

@@ -83,21 +83,7 @@ fn sbatch_args(
 
 /// What one job came to, as the fleet's judges read it.
 fn ran(what: &str, seen: &run::Seen, output: &Output) -> Ran {
-    let failed = (!seen.succeeded()).then(|| {
-        let bad = seen
-            .lines
-            .iter()
-            .find(|l| l.state() != "COMPLETED" || l.exit_code() != "0:0");
-        match bad {
-            Some(l) => format!(
-                "ended {}, exit code {}: {}",
-                l.state(),
-                l.exit_code(),
-                control::meaning(l.state())
-            ),
-            None => format!("ended {}", seen.state()),
-        }
-    });
+    let failed = (!seen.succeeded()).then(|| seen.ending());
     Ran {
         label: what.to_string(),
         failed,
