@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::contract::{OpContext, Reporter, Values};
+use crate::contract::{InputValue, OpContext, Reporter, Values};
 
 /// A [`Reporter`] that keeps every event and log line it is given.
 #[derive(Default)]
@@ -70,4 +70,13 @@ pub(crate) fn values(value: Value) -> Values {
         .as_object()
         .cloned()
         .expect("test values must be a JSON object")
+}
+
+/// The JSON object `value` as a step's inputs, every one known (as
+/// validate sees them); panics on anything else.
+pub(crate) fn known(value: Value) -> Vec<(String, InputValue)> {
+    values(value)
+        .into_iter()
+        .map(|(k, v)| (k, InputValue::Known(v)))
+        .collect()
 }

@@ -306,13 +306,7 @@ mod tests {
         job_needs_text: "`script`: the batch script to run",
     };
 
-    fn known(v: Value) -> Vec<(String, InputValue)> {
-        v.as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), InputValue::Known(v.clone())))
-            .collect()
-    }
+    use crate::testing::known;
 
     #[test]
     fn policies_are_fail_and_the_platforms_own() {

@@ -90,13 +90,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn known(v: Value) -> Vec<(String, InputValue)> {
-        v.as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), InputValue::Known(v.clone())))
-            .collect()
-    }
+    use crate::testing::known;
 
     #[test]
     fn policies_are_fail_and_cordon_and_replace_is_refused_for_now() {

@@ -194,13 +194,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn known(v: Value) -> Vec<(String, InputValue)> {
-        v.as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), InputValue::Known(v.clone())))
-            .collect()
-    }
+    use crate::testing::known;
 
     #[test]
     fn hostlists_are_told_from_other_text() {

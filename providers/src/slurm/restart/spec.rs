@@ -278,13 +278,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn known(v: Value) -> Vec<(String, InputValue)> {
-        v.as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), InputValue::Known(v.clone())))
-            .collect()
-    }
+    use crate::testing::known;
 
     #[test]
     fn the_id_records_each_attempt_and_its_checkpoint() {
