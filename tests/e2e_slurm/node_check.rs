@@ -272,6 +272,8 @@ fn a_seven_gpu_node_and_a_slow_node_are_named_drained_and_resumed() {
         "{v}"
     );
 
+    fleet_heatmap_shows_both_runs(&t);
+
     // An administrator drains gpu-6 again for a reason of their own.
     let admin = t
         .slurm
@@ -371,4 +373,47 @@ fn validate_refuses_bad_input_at_its_entry() {
         "{v}"
     );
     assert!(!p.path().join(".flow").exists());
+}
+
+/// `flow report` of the two runs above (policy `fail`, then `drain`): the
+/// fleet's heatmap has a row per node, the two bad ones first, a column
+/// per run, each cell the node's verdict in that run as the run history
+/// holds it, with its reason; the newest run's bad nodes listed under it.
+fn fleet_heatmap_shows_both_runs(t: &Test) {
+    t.flow(&["report", "wf.toml", "-o", "report.html"])
+        .expect(0);
+    let page = std::fs::read_to_string(t.p.path().join("report.html")).unwrap();
+    let from = page
+        .find("<h2 id=\"fleet-fleet\">Fleet health: fleet</h2>")
+        .unwrap_or_else(|| panic!("no fleet section: {page}"));
+    let section = &page[from..];
+    let svg = &section[..section.find("</svg>").unwrap()];
+    // (node, status) of each cell, in drawing order: rows, then runs.
+    let cells: Vec<(String, String)> = svg
+        .split("<rect class=\"cell\" ")
+        .skip(1)
+        .map(|c| {
+            let attr = |name: &str| {
+                let from = c.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                c[from..from + c[from..].find('"').unwrap()].to_string()
+            };
+            (attr("data-node"), attr("data-status"))
+        })
+        .collect();
+    let mut want = Vec::new();
+    for i in [3, 6, 1, 2, 4, 5, 7, 8] {
+        let status = if i == 3 || i == 6 { "bad" } else { "healthy" };
+        want.push((node(i), status.to_string()));
+        want.push((node(i), status.to_string()));
+    }
+    assert_eq!(cells, want, "{svg}");
+    assert!(
+        svg.contains(": bad: nvidia-smi lists 7 GPUs, the GPUs of a p4d.24xlarge is 8</title>"),
+        "{svg}"
+    );
+    let listed = &section[section.find("</svg>").unwrap()..];
+    assert!(
+        listed.contains("<li class=\"failed\">gpu-3: bad: nvidia-smi lists 7 GPUs"),
+        "{listed}"
+    );
 }

@@ -2,10 +2,12 @@
 //! measured. It holds the graph coloured by status, with each step's time
 //! in the last run; the Gantt chart of that run; each NCCL step's bus
 //! bandwidth by message size, newest run against earlier ones; each
-//! training step's loss by step; and the latest runs with their gates.
+//! training step's loss by step; each node check step's fleet, node by
+//! run (its verdicts over time); and the latest runs with their gates.
 //! Inline SVG and CSS only: no script, nothing fetched, readable offline.
 
 pub mod chart;
+pub mod heatmap;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -102,6 +104,15 @@ pub fn render(page: &Page) -> String {
                 id = escape(&slug(&step)),
                 s = escape(&step),
                 gates = gates_of(runs.last().copied()),
+            );
+        }
+        if let Some(svg) = heatmap::fleet(&slug(&step), &runs) {
+            let _ = write!(
+                out,
+                "<h2 id=\"fleet-{id}\">Fleet health: {s}</h2>\n<div class=\"figure\">{svg}</div>\n{now}",
+                id = escape(&slug(&step)),
+                s = escape(&step),
+                now = not_healthy_now(&runs),
             );
         }
         if let Some(svg) = loss(&step, &runs) {
@@ -248,6 +259,27 @@ fn loss(step: &str, runs: &[&RunRecord]) -> Option<String> {
         Some(format!("last {loss}"))
     };
     curves(runs, "losses", &axes, points, last)
+}
+
+/// The nodes the newest node check did not find healthy, as a list.
+fn not_healthy_now(runs: &[&RunRecord]) -> String {
+    let Some(nodes) = heatmap::newest_not_healthy(runs) else {
+        return String::new();
+    };
+    if nodes.is_empty() {
+        return "<p class=\"succeeded\">Every node healthy in the newest check.</p>\n".into();
+    }
+    let mut out = String::from("<ul class=\"gates\">");
+    for (node, why) in nodes {
+        let _ = write!(
+            out,
+            "<li class=\"failed\">{}: {}</li>",
+            escape(&node),
+            escape(&why)
+        );
+    }
+    out.push_str("</ul>\n");
+    out
 }
 
 /// The newest run's gates, as a list.
