@@ -30,12 +30,19 @@ pub struct Platform {
     pub job_needs_text: &'static str,
 }
 
+/// The kinds where policy `replace` is built, each with what it does
+/// there: a capability of the kind, not of [`Platform`] (whose `replace_later`
+/// says what it will do where it is not built yet).
+pub const REPLACES: &[(&str, &str)] = &[];
+
 /// What is done with the nodes found bad.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
     /// Fail the step, naming them.
     Fail,
-    /// Take them out as the platform does (cordon, drain); the step succeeds.
+    /// Take them out as the platform does (cordon, drain); the step
+    /// succeeds. Policy `replace` takes them out too, then replaces them
+    /// ([`Common::replace`]).
     TakeOut,
 }
 
@@ -69,6 +76,9 @@ pub struct Common {
     pub of_median: f64,
     /// What is done with bad nodes.
     pub policy: Policy,
+    /// Policy `replace`: the nodes taken out (`policy` is `TakeOut`) are
+    /// replaced by the platform and the new ones checked.
+    pub replace: bool,
     /// The most of the fleet that may be found bad and taken out.
     pub max_bad_fraction: f64,
 }
@@ -112,22 +122,38 @@ pub fn fraction_of(v: &Value) -> Result<f64, Problem> {
 }
 
 impl Platform {
-    /// The policies, as written.
-    pub fn policies(&self) -> String {
-        format!(
-            "`fail` (the step fails naming them) or `{}` ({})",
-            self.take_out, self.take_out_means
-        )
+    /// What policy `replace` does on this platform, where it is built.
+    pub fn replaces(&self) -> Option<&'static str> {
+        REPLACES
+            .iter()
+            .find(|(kind, _)| *kind == self.kind)
+            .map(|(_, what)| *what)
     }
 
-    /// `policy`, read: `fail` or the platform's take-out policy; `replace`
-    /// (not built yet), another platform's policy and a misspelling are
-    /// refused at the entry.
+    /// The policies, as written.
+    pub fn policies(&self) -> String {
+        match self.replaces() {
+            Some(what) => format!(
+                "`fail` (the step fails naming them), `{}` ({}) or `replace` ({what})",
+                self.take_out, self.take_out_means
+            ),
+            None => format!(
+                "`fail` (the step fails naming them) or `{}` ({})",
+                self.take_out, self.take_out_means
+            ),
+        }
+    }
+
+    /// `policy`, read: `fail`, the platform's take-out policy, or
+    /// `replace` where the platform has it (read as `TakeOut`: see
+    /// [`Platform::replaces_by`]); `replace` elsewhere (not built yet),
+    /// another platform's policy and a misspelling are refused at the entry.
     pub fn policy_of(&self, text: &str) -> Result<Policy, Problem> {
         let (foreign, whose) = self.elsewhere;
         match text {
             "fail" => Ok(Policy::Fail),
             t if t == self.take_out => Ok(Policy::TakeOut),
+            "replace" if self.replaces().is_some() => Ok(Policy::TakeOut),
             "replace" => Err(Problem::at(
                 "policy",
                 format!(
@@ -171,6 +197,12 @@ impl Platform {
         }
     }
 
+    /// Whether `policy` (as written) asks for the bad nodes to be replaced
+    /// here (never where [`Platform::replaces`] has nothing).
+    pub fn replaces_by(&self, policy: Option<&str>) -> bool {
+        policy == Some("replace") && self.replaces().is_some()
+    }
+
     /// The inputs every kind shares, read for an apply. Limits that came
     /// through a reference (unknown at validate) are checked here again: a
     /// fraction of 1.5 would let every node be taken out.
@@ -193,6 +225,7 @@ impl Platform {
             policy: self
                 .policy_of(v.get("policy").and_then(Value::as_str).unwrap_or("fail"))
                 .map_err(invalid)?,
+            replace: self.replaces_by(v.get("policy").and_then(Value::as_str)),
             max_bad_fraction: v
                 .get("max_bad_fraction")
                 .map(fraction_of)
