@@ -9,6 +9,7 @@
 
 mod control;
 mod job;
+mod loss_watch;
 mod node_check;
 mod output;
 mod output_path;

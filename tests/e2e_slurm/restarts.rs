@@ -237,6 +237,50 @@ fn a_hung_attempt_is_cancelled_and_resubmitted() {
     assert!(text.contains("resumed from"), "{text}");
 }
 
+/// Attempt 1 keeps printing (a heartbeat every half second, as ranks
+/// waiting on a dead peer print NCCL warnings) but logs no loss after its
+/// second epoch: `hang_after` alone never fires, `hang_without_loss` reads
+/// the losses with `parse = "torchrun"` and cancels it; attempt 2 resumes
+/// and finishes, and the step's `loss` is the last epoch's.
+#[test]
+fn a_training_that_prints_but_logs_no_loss_is_hung() {
+    let t = Test::new(
+        "restarts = 1\nhang_after = \"1m\"\nhang_without_loss = \"5s\"\nparse = \"torchrun\"",
+        "FAULT = \"stall\"",
+    );
+    let plan = t.flow(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout
+            .contains("no new loss (as `parse = \"torchrun\"` reads it) for 5s is a hang"),
+        "{}",
+        plan.stdout
+    );
+    let run = t.flow(&["apply", "--auto-approve", "wf.toml"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.all(), t.slurm.logs());
+    let attempts = t.attempts();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[0]["state"], "HUNG");
+    assert_eq!(
+        attempts[0]["cause"], "hung: no new loss for 5s (after 2 logged), cancelled",
+        "{attempts:?}"
+    );
+    let text = log(&t.p, "train");
+    // It printed all along: the heartbeat reached flow before the cancel.
+    assert!(text.contains("(heartbeat 3)"), "{text}");
+    assert!(
+        text.contains("no new loss for 5s (after 2 logged): cancelling it as hung"),
+        "{text}"
+    );
+    assert!(text.contains("resumed from"), "{text}");
+    let jobs = t.slurm.jobs_named("train");
+    assert!(jobs.iter().any(|j| j.2 == "CANCELLED"), "{jobs:?}");
+    let loss =
+        t.p.run(&["output", "wf.toml", "train.loss"])
+            .expect(0)
+            .stdout;
+    assert_eq!(loss.trim(), "0.95", "epoch 5's loss");
+}
+
 /// A training that fails on every attempt: the step fails after
 /// `restarts` + 1 attempts, naming each one's cause.
 #[test]

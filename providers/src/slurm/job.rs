@@ -83,6 +83,7 @@ impl SlurmJob {
                     s("ssh_host_key", "The node's SSH host public key (\"ssh-ed25519 AAAA…\"), pinned; default: accepted on first use"),
                     InputSpec::optional("restarts", InputType::Integer, "How many times flow submits the job again after a failed or hung attempt (default 0)"),
                     s("hang_after", "No new line in the job's output for this long (e.g. \"10m\") while it runs is a hang: flow cancels it and counts a failure"),
+                    s("hang_without_loss", "No new loss (as `parse` reads losses, e.g. parse = \"torchrun\") for this long (e.g. \"30m\") while it runs is a hang, even while it prints other lines"),
                     s("checkpoint_dir", "The folder on the cluster the training writes checkpoints into: each restart is told its newest entry as FLOW_RESUME_FROM"),
                     s("policy", "What a node a failed attempt's check (or NODE_FAIL) finds bad gets: fail (the default: the step fails naming it) or drain (scontrol update State=DRAIN; the next attempts exclude it)"),
                     InputSpec::optional("check", InputType::Map(Box::new(InputType::Any)), "A batch script each suspect node of a failed attempt runs alone, as slurm.node_check's `check`: { script, args, environment, sbatch_args, success_pattern, capture, parse, expect, gpus }; $NODE is the node's name"),

@@ -155,11 +155,11 @@ async fn by_comment(remote: &Remote, token: &str) -> Result<Option<String>, Prov
 }
 
 /// Why a finished attempt failed, in a line.
-fn cause(seen: &Seen, hung: bool, hang: &str) -> String {
-    if hung {
-        return format!("hung: no new output for {hang}, cancelled");
+fn cause(seen: &Seen, hung: Option<&str>) -> String {
+    match hung {
+        Some(why) => format!("hung: {why}, cancelled"),
+        None => seen.ending(),
     }
-    seen.ending()
 }
 
 /// Runs the step's job with restarts: from the attempts `known` (the
@@ -265,6 +265,7 @@ pub(crate) async fn drive(
             pattern: &pattern,
             id: &id,
             hang_after: spec.hang_after,
+            no_loss: spec.no_loss,
         };
         let ended = run::follow_watched(ctx, remote, &mut output, &followed).await?;
         let mut attempt = Attempt {
@@ -277,7 +278,7 @@ pub(crate) async fn drive(
         if ctx.destroying {
             return Ok(run::applied(&ended.seen, Values::new()));
         }
-        if !ended.hung && ended.seen.succeeded() {
+        if ended.hung.is_none() && ended.seen.succeeded() {
             attempts.push(attempt);
             let judged = run::verdict(&name, &ended.seen, &output, &matchers, keep.as_ref());
             tell(ctx, &keep, &attempts);
@@ -287,8 +288,8 @@ pub(crate) async fn drive(
             applied.outputs.insert(ATTEMPTS.into(), Value::Array(list));
             return Ok(applied);
         }
-        attempt.cause = Some(cause(&ended.seen, ended.hung, &spec.hang_text));
-        if ended.hung {
+        attempt.cause = Some(cause(&ended.seen, ended.hung.as_deref()));
+        if ended.hung.is_some() {
             attempt.state = "HUNG".into();
         }
         ctx.reporter.event(&format!(
@@ -403,9 +404,9 @@ mod tests {
             lines: control::parse_jobs("JobId=13 JobState=CANCELLED ExitCode=0:15"),
         };
         assert_eq!(
-            cause(&hung, true, "5s"),
+            cause(&hung, Some("no new output for 5s")),
             "hung: no new output for 5s, cancelled"
         );
-        assert!(cause(&hung, false, "5s").starts_with("ended CANCELLED, exit code 0:15"));
+        assert!(cause(&hung, None).starts_with("ended CANCELLED, exit code 0:15"));
     }
 }

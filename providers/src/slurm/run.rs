@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::control::{self, JobLine};
+use super::loss_watch::LossWatch;
 use super::output::Output;
 use super::output_path::OutputPattern;
 use super::remote::Remote;
@@ -132,6 +133,7 @@ pub(crate) async fn run_to_end(
         pattern,
         id,
         hang_after: None,
+        no_loss: None,
     };
     Ok(follow_watched(ctx, remote, output, &job).await?.seen)
 }
@@ -147,6 +149,9 @@ pub(crate) struct Followed<'a> {
     pub id: &'a str,
     /// No new output for this long while it runs: cancelled as hung.
     pub hang_after: Option<Duration>,
+    /// No new loss (read by this program) for this long while it runs:
+    /// cancelled as hung.
+    pub no_loss: Option<(Duration, crate::metrics::Program)>,
 }
 
 /// How a followed job ended.
@@ -154,12 +159,13 @@ pub(crate) struct Followed<'a> {
 pub(crate) struct Ended {
     /// As Slurm last told it.
     pub seen: Seen,
-    /// Whether flow cancelled it for printing nothing for `hang_after`.
-    pub hung: bool,
+    /// Why flow cancelled it as hung (`no new output for 10m`), if it did.
+    pub hung: Option<String>,
 }
 
 /// [`run_to_end`], and with `hang_after` a job that runs but prints no new
-/// line for that long is cancelled (`scancel`) and followed to its end.
+/// line for that long, or with `no_loss` one that logs no new loss for
+/// that long, is cancelled (`scancel`) and followed to its end.
 pub(crate) async fn follow_watched(
     ctx: &OpContext,
     remote: &Remote,
@@ -172,7 +178,10 @@ pub(crate) async fn follow_watched(
     let mut failures = 0;
     // Since when the running job has printed nothing new.
     let mut quiet_since: Option<std::time::Instant> = None;
-    let mut hung = false;
+    let mut hung: Option<String> = None;
+    let mut losses = job
+        .no_loss
+        .map(|(limit, program)| LossWatch::new(limit, program));
     loop {
         match look(remote, id).await {
             Ok(Some(mut seen)) => {
@@ -195,21 +204,30 @@ pub(crate) async fn follow_watched(
                     output.close(ctx.reporter.as_ref());
                     return Ok(Ended { seen, hung });
                 }
-                if seen.state() == "RUNNING" {
+                if seen.state() == "RUNNING" && hung.is_none() {
                     let now = std::time::Instant::now();
-                    let since = *quiet_since.get_or_insert(now);
                     if output.text().len() > before {
                         quiet_since = Some(now);
-                    } else if let Some(limit) = job.hang_after
-                        && !hung
-                        && now.duration_since(since) >= limit
-                    {
-                        ctx.reporter.event(&format!(
-                            "{what}: no new output for {}: cancelling it as hung",
+                    }
+                    let since = *quiet_since.get_or_insert(now);
+                    if let Some(w) = losses.as_mut() {
+                        w.look(output.text(), now);
+                    }
+                    let why = match (job.hang_after, &losses) {
+                        (Some(limit), _) if now.duration_since(since) >= limit => Some(format!(
+                            "no new output for {}",
                             humantime::format_duration(limit)
-                        ));
+                        )),
+                        (_, Some(w)) if w.stalled(now) => {
+                            Some(w.why(&humantime::format_duration(w.limit).to_string()))
+                        }
+                        _ => None,
+                    };
+                    if let Some(why) = why {
+                        ctx.reporter
+                            .event(&format!("{what}: {why}: cancelling it as hung"));
                         control::cancel(remote, id).await?;
-                        hung = true;
+                        hung = Some(why);
                     }
                 }
             }

@@ -1,8 +1,9 @@
 //! The inputs that make a `slurm.job` survive a node: `restarts`,
-//! `hang_after`, `checkpoint_dir`, `policy` and `check`, read for apply and
-//! checked for validate (policy and check through [`crate::fleet::spec`],
-//! as `slurm.node_check` reads them); the plan's lines; and the step's id
-//! while it restarts, which records every attempt.
+//! `hang_after`, `hang_without_loss`, `checkpoint_dir`, `policy` and
+//! `check`, read for apply and checked for validate (policy and check
+//! through [`crate::fleet::spec`], as `slurm.node_check` reads them); the
+//! plan's lines; and the step's id while it restarts, which records every
+//! attempt.
 
 use std::time::Duration;
 
@@ -10,11 +11,13 @@ use serde_json::Value;
 
 use crate::contract::{InputValue, Problem, ProviderError, Values, known_inputs};
 use crate::fleet::spec::{Gpus, Platform, Policy};
+use crate::metrics::Program;
 
 /// The inputs this module reads; any of them given turns restarts on.
-pub(crate) const INPUTS: [&str; 5] = [
+pub(crate) const INPUTS: [&str; 6] = [
     "restarts",
     "hang_after",
+    "hang_without_loss",
     "checkpoint_dir",
     "policy",
     "check",
@@ -45,6 +48,9 @@ pub(crate) struct Spec {
     pub hang_after: Option<Duration>,
     /// The `hang_after` text, for messages.
     pub hang_text: String,
+    /// No new loss, as the step's `parse` reads losses, for this long is a
+    /// hang (`hang_without_loss`).
+    pub no_loss: Option<(Duration, Program)>,
     /// The folder on the cluster the training writes its checkpoints into.
     pub checkpoint_dir: Option<String>,
     /// What a node found bad gets.
@@ -55,12 +61,34 @@ pub(crate) struct Spec {
     pub gpus: Option<Gpus>,
 }
 
-/// `hang_after` read: a duration of at least a second.
-fn hang_of(text: &str) -> Result<Duration, String> {
+/// `hang_after` (or `hang_without_loss`, `key`) read: a duration of at
+/// least a second.
+fn hang_of(key: &str, text: &str) -> Result<Duration, String> {
     match humantime::parse_duration(text.trim()) {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),
-        Ok(_) => Err(format!("`hang_after` {text:?} is under a second")),
-        Err(e) => Err(format!("`hang_after` {text:?} is not a duration: {e}")),
+        Ok(_) => Err(format!("`{key}` {text:?} is under a second")),
+        Err(e) => Err(format!("`{key}` {text:?} is not a duration: {e}")),
+    }
+}
+
+/// The programs whose reader gives `losses`, for `hang_without_loss`.
+fn loss_program(parse: Option<&str>) -> Result<Program, String> {
+    let program = parse.and_then(Program::from_name);
+    match program {
+        Some(p) if p.outputs().iter().any(|o| o.name == "losses") => Ok(p),
+        _ => Err(format!(
+            "`hang_without_loss` needs a `parse` that reads losses ({}){}",
+            Program::ALL
+                .iter()
+                .filter(|p| p.outputs().iter().any(|o| o.name == "losses"))
+                .map(|p| format!("\"{}\"", p.name()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            match parse {
+                Some(p) => format!(", and `parse = \"{p}\"` reads none"),
+                None => ": the step has no `parse`".into(),
+            }
+        )),
     }
 }
 
@@ -93,7 +121,14 @@ impl Spec {
             .to_string();
         let hang_after = match hang_text.is_empty() {
             true => None,
-            false => Some(hang_of(&hang_text).map_err(invalid)?),
+            false => Some(hang_of("hang_after", &hang_text).map_err(invalid)?),
+        };
+        let no_loss = match v.get("hang_without_loss").and_then(Value::as_str) {
+            None | Some("") => None,
+            Some(text) => Some((
+                hang_of("hang_without_loss", text).map_err(invalid)?,
+                loss_program(v.get("parse").and_then(Value::as_str)).map_err(invalid)?,
+            )),
         };
         let mut shared = Values::new();
         for k in ["policy", "check"] {
@@ -106,6 +141,7 @@ impl Spec {
             restarts,
             hang_after,
             hang_text,
+            no_loss,
             checkpoint_dir: v
                 .get("checkpoint_dir")
                 .and_then(Value::as_str)
@@ -134,6 +170,13 @@ impl Spec {
             lines.push(format!(
                 "no new output for {} is a hang: the job is cancelled (scancel) and counts as failed",
                 self.hang_text
+            ));
+        }
+        if let Some((limit, program)) = self.no_loss {
+            lines.push(format!(
+                "no new loss (as `parse = \"{}\"` reads it) for {} is a hang: the job is cancelled (scancel) and counts as failed",
+                program.name(),
+                humantime::format_duration(limit)
             ));
         }
         lines.push(match &self.check {
@@ -169,11 +212,26 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir
         );
     }
     if let Some(text) = known.get("hang_after").and_then(Value::as_str)
-        && let Err(why) = hang_of(text)
+        && let Err(why) = hang_of("hang_after", text)
     {
         out.push(Problem::at("hang_after", why).with_help(
             "a duration such as \"10m\" or \"90s\": no new line in the job's output for that long is a hang",
         ));
+    }
+    if let Some(text) = known.get("hang_without_loss").and_then(Value::as_str) {
+        let why = hang_of("hang_without_loss", text).err().or_else(|| {
+            // `parse` known only at apply is checked then.
+            let parse = known.get("parse");
+            let unknown = parse.is_none() && inputs.iter().any(|(k, _)| k == "parse");
+            (!unknown)
+                .then(|| loss_program(parse.and_then(Value::as_str)).err())
+                .flatten()
+        });
+        if let Some(why) = why {
+            out.push(Problem::at("hang_without_loss", why).with_help(
+                "a duration such as \"30m\", with `parse = \"torchrun\"`: no new loss line in the job's output for that long is a hang, even while it prints other lines",
+            ));
+        }
     }
     if let Some(dir) = known.get("checkpoint_dir").and_then(Value::as_str)
         && (dir.trim().is_empty() || dir.contains('\n'))
@@ -338,6 +396,54 @@ mod tests {
             &dir.path().into(),
         );
         assert!(fine.is_empty(), "{fine:?}");
+    }
+
+    #[test]
+    fn hang_without_loss_needs_a_parse_that_reads_losses() {
+        let dir = tempfile::tempdir().unwrap();
+        let why = |j: Value| {
+            problems(&known(j), &dir.path().into())
+                .into_iter()
+                .map(|p| (p.path.join("."), p.message))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            why(json!({"hang_without_loss": "30m", "parse": "nccl-tests"})),
+            vec![(
+                "hang_without_loss".to_string(),
+                "`hang_without_loss` needs a `parse` that reads losses (\"torchrun\"), and `parse = \"nccl-tests\"` reads none".to_string()
+            )]
+        );
+        assert_eq!(
+            why(json!({"hang_without_loss": "30m"}))[0].1,
+            "`hang_without_loss` needs a `parse` that reads losses (\"torchrun\"): the step has no `parse`"
+        );
+        assert!(
+            why(json!({"hang_without_loss": "never", "parse": "torchrun"}))[0]
+                .1
+                .contains("is not a duration")
+        );
+        assert!(why(json!({"hang_without_loss": "30m", "parse": "torchrun"})).is_empty());
+        let v = |j: Value| serde_json::from_value::<Values>(j).unwrap();
+        let s = Spec::from_values(&v(json!({"restarts": 1, "hang_without_loss": "30m",
+            "parse": "torchrun"})))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            s.no_loss,
+            Some((Duration::from_secs(1800), Program::Torchrun))
+        );
+        assert!(
+            s.plan_lines().contains(&"no new loss (as `parse = \"torchrun\"` reads it) for 30m is a hang: the job is cancelled (scancel) and counts as failed".to_string()),
+            "{:?}",
+            s.plan_lines()
+        );
+        let refused = Spec::from_values(&v(json!({"hang_without_loss": "30m"}))).unwrap_err();
+        assert!(
+            refused.message.contains("needs a `parse`"),
+            "{}",
+            refused.message
+        );
     }
 
     #[test]
