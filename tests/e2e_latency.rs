@@ -3,8 +3,10 @@
 //! fifth of all calls: flow waits as long as it must, starts no operation
 //! twice, and a step whose operation outlasts its `timeout` keeps its intent
 //! for the next apply to wait on. throttle.rs: refresh under the model's
-//! per-API rate limits.
+//! per-API rate limits. s3.rs: the model's S3 latency and throughput.
 
+#[path = "e2e_latency/s3.rs"]
+mod s3;
 mod support;
 #[path = "e2e_latency/throttle.rs"]
 mod throttle;

@@ -21,7 +21,9 @@ until then, whatever moto says; Batch API reference, JobDetail.status).
 Deletes of stacks, EKS clusters and node groups and FSx file systems take
 the table's `[deletes]` lengths: see latency_deletes.py. With
 FLOW_LATENCY_THROTTLE=1, the table's `[throttle]` rates limit each API as
-AWS's token buckets do: see latency_throttle.py.
+AWS's token buckets do: see latency_throttle.py. With FLOW_LATENCY_S3=1,
+every S3 call takes the table's `[s3]` first-byte latency and transfer
+time: see latency_s3.py.
 """
 
 import io
@@ -33,6 +35,7 @@ import time
 import tomllib
 
 from latency_common import as_json as _json, form as _form, stack_name as _stack_name
+import latency_s3
 import latency_throttle
 from latency_deletes import Answer, Deletes
 from warm_up import WarmUp
@@ -89,6 +92,10 @@ class Model:
         self.timeline = []
         # Per-API token buckets (latency_throttle.py), None unless asked for.
         self.throttle = latency_throttle.from_table(table)
+        # S3's first-byte latency and throughput (latency_s3.py), None
+        # unless asked for; the bytes each S3 operation sent, always.
+        self.s3 = latency_s3.from_table(table)
+        self.bytes_in = {}
 
     def seconds(self, section, key):
         real = self.table.get(section, {}).get(key)
@@ -126,6 +133,11 @@ class Model:
         with self.lock:
             self.calls[op] = self.calls.get(op, 0) + 1
 
+    def sent(self, op, size):
+        if size:
+            with self.lock:
+                self.bytes_in[op] = self.bytes_in.get(op, 0) + size
+
     def answered(self, op, started):
         with self.lock:
             self.timeline.append((op, started, time.time()))
@@ -136,6 +148,7 @@ class Model:
                 "scale": self.scale,
                 "calls": dict(self.calls),
                 "throttled": self.throttle.report() if self.throttle else {},
+                "bytes_in": dict(self.bytes_in),
                 "held": [h.as_json() for h in self.held.values()],
                 "timeline": [{"op": op, "start": a, "end": b} for op, a, b in self.timeline],
             }
@@ -215,7 +228,11 @@ class Layer:
             self.model.answered(op, started)
             return [early.body]
         after = early or self.after(req, op)
-        if after is None:
+        is_s3 = latency_throttle.service_of(environ) == "s3"
+        s3 = self.model.s3 if is_s3 else None
+        if is_s3:
+            self.model.sent(op, latency_s3.sent_bytes(environ))
+        if after is None and s3 is None:
             try:
                 return self.app(environ, start_response)
             finally:
@@ -235,10 +252,14 @@ class Layer:
                 result.close()
         out = b"".join(chunks)
         status = captured["status"]
-        if status.startswith("2"):
+        if status.startswith("2") and after is not None:
             out = after(out)
-        headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
-        headers.append(("Content-Length", str(len(out))))
+        if s3 is not None:
+            s3.hold(req.arrived, latency_s3.sent_bytes(environ), len(out))
+        headers = captured["headers"]
+        if req.method != "HEAD":  # a HEAD's Content-Length is the object's
+            headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+            headers.append(("Content-Length", str(len(out))))
         start_response(status, headers)
         self.model.answered(op, started)
         return [out]
