@@ -30,12 +30,17 @@ impl Test {
     /// The step `train` with `inputs` (TOML lines) besides the script,
     /// its job name and checkpoint folder; `env` its environment's entries.
     fn new(inputs: &str, env: &str) -> Test {
+        Test::with(inputs, env, Features::default())
+    }
+
+    /// [`Test::new`] on a cluster with `features` besides its nodes.
+    fn with(inputs: &str, env: &str, features: Features) -> Test {
         let slurm = Slurm::start_with(Features {
             nodes: Some(Fleet {
                 names: (1..=NODES).map(|i| format!("gpu-{i}")).collect(),
                 features: "static,p4d.24xlarge,p4d".into(),
             }),
-            ..Features::default()
+            ..features
         });
         let faults = tempfile::NamedTempFile::new().unwrap();
         let p = project("");
@@ -235,6 +240,75 @@ fn a_hung_attempt_is_cancelled_and_resubmitted() {
     let text = log(&t.p, "train");
     assert!(text.contains("cancelling it as hung"), "{text}");
     assert!(text.contains("resumed from"), "{text}");
+}
+
+/// A node that dies under the training (its slurmd killed -9 while attempt
+/// 1 waits after its second checkpoint, the stand-in's `hang` without
+/// `hang_after`): Slurm sets it down and ends the job NODE_FAIL
+/// (`--no-requeue`, or Slurm would requeue it itself); flow names the dead
+/// node bad from Slurm's own word, drains it, and attempt 2 runs without it,
+/// resumed from the newest checkpoint, to the end.
+#[test]
+fn a_node_that_dies_mid_training_is_drained_and_the_training_resumes() {
+    let mut t = Test::with(
+        "nodes = 2\nrestarts = 1\npolicy = \"drain\"\nsbatch_args = [\"--no-requeue\"]",
+        "FAULT = \"hang\"",
+        Features {
+            slurmd_timeout: Some(6),
+            ..Features::default()
+        },
+    );
+    let env = t.env(None);
+    let mut cmd = t.p.cmd(&["apply", "--auto-approve", "wf.toml"]);
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn flow");
+    // The job's second node, once the second checkpoint is written.
+    let ckpt = t.p.path().join("ckpt");
+    let mut nodes = String::new();
+    wait_until(Duration::from_secs(60), "the second checkpoint", || {
+        let running = t.training_jobs();
+        nodes = running.first().map(|j| j.2.clone()).unwrap_or_default();
+        ckpt.join("step-2").exists() && !nodes.is_empty()
+    });
+    let listed = t.slurm.output("scontrol", &["show", "hostnames", &nodes]);
+    let dead = listed.lines().last().unwrap().to_string();
+    t.slurm.kill_slurmd_of(&dead);
+    let run = finish(child);
+    assert_eq!(run.code, 0, "{}\n{}", run.all(), t.slurm.logs());
+    let attempts = t.attempts();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    let (first, second) = (&attempts[0], &attempts[1]);
+    assert_eq!(first["state"], "NODE_FAIL", "{first}");
+    assert_eq!(first["suspect_nodes"], json!([dead]), "{first}");
+    assert_eq!(first["drained"], json!([dead]), "{first}");
+    let (state, reason) = t.node(&dead);
+    assert!(state.contains("DRAIN"), "{dead}: {state}");
+    assert!(reason.starts_with("flow: train job"), "{dead}: {reason}");
+    let resumed = second["resumed_from"].as_str().unwrap().to_string();
+    assert!(
+        resumed.starts_with(&ckpt.join("step-").display().to_string()),
+        "{second}"
+    );
+    assert_eq!(second["state"], "COMPLETED");
+    let again = t
+        .training_jobs()
+        .into_iter()
+        .find(|j| j.0 == second["job_id"].as_str().unwrap())
+        .unwrap();
+    let listed = t.slurm.output("scontrol", &["show", "hostnames", &again.2]);
+    assert!(
+        !listed.lines().any(|n| n == dead),
+        "{again:?} ran on {dead}"
+    );
+    let text = log(&t.p, "train");
+    assert!(text.contains(&format!("resumed from {resumed}")), "{text}");
+    assert!(text.contains("training done at step 5"), "{text}");
 }
 
 /// Attempt 1 keeps printing (a heartbeat every half second, as ranks

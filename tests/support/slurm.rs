@@ -369,7 +369,19 @@ impl Slurm {
     /// Kills slurmd (-9), as a node that dies: its jobs' processes live on,
     /// the controller hears nothing from the node.
     pub fn kill_slurmd(&mut self) {
-        let child = &mut self.daemons.0[self.slurmd];
+        let first = self.node.clone();
+        self.kill_slurmd_of(&first);
+    }
+
+    /// Kills node `name`'s slurmd (-9), as [`Slurm::kill_slurmd`] does the
+    /// first node's.
+    pub fn kill_slurmd_of(&mut self, name: &str) {
+        let i = self
+            .nodes
+            .iter()
+            .position(|n| n == name)
+            .unwrap_or_else(|| panic!("{name} is not a node of {:?}", self.nodes));
+        let child = &mut self.daemons.0[self.slurmd + i];
         let _ = child.kill();
         let _ = child.wait();
     }
