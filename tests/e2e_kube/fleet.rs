@@ -13,7 +13,7 @@ use crate::support::kube::KubeServer;
 use crate::{fixture, log};
 
 /// The check each node runs: the runbook's nvidia-smi Job.
-const CHECK: &str = r#"apiVersion: batch/v1
+pub(super) const CHECK: &str = r#"apiVersion: batch/v1
 kind: Job
 metadata:
   name: gpu-check
@@ -32,7 +32,7 @@ spec:
 "#;
 
 /// The test each pair runs: all_reduce_perf across the two nodes.
-const PAIR: &str = r#"apiVersion: kubeflow.org/v1
+pub(super) const PAIR: &str = r#"apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata:
   name: nccl-pair
@@ -172,7 +172,7 @@ floor = 10
 }
 
 /// The emulated nvidia-smi with GPU 7's row gone.
-fn seven_gpus() -> String {
+pub(super) fn seven_gpus() -> String {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../scripts/local-cloud/outputs/nvidia-smi.txt"
@@ -364,19 +364,19 @@ fn too_many_bad_nodes_fail_without_cordoning_any() {
     f.untouched(&[]);
 }
 
-/// A policy the step cannot carry out, an unknown one and a fraction out of
-/// range are refused at validate at their entries' line:column, before
-/// anything runs.
+/// A policy the step cannot carry out (Slurm's `drain`), an unknown one and
+/// a fraction out of range are refused at validate at their entries'
+/// line:column, before anything runs.
 #[test]
 fn validate_refuses_bad_policies_at_their_entries() {
-    let f = Fleet::new("replace", "max_bad_fraction = 1.5");
+    let f = Fleet::new("drain", "max_bad_fraction = 1.5");
     let v =
         f.p.run_env(&["validate", "wf.toml"], &[("COLUMNS", "400")])
             .expect(1)
             .all();
     assert!(v.contains("wf.toml:18:10"), "policy's line:column: {v}");
     assert!(
-        v.contains("policy `replace` is not built yet for kube.node_check"),
+        v.contains("policy `drain` is Slurm's (slurm.node_check): on kube.node_check a bad node is cordoned"),
         "{v}"
     );
     assert!(

@@ -12,7 +12,7 @@
 //! EKS connection), `eks_auth` (EKS authentication as on AWS: DescribeCluster's
 //! endpoint and CA, the token verified as aws-iam-authenticator does, four
 //! refused tokens), `eks_efa` (the EFA rules EC2 answers for a node group),
-//! `nodegroup_replace` (a node group replaced create-before-destroy, drained under a PodDisruptionBudget), `eks_vpc` (the VPC made for an eksctl file without one), `fleet` (kube.node_check: every node of a group of 8 checked alone and in NCCL pairs, planted faults named and cordoned), `upstream` (the runbook's
+//! `nodegroup_replace` (a node group replaced create-before-destroy, drained under a PodDisruptionBudget), `eks_vpc` (the VPC made for an eksctl file without one), `fleet` (kube.node_check: every node of a group of 8 checked alone and in NCCL pairs, planted faults named and cordoned), `fleet_replace` (policy replace: a bad node of a flow-made node group terminated through its Auto Scaling group and its replacement checked; kill -9 midway), `upstream` (the runbook's
 //! published files, unmodified), `report` (`flow report` opened in a real
 //! browser).
 
@@ -24,6 +24,7 @@ mod eks_auth;
 mod eks_efa;
 mod eks_vpc;
 mod fleet;
+mod fleet_replace;
 mod injection;
 mod jobs;
 mod leftovers;

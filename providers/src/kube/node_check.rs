@@ -11,14 +11,18 @@
 //! pairs of a round at once, each result's bus bandwidth read as
 //! `parse = "nccl-tests"` reads it. A node whose output cannot be read is
 //! `unknown`, never healthy. `policy` says what a bad node gets: `fail`
-//! the step, or `cordon` (cordoned, tainted, drained); more bad nodes than
-//! `max_bad_fraction` of the group fails without touching any.
+//! the step, `cordon` (cordoned, tainted, drained), or `replace` (that,
+//! then its instance terminated through its Auto Scaling group and the new
+//! node checked: [`replace`]); more bad nodes than `max_bad_fraction` of
+//! the group fails without touching any.
 
+mod asg;
 mod jobs;
 mod policy;
+mod replace;
 mod spec;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ::kube::api::{Api, ListParams};
 use async_trait::async_trait;
@@ -35,6 +39,7 @@ use crate::fleet::spec::{Gpus, Policy};
 use crate::fleet::step::{self, Judged};
 use crate::fleet::{self, Rule};
 
+use asg::Aws;
 use jobs::{Batch, HOSTNAME, Pinned};
 pub use policy::TAINT;
 use spec::{KUBE, Spec};
@@ -59,9 +64,10 @@ impl KubeNodeCheck {
             InputSpec::required("nodes", InputType::String, "A label selector of the nodes to check, e.g. \"eks.amazonaws.com/nodegroup=gpu\" (the nodes are listed when the step runs)"),
             InputSpec::optional("check", InputType::Map(Box::new(InputType::Any)), "A job each node runs alone: { files or manifest, values, success_pattern, capture, parse, expect, gpus = \"instance-type\" or a count }; ${NODE} is the node's name"),
             InputSpec::optional("pairs", InputType::Map(Box::new(InputType::Any)), "An NCCL test each pair of nodes runs, searched pairwise: { files or manifest, values, floor (GB/s), of_median (0.8) }; ${NODE_A} and ${NODE_B} are the pair's names"),
-            InputSpec::optional("policy", InputType::String, "What a bad node gets: fail (the default: the step fails naming it) or cordon (cordoned, tainted flow.dev/unhealthy:NoSchedule, drained)"),
+            InputSpec::optional("policy", InputType::String, "What a bad node gets: fail (the default: the step fails naming it), cordon (cordoned, tainted flow.dev/unhealthy:NoSchedule, drained) or replace (that, then its instance terminated through its Auto Scaling group with the desired count kept, the new node waited for and checked)"),
             InputSpec::optional("max_bad_fraction", InputType::Number, "More bad nodes than this fraction of the group fails the step and takes none out (0.25)"),
             InputSpec::optional("drain_timeout", InputType::String, "How long draining the bad nodes may take (15m)"),
+            InputSpec::optional("replace_timeout", InputType::String, "Policy replace: how long the new nodes may take to be Ready (20m)"),
             InputSpec::optional("namespace", InputType::String, "Namespace of the jobs (default: the context's, else default)"),
         ]);
         KubeNodeCheck {
@@ -81,6 +87,25 @@ struct Member {
     name: String,
     host: String,
     instance_type: Option<String>,
+    /// `spec.providerID` (`aws:///us-east-1a/i-0abc`).
+    provider_id: Option<String>,
+}
+
+impl Member {
+    /// The node as the check sees it.
+    fn of(n: &Node) -> Member {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let labels = n.metadata.labels.clone().unwrap_or_default();
+        Member {
+            host: labels
+                .get(HOSTNAME)
+                .cloned()
+                .unwrap_or_else(|| name.clone()),
+            instance_type: labels.get("node.kubernetes.io/instance-type").cloned(),
+            provider_id: n.spec.as_ref().and_then(|s| s.provider_id.clone()),
+            name,
+        }
+    }
 }
 
 /// One run of the step.
@@ -89,6 +114,9 @@ struct Run<'a> {
     spec: Spec,
     batch: Batch<'a>,
     members: Vec<Member>,
+    /// Before each job's suffix: `""` for the fleet, `"new-"` for the
+    /// nodes that replaced bad ones (a job name is never reused in a run).
+    prefix: &'static str,
 }
 
 impl Run<'_> {
@@ -110,7 +138,7 @@ impl Run<'_> {
             .iter()
             .enumerate()
             .map(|(i, m)| Pinned {
-                suffix: format!("node-{i}"),
+                suffix: format!("{}node-{i}", self.prefix),
                 hosts: vec![m.host.clone()],
                 values: vec![("NODE".into(), m.name.clone())],
             })
@@ -153,13 +181,67 @@ impl Run<'_> {
             .iter()
             .enumerate()
             .map(|(i, (a, b))| Pinned {
-                suffix: format!("r{round}-p{i}"),
+                suffix: format!("{}r{round}-p{i}", self.prefix),
                 hosts: vec![self.host(a), self.host(b)],
                 values: vec![("NODE_A".into(), a.clone()), ("NODE_B".into(), b.clone())],
             })
             .collect();
         self.batch.run(table, &pinned).await
     }
+}
+
+impl Run<'_> {
+    /// Every member's check, then the pairs over those fit for them, into
+    /// `verdicts`; the rounds of pairs run.
+    async fn checks(&self, verdicts: &mut BTreeMap<String, Value>) -> Result<u32, ProviderError> {
+        if let Some(table) = &self.spec.common.check {
+            self.check(table, verdicts).await?;
+        }
+        self.checks_pairs_only(verdicts).await
+    }
+
+    /// The pairwise search over the members fit for it (those `verdicts`
+    /// does not find bad or unknown), into `verdicts`; the rounds run.
+    async fn checks_pairs_only(
+        &self,
+        verdicts: &mut BTreeMap<String, Value>,
+    ) -> Result<u32, ProviderError> {
+        let Some(table) = &self.spec.common.pairs else {
+            return Ok(0);
+        };
+        let c = &self.spec.common;
+        let rule = Rule {
+            floor: c.floor,
+            of_median: c.of_median,
+            max_bad_fraction: c.max_bad_fraction,
+        };
+        let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
+        // Nodes the check already found bad or could not read sit out.
+        step::pairs(self.ctx, &names, verdicts, rule, |round, pairs| {
+            self.pair_round(table, round, pairs)
+        })
+        .await
+    }
+}
+
+/// The nodes `selector` picks, sorted by name.
+async fn list_nodes(client: &::kube::Client, selector: &str) -> Result<Vec<Node>, ProviderError> {
+    let mut nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|e| super::errors::kube(&format!("list the nodes of {selector}"), e))?
+        .items;
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Ok(nodes)
+}
+
+/// The EC2 instances the `spec.providerID`s of `members` name.
+fn instances(members: &[&Member]) -> Vec<String> {
+    members
+        .iter()
+        .filter_map(|m| asg::instance_of(m.provider_id.as_deref()?))
+        .map(str::to_string)
+        .collect()
 }
 
 async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
@@ -173,32 +255,43 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
             .await?
             .unwrap_or_else(|| "default".into()),
     };
-    let listed = Api::<Node>::all(client.clone())
-        .list(&ListParams::default().labels(&spec.nodes))
-        .await
-        .map_err(|e| super::errors::kube(&format!("list the nodes of {}", spec.nodes), e))?;
-    let mut members: Vec<Member> = listed
-        .items
+    let mut listed = list_nodes(&client, &spec.nodes).await?;
+    // Policy replace: what earlier runs left under way is taken up first.
+    let aws = match spec.common.replace {
+        true => Some(Aws::new(ctx).await?),
+        false => None,
+    };
+    let mut earlier = Vec::new();
+    if let Some(aws) = &aws {
+        // A group whose old node is gone already (its replacement not yet
+        // Ready) is waited for; one whose old node is still marked is taken
+        // up below, its new node checked as a new one.
+        let marked = replace::in_flight(&listed);
+        let all: Vec<Member> = listed.iter().map(Member::of).collect();
+        let groups = aws
+            .groups_of(&instances(&all.iter().collect::<Vec<_>>()))
+            .await?;
+        let groups: BTreeSet<String> = groups
+            .into_values()
+            .flatten()
+            .filter(|g| !marked.iter().any(|r| r.group == *g))
+            .collect();
+        let known = all.iter().map(|m| m.name.clone()).collect();
+        replace::wait_for_strength(ctx, &client, aws, &groups, &known, spec.replace_timeout)
+            .await?;
+        listed = list_nodes(&client, &spec.nodes).await?;
+        earlier = replace::in_flight(&listed);
+    }
+    let members: Vec<Member> = listed
         .iter()
-        .map(|n| {
-            let name = n.metadata.name.clone().unwrap_or_default();
-            let labels = n.metadata.labels.clone().unwrap_or_default();
-            Member {
-                host: labels
-                    .get(HOSTNAME)
-                    .cloned()
-                    .unwrap_or_else(|| name.clone()),
-                instance_type: labels.get("node.kubernetes.io/instance-type").cloned(),
-                name,
-            }
-        })
+        .map(Member::of)
+        .filter(|m| !earlier.iter().any(|r| r.node == m.name))
         .collect();
-    members.sort_by(|a, b| a.name.cmp(&b.name));
-    if members.is_empty() {
+    if members.is_empty() && earlier.is_empty() {
         return Err(ProviderError::fatal(format!("no node matches `{}`: nothing to check", spec.nodes))
             .with_help("check the selector against `kubectl get nodes --show-labels`; a node group's nodes carry eks.amazonaws.com/nodegroup=NAME"));
     }
-    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    let mut names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
     ctx.reporter.event(&format!(
         "checking {} nodes of {}: {}",
         names.len(),
@@ -214,57 +307,104 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
         },
         members,
         spec,
+        prefix: "",
     };
     let mut verdicts = BTreeMap::new();
-    if let Some(table) = &run.spec.common.check {
-        run.check(table, &mut verdicts).await?;
-    }
-    let mut rounds = 0;
-    if let Some(table) = &run.spec.common.pairs {
-        let c = &run.spec.common;
-        let rule = Rule {
-            floor: c.floor,
-            of_median: c.of_median,
-            max_bad_fraction: c.max_bad_fraction,
-        };
-        let run = &run;
-        // Nodes the check already found bad or could not read sit out.
-        rounds = step::pairs(ctx, &names, &mut verdicts, rule, |round, pairs| {
-            run.pair_round(table, round, pairs)
-        })
-        .await?;
+    let mut rounds = run.checks(&mut verdicts).await?;
+    // A node an earlier run was replacing keeps the verdict it was taken out for.
+    for r in &earlier {
+        verdicts.insert(r.node.clone(), replace::earlier_verdict(&listed, r));
+        names.push(r.node.clone());
     }
     let judged = Judged::new(ctx, &names, &verdicts, run.spec.common.max_bad_fraction)?;
+    if run.spec.common.policy == Policy::Fail && !judged.bad.is_empty() {
+        return Err(judged.failed(&KUBE, "cordon and drain them"));
+    }
+    let (bad, unknown) = (judged.bad.clone(), judged.unknown.clone());
     let mut cordoned = Vec::new();
-    match run.spec.common.policy {
-        Policy::Fail if !judged.bad.is_empty() => {
-            return Err(judged.failed(&KUBE, "cordon and drain them"));
-        }
-        Policy::Fail => {}
-        Policy::TakeOut => {
-            for n in &judged.bad {
-                let v = &verdicts[n];
-                policy::cordon(
-                    ctx,
-                    &client,
-                    n,
-                    v["short"].as_str().unwrap_or("unhealthy"),
-                    &evidence(&verdicts, std::slice::from_ref(n)),
-                )
-                .await?;
+    let mut replaced = Vec::new();
+    match (run.spec.common.policy, &aws) {
+        (Policy::Fail, _) => {}
+        (Policy::TakeOut, None) => {
+            for n in &bad {
+                cordon_one(ctx, &client, n, &verdicts).await?;
                 cordoned.push(n.clone());
             }
             if !cordoned.is_empty() {
                 policy::drain(ctx, &client, &cordoned, run.spec.drain_timeout).await?;
             }
         }
+        (Policy::TakeOut, Some(aws)) => {
+            let bad: Vec<&Member> = run
+                .members
+                .iter()
+                .filter(|m| bad.contains(&m.name))
+                .collect();
+            let fresh = replace::locate(&bad, &aws.groups_of(&instances(&bad)).await?)?;
+            let fresh_bad: Vec<String> = fresh.iter().map(|r| r.node.clone()).collect();
+            for r in &fresh {
+                cordon_one(ctx, &client, &r.node, &verdicts).await?;
+                replace::mark(&client, r).await?;
+                cordoned.push(r.node.clone());
+            }
+            let all: Vec<replace::Replacing> = earlier.iter().chain(&fresh).cloned().collect();
+            let olds: Vec<String> = all.iter().map(|r| r.node.clone()).collect();
+            if !olds.is_empty() {
+                policy::drain(ctx, &client, &olds, run.spec.drain_timeout).await?;
+            }
+            replace::terminate(ctx, aws, &all).await?;
+            let groups: BTreeSet<String> = all.iter().map(|r| r.group.clone()).collect();
+            let known: BTreeSet<String> = names.iter().cloned().collect();
+            let new = replace::wait_for_strength(
+                ctx,
+                &client,
+                aws,
+                &groups,
+                &known,
+                run.spec.replace_timeout,
+            )
+            .await?;
+            replaced = replace::attribute(&all, &new);
+            let new: Vec<Member> = new.into_iter().map(|(m, _)| m).collect();
+            rounds += replace::check_new(&run, &new, &mut verdicts).await?;
+            names.extend(new.iter().map(|m| m.name.clone()));
+            replace::note_replaced(&mut verdicts, &replaced);
+            report::record(ctx, &verdicts);
+            replace::new_ones_fail(&verdicts, &new, &fresh_bad)?;
+        }
     }
+    let judged = Judged {
+        names: &names,
+        verdicts: &verdicts,
+        bad,
+        unknown,
+    };
     judged.unknown_fails("cordoned", &cordoned)?;
+    let mut outputs = report::outputs(&names, &verdicts, rounds, "cordoned", &cordoned);
+    outputs.insert("replaced".into(), json!(replaced));
     Ok(Applied {
         id: None,
-        outputs: report::outputs(&names, &verdicts, rounds, "cordoned", &cordoned),
+        outputs,
         private: json!({}),
     })
+}
+
+/// Cordons and taints `node` with its verdict's reason.
+async fn cordon_one(
+    ctx: &OpContext,
+    client: &::kube::Client,
+    node: &str,
+    verdicts: &BTreeMap<String, Value>,
+) -> Result<(), ProviderError> {
+    let v = &verdicts[node];
+    policy::cordon(
+        ctx,
+        client,
+        node,
+        v["short"].as_str().unwrap_or("unhealthy"),
+        &evidence(verdicts, &[node.to_string()]),
+    )
+    .await
 }
 
 #[async_trait]
@@ -273,13 +413,18 @@ impl Provider for KubeNodeCheck {
         "kube.node_check"
     }
 
-    /// Every kube.node_check step outputs the fleet's keys and `cordoned`.
+    /// Every kube.node_check step outputs the fleet's keys, `cordoned` and
+    /// `replaced`.
     fn declared_outputs(
         &self,
         _inputs: &[(String, InputValue)],
         _ctx: &ValidateContext,
     ) -> Option<crate::contract::DeclaredOutputs> {
-        let keys: Vec<&str> = OUTPUT_KEYS.iter().copied().chain(["cordoned"]).collect();
+        let keys: Vec<&str> = OUTPUT_KEYS
+            .iter()
+            .copied()
+            .chain(["cordoned", "replaced"])
+            .collect();
         Some(crate::contract::DeclaredOutputs::fixed(
             "kube.node_check",
             &keys,
@@ -323,6 +468,10 @@ impl Provider for KubeNodeCheck {
         }
         lines.push(match spec.common.policy {
             Policy::Fail => "a bad node fails the step".into(),
+            Policy::TakeOut if spec.common.replace => format!(
+                "a bad node is replaced: cordoned, tainted {TAINT}:NoSchedule and drained, its EC2 instance terminated through its Auto Scaling group (TerminateInstanceInAutoScalingGroup, desired count kept), the group's new node waited for (up to {}) and checked as above; a node outside an Auto Scaling group fails the step untouched",
+                humantime::format_duration(spec.replace_timeout)
+            ),
             Policy::TakeOut => {
                 format!("a bad node is cordoned, tainted {TAINT}:NoSchedule and drained")
             }
@@ -376,7 +525,8 @@ mod tests {
             "n1".to_string(),
             report::verdict("healthy", "check", "ok".into(), json!({})),
         )]);
-        let out = report::outputs(&["n1".to_string()], &verdicts, 1, "cordoned", &[]);
+        let mut out = report::outputs(&["n1".to_string()], &verdicts, 1, "cordoned", &[]);
+        out.insert("replaced".into(), json!([]));
         let mut keys = declared.keys.clone();
         keys.sort();
         assert_eq!(out.keys().cloned().collect::<Vec<_>>(), keys);

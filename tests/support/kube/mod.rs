@@ -42,6 +42,7 @@ mod disruption;
 mod driver;
 mod eks_token;
 pub mod emulated;
+pub mod kubelets;
 pub mod pace;
 
 pub use driver::Driver;

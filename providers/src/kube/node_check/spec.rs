@@ -31,18 +31,15 @@ pub(super) struct Spec {
     pub common: Common,
     /// How long draining the bad nodes may take.
     pub drain_timeout: Duration,
+    /// Policy replace: how long the new nodes may take to be Ready.
+    pub replace_timeout: Duration,
 }
 
-/// `drain_timeout`: a duration (`"10m"`).
-fn drain_timeout_of(v: &Value) -> Result<Duration, Problem> {
+/// `drain_timeout` or `replace_timeout`: a duration (`"10m"`).
+fn duration_of(key: &str, v: &Value) -> Result<Duration, Problem> {
     v.as_str()
         .and_then(|t| humantime::parse_duration(t).ok())
-        .ok_or_else(|| {
-            Problem::at(
-                "drain_timeout",
-                format!("{v} is not a duration (e.g. \"10m\")"),
-            )
-        })
+        .ok_or_else(|| Problem::at(key, format!("{v} is not a duration (e.g. \"10m\")")))
 }
 
 impl Spec {
@@ -58,10 +55,16 @@ impl Spec {
             common: KUBE.common(v)?,
             drain_timeout: v
                 .get("drain_timeout")
-                .map(drain_timeout_of)
+                .map(|t| duration_of("drain_timeout", t))
                 .transpose()
                 .map_err(invalid)?
                 .unwrap_or(Duration::from_secs(15 * 60)),
+            replace_timeout: v
+                .get("replace_timeout")
+                .map(|t| duration_of("replace_timeout", t))
+                .transpose()
+                .map_err(invalid)?
+                .unwrap_or(Duration::from_secs(20 * 60)),
         })
     }
 }
@@ -70,8 +73,22 @@ impl Spec {
 pub(super) fn problems(inputs: &[(String, InputValue)]) -> Vec<Problem> {
     let known = crate::contract::known_inputs(inputs);
     let mut out = KUBE.problems(inputs);
-    if let Some(Err(p)) = known.get("drain_timeout").map(drain_timeout_of) {
-        out.push(p);
+    for key in ["drain_timeout", "replace_timeout"] {
+        if let Some(Err(p)) = known.get(key).map(|t| duration_of(key, t)) {
+            out.push(p);
+        }
+    }
+    if known.contains_key("replace_timeout")
+        && known.get("policy").and_then(Value::as_str) != Some("replace")
+        && known.contains_key("policy")
+    {
+        out.push(
+            Problem::at(
+                "replace_timeout",
+                "`replace_timeout` is for policy `replace`",
+            )
+            .with_help("set `policy = \"replace\"`, or leave `replace_timeout` out"),
+        );
     }
     if let Some(sel) = known.get("nodes").and_then(Value::as_str)
         && !sel.contains('=')
@@ -93,12 +110,23 @@ mod tests {
     use crate::testing::known;
 
     #[test]
-    fn policies_are_fail_and_cordon_and_replace_is_refused_for_now() {
+    fn policies_are_fail_cordon_and_replace() {
         use crate::fleet::spec::Policy;
         assert_eq!(KUBE.policy_of("fail").unwrap(), Policy::Fail);
         assert_eq!(KUBE.policy_of("cordon").unwrap(), Policy::TakeOut);
-        let p = KUBE.policy_of("replace").unwrap_err();
-        assert!(p.message.contains("not built yet"), "{}", p.message);
+        assert_eq!(KUBE.policy_of("replace").unwrap(), Policy::TakeOut);
+        let spec = |policy: &str| {
+            Spec::from_values(
+                &serde_json::from_value(
+                    json!({"nodes": "a=b", "check": {"files": ["c.yaml"]}, "policy": policy}),
+                )
+                .unwrap(),
+            )
+            .unwrap()
+        };
+        assert!(spec("replace").common.replace);
+        assert!(!spec("cordon").common.replace);
+        assert_eq!(spec("replace").replace_timeout, Duration::from_secs(1200));
         let p = KUBE.policy_of("drain").unwrap_err();
         assert!(p.message.contains("is Slurm's"), "{}", p.message);
         let p = KUBE.policy_of("cordn").unwrap_err();
