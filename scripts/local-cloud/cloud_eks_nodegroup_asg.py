@@ -29,7 +29,8 @@ Here CreateNodegroup also makes, in moto's own Auto Scaling and EC2:
   (https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-tagging.html).
 
 UpdateNodegroupConfig's scaling sets the group's sizes; DeleteNodegroup
-deletes the group and terminates its instances.
+deletes the group (terminating its instances) and its launch template, as
+EKS deletes what it made for the node group.
 
 TerminateInstanceInAutoScalingGroup is moto's own, and already AWS's
 model: with ShouldDecrementDesiredCapacity=false the instance is
@@ -178,6 +179,9 @@ def install():
             scaling, groups = _group_of(self, ng)
             for name in groups:
                 scaling.delete_auto_scaling_group(name)
+            ec2 = ec2_backends[self.account_id][self.region_name]
+            if "eks-" + ng.uuid in ec2.launch_template_name_to_ids:
+                ec2.delete_launch_template("eks-" + ng.uuid, None)
         return answer
 
     EKSBackend.create_nodegroup = create_nodegroup
