@@ -63,6 +63,11 @@ the operation has ended by the next call that looks at the cluster (AWS
 gives no figure; this module makes none up), and CreateCluster stays as
 moto makes it, `InService` at once.
 
+A node the seam leaves in `Failure` (a host whose lifecycle script
+failed) fails CreateCluster: the cluster is `Failed`, its FailureMessage
+naming the node and why (ClusterStatus and ClusterInstanceStatusDetails'
+values in the API reference).
+
 Where a node comes from is one seam, NODES (`launch` and `terminate`):
 by default a node is only a row. The local cloud's hosts can back nodes by
 replacing it with `set_node_backend`. Every node made (CreateCluster,
@@ -145,7 +150,7 @@ def _new_logical_id(group_name):
 def _describe_node(self):
     out = _describe_node_moto(self)
     out["NodeLogicalId"] = getattr(self, "logical_id", None)
-    out["InstanceStatus"]["Message"] = _STATUS_MESSAGES.get(self.status, "")
+    out["InstanceStatus"]["Message"] = getattr(self, "failure", None) or _STATUS_MESSAGES.get(self.status, "")
     if getattr(self, "software_updated", None):
         out["LastSoftwareUpdateTime"] = self.software_updated
     if getattr(self, "private_ip", None):
@@ -158,7 +163,7 @@ def _describe_node(self):
 def _summary_node(self):
     out = _summary_node_moto(self)
     out["NodeLogicalId"] = getattr(self, "logical_id", None)
-    out["InstanceStatus"]["Message"] = _STATUS_MESSAGES.get(self.status, "")
+    out["InstanceStatus"]["Message"] = getattr(self, "failure", None) or _STATUS_MESSAGES.get(self.status, "")
     return out
 
 
@@ -283,6 +288,13 @@ def _create_cluster(self, cluster_name, instance_groups, vpc_config, tags):
                         n.status = "Running"
 
             _ops(cluster).append(Pending("sagemaker.hyperpod", created))
+        failed = [n for n in cluster.nodes.values() if n.status == "Failure"]
+        if failed:
+            # A node whose provisioning failed (its lifecycle script, on a
+            # host) fails the create: DescribeCluster says `Failed` and why.
+            cluster.status = "Failed"
+            cluster.failure_message = "%d of %d node(s) failed: %s: %s" % (
+                len(failed), len(cluster.nodes), failed[0].instance_id, getattr(failed[0], "failure", ""))
         _recount(cluster)
     return arn
 

@@ -23,11 +23,21 @@ while FLOW_LOCAL_HOSTS names a host manager (scripts/local-hosts).
   (munged, slurmd), in a partition named after the cluster. A cluster
   without such a group, or whose Slurm does not come up, keeps its hosts
   without Slurm, and moto's log says why.
-- A node that leaves (UpdateCluster down, BatchDeleteClusterNodes,
-  DeleteCluster) ends its host. Nodes added to a running cluster are
-  hosts, but join no Slurm (cloud_slurm_hosts.py does not grow a cluster).
-
-The lifecycle scripts (`on_create.sh`) are not run on the hosts.
+- Each node's lifecycle script (its group's LifeCycleConfig: OnCreate
+  from SourceS3Uri) runs on its host as soon as the host is up, as root,
+  its output in the cluster's CloudWatch log group
+  (cloud_hyperpod_lifecycle.py). A script that fails leaves the node in
+  `Failure` with the reason as its message; it joins no Slurm (and a
+  CreateCluster with such a node ends `Failed`: cloud_hyperpod.py).
+- Nodes added to a running cluster (UpdateCluster up, the new instance of
+  BatchReplaceClusterNodes) join its Slurm once their lifecycle script has
+  run, under their own hostname (a new instance has a new address, so a
+  replacement is a new Slurm node, and the replaced one leaves); nodes
+  that leave (UpdateCluster down, BatchDeleteClusterNodes, the replaced
+  instance) leave it before their host ends: slurm.conf is rewritten and
+  slurmctld restarted (cloud_slurm_hosts.set_computes), as HyperPod's own
+  Slurm configuration follows the cluster's instances. A node that leaves
+  (also at DeleteCluster) ends its host.
 """
 
 import ipaddress
@@ -39,6 +49,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "hos
 import hosts_client as client  # noqa: E402  (hosts/hosts_client.py)
 
 import cloud_hyperpod  # noqa: E402
+import cloud_hyperpod_lifecycle as lifecycle  # noqa: E402
 import cloud_slurm_hosts  # noqa: E402
 
 NETWORK = ipaddress.ip_network("10.100.0.0/16")
@@ -74,7 +85,34 @@ class HostNodes(cloud_hyperpod.RowNodes):
         )
         node.private_ip = ip
         node.hostname = hostname
-        self._maybe_slurm(cluster)
+        host = next(h for h in client.call({"op": "list"})["hosts"] if h["id"] == node.instance_id)
+        try:
+            lifecycle.run_on_create(cluster, node, host)
+        except lifecycle.LifecycleFailed as e:
+            node.status = "Failure"
+            node.failure = "Lifecycle script did not run successfully: %s (log stream %s of %s)" % (
+                e, lifecycle.log_stream(node), lifecycle.log_group(cluster))
+            print("cloud_hyperpod_hosts: %s: %s" % (node.instance_id, node.failure), file=sys.stderr)
+        if getattr(cluster, "flow_slurm", False):
+            self._resize(cluster)
+        else:
+            self._maybe_slurm(cluster)
+
+    def _resize(self, cluster, leaving=None):
+        """The running Slurm of `cluster` made to hold its compute nodes now
+        (those neither failed, shutting down, nor `leaving`)."""
+        if not getattr(cluster, "flow_slurm_up", False):
+            return
+        computes = [
+            n.instance_id
+            for n in cluster.nodes.values()
+            if _is_compute(n) and n is not leaving and n.status not in ("Failure", "ShuttingDown")
+        ]
+        try:
+            cloud_slurm_hosts.set_computes(_slurm_name(cluster), computes)
+            cluster.flow_slurm_ids = set(computes)
+        except (cloud_slurm_hosts.SlurmHostsError, client.HostError) as e:
+            print("cloud_hyperpod_hosts: Slurm on %s: %s" % (cluster.cluster_name, e), file=sys.stderr)
 
     def _maybe_slurm(self, cluster):
         name = cluster.cluster_name
@@ -90,29 +128,37 @@ class HostNodes(cloud_hyperpod.RowNodes):
             return
         nodes = list(cluster.nodes.values())
         head = next(n for n in nodes if n.instance_group_name == controller)
-        computes = [
-            n.instance_id
-            for n in nodes
-            if "controller" not in n.instance_group_name.lower()
-            and "login" not in n.instance_group_name.lower()
-        ]
+        computes = [n.instance_id for n in nodes if _is_compute(n) and n.status != "Failure"]
         if not computes:
             print("cloud_hyperpod_hosts: %s has no worker nodes; no Slurm" % name,
                   file=sys.stderr)
             return
         try:
             cloud_slurm_hosts.start_cluster(
-                name.replace(".", "-")[:40], head.instance_id, computes, partition=name[:40]
+                _slurm_name(cluster), head.instance_id, computes, partition=name[:40]
             )
+            cluster.flow_slurm_up = True
+            cluster.flow_slurm_ids = set(computes)
         except (cloud_slurm_hosts.SlurmHostsError, client.HostError) as e:
             print("cloud_hyperpod_hosts: Slurm on %s: %s" % (name, e), file=sys.stderr)
 
     def terminate(self, cluster, node):
+        if node.instance_id in getattr(cluster, "flow_slurm_ids", ()):
+            self._resize(cluster, leaving=node)
         try:
             client.call({"op": "stop", "ids": [node.instance_id]})
         except client.HostError as e:
             print("cloud_hyperpod_hosts: stopping %s: %s" % (node.instance_id, e),
                   file=sys.stderr)
+
+
+def _is_compute(node):
+    group = node.instance_group_name.lower()
+    return "controller" not in group and "login" not in group
+
+
+def _slurm_name(cluster):
+    return cluster.cluster_name.replace(".", "-")[:40]
 
 
 def install():

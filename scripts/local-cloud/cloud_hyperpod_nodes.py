@@ -93,7 +93,8 @@ def batch_reboot_or_replace(backend, name, node_ids, logical_ids, replace):
                 for n in chosen:
                     terminate(cluster, n)
                 for n in new:
-                    n.status = "Running"
+                    if n.status == "Pending":  # not one whose lifecycle script failed
+                        n.status = "Running"
 
             kind, finish = "sagemaker.hyperpod.replace", replaced
         else:

@@ -26,11 +26,19 @@ instances are running, so their hosts are up):
   compute instances (tag `parallelcluster:node-type = Compute`) and calls
   start_cluster(cluster, head_id, compute_ids, partition=QUEUE).
 - A cluster is made once over its hosts: start_cluster refuses a host
-  that already runs munged, slurmctld or slurmd (SlurmHostsError). Growing
-  or shrinking a running cluster (a compute fleet started again with new
-  instances under the same head, a HyperPod count change) is not done
-  yet: Slurm 22.05 (Debian 12) needs slurmctld and every slurmd restarted
-  to add nodes to slurm.conf, and the manager has no op to stop a daemon.
+  that already runs munged, slurmctld or slurmd (SlurmHostsError).
+- Growing or shrinking a running cluster (a HyperPod count change or node
+  replacement): set_computes(name, compute_ids) rewrites slurm.conf and
+  /etc/hosts with exactly those compute nodes, starts munged and slurmd on
+  the new ones, and restarts slurmctld and the slurmd of every node that
+  stays, each by the PID in its pid file ("The slurmctld daemon and all
+  slurmd daemons must also be restarted if nodes are added to or removed
+  from the cluster", scontrol(1), reconfigure, Slurm 22.05 of Debian 12);
+  it returns once sinfo shows every new node idle and every other one
+  answering. Nodes that stay keep their state (a drained node stays
+  drained: slurmctld restores it from StateSaveLocation) and their jobs
+  (slurmstepd outlives a slurmd restart). A host that leaves is the
+  caller's to stop, after the call.
 - HyperPod (cloud_hyperpod.py's NODES seam, set_node_backend): a node
   backend whose launch(cluster, group, node) starts a host with the
   manager's "start" op (id = node.instance_id, an address of the
@@ -303,9 +311,67 @@ def start_cluster(name, head_id, compute_ids, partition="compute", timeout_s=60.
             "conf": conf,
             "head": head,
             "nodes": nodes,
+            "partition": partition,
             "up_s": round(time.monotonic() - began, 3),
         }
         _CLUSTERS[name] = cluster
+        return cluster
+
+
+def _restart(host, name, argv, deadline):
+    """Ends daemon NAME of HOST (by /run/NAME.pid, in the host's own PID
+    namespace), waits until it is gone, and starts it again with ARGV."""
+    stop = ("pid=$(cat /run/%s.pid 2>/dev/null) || exit 0; kill \"$pid\" 2>/dev/null || exit 0;"
+            " while kill -0 \"$pid\" 2>/dev/null; do sleep 0.05; done" % name)
+    done = _enter(host, ["sh", "-c", stop], timeout=max(1.0, deadline - time.monotonic()))
+    if done.returncode != 0:
+        raise SlurmHostsError("stopping %s on %s: %s" % (name, host["hostname"], done.stderr.strip()))
+    _daemon(host, name, argv)
+
+
+def set_computes(name, compute_ids, timeout_s=90.0):
+    """Makes the compute nodes of running cluster NAME exactly COMPUTE_IDS
+    (see the module's docstring); returns the cluster, as start_cluster."""
+    deadline = time.monotonic() + timeout_s
+    with _LOCK:
+        cluster = _CLUSTERS.get(name)
+        if cluster is None:
+            raise SlurmHostsError("no running Slurm cluster %s" % name)
+        if not compute_ids:
+            raise SlurmHostsError("cluster %s would have no compute nodes" % name)
+        had = {n["id"] for n in cluster["nodes"]}
+        head = cluster["head"]
+        computes = _hosts(list(compute_ids))
+        top, conf, nodes = _layout(name, head, computes, cluster["partition"])
+        joining = [(h, n) for h, n in zip(computes, nodes) if h["id"] not in had]
+        for host, _ in joining:
+            _prepare(host, top)
+            _munged(host, top)
+        for host, _ in joining:
+            socket_file = "/proc/%d/root%s" % (host["pid"], MUNGE_SOCKET)
+            _wait("munged on %s (%s)" % (host["hostname"], host["ip"]),
+                  lambda: os.path.exists(socket_file), deadline,
+                  lambda: _tail(os.path.join(host["dir"], "munge-file.log")))
+        _restart(head, "slurmctld", ["/usr/sbin/slurmctld", "-D", "-i"], deadline)
+        for host, node in zip(computes, nodes):
+            argv = ["/usr/sbin/slurmd", "-D", "-N", node["name"]]
+            if host["id"] in had:
+                _restart(host, "slurmd", argv, deadline)
+            else:
+                _daemon(host, "slurmd", argv)
+        fresh = {n["name"] for _, n in joining}
+        states = {}
+
+        def joined():
+            states.update(_idle(head, nodes))
+            return all(s == "idle" if n in fresh else not (s.endswith("*") or s in ("missing", "unknown"))
+                       for n, s in states.items())
+
+        _wait("the new nodes of cluster %s idle, the others answering" % name, joined, deadline,
+              lambda: "%s; slurmctld.log: %s" % (
+                  ", ".join("%s %s" % kv for kv in sorted(states.items()) if kv[1] != "idle"),
+                  _tail(os.path.join(top, "log", "slurmctld.log"))))
+        cluster["nodes"] = nodes
         return cluster
 
 

@@ -5,7 +5,10 @@ but the bridge `flowbr0` and loopback), after making the bridge. Each host
 is its own network, UTS, mount and PID namespace (host-init beside this
 file is its PID 1), joined to the bridge by a veth pair, with the address
 and hostname it was asked for and an sshd on that address that lets in one
-user (the instance's default user) with the keys it was given. Killing a
+user (the instance's default user) with the keys it was given, and with
+those in its ~/.ssh/authorized_keys (HOST["dir"]/home/USER/.ssh in the
+host's /etc/passwd), where a script run on the host (a HyperPod lifecycle
+script) adds a user's key as it would on an instance. Killing a
 host's PID 1 ends every process of the host, and its network namespace and
 veth with them.
 
@@ -62,7 +65,7 @@ SSHD_CONFIG = """\
 # A throwaway sshd for local host {id} (scripts/local-cloud/hosts/manager.py)
 ListenAddress {ip}:22
 HostKey {dir}/ssh_host_ed25519_key
-AuthorizedKeysFile {dir}/authorized_keys
+AuthorizedKeysFile {dir}/authorized_keys .ssh/authorized_keys
 AllowUsers {user}
 PidFile none
 UsePAM no
