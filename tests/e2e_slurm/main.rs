@@ -9,7 +9,8 @@
 //! `accounting` (a job the controller forgot, found through `sacct`),
 //! `ssh` (submitting on a "head node" over SSH), `node_check`
 //! (slurm.node_check on 8 nodes, one slurmd each: planted faults named,
-//! drained, resumed).
+//! drained, resumed), `per_node` (a step per healthy node, its `for_each`
+//! known after apply), `restarts` (training that survives a node).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -18,6 +19,7 @@ mod accounting;
 mod failures;
 mod jobs;
 mod node_check;
+mod per_node;
 mod restarts;
 mod resume;
 mod ssh;
