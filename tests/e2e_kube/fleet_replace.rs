@@ -359,6 +359,56 @@ fn a_bad_node_is_replaced_and_its_replacement_checked() {
     });
 }
 
+/// Where a run killed while waiting for a new node left things.
+struct Killed {
+    bad_name: String,
+    bad_instance: String,
+    /// The group's instances in service before.
+    before: Vec<String>,
+    /// The proxy's calls before the killed run.
+    from: usize,
+}
+
+impl Group {
+    /// Makes a group of 4, plants 7 GPUs on its third node, holds the new
+    /// node's registration (and, with `hold_removal`, the old node's
+    /// removal), and kills flow with SIGKILL once it waits for the new node.
+    fn kill_while_waiting(&self, hold_removal: bool) -> Killed {
+        self.make(4);
+        let nodes = self.nodes();
+        let (bad_name, bad_instance) = (name(&nodes[2]), instance_of(&nodes[2]));
+        let (_, _, before) = self.asg();
+        self.plant_seven_gpus(&bad_name);
+        self.kubelets.hold_registration(true);
+        self.kubelets.hold_removal(hold_removal);
+        let from = self.proxy.calls().len();
+        let child = self.spawn_apply();
+        wait_until(
+            Duration::from_secs(120),
+            "flow to wait for the new node",
+            || log(&self.p, "fleet").contains("waiting for new nodes: group"),
+        );
+        signal(&child, libc::SIGKILL);
+        let _ = finish(child);
+        Killed {
+            bad_name,
+            bad_instance,
+            before,
+            from,
+        }
+    }
+
+    /// The TerminateInstanceInAutoScalingGroup calls the proxy forwarded
+    /// from its `from`th call on.
+    fn terminations(&self, from: usize) -> usize {
+        self.proxy
+            .calls_from(from)
+            .iter()
+            .filter(|c| c.op == TERMINATE && c.sent.is_some())
+            .count()
+    }
+}
+
 /// kill -9 of flow while it waits for the new node (the kubelet's boot and
 /// the old node's removal held), then apply again: the second run finds the
 /// node it marked, sees its instance already leaving the group and does not
@@ -370,22 +420,12 @@ fn a_replacement_killed_midway_resumes_without_a_second_termination() {
     let g = Group::new();
     std::thread::scope(|scope| {
         let _kubelets = g.kubelets.watch(scope, &g.moto, &g.k);
-        g.make(4);
-        let nodes = g.nodes();
-        let (bad_name, bad_instance) = (name(&nodes[2]), instance_of(&nodes[2]));
-        let (_, _, before) = g.asg();
-        g.plant_seven_gpus(&bad_name);
-        g.kubelets.hold_registration(true);
-        g.kubelets.hold_removal(true);
-        let from = g.proxy.calls().len();
-        let child = g.spawn_apply();
-        wait_until(
-            Duration::from_secs(120),
-            "flow to wait for the new node",
-            || log(&g.p, "fleet").contains("waiting for new nodes: group"),
-        );
-        signal(&child, libc::SIGKILL);
-        let _ = finish(child);
+        let Killed {
+            bad_name,
+            bad_instance,
+            before,
+            from,
+        } = g.kill_while_waiting(true);
         let old =
             g.k.get(&format!("/api/v1/nodes/{bad_name}"))
                 .expect("the old node stays");
@@ -412,13 +452,7 @@ fn a_replacement_killed_midway_resumes_without_a_second_termination() {
         g.kubelets.hold_removal(false);
         finish(child).expect(0);
 
-        let calls: Vec<_> = g
-            .proxy
-            .calls_from(from)
-            .into_iter()
-            .filter(|c| c.op == TERMINATE)
-            .collect();
-        assert_eq!(calls.len(), 1, "one termination in all: {calls:?}");
+        assert_eq!(g.terminations(from), 1, "one termination in all");
         let (_, desired, after) = g.asg();
         assert_eq!(desired, 4);
         let launched: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
@@ -465,5 +499,53 @@ fn a_node_outside_an_auto_scaling_group_is_refused_by_name() {
         let n = g.k.get("/api/v1/nodes/by-hand").unwrap();
         assert!(n["spec"]["unschedulable"].is_null(), "{n}");
         assert!(g.proxy.calls().iter().all(|c| c.op != TERMINATE));
+    });
+}
+
+/// kill -9 while flow waits for the new node, and the old Node deleted
+/// meanwhile (its instance is terminated) with the new one not yet Ready:
+/// the next apply finds no marked node, but a group short of Ready nodes,
+/// waits for it before checking, and checks the new node with the fleet;
+/// still one termination and one instance launched.
+#[test]
+fn a_replacement_whose_old_node_is_gone_is_waited_for_not_made_again() {
+    let g = Group::new();
+    std::thread::scope(|scope| {
+        let _kubelets = g.kubelets.watch(scope, &g.moto, &g.k);
+        let Killed {
+            bad_name,
+            before,
+            from,
+            ..
+        } = g.kill_while_waiting(false);
+        wait_until(Duration::from_secs(30), "the old node's removal", || {
+            g.k.get(&format!("/api/v1/nodes/{bad_name}")).is_none()
+        });
+        let said = log(&g.p, "fleet").len();
+        let child = g.spawn_apply();
+        wait_until(
+            Duration::from_secs(120),
+            "the resumed run to wait for the group",
+            || {
+                log(&g.p, "fleet")
+                    .get(said..)
+                    .is_some_and(|l| l.contains("waiting for new nodes: group"))
+            },
+        );
+        g.kubelets.hold_registration(false);
+        finish(child).expect(0);
+        assert_eq!(g.terminations(from), 1);
+        let (_, desired, after) = g.asg();
+        assert_eq!(desired, 4);
+        let launched: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
+        assert_eq!(launched.len(), 1, "no double replacement: {after:?}");
+        let new = g
+            .nodes()
+            .into_iter()
+            .find(|n| instance_of(n) == *launched[0])
+            .expect("the new node");
+        assert_eq!(g.output("verdicts")[&name(&new)]["status"], "healthy");
+        assert_eq!(g.output("nodes").as_array().unwrap().len(), 4);
+        assert_eq!(g.output("replaced"), json!([]));
     });
 }

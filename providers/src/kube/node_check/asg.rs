@@ -18,6 +18,10 @@ use crate::aws::config::sdk_config;
 use crate::aws::error;
 use crate::contract::{OpContext, ProviderError};
 
+/// The most values one EC2 filter takes (DescribeInstances' `Filter`:
+/// "You can specify up to 200 values", taken with room to spare).
+const FILTER_VALUES: usize = 100;
+
 /// The tag Amazon EC2 Auto Scaling puts on the instances it launches.
 pub(super) const GROUP_TAG: &str = "aws:autoscaling:groupName";
 
@@ -79,9 +83,19 @@ impl Aws {
         instances: &[String],
     ) -> Result<BTreeMap<String, Option<String>>, ProviderError> {
         let mut out = BTreeMap::new();
-        if instances.is_empty() {
-            return Ok(out);
+        // A filter takes at most 200 values.
+        for chunk in instances.chunks(FILTER_VALUES) {
+            self.groups_of_chunk(chunk, &mut out).await?;
         }
+        Ok(out)
+    }
+
+    /// [`Aws::groups_of`] for one filter's worth of instances.
+    async fn groups_of_chunk(
+        &self,
+        instances: &[String],
+        out: &mut BTreeMap<String, Option<String>>,
+    ) -> Result<(), ProviderError> {
         let mut pages = self
             .ec2
             .describe_instances()
@@ -106,7 +120,7 @@ impl Aws {
                 out.insert(id.to_string(), group);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Whether `instance` is still in service in an Auto Scaling group (not

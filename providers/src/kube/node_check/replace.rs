@@ -192,6 +192,10 @@ pub(super) async fn wait_for_strength(
 ) -> Result<Vec<(Member, String)>, ProviderError> {
     let deadline = Instant::now() + timeout;
     let mut last_said = String::new();
+    // Soon at first (a replacement often registers within seconds of the
+    // look before), then no more often than every 10 s: each look reads
+    // every group from Auto Scaling.
+    let mut pause = Duration::from_millis(500);
     loop {
         let nodes = nodes_by_instance(client).await?;
         let mut short = Vec::new();
@@ -243,7 +247,7 @@ pub(super) async fn wait_for_strength(
             .with_help("look at the group's activities (aws autoscaling describe-scaling-activities) and the new instances' kubelets; `flow apply` again waits on, terminating nothing twice"));
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = tokio::time::sleep(pause) => pause = (pause * 2).min(Duration::from_secs(10)),
             _ = ctx.cancel.cancelled() => {
                 return Err(ProviderError::fatal("interrupted while waiting for the replacement nodes: the next apply waits on"));
             }

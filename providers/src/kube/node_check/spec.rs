@@ -78,9 +78,12 @@ pub(super) fn problems(inputs: &[(String, InputValue)]) -> Vec<Problem> {
             out.push(p);
         }
     }
+    // A policy that came through a reference is not known yet: no verdict.
+    let policy_given = inputs.iter().any(|(n, _)| n == "policy");
+    let policy = known.get("policy").and_then(Value::as_str);
     if known.contains_key("replace_timeout")
-        && known.get("policy").and_then(Value::as_str) != Some("replace")
-        && known.contains_key("policy")
+        && policy != Some("replace")
+        && (policy.is_some() || !policy_given)
     {
         out.push(
             Problem::at(
@@ -127,6 +130,21 @@ mod tests {
         assert!(spec("replace").common.replace);
         assert!(!spec("cordon").common.replace);
         assert_eq!(spec("replace").replace_timeout, Duration::from_secs(1200));
+        let refused = |v: Value| {
+            problems(&known(v))
+                .into_iter()
+                .filter(|p| p.path == ["replace_timeout"])
+                .count()
+        };
+        let base = json!({"nodes": "a=b", "check": {"files": ["c.yaml"]}, "replace_timeout": "5m"});
+        let with = |policy: &str| {
+            let mut v = base.clone();
+            v["policy"] = json!(policy);
+            v
+        };
+        assert_eq!(refused(with("replace")), 0);
+        assert_eq!(refused(with("cordon")), 1);
+        assert_eq!(refused(base.clone()), 1, "the default policy is fail");
         let p = KUBE.policy_of("drain").unwrap_err();
         assert!(p.message.contains("is Slurm's"), "{}", p.message);
         let p = KUBE.policy_of("cordn").unwrap_err();
