@@ -73,7 +73,7 @@ impl KubeNodeCheck {
         KubeNodeCheck {
             schema: Schema {
                 kind: StepKind::Task,
-                description: "Every node of a group checked alone and in NCCL pairs; bad nodes named with their evidence, failed on or cordoned",
+                description: "Every node of a group checked alone and in NCCL pairs; bad nodes named with their evidence, failed on, cordoned or replaced",
                 inputs,
                 open_inputs: false,
             },
@@ -499,7 +499,9 @@ impl Provider for KubeNodeCheck {
         Ok(())
     }
 
-    /// An interrupted check is run again (cordoning twice changes nothing).
+    /// An interrupted check is run again (cordoning twice changes nothing;
+    /// a replacement under way is taken up from its node's mark and its
+    /// group, never terminating an instance twice: see [`replace`]).
     async fn read(
         &self,
         _ctx: &OpContext,
