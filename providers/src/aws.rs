@@ -20,7 +20,7 @@ mod ecr;
 pub(crate) mod efa_rules;
 pub(crate) mod error;
 mod fsx;
-mod hyperpod;
+pub(crate) mod hyperpod;
 mod image;
 pub(crate) mod leftovers;
 pub(crate) use crate::inputs;

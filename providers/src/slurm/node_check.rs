@@ -13,10 +13,15 @@
 //! [`crate::fleet`]. `policy` says what a bad node gets: `fail` the step,
 //! or `drain` (`scontrol update State=DRAIN Reason="flow: …"`); more bad
 //! nodes than `max_bad_fraction` fails without touching any. Destroy
-//! resumes the nodes flow drained whose reason is still flow's.
+//! resumes the nodes flow drained whose reason is still flow's. Where the
+//! cluster is SageMaker HyperPod (`hyperpod_cluster`), policy `replace`
+//! drains a bad node, then replaces its instance and checks the new node
+//! ([`replace`]).
 
 pub(super) mod jobs;
 pub(super) mod nodes;
+mod replace;
+mod replaced;
 mod spec;
 
 use std::collections::BTreeMap;
@@ -37,11 +42,13 @@ use crate::fleet::{self, Rule};
 use super::remote::Remote;
 use jobs::{Batch, Pinned, values_for};
 use nodes::SlurmNode;
+use replaced::{replaced_and_checked, replacements_healthy, resume_replacing};
 use spec::{SLURM, Spec};
 
-/// The outputs only this kind has: the nodes drained, and those not
-/// checked because Slurm would run no job there.
-const OWN_OUTPUTS: [&str; 2] = ["drained", "skipped"];
+/// The outputs only this kind has: the nodes drained, those not checked
+/// because Slurm would run no job there, and the nodes replaced (policy
+/// `replace`: each with the node in its place and that node's verdict).
+const OWN_OUTPUTS: [&str; 3] = ["drained", "skipped", "replaced"];
 
 /// The `slurm.node_check` provider kind.
 #[derive(Debug, Clone)]
@@ -69,7 +76,8 @@ impl SlurmNodeCheck {
                     s("partition", "The partition whose nodes are checked (all of them, without `nodes`) and the jobs run in"),
                     InputSpec::optional("check", table(), "A batch script each node runs alone: { script, args, environment, sbatch_args, success_pattern, capture, parse, expect, gpus = \"instance-type\" or a count }; $NODE is the node's name"),
                     InputSpec::optional("pairs", table(), "An NCCL batch script each pair of nodes runs, searched pairwise: { script, args, environment, sbatch_args, floor (GB/s), of_median (0.8) }; $NODE_A and $NODE_B are the pair's names"),
-                    s("policy", "What a bad node gets: fail (the default: the step fails naming it) or drain (scontrol update State=DRAIN Reason=\"flow: …\")"),
+                    s("policy", "What a bad node gets: fail (the default: the step fails naming it), drain (scontrol update State=DRAIN Reason=\"flow: …\"), or, with hyperpod_cluster, replace (drained, then its instance replaced with BatchReplaceClusterNodes and the new node checked)"),
+                    s("hyperpod_cluster", "The SageMaker HyperPod cluster (name or ARN) whose instances the nodes are: policy `replace` replaces a bad node through it"),
                     InputSpec::optional("max_bad_fraction", InputType::Number, "More bad nodes than this fraction of the nodes fails the step and takes none out (0.25)"),
                     s("host", "Run Slurm's commands over SSH on this login or head node (default: on this machine)"),
                     s("ssh_user", "The SSH user (default: ssh's)"),
@@ -92,14 +100,14 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Each node's check, all at once.
+    /// The check of each of `members`, all at once.
     async fn check(
         &self,
         table: &Values,
+        members: &[SlurmNode],
         out: &mut BTreeMap<String, Value>,
     ) -> Result<(), ProviderError> {
-        let pinned: Vec<Pinned> = self
-            .members
+        let pinned: Vec<Pinned> = members
             .iter()
             .map(|m| Pinned {
                 suffix: m.name.clone(),
@@ -110,7 +118,7 @@ impl Run<'_> {
         let matchers = Matchers::from_values(table)
             .map_err(|p| ProviderError::invalid(format!("check: {}", p.message)))?;
         let ran = self.batch.run(table, &pinned).await?;
-        for (m, r) in self.members.iter().zip(ran) {
+        for (m, r) in members.iter().zip(ran) {
             let want = self.spec.common.gpus.map(|g| {
                 fleet::check::wanted(
                     g,
@@ -223,7 +231,7 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     };
     let mut verdicts = BTreeMap::new();
     if let Some(table) = &run.spec.common.check {
-        run.check(table, &mut verdicts).await?;
+        run.check(table, &run.members, &mut verdicts).await?;
     }
     let mut rounds = 0;
     if let Some(table) = &run.spec.common.pairs {
@@ -264,14 +272,28 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
             .map(|s| s.name.clone()),
     );
     held.sort();
-    let id = (!held.is_empty()).then(|| held.join(","));
+    let mut id = (!held.is_empty()).then(|| held.join(","));
     if let Some(id) = &id {
         ctx.checkpoint.made(id).await?;
     }
+    let mut replaced = Vec::new();
+    let mut new_verdicts = BTreeMap::new();
+    if let Some(cluster) = &run.spec.replace_through
+        && !drained.is_empty()
+    {
+        let replacing = replace::instances_of(ctx, cluster, &drained).await?;
+        let done = replaced_and_checked(ctx, &remote, &run.spec, cluster, &held, replacing).await?;
+        id = Some(done.id);
+        new_verdicts = done.verdicts;
+        replaced = done.replaced;
+    }
     judged.unknown_fails("drained", &drained)?;
+    verdicts.extend(new_verdicts);
     let mut outputs = report::outputs(&names, &verdicts, rounds, "drained", &drained);
     let skipped: Vec<&str> = skipped.iter().map(|s| s.name.as_str()).collect();
     outputs.insert("skipped".into(), json!(skipped));
+    outputs.insert("replaced".into(), json!(replaced));
+    replacements_healthy(&replaced)?;
     Ok(Applied {
         id,
         outputs,
@@ -284,7 +306,8 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
 /// already, is left as it is.
 async fn resume(ctx: &OpContext, remote: &Remote, id: &str) -> Result<(), ProviderError> {
     let listed = nodes::list(remote, None).await?;
-    for name in id.split(',').filter(|n| !n.is_empty()) {
+    let (held, _) = replace::decode(id);
+    for name in held.iter().map(String::as_str) {
         match listed.iter().find(|l| l.name == name) {
             Some(n) if n.drained_by_flow() => {
                 nodes::resume(remote, name).await?;
@@ -372,6 +395,10 @@ impl Provider for SlurmNodeCheck {
         }
         lines.push(match c.policy {
             Policy::Fail => "a bad node fails the step".into(),
+            Policy::TakeOut if spec.replace_through.is_some() => format!(
+                "a bad node is drained (scontrol update State=DRAIN Reason=\"flow: <its verdict>\"), then its instance replaced through HyperPod cluster `{}` (BatchReplaceClusterNodes, once), the new node waited for and checked: a bad new node fails the step",
+                spec.replace_through.as_deref().unwrap_or_default()
+            ),
             Policy::TakeOut => {
                 "a bad node is drained: scontrol update State=DRAIN Reason=\"flow: <its verdict>\" (destroy resumes it)".into()
             }
@@ -408,13 +435,26 @@ impl Provider for SlurmNodeCheck {
         &self,
         ctx: &OpContext,
         id: Option<&str>,
-        _inputs: &Values,
+        inputs: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
         match id {
             Some(id) if ctx.destroying => Ok(ReadOutcome::Failed {
                 id: Some(id.to_string()),
-                reason: format!("the check failed after draining {id}"),
+                reason: format!(
+                    "the check failed after draining {}",
+                    replace::decode(id).0.join(",")
+                ),
             }),
+            Some(id) if !replace::decode(id).1.is_empty() => {
+                match resume_replacing(ctx, inputs, id).await {
+                    Ok(applied) => Ok(ReadOutcome::Present(applied)),
+                    Err(e) if e.is_retryable() => Err(e),
+                    Err(e) => Ok(ReadOutcome::Failed {
+                        id: Some(id.to_string()),
+                        reason: e.message,
+                    }),
+                }
+            }
             _ => Ok(ReadOutcome::Missing),
         }
     }
@@ -474,6 +514,7 @@ mod tests {
             .cloned()
             .collect();
         want.push("skipped".into());
+        want.push("replaced".into());
         want.sort();
         assert_eq!(keys, want);
     }

@@ -7,6 +7,7 @@
 //! it is someone else's.
 
 mod lifecycle;
+pub(crate) mod nodes;
 mod spec;
 mod update;
 

@@ -15,7 +15,7 @@ pub(super) const SLURM: Platform = Platform {
     take_out: "drain",
     take_out_means: "scontrol update State=DRAIN Reason=\"flow: …\": Slurm runs no new job there",
     elsewhere: ("cordon", "EKS's (kube.node_check)"),
-    replace_later: "the platform's replacement of a drained node (ParallelCluster's, HyperPod's)",
+    replace_later: "ParallelCluster's replacement of a drained node (on SageMaker HyperPod, `hyperpod_cluster` wires HyperPod's)",
     job_keys: JOB_KEYS,
     job_needs: &["script"],
     job_needs_text: "`script`: the batch script to run",
@@ -43,6 +43,10 @@ pub(super) struct Spec {
     /// The partition whose nodes are checked (all of them without
     /// `nodes`), and the jobs run in.
     pub partition: Option<String>,
+    /// With policy `replace`, the SageMaker HyperPod cluster (name or ARN)
+    /// a bad node is replaced through, after it is drained (the policy
+    /// read as `drain` in `common`).
+    pub replace_through: Option<String>,
     /// What every node check kind reads.
     pub common: Common,
 }
@@ -56,10 +60,16 @@ impl Spec {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
+        let replace_through = replacing_on_hyperpod(v.get("policy"), v.get("hyperpod_cluster"));
+        let common = match &replace_through {
+            Some(_) => SLURM.common(&as_drain(v))?,
+            None => SLURM.common(v)?,
+        };
         let spec = Spec {
             nodes: text("nodes"),
             partition: text("partition"),
-            common: SLURM.common(v)?,
+            common,
+            replace_through,
         };
         if spec.nodes.is_none() && spec.partition.is_none() {
             return Err(ProviderError::invalid(
@@ -80,6 +90,21 @@ impl Spec {
             (None, None) => "no nodes".into(),
         }
     }
+}
+
+/// The HyperPod cluster of a step whose policy is `replace` and that
+/// names `hyperpod_cluster`; `None` otherwise (where `replace` is then
+/// refused as the platform refuses it).
+fn replacing_on_hyperpod(policy: Option<&Value>, cluster: Option<&Value>) -> Option<String> {
+    let cluster = cluster?.as_str().filter(|c| !c.is_empty())?;
+    (policy?.as_str()? == "replace").then(|| cluster.to_string())
+}
+
+/// `v` with its policy `drain`: what `replace` does first.
+fn as_drain(v: &Values) -> Values {
+    let mut v = v.clone();
+    v.insert("policy".into(), Value::String("drain".into()));
+    v
 }
 
 /// Whether `s` reads as a Slurm hostlist (`compute-[1-16,20]`, `a,b`).
@@ -103,7 +128,31 @@ pub(super) fn is_hostlist(s: &str) -> bool {
 pub(super) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir) -> Vec<Problem> {
     let known = crate::contract::known_inputs(inputs);
     let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
-    let mut out = SLURM.problems(inputs);
+    // `hyperpod_cluster` may be known only after apply (another step's
+    // output): that it is given is enough here.
+    let replacing = known.get("policy").and_then(Value::as_str) == Some("replace")
+        && has("hyperpod_cluster")
+        && known
+            .get("hyperpod_cluster")
+            .is_none_or(|c| c.as_str().is_some_and(|c| !c.is_empty()));
+    let mut out = if replacing {
+        let drained: Vec<(String, InputValue)> = inputs
+            .iter()
+            .filter(|(k, _)| k != "policy")
+            .cloned()
+            .collect();
+        SLURM.problems(&drained)
+    } else {
+        SLURM.problems(inputs)
+    };
+    if known.get("policy").and_then(Value::as_str) == Some("replace") && !replacing {
+        for p in out.iter_mut().filter(|p| p.path == ["policy"]) {
+            let help = p.help.take().unwrap_or_default();
+            p.help = Some(format!(
+                "{help}; on SageMaker HyperPod, name the cluster in `hyperpod_cluster` and `replace` replaces the drained node through BatchReplaceClusterNodes"
+            ));
+        }
+    }
     if !has("nodes") && !has("partition") {
         out.push(Problem::at_path(
             &[],
@@ -243,6 +292,44 @@ mod tests {
             "{}",
             none[0].message
         );
+    }
+
+    #[test]
+    fn replace_is_refused_unless_the_cluster_is_hyperpod() {
+        let dir = tempfile::tempdir().unwrap();
+        let check = json!({"script": "c.sbatch"});
+        let refused = problems(
+            &known(json!({"partition": "p", "policy": "replace", "check": check})),
+            &dir.path().into(),
+        );
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].path, ["policy"]);
+        assert!(
+            refused[0]
+                .help
+                .as_deref()
+                .unwrap_or_default()
+                .contains("name the cluster in `hyperpod_cluster`"),
+            "{refused:?}"
+        );
+        let allowed = problems(
+            &known(
+                json!({"partition": "p", "policy": "replace", "check": check,
+                "hyperpod_cluster": "ml-cluster"}),
+            ),
+            &dir.path().into(),
+        );
+        assert!(allowed.is_empty(), "{allowed:?}");
+        let v = |j: Value| serde_json::from_value::<Values>(j).unwrap();
+        let s = Spec::from_values(&v(json!({"partition": "p", "policy": "replace",
+            "check": check, "hyperpod_cluster": "ml-cluster"})))
+        .unwrap();
+        assert_eq!(s.common.policy, crate::fleet::spec::Policy::TakeOut);
+        assert_eq!(s.replace_through.as_deref(), Some("ml-cluster"));
+        let e = Spec::from_values(&v(json!({"partition": "p", "policy": "replace",
+            "check": check})))
+        .unwrap_err();
+        assert!(e.message.contains("policy `replace`"), "{}", e.message);
     }
 
     #[test]

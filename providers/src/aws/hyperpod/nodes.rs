@@ -1,0 +1,138 @@
+//! A HyperPod cluster's nodes as another kind needs them (slurm.node_check's
+//! policy `replace`): each node's instance id, group, status, hostname and
+//! launch time (ListClusterNodes, then DescribeClusterNode for the
+//! hostname), and BatchReplaceClusterNodes.
+
+use super::super::error;
+use super::lifecycle::client;
+use crate::contract::{OpContext, ProviderError};
+
+/// One node of a HyperPod cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Node {
+    /// Its EC2 instance id (`i-` and 17 hex digits).
+    pub instance_id: String,
+    /// Its instance group.
+    pub group: String,
+    /// Its status (`Running`, `Pending`, `ShuttingDown`, `Failure`, …).
+    pub status: String,
+    /// Why, when its status has a message (a failed lifecycle script).
+    pub message: String,
+    /// Its private DNS hostname (`ip-10-1-2-3.ec2.internal`), once it has one.
+    pub hostname: Option<String>,
+    /// When it was launched, seconds since the epoch.
+    pub launched: f64,
+}
+
+impl Node {
+    /// Its hostname's first label: the name Slurm knows it by on HyperPod
+    /// (`ip-10-1-2-3`).
+    pub fn short_name(&self) -> Option<&str> {
+        self.hostname
+            .as_deref()
+            .map(|h| h.split('.').next().unwrap_or(h))
+    }
+}
+
+/// Every node of `cluster` (its name or ARN), with its hostname.
+pub(crate) async fn list(ctx: &OpContext, cluster: &str) -> Result<Vec<Node>, ProviderError> {
+    let client = client(ctx).await?;
+    let mut out = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let page = client
+            .list_cluster_nodes()
+            .cluster_name(cluster)
+            .set_next_token(next.take())
+            .send()
+            .await
+            .map_err(|e| {
+                error::aws(
+                    &format!("list the nodes of HyperPod cluster `{cluster}`"),
+                    e,
+                )
+            })?;
+        for n in page.cluster_node_summaries() {
+            let id = n.instance_id().unwrap_or_default().to_string();
+            let status = n.instance_status();
+            let described = client
+                .describe_cluster_node()
+                .cluster_name(cluster)
+                .node_id(&id)
+                .send()
+                .await
+                .map_err(|e| {
+                    error::aws(
+                        &format!("describe node {id} of HyperPod cluster `{cluster}`"),
+                        e,
+                    )
+                })?;
+            let details = described.node_details();
+            out.push(Node {
+                group: n.instance_group_name().unwrap_or_default().to_string(),
+                status: status
+                    .and_then(|s| s.status())
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_default(),
+                message: status
+                    .and_then(|s| s.message())
+                    .unwrap_or_default()
+                    .to_string(),
+                hostname: details
+                    .and_then(|d| d.private_dns_hostname())
+                    .map(str::to_string),
+                launched: n.launch_time().map_or(0.0, |t| t.as_secs_f64()),
+                instance_id: id,
+            });
+        }
+        match page.next_token() {
+            Some(t) if !t.is_empty() => next = Some(t.to_string()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// BatchReplaceClusterNodes for `ids` of `cluster`: an error naming each
+/// node SageMaker would not replace, with its code and message.
+pub(crate) async fn replace(
+    ctx: &OpContext,
+    cluster: &str,
+    ids: &[String],
+) -> Result<(), ProviderError> {
+    let out = client(ctx)
+        .await?
+        .batch_replace_cluster_nodes()
+        .cluster_name(cluster)
+        .set_node_ids(Some(ids.to_vec()))
+        .send()
+        .await
+        .map_err(|e| {
+            error::aws(
+                &format!(
+                    "replace node(s) {} of HyperPod cluster `{cluster}`",
+                    ids.join(", ")
+                ),
+                e,
+            )
+        })?;
+    let failed: Vec<String> = out
+        .failed()
+        .iter()
+        .map(|f| {
+            format!(
+                "{}: {} ({})",
+                f.node_id().unwrap_or("?"),
+                f.message().unwrap_or_default(),
+                f.error_code().map_or("?", |c| c.as_str())
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(ProviderError::fatal(format!(
+            "HyperPod would not replace {}",
+            failed.join("; ")
+        ))
+        .with_help("a node that is not Running (being rebooted, replaced or updated) cannot be replaced: look at it with `aws sagemaker describe-cluster-node`"));
+    }
+    Ok(())
+}

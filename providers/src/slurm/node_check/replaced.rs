@@ -1,0 +1,144 @@
+//! What follows a replacement of `slurm.node_check`'s policy `replace`
+//! ([`super::replace`]): the new nodes checked as the run checked the
+//! others, each replacement as the `replaced` output lists it, and the end
+//! of a run a kill -9 interrupted while it replaced.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::jobs::Batch;
+use super::nodes::SlurmNode;
+use super::replace::{self, Replaced, Replacing};
+use super::spec::Spec;
+use super::{Run, report};
+use crate::contract::{Applied, OpContext, ProviderError, Values};
+use crate::slurm::remote::Remote;
+
+/// What a replacement left: the step's id, the new nodes' verdicts, and
+/// each replacement as the `replaced` output lists it.
+pub(super) struct ReplacedAndChecked {
+    /// The step's id, every replacement sent.
+    pub id: String,
+    /// The new nodes' verdicts.
+    pub verdicts: BTreeMap<String, Value>,
+    /// Each replacement, as the `replaced` output lists it.
+    pub replaced: Vec<Value>,
+}
+
+/// Replaces `replacing` through HyperPod cluster `cluster` (sent once: see
+/// [`super::replace`]), waits for the new nodes, and checks them.
+pub(super) async fn replaced_and_checked(
+    ctx: &OpContext,
+    remote: &Remote,
+    spec: &Spec,
+    cluster: &str,
+    held: &[String],
+    replacing: Vec<Replacing>,
+) -> Result<ReplacedAndChecked, ProviderError> {
+    let record =
+        |r: Vec<Replacing>| async move { ctx.checkpoint.made(&replace::encode(held, &r)).await };
+    let sent = replace::send(ctx, cluster, replacing, record).await?;
+    let id = replace::encode(held, &sent);
+    let done: Vec<Replaced> =
+        replace::wait(ctx, remote, cluster, spec.partition.as_deref(), &sent).await?;
+    let members: Vec<SlurmNode> = done.iter().map(|d| d.node.clone()).collect();
+    let mut verdicts = BTreeMap::new();
+    if let Some(table) = &spec.common.check {
+        let run = Run {
+            ctx,
+            batch: Batch {
+                ctx,
+                remote,
+                partition: spec.partition.clone(),
+            },
+            members: members.clone(),
+            spec: spec.clone(),
+        };
+        run.check(table, &members, &mut verdicts).await?;
+        report::record(ctx, &verdicts);
+    }
+    let replaced = done
+        .iter()
+        .map(|d| {
+            let verdict = verdicts.get(&d.node.name);
+            json!({
+                "node": d.was.node,
+                "instance_id": d.was.instance_id,
+                "by": d.node.name,
+                "by_instance_id": d.instance_id,
+                "status": verdict.map_or(json!("unchecked"), |v| v["status"].clone()),
+                "reason": verdict.map_or(json!("the step has no `check`: the new node runs no job"), |v| v["reason"].clone()),
+            })
+        })
+        .collect();
+    Ok(ReplacedAndChecked {
+        id,
+        verdicts,
+        replaced,
+    })
+}
+
+/// Fails naming each new node whose check was not healthy (it stays in
+/// Slurm, undrained: another replacement is the user's call).
+pub(super) fn replacements_healthy(replaced: &[Value]) -> Result<(), ProviderError> {
+    let bad: Vec<String> = replaced
+        .iter()
+        .filter(|r| r["status"] != "healthy" && r["status"] != "unchecked")
+        .map(|r| {
+            format!(
+                "{} (replacing {}): {}: {}",
+                r["by"].as_str().unwrap_or_default(),
+                r["node"].as_str().unwrap_or_default(),
+                r["status"].as_str().unwrap_or_default(),
+                r["reason"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(ProviderError::fatal(format!(
+        "the replacement node's check failed: {}",
+        bad.join("; ")
+    ))
+    .with_help("the new node is in Slurm and not drained; apply again to check the fleet, which drains and replaces it under policy `replace`"))
+}
+
+/// A resume (kill -9 of flow) of a run whose id records replacements:
+/// they are carried to the end (sent only where HyperPod had not taken
+/// the node) and the new nodes checked, as the run would have.
+pub(super) async fn resume_replacing(
+    ctx: &OpContext,
+    inputs: &Values,
+    id: &str,
+) -> Result<Applied, ProviderError> {
+    let spec = Spec::from_values(inputs)?;
+    let remote = Remote::from_inputs(inputs, &ctx.workdir)?;
+    let (held, replacing) = replace::decode(id);
+    let Some(cluster) = spec.replace_through.clone() else {
+        return Err(ProviderError::fatal(format!(
+            "the run that drained {} was replacing them, but the step no longer has policy `replace` and `hyperpod_cluster`",
+            held.join(", ")
+        )));
+    };
+    ctx.reporter.event(&format!(
+        "resuming the replacement of {}",
+        replacing
+            .iter()
+            .map(|r| format!("{} ({})", r.node, r.instance_id))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let done = replaced_and_checked(ctx, &remote, &spec, &cluster, &held, replacing).await?;
+    let names: Vec<String> = done.verdicts.keys().cloned().collect();
+    let mut outputs = report::outputs(&names, &done.verdicts, 0, "drained", &held);
+    outputs.insert("skipped".into(), json!([]));
+    outputs.insert("replaced".into(), json!(done.replaced));
+    replacements_healthy(&done.replaced)?;
+    Ok(Applied {
+        id: Some(done.id),
+        outputs,
+        private: json!({}),
+    })
+}
