@@ -3,10 +3,22 @@
 //! ListTags for HyperPod clusters (it makes a cluster `InService` at once,
 //! with one node per instance), and the local cloud's UpdateCluster
 //! (scripts/local-cloud/cloud_hyperpod.py): count changes in `update`,
-//! the node calls (reboot, replace, delete, software) in `nodes`.
+//! the node calls (reboot, replace, delete, software) in `nodes`; nodes
+//! that are hosts running the lifecycle scripts and Slurm in
+//! `hyperpod_hosts`; slurm.node_check's policy `replace` through
+//! BatchReplaceClusterNodes in `replace`.
 
+// The hosts harness; ImportKeyPair is not used here (HyperPod nodes take
+// no key pair).
+#[allow(dead_code)]
+#[path = "support/hosts.rs"]
+mod hosts;
+#[path = "e2e_hyperpod/hosts.rs"]
+mod hyperpod_hosts;
 #[path = "e2e_hyperpod/nodes.rs"]
 mod nodes;
+#[path = "e2e_hyperpod/replace.rs"]
+mod replace;
 mod support;
 #[path = "e2e_hyperpod/update.rs"]
 mod update;

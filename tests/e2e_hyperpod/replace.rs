@@ -1,0 +1,222 @@
+//! `slurm.node_check` with policy `replace` on a HyperPod cluster of hosts
+//! (issue 40 part 3): a worker planted with 7 GPUs (the stand-in
+//! nvidia-smi of tests/fixtures/slurm/fleet reads the fault table by
+//! $SLURMD_NODENAME) is found by the shipped workflows/slurm/nvidia-smi.sbatch,
+//! named, drained with flow's reason, replaced through the local cloud's
+//! BatchReplaceClusterNodes (scripts/local-cloud/cloud_hyperpod_nodes.py:
+//! a new instance of its group, a new host that runs the lifecycle script
+//! and joins Slurm under its own hostname), and its replacement checked
+//! healthy; a kill -9 of flow while it waits for the replacement, then
+//! apply again, sends BatchReplaceClusterNodes once in all (the proxy's
+//! request log).
+
+use std::io::Write;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::hyperpod_hosts::{Controller, HostCluster, workflow};
+use crate::support::{finish, signal, wait_until, workspace_root};
+
+/// The lifecycle script: the test's key for ubuntu.
+const ON_CREATE: &str = "#!/bin/bash\nset -euo pipefail\nmkdir -p ~ubuntu/.ssh\n\
+    cat authorized_keys >> ~ubuntu/.ssh/authorized_keys\necho \"on_create: $(hostname)\"\n";
+
+/// The node check step: every node of the cluster's partition, 8 GPUs
+/// each, bad ones replaced through the cluster.
+fn node_check(c: &Controller, faults: &std::path::Path) -> String {
+    let fleet = workspace_root().join("tests/fixtures/slurm/fleet");
+    format!(
+        r#"
+[steps.fleet]
+provider = "slurm.node_check"
+depends_on = ["hp"]
+[steps.fleet.inputs]
+partition = "ml-cluster"
+policy = "replace"
+hyperpod_cluster = "${{steps.hp.outputs.cluster_name}}"
+host = "{ip}"
+ssh_user = "ubuntu"
+ssh_private_key = "${{vars.ssh_key}}"
+ssh_host_key = "{host_key}"
+[steps.fleet.inputs.check]
+script = "nvidia-smi.sbatch"
+gpus = 8
+success_pattern = "NVIDIA-SMI"
+environment = {{ PATH = "{fleet}:/usr/sbin:/usr/bin:/sbin:/bin", FLOW_TEST_FAULTS = "{faults}" }}
+"#,
+        ip = c.ip,
+        host_key = c.host["host_key"].as_str().expect("host key"),
+        fleet = fleet.display(),
+        faults = faults.display(),
+    )
+}
+
+/// A cluster of 1 controller and 4 workers, up; the first worker (by
+/// name) planted with 7 GPUs; the workflow with the node check written.
+/// Its Slurm name and instance id.
+fn planted(t: &HostCluster, faults: &tempfile::NamedTempFile) -> (String, String) {
+    let shared = t.a.p.path().join("shared");
+    t.a.p.write("wf.toml", &workflow(4, None, &shared, ""));
+    t.a.apply().expect(0);
+    let mut workers: Vec<_> = t
+        .nodes()
+        .into_iter()
+        .filter(|n| n.1 == "worker-group-1")
+        .collect();
+    workers.sort_by(|a, b| a.3.cmp(&b.3));
+    let bad = workers[0].clone();
+    let name = bad.3.split('.').next().unwrap().to_string();
+    writeln!(faults.as_file(), "{name} gpus 7").unwrap();
+    let check = std::fs::read_to_string(workspace_root().join("workflows/slurm/nvidia-smi.sbatch"))
+        .expect("workflows/slurm/nvidia-smi.sbatch");
+    t.a.p.write("nvidia-smi.sbatch", &check);
+    let controller = t.controller();
+    t.a.p.write(
+        "wf.toml",
+        &workflow(
+            4,
+            Some(&controller),
+            &shared,
+            &node_check(&controller, faults.path()),
+        ),
+    );
+    (name, bad.0)
+}
+
+fn output(t: &HostCluster, key: &str) -> Value {
+    let out =
+        t.a.run(&["output", "wf.toml", &format!("fleet.{key}"), "--json"])
+            .expect(0);
+    serde_json::from_str(&out.stdout).expect("JSON")
+}
+
+/// What is true once the bad node was replaced, however the run went:
+/// one BatchReplaceClusterNodes for its instance, its instance gone, the
+/// `replaced` output naming the node in its place, healthy, which Slurm
+/// lists idle while the bad one is gone from Slurm.
+fn replaced_once(t: &HostCluster, bad: &str, bad_id: &str) -> String {
+    assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), 1);
+    // Its instance, and only it, was replaced: gone, the others there.
+    let nodes = t.nodes();
+    assert!(!nodes.iter().any(|n| n.0 == bad_id), "{nodes:?}");
+    assert_eq!(nodes.len(), 5, "{nodes:?}");
+    let replaced = output(t, "replaced");
+    let r = &replaced[0];
+    assert_eq!(replaced.as_array().map(Vec::len), Some(1), "{replaced}");
+    assert_eq!(r["node"], bad);
+    assert_eq!(r["instance_id"], bad_id);
+    assert_eq!(r["status"], "healthy", "{replaced}");
+    let by = r["by"].as_str().expect("by").to_string();
+    let by_id = r["by_instance_id"].as_str().expect("by_instance_id");
+    let new = nodes
+        .iter()
+        .find(|n| n.0 == by_id)
+        .expect("the new instance");
+    assert_eq!(new.1, "worker-group-1");
+    assert_eq!(new.3.split('.').next(), Some(by.as_str()));
+    let sinfo = t.sinfo();
+    assert!(!sinfo.iter().any(|(n, _)| n == bad), "{sinfo:?}");
+    assert!(
+        sinfo.iter().any(|(n, s)| *n == by && s == "idle"),
+        "{sinfo:?}"
+    );
+    assert_eq!(sinfo.len(), 4, "{sinfo:?}");
+    assert_eq!(output(t, "drained"), serde_json::json!([bad]));
+    by
+}
+
+#[test]
+fn a_node_with_7_gpus_is_named_drained_replaced_through_hyperpod_and_its_replacement_checked() {
+    let t = HostCluster::new(ON_CREATE, &[]);
+    let faults = tempfile::NamedTempFile::new().unwrap();
+    let (bad, bad_id) = planted(&t, &faults);
+    let plan = t.a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("then its instance replaced through HyperPod cluster `ml-cluster` (BatchReplaceClusterNodes, once)"),
+        "{}",
+        plan.stdout
+    );
+    let run = t.a.apply();
+    assert_eq!(run.code, 0, "{}", run.all());
+    let all = run.all();
+    assert!(
+        all.contains(&format!("bad node {bad}: nvidia-smi lists 7 GPUs")),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!(
+            "drained node {bad}: flow: nvidia-smi lists 7 GPUs"
+        )),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!("BatchReplaceClusterNodes for {bad_id}")),
+        "{all}"
+    );
+    let by = replaced_once(&t, &bad, &bad_id);
+    assert!(
+        all.contains(&format!("node {bad} ({bad_id}) replaced by {by}")),
+        "{all}"
+    );
+    // Every verdict in the outputs: the bad node's, then its replacement's.
+    let verdicts = output(&t, "verdicts");
+    assert_eq!(verdicts[&bad]["status"], "bad", "{verdicts}");
+    assert_eq!(verdicts[&by]["status"], "healthy", "{verdicts}");
+    assert_eq!(output(&t, "bad"), serde_json::json!([bad]));
+}
+
+#[test]
+fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once() {
+    // BatchReplaceClusterNodes' old instance stays ShuttingDown for 10 s.
+    let table = tempfile::NamedTempFile::new().expect("table");
+    std::fs::write(
+        table.path(),
+        "scale = 60\n[operations]\n\"sagemaker.hyperpod.replace\" = 600\n",
+    )
+    .expect("write table");
+    let t = HostCluster::new(
+        ON_CREATE,
+        &[("FLOW_LATENCY_MODEL", &table.path().to_string_lossy())],
+    );
+    let faults = tempfile::NamedTempFile::new().unwrap();
+    let (bad, bad_id) = planted(&t, &faults);
+    let child = t.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let replaces = || t.proxy.forwarded("BatchReplaceClusterNodes");
+    wait_until(
+        Duration::from_secs(120),
+        "flow to send BatchReplaceClusterNodes",
+        || replaces() == 1,
+    );
+    let listed = t.proxy.forwarded("ListClusterNodes");
+    wait_until(
+        Duration::from_secs(20),
+        "flow to wait for the replacement",
+        || t.proxy.forwarded("ListClusterNodes") > listed,
+    );
+    signal(&child, libc::SIGKILL);
+    assert_eq!(finish(child).code, -1);
+    let old = t.nodes().into_iter().find(|n| n.0 == bad_id).map(|n| n.2);
+    assert_eq!(old.as_deref(), Some("ShuttingDown"), "still being replaced");
+
+    let run = t.a.apply();
+    assert_eq!(run.code, 0, "{}", run.all());
+    // The recorded replacement is followed, not asked for again.
+    assert!(
+        run.all()
+            .contains(&format!("resuming the replacement of {bad} ({bad_id})")),
+        "{}",
+        run.all()
+    );
+    assert!(
+        run.all()
+            .contains(&format!("node {bad} ({bad_id}) replaced by ")),
+        "{}",
+        run.all()
+    );
+    let by = replaced_once(&t, &bad, &bad_id);
+    assert_eq!(output(&t, "verdicts")[&by]["status"], "healthy");
+    // Nothing left to do.
+    let again = t.a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "{}", again.all());
+}
