@@ -262,11 +262,9 @@ fn a_bad_node_is_replaced_and_its_replacement_checked() {
         assert_eq!((desired, before.len()), (16, 16));
         assert!(before.contains(&bad_instance), "{before:?}");
         let running = instances(&g.moto, "dlc");
-        assert!(
-            running
-                .iter()
-                .any(|i| i.id == bad_instance && i.dns == bad_name)
-        );
+        let bad_ec2 = running.iter().find(|i| i.id == bad_instance).unwrap();
+        assert_eq!(bad_ec2.dns, bad_name, "the node is named as its instance");
+        assert_eq!(bad_ec2.group.as_ref(), Some(&group), "{bad_ec2:?}");
         g.plant_seven_gpus(&bad_name);
         g.workload_on("web-bad", &bad_name);
         g.workload_on("web-ok", &name(&nodes[6]));

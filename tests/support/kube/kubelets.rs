@@ -38,6 +38,9 @@ pub struct Instance {
     pub zone: String,
     /// Its `eks:nodegroup-name` tag.
     pub nodegroup: String,
+    /// Its `aws:autoscaling:groupName` tag (the Auto Scaling group that
+    /// launched it).
+    pub group: Option<String>,
 }
 
 /// The kubelets of one cluster's node groups.
@@ -80,16 +83,19 @@ pub fn instances(moto: &Moto, cluster: &str) -> Vec<Instance> {
         .flat_map(|set| set.children().filter(|c| c.tag_name().name() == "item"))
         .filter_map(|i| {
             let tags = child(i, "tagSet")?;
-            let nodegroup = tags
-                .children()
-                .find(|t| text(child(*t, "key")).as_deref() == Some("eks:nodegroup-name"))
-                .and_then(|t| text(child(t, "value")))?;
+            let tag = |key: &str| {
+                tags.children()
+                    .find(|t| text(child(*t, "key")).as_deref() == Some(key))
+                    .and_then(|t| text(child(t, "value")))
+            };
+            let nodegroup = tag("eks:nodegroup-name")?;
             Some(Instance {
                 id: text(child(i, "instanceId"))?,
                 dns: text(child(i, "privateDnsName"))?,
                 instance_type: text(child(i, "instanceType"))?,
                 zone: text(child(i, "placement").and_then(|p| child(p, "availabilityZone")))?,
                 nodegroup,
+                group: tag("aws:autoscaling:groupName"),
             })
         })
         .collect()
