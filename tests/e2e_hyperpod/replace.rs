@@ -52,20 +52,26 @@ environment = {{ PATH = "{fleet}:/usr/sbin:/usr/bin:/sbin:/bin", FLOW_TEST_FAULT
     )
 }
 
-/// A cluster of 1 controller and 4 workers, up; the first worker (by
-/// name) planted with 7 GPUs; the workflow with the node check written.
-/// Its Slurm name and instance id.
-fn planted(t: &HostCluster, faults: &tempfile::NamedTempFile) -> (String, String) {
+/// A cluster of 1 controller and `workers` workers, up; the first worker
+/// (by name) planted with 7 GPUs; the workflow with the node check
+/// written. Its Slurm name and instance id.
+fn planted(t: &HostCluster, faults: &tempfile::NamedTempFile, workers: u32) -> (String, String) {
     let shared = t.a.p.path().join("shared");
-    t.a.p.write("wf.toml", &workflow(4, None, &shared, ""));
+    t.a.p
+        .write("wf.toml", &workflow(workers, None, &shared, ""));
+    let began = std::time::Instant::now();
     t.a.apply().expect(0);
-    let mut workers: Vec<_> = t
+    eprintln!(
+        "hyperpod on hosts: 1 controller + {workers} workers with Slurm in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    let mut group: Vec<_> = t
         .nodes()
         .into_iter()
         .filter(|n| n.1 == "worker-group-1")
         .collect();
-    workers.sort_by(|a, b| a.3.cmp(&b.3));
-    let bad = workers[0].clone();
+    group.sort_by(|a, b| a.3.cmp(&b.3));
+    let bad = group[0].clone();
     let name = bad.3.split('.').next().unwrap().to_string();
     writeln!(faults.as_file(), "{name} gpus 7").unwrap();
     let check = std::fs::read_to_string(workspace_root().join("workflows/slurm/nvidia-smi.sbatch"))
@@ -75,7 +81,7 @@ fn planted(t: &HostCluster, faults: &tempfile::NamedTempFile) -> (String, String
     t.a.p.write(
         "wf.toml",
         &workflow(
-            4,
+            workers,
             Some(&controller),
             &shared,
             &node_check(&controller, faults.path()),
@@ -95,12 +101,12 @@ fn output(t: &HostCluster, key: &str) -> Value {
 /// one BatchReplaceClusterNodes for its instance, its instance gone, the
 /// `replaced` output naming the node in its place, healthy, which Slurm
 /// lists idle while the bad one is gone from Slurm.
-fn replaced_once(t: &HostCluster, bad: &str, bad_id: &str) -> String {
+fn replaced_once(t: &HostCluster, bad: &str, bad_id: &str, workers: usize) -> String {
     assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), 1);
     // Its instance, and only it, was replaced: gone, the others there.
     let nodes = t.nodes();
     assert!(!nodes.iter().any(|n| n.0 == bad_id), "{nodes:?}");
-    assert_eq!(nodes.len(), 5, "{nodes:?}");
+    assert_eq!(nodes.len(), workers + 1, "{nodes:?}");
     let replaced = output(t, "replaced");
     let r = &replaced[0];
     assert_eq!(replaced.as_array().map(Vec::len), Some(1), "{replaced}");
@@ -121,23 +127,29 @@ fn replaced_once(t: &HostCluster, bad: &str, bad_id: &str) -> String {
         sinfo.iter().any(|(n, s)| *n == by && s == "idle"),
         "{sinfo:?}"
     );
-    assert_eq!(sinfo.len(), 4, "{sinfo:?}");
+    assert_eq!(sinfo.len(), workers, "{sinfo:?}");
     assert_eq!(output(t, "drained"), serde_json::json!([bad]));
     by
 }
 
 #[test]
-fn a_node_with_7_gpus_is_named_drained_replaced_through_hyperpod_and_its_replacement_checked() {
+fn a_node_with_7_gpus_of_16_is_named_drained_replaced_through_hyperpod_and_its_replacement_checked()
+{
     let t = HostCluster::new(ON_CREATE, &[]);
     let faults = tempfile::NamedTempFile::new().unwrap();
-    let (bad, bad_id) = planted(&t, &faults);
+    let (bad, bad_id) = planted(&t, &faults, 16);
     let plan = t.a.run(&["plan", "wf.toml"]).expect(0);
     assert!(
         plan.stdout.contains("then its instance replaced through HyperPod cluster `ml-cluster` (BatchReplaceClusterNodes, once)"),
         "{}",
         plan.stdout
     );
+    let began = std::time::Instant::now();
     let run = t.a.apply();
+    eprintln!(
+        "hyperpod on hosts: 16 nodes checked, 1 drained, replaced and checked in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
     assert_eq!(run.code, 0, "{}", run.all());
     let all = run.all();
     assert!(
@@ -154,7 +166,7 @@ fn a_node_with_7_gpus_is_named_drained_replaced_through_hyperpod_and_its_replace
         all.contains(&format!("BatchReplaceClusterNodes for {bad_id}")),
         "{all}"
     );
-    let by = replaced_once(&t, &bad, &bad_id);
+    let by = replaced_once(&t, &bad, &bad_id, 16);
     assert!(
         all.contains(&format!("node {bad} ({bad_id}) replaced by {by}")),
         "{all}"
@@ -180,7 +192,7 @@ fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once() {
         &[("FLOW_LATENCY_MODEL", &table.path().to_string_lossy())],
     );
     let faults = tempfile::NamedTempFile::new().unwrap();
-    let (bad, bad_id) = planted(&t, &faults);
+    let (bad, bad_id) = planted(&t, &faults, 4);
     let child = t.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
     let replaces = || t.proxy.forwarded("BatchReplaceClusterNodes");
     wait_until(
@@ -214,7 +226,7 @@ fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once() {
         "{}",
         run.all()
     );
-    let by = replaced_once(&t, &bad, &bad_id);
+    let by = replaced_once(&t, &bad, &bad_id, 4);
     assert_eq!(output(&t, "verdicts")[&by]["status"], "healthy");
     // Nothing left to do.
     let again = t.a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
