@@ -3,7 +3,11 @@
 //! workflow in two folders, each with its own local copy, run as users
 //! would run `flow`.
 
+#[path = "e2e_shared_state/log.rs"]
+mod log;
 mod support;
+#[path = "e2e_shared_state/view.rs"]
+mod view;
 
 use std::time::Duration;
 
@@ -61,19 +65,14 @@ fn checkouts(moto: &Moto, text: &str) -> (Aws, Aws) {
     (a, b)
 }
 
-/// The state object as JSON, straight from moto.
+/// The S3 state as a reader sees it (snapshot and deltas), straight from moto.
 fn state_object(moto: &Moto) -> serde_json::Value {
-    serde_json::from_str(&moto.object(BUCKET, KEY)).expect("state object is JSON")
+    view::state(moto, BUCKET, KEY).expect("a state in S3")
 }
 
-/// The record of `step` in the S3 state object (none before it exists).
+/// The record of `step` in the S3 state (none before it exists).
 fn remote_record(moto: &Moto, step: &str) -> Option<serde_json::Value> {
-    let (status, body) = moto.rest_call("s3", "GET", &format!("/{BUCKET}/{KEY}"), "");
-    if status == 404 {
-        return None;
-    }
-    let doc: serde_json::Value = serde_json::from_str(&body).expect("state object is JSON");
-    doc["steps"]
+    view::state(moto, BUCKET, KEY)?["steps"]
         .as_array()
         .and_then(|steps| steps.iter().find(|s| s["name"] == step).cloned())
 }
@@ -220,54 +219,38 @@ fn an_expired_lease_is_taken_over_with_a_warning() {
 }
 
 #[test]
-fn a_state_changed_underneath_stops_the_run_and_keeps_its_intents() {
+fn a_snapshot_rewritten_underneath_is_refused_as_two_writers_then_pushed_back() {
     let moto = Moto::start();
     let (a, _b) = checkouts(&moto, &workflow(2500, "60s"));
     let run = a.spawn(&["apply", "wf.toml", "--auto-approve"]);
     wait_until(Duration::from_secs(30), "slow's intent in S3", || {
         remote_record(&moto, "slow").is_some_and(|r| !r["in_flight"].is_null())
     });
-    // Another writer (one that ignored the lock) rewrites the object.
+    // Another writer (one that ignored the lock and the log) rewrites the
+    // snapshot without `one`. The run's next deltas land after it, made on
+    // a version that is no longer the snapshot: the chain is broken there.
     let mut doc = state_object(&moto);
     doc["steps"]
         .as_array_mut()
         .unwrap()
         .retain(|s| s["name"] != "one");
-    let (status, body) = moto.http(
-        "PUT",
-        &format!("/{BUCKET}/{KEY}"),
-        &[("Authorization", &support::moto::authorization("s3"))],
-        doc.to_string().as_bytes(),
-    );
-    assert_eq!(status, 200, "{body}");
+    doc.as_object_mut().unwrap().remove("log_seq");
+    view::put(&moto, BUCKET, KEY, doc.to_string().as_bytes());
+    let _ = finish(run);
 
-    let run = finish(run);
-    assert_eq!(run.code, 1, "{}", run.all());
-    assert!(
-        run.all().contains(&format!(
-            "state s3://{BUCKET}/{KEY} was changed by another writer"
-        )),
-        "{}",
-        run.all()
-    );
-    // The advice is about the other writer, not about a local disk.
-    assert!(
-        run.all()
-            .contains("make sure no one else runs flow on this state")
-            && !run.all().contains("disk is writable"),
-        "{}",
-        run.all()
-    );
-    // S3 keeps what the other writer wrote: the intent is still there, the
-    // result only in the local journal, which the next run names.
-    assert!(!remote_record(&moto, "slow").unwrap()["in_flight"].is_null());
+    // No reader merges the two: every command refuses the state, names the
+    // first delta that does not follow, and points to a restore.
     let next = a.run(&["plan", "wf.toml"]);
     assert_eq!(next.code, 1, "{}", next.all());
     assert!(
-        next.stderr.contains("the steps that differ: one, slow"),
+        next.stderr.contains(&format!("state s3://{BUCKET}/{KEY} is damaged: s3://{BUCKET}/{KEY}.log/00000000000000000001.json was made on a version"))
+            && next.stderr.contains("(two writers)")
+            && next.stderr.contains("flow merges nothing")
+            && next.stderr.contains("flow state restore wf.toml BACKUP"),
         "{}",
         next.stderr
     );
+    // The local copy holds every change: pushing it replaces both.
     let pushed = a.run(&["state", "push", "wf.toml", "--force"]).expect(0);
     assert!(
         pushed.stdout.contains("Pushed 3 steps"),
@@ -275,12 +258,15 @@ fn a_state_changed_underneath_stops_the_run_and_keeps_its_intents() {
         pushed.stdout
     );
     assert_eq!(remote_record(&moto, "slow").unwrap()["status"], "applied");
+    assert_eq!(remote_record(&moto, "one").unwrap()["status"], "applied");
     let replaced = moto.objects(BUCKET, &format!("{KEY}.backups/state-replaced-"));
     assert_eq!(
         replaced.len(),
         1,
         "the replaced object is kept: {replaced:?}"
     );
+    let plan = a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(plan.stdout.contains("No changes."), "{}", plan.stdout);
 }
 
 #[test]
@@ -450,9 +436,9 @@ fn bad_buckets_and_objects_get_one_clear_line_and_change_nothing() {
     assert!(run.stderr.contains("s3:PutObject"), "{}", run.stderr);
 }
 
-/// The state object's PutObject as the proxy names it (the lock object's
-/// key has `.lock` before the query, so it does not match).
-const STATE_PUT: &str = "shared.json?x-id=PutObject";
+/// The state's deltas' PutObject as the proxy names it (neither the lock,
+/// the snapshot, nor the runs and backups match).
+const STATE_PUT: &str = "s3:PUT /team-flow-state/training/shared.json.log/";
 
 #[test]
 fn a_state_write_whose_answer_is_lost_is_recognised_not_taken_for_a_conflict() {
@@ -461,9 +447,9 @@ fn a_state_write_whose_answer_is_lost_is_recognised_not_taken_for_a_conflict() {
     let proxy = FaultProxy::start(moto.addr);
     let a = Aws::new(&moto, Some(&proxy.endpoint()));
     a.p.write("wf.toml", &workflow(0, "60s"));
-    // The first write of the state passes; the second reaches moto, which
-    // stores it, and its answer is lost. The retry's If-Match names an ETag
-    // that is no longer current: flow must see that the object is its own.
+    // The first delta passes; the second reaches moto, which stores it, and
+    // its answer is lost. The retry's If-None-Match finds the place taken:
+    // flow must see that the object there is its own.
     proxy.schedule(STATE_PUT, &[None, Some(Fault::Lost)]);
     let run = a.run(&["apply", "wf.toml", "--auto-approve"]);
     assert_eq!(run.code, 0, "{}", run.all());

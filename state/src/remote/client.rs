@@ -49,6 +49,15 @@ pub(crate) enum Expect {
     Etag(String),
 }
 
+/// An object listed under a prefix: its key and ETag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listed {
+    pub key: String,
+    pub etag: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
 /// One older copy of the state: a version of the object, or a backup object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteBackup {
@@ -234,6 +243,35 @@ impl Remote {
                 found.push(RemoteBackup {
                     id: obj.key().unwrap_or_default().to_string(),
                     written_at: obj.last_modified().map_or(0, |t| t.secs().max(0) as u64),
+                    size: obj.size().unwrap_or(0).max(0) as u64,
+                });
+            }
+        }
+        Ok(found)
+    }
+
+    /// The keys under `prefix` after `start_after`, in key order, with
+    /// their ETags.
+    pub(crate) async fn list_after(
+        &self,
+        prefix: &str,
+        start_after: &str,
+    ) -> Result<Vec<Listed>, Failure> {
+        let mut found = Vec::new();
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.location.bucket)
+            .prefix(prefix)
+            .start_after(start_after)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.classify(e, "list"))?;
+            for obj in page.contents() {
+                found.push(Listed {
+                    key: obj.key().unwrap_or_default().to_string(),
+                    etag: obj.e_tag().unwrap_or_default().to_string(),
                     size: obj.size().unwrap_or(0).max(0) as u64,
                 });
             }

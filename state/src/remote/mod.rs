@@ -1,12 +1,14 @@
-//! The S3 backend: the state is one S3 object, written with `If-Match` on
-//! the ETag last read or written (compare-and-swap), next to a lock object
-//! with a lease. The local sled database stays as cache and journal: every
+//! The S3 backend: the state is a snapshot object and the deltas written
+//! after it (`KEY.log/<seq>.json`, each created with `If-None-Match: *`, so
+//! two writers can never both take one place in the sequence; the snapshot
+//! rewritten with `If-Match`), next to a lock object with a lease. The local sled database stays as cache and journal: every
 //! batch is made durable locally (the write-ahead log), then written to
 //! S3, and only then is anyone
 //! told it is durable (see `docs/state.md`, "Shared state in S3").
 //!
 //! Modules, lowest first: `location`, `client` (the S3 calls and how their
-//! failures are sorted), `lease` (the lock), `publish` (the writer's S3
+//! failures are sorted), `lease` (the lock), `log` (the deltas after the
+//! snapshot: their names, content and chain), `publish` (the writer's S3
 //! side), `sync` (the local copy and S3 on opening), `replace` (what push
 //! and restore share when they replace the object whole), `restore`, `runs`
 //! (the run history's objects); this
@@ -15,6 +17,7 @@
 mod client;
 mod lease;
 mod location;
+mod log;
 mod publish;
 mod replace;
 mod restore;
@@ -22,7 +25,7 @@ mod runs;
 mod sync;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -34,7 +37,7 @@ use lease::Lease;
 pub use lease::{LockOptions, RemoteLockInfo};
 pub use location::S3Location;
 pub use publish::PublishStats;
-use publish::{S3Publisher, document};
+use publish::{S3Publisher, Shared, document};
 pub use restore::{BackupSource, RestoredRemote, restore};
 use sync::{RemoteState, decode, local_records, reconcile, salt_hex};
 
@@ -72,6 +75,8 @@ pub struct S3Backend {
     versioned: bool,
     notes: Vec<String>,
     stats: Arc<PublishStats>,
+    /// The writer's S3 side (`None` without the lock).
+    publisher: Option<Shared>,
     // Released after the local store is closed.
     _lease: Option<Lease>,
 }
@@ -108,11 +113,37 @@ pub(crate) fn remote_error(location: &S3Location, failure: Failure) -> StateErro
     }
 }
 
-/// Reads the state object, if there is one.
-async fn fetch(remote: &Remote) -> Result<Option<RemoteState>, StateError> {
+/// Reads the state, if there is one: the snapshot object and the deltas
+/// after it, checked to form one chain and applied in order. Deltas left
+/// without their snapshot are refused as damage (`workflow` names the file
+/// in the command that restores one).
+async fn fetch(remote: &Remote, workflow: &str) -> Result<Option<RemoteState>, StateError> {
     match remote.get(&remote.location.key, None).await {
-        Ok(got) => decode(remote, &got.body, got.etag).map(Some),
-        Err(Failure::NotFound) => Ok(None),
+        Ok(got) => {
+            let (mut state, log_etag) = decode(remote, &got.body, got.etag)?;
+            let deltas = log::read(remote, &state.base(log_etag), workflow).await?;
+            state.apply(deltas);
+            Ok(Some(state))
+        }
+        Err(Failure::NotFound) => {
+            let left = remote
+                .list_after(&log::prefix(&remote.location), "")
+                .await
+                .map_err(|f| remote_error(&remote.location, f))?;
+            match left.first() {
+                None => Ok(None),
+                Some(first) => Err(log::ChainError::Missing {
+                    seq: 0,
+                    next: format!(
+                        "the snapshot {} is gone, and {} deltas are left from {}",
+                        remote.location,
+                        left.len(),
+                        first.key
+                    ),
+                }
+                .into_error(&remote.location, workflow)),
+            }
+        }
         Err(other) => Err(remote_error(&remote.location, other)),
     }
 }
@@ -137,9 +168,10 @@ impl S3Backend {
             Some(lock) => Some(Lease::acquire(&remote, lock, &mut notes).await?),
             None => None,
         };
-        let fetched = fetch(&remote).await?;
+        let fetched = fetch(&remote, &opts.workflow).await?;
         let versioned = remote.versioned().await.unwrap_or(false);
         let stats = Arc::new(PublishStats::default());
+        let shared: Mutex<Option<Shared>> = Mutex::new(None);
         let lost = lease.as_ref().map(Lease::lost_flag);
         let locked = lease.is_some();
         let store = Store::open_with(
@@ -157,17 +189,22 @@ impl S3Backend {
                     schema_version: SCHEMA_VERSION,
                     salt_hex: salt_hex(&layout.root, trees)?,
                     etag: found.etag,
+                    log: found.log,
                     lost,
                     retry_for: opts.retry_for,
                     stats: stats.clone(),
+                    serial: found.serial,
+                    max_deltas: publish::max_deltas(),
                 };
                 if !locked {
                     return Ok(Some(Box::new(Unlocked(remote.location.to_string()))));
                 }
-                if found.push_first {
+                if let Some(pending) = found.pending {
                     let serial = meta::read_serial(&layout.root, &trees.meta)?;
-                    publisher.write_all(serial)?;
+                    publisher.write_pending(serial, pending)?;
                 }
+                let publisher = Shared(Arc::new(Mutex::new(publisher)));
+                *shared.lock().unwrap_or_else(|e| e.into_inner()) = Some(publisher.clone());
                 Ok(Some(Box::new(publisher)))
             },
         )?;
@@ -177,6 +214,7 @@ impl S3Backend {
             versioned,
             notes,
             stats,
+            publisher: shared.into_inner().unwrap_or_else(|e| e.into_inner()),
             _lease: lease,
         })
     }
@@ -219,6 +257,28 @@ impl S3Backend {
     }
 }
 
+/// A versioned bucket keeps the state as the snapshot's versions: a run
+/// that leaves deltas after the snapshot folds them into a new one as it
+/// ends (under its lock still), so that each run's end is a version. A
+/// fold that fails leaves the deltas, which hold the same state; the next
+/// run's backup folds them.
+impl Drop for S3Backend {
+    fn drop(&mut self) {
+        if !self.versioned {
+            return;
+        }
+        if let Some(publisher) = &self.publisher {
+            let _ = publisher.with(|p| {
+                if p.has_deltas() {
+                    p.compact_now()
+                } else {
+                    Ok(false)
+                }
+            });
+        }
+    }
+}
+
 /// The publisher of a state opened without its lock: it refuses to write.
 struct Unlocked(String);
 
@@ -257,13 +317,24 @@ impl StateBackend for S3Backend {
         self.store.committer()
     }
 
-    /// With bucket versioning, every write is already kept: nothing is
-    /// written. Without it, a copy goes to `KEY.backups/`, kept as local
-    /// backups are (see [`retention`](crate::retention)).
-    /// Either way the local copy is backed up too.
+    /// With bucket versioning, the snapshot's versions keep the state:
+    /// the deltas after it, if any (a run that did not end), are folded
+    /// into a new one. Without it,
+    /// a copy goes to `KEY.backups/`, kept as local backups are (see
+    /// [`retention`](crate::retention)). Either way the local copy is
+    /// backed up too.
     fn backup(&self) -> Result<String, StateError> {
         self.store.backup()?;
         if self.versioned {
+            if let Some(publisher) = &self.publisher {
+                publisher.with(|p| {
+                    if p.has_deltas() {
+                        p.compact_now()
+                    } else {
+                        Ok(false)
+                    }
+                })?;
+            }
             return Ok(format!(
                 "{} (bucket versioning keeps every version)",
                 self.remote.location
@@ -325,13 +396,21 @@ pub async fn list_remote_backups(
     let remote = Remote::new(client, location, Handle::current());
     let fail = |f| remote_error(&remote.location, f);
     remote.check_bucket().await.map_err(fail)?;
-    if remote.versioned().await.unwrap_or(false) {
-        return Ok((true, remote.versions().await.map_err(fail)?));
-    }
     let mut found = remote
         .list(&remote.location.backups_prefix())
         .await
         .map_err(fail)?;
+    if remote.versioned().await.unwrap_or(false) {
+        // The snapshot's versions, and the copies written while deltas
+        // followed it (named by URL: restore takes either).
+        let mut all = remote.versions().await.map_err(fail)?;
+        all.extend(found.into_iter().map(|b| RemoteBackup {
+            id: format!("s3://{}/{}", remote.location.bucket, b.id),
+            ..b
+        }));
+        all.sort_by(|a, b| b.written_at.cmp(&a.written_at).then(b.id.cmp(&a.id)));
+        return Ok((true, all));
+    }
     found.sort_by(|a, b| b.written_at.cmp(&a.written_at).then(b.id.cmp(&a.id)));
     Ok((false, found))
 }
@@ -394,7 +473,7 @@ pub async fn push(
     if let Some(got) = &existing {
         if !force {
             let steps = decode(&remote, &got.body, got.etag.clone())
-                .map(|s| s.records.len().to_string())
+                .map(|(s, _)| s.records.len().to_string())
                 .unwrap_or_else(|_| "an unreadable".to_string());
             return Err(StateError::Remote {
                 message: format!("{} already holds a state ({steps} steps)", remote.location),
@@ -408,10 +487,14 @@ pub async fn push(
         replace::keep_replaced(&remote, got, versioned).await?;
     }
     let serial = store.serial();
+    // The new snapshot reaches past every delta written before it.
+    let (log_seq, _) = log::end(&remote).await?;
     let body = document(
         SCHEMA_VERSION,
         &salt_hex(&layout.root, trees)?,
         serial,
+        log_seq,
+        None,
         &records,
     );
     let etag = replace::replace_object(
@@ -447,7 +530,7 @@ pub async fn pull(
         Some(lock) => Some(Lease::acquire(&remote, lock, &mut notes).await?),
         None => None,
     };
-    let Some(rs) = fetch(&remote).await? else {
+    let Some(rs) = fetch(&remote, &opts.workflow).await? else {
         return Err(StateError::Remote {
             message: format!("{} holds no state; nothing to pull", remote.location),
             help: None,

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use tokio::runtime::Handle;
 
 use super::client::{Failure, Fetched, Remote};
+use super::log;
 use super::publish::document;
 use super::replace;
 use super::sync::decode;
@@ -100,7 +101,7 @@ pub async fn restore(
             }),
     };
     let backup = match body {
-        Ok(got) => decode(&remote, &got.body, String::new())?,
+        Ok(got) => decode(&remote, &got.body, String::new())?.0,
         Err(Failure::NotFound) => {
             return Err(StateError::Remote {
                 message: format!("backup {} does not exist", describe(source, &remote)),
@@ -115,7 +116,11 @@ pub async fn restore(
     let current_serial = current
         .as_ref()
         .and_then(|c| decode(&remote, &c.body, c.etag.clone()).ok())
-        .map_or(0, |c| c.snap.serial);
+        .map_or(0, |(c, _)| c.snap.serial);
+    // The deltas after it may be damaged too (another reason to restore):
+    // the restored snapshot reaches past the last of them, whatever they hold.
+    let (log_seq, log_serial) = log::end(&remote).await?;
+    let current_serial = current_serial.max(log_serial.unwrap_or(0));
 
     let store = Store::open_with(
         root,
@@ -139,6 +144,8 @@ pub async fn restore(
         backup.snap.schema_version,
         &to_hex(&backup.salt),
         serial,
+        log_seq,
+        None,
         &records,
     );
     let etag = replace::replace_object(

@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use super::client::Remote;
+use super::client::{Listed, Remote};
+use super::log::{Base, Delta};
 use crate::backup::{Invalid, check_snapshot, replace_contents};
 use crate::db::Trees;
 use crate::error::{StateError, describe_json_error};
@@ -19,21 +20,87 @@ use crate::meta;
 use crate::records::SCHEMA_VERSION;
 use crate::snapshot::{Snapshot, to_hex};
 
-/// The S3 state as read: the document, its records and its ETag.
+/// The S3 state as read: the snapshot document with the deltas after it
+/// applied (its serial the last delta's), its records, and the ETag of its
+/// newest object (the version a local copy's mark names).
 pub(crate) struct RemoteState {
     pub snap: Snapshot,
     pub salt: [u8; 32],
     pub records: Vec<(String, Vec<u8>)>,
     pub etag: String,
+    /// Where the log stands: the snapshot's ETag and size, the last
+    /// delta's sequence number, the deltas' bytes and count.
+    pub log: LogState,
 }
 
-/// Reads and checks the state object's bytes. A document this flow cannot
-/// read is refused with its version and never overwritten.
+/// Where an S3 state's log stands, as read or last written.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LogState {
+    /// The snapshot object's ETag (`KEY`).
+    pub snapshot_etag: String,
+    /// Its size in bytes.
+    pub snapshot_bytes: u64,
+    /// The sequence number the snapshot reaches.
+    pub snapshot_seq: u64,
+    /// The last delta's sequence number (the snapshot's when none follows).
+    pub seq: u64,
+    /// The bytes of the deltas after the snapshot.
+    pub log_bytes: u64,
+}
+
+/// Where in the log a snapshot document says it reaches (absent in a
+/// document written before the log: 0, nothing).
+#[derive(serde::Deserialize, Default)]
+struct LogPosition {
+    #[serde(default)]
+    log_seq: u64,
+    #[serde(default)]
+    log_etag: Option<String>,
+}
+
+impl RemoteState {
+    /// Where the snapshot leaves off, for reading the deltas after it.
+    pub(crate) fn base(&self, log_etag: Option<String>) -> Base {
+        let mut etags = vec![self.log.snapshot_etag.clone()];
+        etags.extend(log_etag);
+        Base {
+            seq: self.log.snapshot_seq,
+            etags,
+        }
+    }
+
+    /// Applies `deltas` (checked to follow the snapshot) in order.
+    pub(crate) fn apply(&mut self, deltas: Vec<(Listed, Delta)>) {
+        if deltas.is_empty() {
+            return;
+        }
+        let mut records: BTreeMap<String, Vec<u8>> =
+            std::mem::take(&mut self.records).into_iter().collect();
+        for (listed, delta) in deltas {
+            for (name, value) in delta.changes {
+                match value {
+                    Some(v) => records.insert(name, v),
+                    None => records.remove(&name),
+                };
+            }
+            self.snap.serial = delta.serial;
+            self.log.seq = delta.seq;
+            self.log.log_bytes += listed.size;
+            self.etag = listed.etag;
+        }
+        self.records = records.into_iter().collect();
+    }
+}
+
+/// Reads and checks the snapshot object's bytes (the deltas after it are
+/// not read here); answers the state and the ETag of the delta the
+/// snapshot reaches, if it names one. A document this flow cannot read is
+/// refused with its version and never overwritten.
 pub(crate) fn decode(
     remote: &Remote,
     body: &[u8],
     etag: String,
-) -> Result<RemoteState, StateError> {
+) -> Result<(RemoteState, Option<String>), StateError> {
     let url = remote.location.to_string();
     let snap: Snapshot = serde_json::from_slice(body).map_err(|e| StateError::Remote {
         message: format!(
@@ -70,21 +137,35 @@ pub(crate) fn decode(
             help: Some("restore a good version (`flow state backups` lists them)".to_string()),
         },
     })?;
-    Ok(RemoteState {
+    let position: LogPosition = serde_json::from_slice(body).unwrap_or_default();
+    let log = LogState {
+        snapshot_etag: etag.clone(),
+        snapshot_bytes: body.len() as u64,
+        snapshot_seq: position.log_seq,
+        seq: position.log_seq,
+        log_bytes: 0,
+    };
+    let state = RemoteState {
         snap,
         salt,
         records,
         etag,
-    })
+        log,
+    };
+    Ok((state, position.log_etag))
 }
 
-/// What opening found: the records the publisher starts from, its ETag,
-/// and whether the local journal must be written to S3 before anything
-/// else.
+/// What opening found: the records S3 holds (the publisher starts from
+/// them), the ETag of S3's newest object and where its log stands (`None`
+/// when S3 holds no state), and the local records S3 does not have yet,
+/// to be written before anything else.
 pub(crate) struct Reconciled {
     pub records: BTreeMap<String, Vec<u8>>,
+    /// The serial S3 holds (0 when nothing).
+    pub serial: u64,
     pub etag: Option<String>,
-    pub push_first: bool,
+    pub log: Option<LogState>,
+    pub pending: Option<BTreeMap<String, Vec<u8>>>,
 }
 
 /// Brings the local copy in `trees` and the S3 state `remote_state` together.
@@ -133,9 +214,11 @@ pub(crate) fn reconcile(
                 ),
             )),
             Some(_) => Ok(Reconciled {
-                push_first: !local.is_empty(),
-                records: local,
+                pending: (!local.is_empty()).then_some(local),
+                serial: 0,
+                records: BTreeMap::new(),
                 etag: None,
+                log: None,
             }),
             None if local.is_empty() => {
                 mark::write(
@@ -149,8 +232,10 @@ pub(crate) fn reconcile(
                 )?;
                 Ok(Reconciled {
                     records: local,
+                    serial: local_serial,
                     etag: None,
-                    push_first: false,
+                    log: None,
+                    pending: None,
                 })
             }
             None => Err(refuse(
@@ -184,9 +269,11 @@ pub(crate) fn reconcile(
                 let remote_records: BTreeMap<String, Vec<u8>> = rs.records.into_iter().collect();
                 if same_version {
                     return Ok(Reconciled {
-                        records: local,
+                        records: remote_records,
+                        serial: rs.snap.serial,
                         etag: Some(rs.etag),
-                        push_first: true,
+                        log: Some(rs.log),
+                        pending: Some(local),
                     });
                 }
                 let differ = differing_steps(&local, &remote_records);
@@ -200,8 +287,10 @@ pub(crate) fn reconcile(
                     )?;
                     return Ok(Reconciled {
                         records: local,
+                        serial: rs.snap.serial.max(local_serial),
                         etag: Some(rs.etag),
-                        push_first: false,
+                        log: Some(rs.log),
+                        pending: None,
                     });
                 }
                 return Err(refuse(
@@ -230,9 +319,11 @@ pub(crate) fn reconcile(
             }
             adopt_mark(root, trees, &url, &rs.etag, rs.snap.serial)?;
             Ok(Reconciled {
+                serial: rs.snap.serial,
                 records: rs.records.into_iter().collect(),
                 etag: Some(rs.etag),
-                push_first: false,
+                log: Some(rs.log),
+                pending: None,
             })
         }
     }
