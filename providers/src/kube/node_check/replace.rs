@@ -425,6 +425,33 @@ mod tests {
         assert_eq!(Replacing::from_annotation("n", "@g"), None);
     }
 
+    /// A group's new nodes go to its replaced nodes in order; a replaced
+    /// node whose group launched none (seen) has none.
+    #[test]
+    fn new_nodes_are_given_to_the_nodes_of_their_group() {
+        let r = |node: &str, group: &str| Replacing {
+            node: node.into(),
+            instance: format!("i-{node}"),
+            group: group.into(),
+        };
+        let new = [
+            (member("n-a", None), "g1".to_string()),
+            (member("n-b", None), "g2".to_string()),
+        ];
+        let got = attribute(&[r("a", "g1"), r("b", "g1"), r("c", "g2")], &new);
+        assert_eq!(got[0]["new_node"], "n-a");
+        assert_eq!(got[1]["new_node"], serde_json::Value::Null);
+        assert_eq!(got[2]["new_node"], "n-b");
+        assert_eq!(got[2]["instance"], "i-c");
+        let mut verdicts = BTreeMap::from([(
+            "a".to_string(),
+            verdict("bad", "check", "gpus".into(), json!({})),
+        )]);
+        note_replaced(&mut verdicts, &got);
+        assert_eq!(verdicts["a"]["replaced_by"], "n-a");
+        assert_eq!(verdicts["a"]["instance"], "i-a");
+    }
+
     /// Every node nothing would replace is named with why, and none is
     /// replaced when one of them cannot be.
     #[test]
