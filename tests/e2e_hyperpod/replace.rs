@@ -176,6 +176,24 @@ fn a_node_with_7_gpus_of_16_is_named_drained_replaced_through_hyperpod_and_its_r
     assert_eq!(verdicts[&bad]["status"], "bad", "{verdicts}");
     assert_eq!(verdicts[&by]["status"], "healthy", "{verdicts}");
     assert_eq!(output(&t, "bad"), serde_json::json!([bad]));
+    // The run history holds every verdict: the 16 checked, and the new node's.
+    let runs =
+        t.a.run(&["runs", "wf.toml", "fleet", "--json"])
+            .expect(0)
+            .stdout;
+    let runs: Value = serde_json::from_str(&runs).expect("JSON");
+    let last = runs
+        .as_array()
+        .and_then(|r| r.last())
+        .cloned()
+        .expect("a run");
+    assert_eq!(last["values"][&bad]["status"], "bad", "{last}");
+    assert_eq!(last["values"][&by]["status"], "healthy", "{last}");
+    assert_eq!(
+        last["verdicts"].as_array().map(Vec::len),
+        Some(17),
+        "{last}"
+    );
 }
 
 #[test]
@@ -227,7 +245,29 @@ fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once() {
         run.all()
     );
     let by = replaced_once(&t, &bad, &bad_id, 4);
-    assert_eq!(output(&t, "verdicts")[&by]["status"], "healthy");
+    // The resumed run's verdicts: the replaced node's as the killed run
+    // found it, and its replacement's.
+    let verdicts = output(&t, "verdicts");
+    assert_eq!(verdicts[&by]["status"], "healthy", "{verdicts}");
+    assert_eq!(verdicts[&bad]["status"], "bad", "{verdicts}");
+    assert!(
+        verdicts[&bad]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("7 GPUs")),
+        "{verdicts}"
+    );
+    let runs =
+        t.a.run(&["runs", "wf.toml", "fleet", "--json"])
+            .expect(0)
+            .stdout;
+    let runs: Value = serde_json::from_str(&runs).expect("JSON");
+    let last = runs
+        .as_array()
+        .and_then(|r| r.last())
+        .cloned()
+        .expect("a run");
+    assert_eq!(last["values"][&bad]["status"], "bad", "{last}");
+    assert_eq!(last["values"][&by]["status"], "healthy", "{last}");
     // Nothing left to do.
     let again = t.a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "{}", again.all());

@@ -281,14 +281,27 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     if let Some(cluster) = &run.spec.replace_through
         && !drained.is_empty()
     {
-        let replacing = replace::instances_of(ctx, cluster, &drained).await?;
+        // What a resumed run reports of each: `by: reason`.
+        let reason_of = |n: &str| {
+            format!(
+                "{}: {}",
+                verdicts[n]["by"].as_str().unwrap_or("check"),
+                verdicts[n]["reason"].as_str().unwrap_or_default()
+            )
+        };
+        let replacing = replace::instances_of(ctx, cluster, &drained, reason_of).await?;
         let done = replaced_and_checked(ctx, &remote, &run.spec, cluster, &held, replacing).await?;
         id = Some(done.id);
         new_verdicts = done.verdicts;
         replaced = done.replaced;
     }
     judged.unknown_fails("drained", &drained)?;
-    verdicts.extend(new_verdicts);
+    if !new_verdicts.is_empty() {
+        // The history keeps a run's last measure: every verdict, the new
+        // nodes' among them.
+        verdicts.extend(new_verdicts);
+        report::record(ctx, &verdicts);
+    }
     let mut outputs = report::outputs(&names, &verdicts, rounds, "drained", &drained);
     let skipped: Vec<&str> = skipped.iter().map(|s| s.name.as_str()).collect();
     outputs.insert("skipped".into(), json!(skipped));

@@ -5,9 +5,10 @@
 //! `Running` and Slurm lists it, so that its checks can run.
 //!
 //! Every replacement is durable before and after its call: the step's id
-//! (`c1,c2|c1=i-…@worker-group-1@1764300000+`) holds the drained nodes,
-//! then for each replacement the node, its instance, its group, the time
-//! the call was about to go out, and `+` once HyperPod answered. A resume
+//! (`c1,c2|c1=i-…@worker-group-1@1764300000+@nvidia-smi lists 7 GPUs`)
+//! holds the drained nodes, then for each replacement the node, its
+//! instance, its group, the time the call was about to go out, `+` once
+//! HyperPod answered, and why the node was bad (`%`-escaped). A resume
 //! (kill -9 of flow anywhere) sends the call only for a replacement whose
 //! old instance is still `Running` (HyperPod had not taken it), so one
 //! node is replaced once.
@@ -38,6 +39,9 @@ pub(super) struct Replacing {
     pub since: u64,
     /// Whether HyperPod answered the call.
     pub sent: bool,
+    /// Why it was found bad (`by: reason` of its verdict), kept for a
+    /// resumed run's outputs.
+    pub reason: String,
 }
 
 /// A replacement carried out: the node and the one now in its place.
@@ -56,12 +60,13 @@ pub(super) fn encode(held: &[String], replacing: &[Replacing]) -> String {
     let mut id = held.join(",");
     for r in replacing {
         id.push_str(&format!(
-            "|{}={}@{}@{}{}",
+            "|{}={}@{}@{}{}@{}",
             r.node,
             r.instance_id,
             r.group,
             r.since,
-            if r.sent { "+" } else { "" }
+            if r.sent { "+" } else { "" },
+            escape(&r.reason)
         ));
     }
     id
@@ -83,6 +88,7 @@ pub(super) fn decode(id: &str) -> (Vec<String>, Vec<Replacing>) {
             let (node, rest) = p.split_once('=')?;
             let mut fields = rest.split('@');
             let (instance_id, group, since) = (fields.next()?, fields.next()?, fields.next()?);
+            let reason = unescape(fields.next().unwrap_or_default());
             let sent = since.ends_with('+');
             Some(Replacing {
                 node: node.to_string(),
@@ -90,18 +96,55 @@ pub(super) fn decode(id: &str) -> (Vec<String>, Vec<Replacing>) {
                 group: group.to_string(),
                 since: since.trim_end_matches('+').parse().ok()?,
                 sent,
+                reason,
             })
         })
         .collect();
     (held, replacing)
 }
 
+/// `text` with the id's separators (`%|,=@+`) escaped as `%XX`.
+fn escape(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '%' | '|' | ',' | '=' | '@' | '+' => format!("%{:02X}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// What [`escape`] made, back.
+fn unescape(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let code = rest
+            .get(at + 1..at + 3)
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match code {
+            Some(b) => {
+                out.push(b as char);
+                rest = &rest[at + 3..];
+            }
+            None => {
+                out.push('%');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The instances of the drained `names` in HyperPod cluster `cluster`,
-/// found by hostname; an error naming a node that is no instance of it.
+/// found by hostname, each with why it is bad (`reason_of`); an error
+/// naming a node that is no instance of it.
 pub(super) async fn instances_of(
     ctx: &OpContext,
     cluster: &str,
     names: &[String],
+    reason_of: impl Fn(&str) -> String,
 ) -> Result<Vec<Replacing>, ProviderError> {
     let listed = cluster_nodes::list(ctx, cluster).await?;
     let since = now();
@@ -124,6 +167,7 @@ pub(super) async fn instances_of(
                 group: n.group.clone(),
                 since,
                 sent: false,
+                reason: reason_of(name),
             })
         })
         .collect()
@@ -349,17 +393,19 @@ mod tests {
             group: "worker-group-1".into(),
             since: 1_764_300_000,
             sent: false,
+            reason: "nvidia-smi lists 7 GPUs, not 8 (a|b=c@d+e,f 100%)".into(),
         };
         let held = vec!["ip-10-1-0-5".to_string(), "ip-10-1-0-7".to_string()];
         let id = encode(&held, std::slice::from_ref(&r));
         assert_eq!(
             id,
-            "ip-10-1-0-5,ip-10-1-0-7|ip-10-1-0-5=i-0123456789abcdef0@worker-group-1@1764300000"
+            "ip-10-1-0-5,ip-10-1-0-7|ip-10-1-0-5=i-0123456789abcdef0@worker-group-1@1764300000\
+             @nvidia-smi lists 7 GPUs%2C not 8 (a%7Cb%3Dc%40d%2Be%2Cf 100%25)"
         );
         assert_eq!(decode(&id), (held.clone(), vec![r.clone()]));
         let sent = Replacing { sent: true, ..r };
         let id = encode(&held, std::slice::from_ref(&sent));
-        assert!(id.ends_with("@1764300000+"), "{id}");
+        assert!(id.contains("@1764300000+@nvidia-smi"), "{id}");
         assert_eq!(decode(&id).1, vec![sent]);
         assert_eq!(decode("c1,c2"), (vec!["c1".into(), "c2".into()], vec![]));
     }
@@ -372,6 +418,7 @@ mod tests {
             group: "w".into(),
             since: 1000,
             sent: true,
+            reason: String::new(),
         };
         let rs = std::slice::from_ref(&r);
         // The old one still shutting down: not yet.

@@ -56,7 +56,6 @@ pub(super) async fn replaced_and_checked(
             spec: spec.clone(),
         };
         run.check(table, &members, &mut verdicts).await?;
-        report::record(ctx, &verdicts);
     }
     let replaced = done
         .iter()
@@ -130,9 +129,22 @@ pub(super) async fn resume_replacing(
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    // The replaced nodes' verdicts as the killed run recorded them (`by`
+    // and reason), then the new nodes': every verdict of the run, in its
+    // history too.
+    let mut verdicts: BTreeMap<String, Value> = replacing
+        .iter()
+        .map(|r| {
+            let (by, reason) = r.reason.split_once(": ").unwrap_or(("check", &r.reason));
+            let v = report::verdict("bad", by, reason.to_string(), json!({}));
+            (r.node.clone(), v)
+        })
+        .collect();
     let done = replaced_and_checked(ctx, &remote, &spec, &cluster, &held, replacing).await?;
-    let names: Vec<String> = done.verdicts.keys().cloned().collect();
-    let mut outputs = report::outputs(&names, &done.verdicts, 0, "drained", &held);
+    verdicts.extend(done.verdicts);
+    report::record(ctx, &verdicts);
+    let names: Vec<String> = verdicts.keys().cloned().collect();
+    let mut outputs = report::outputs(&names, &verdicts, 0, "drained", &held);
     outputs.insert("skipped".into(), json!([]));
     outputs.insert("replaced".into(), json!(done.replaced));
     replacements_healthy(&done.replaced)?;
