@@ -16,22 +16,53 @@ use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_smithy_http_client::tls::{Provider as TlsProvider, rustls_provider::CryptoMode};
+use aws_smithy_http_client::tls::{
+    Provider as TlsProvider, TlsContext, TrustStore, rustls_provider::CryptoMode,
+};
 use aws_types::sdk_config::SharedHttpClient;
 use aws_types::service_config::ServiceConfigKey;
 
 use crate::contract::{OpContext, ProviderError};
 
-/// The HTTP client every SDK client shares.
+/// The HTTP client every SDK client shares: the system's trusted roots,
+/// and the certificates of `AWS_CA_BUNDLE` when it names a PEM file (the
+/// variable the AWS CLI and boto3 read for a private CA, e.g. a proxy's:
+/// "Environment variables to configure the AWS CLI"). A bundle that cannot
+/// be read is said once on stderr and left out.
 fn http_client() -> SharedHttpClient {
     static CLIENT: OnceLock<SharedHttpClient> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            aws_smithy_http_client::Builder::new()
-                .tls_provider(TlsProvider::Rustls(CryptoMode::Ring))
-                .build_https()
+            let builder = aws_smithy_http_client::Builder::new()
+                .tls_provider(TlsProvider::Rustls(CryptoMode::Ring));
+            match ca_bundle() {
+                Some(pem) => builder
+                    .tls_context(
+                        TlsContext::builder()
+                            .with_trust_store(TrustStore::default().with_pem_certificate(pem))
+                            .build()
+                            .expect("a TLS context of a trust store builds"),
+                    )
+                    .build_https(),
+                None => builder.build_https(),
+            }
         })
         .clone()
+}
+
+/// The PEM text of `AWS_CA_BUNDLE`'s file, when set and readable.
+fn ca_bundle() -> Option<Vec<u8>> {
+    let path = std::env::var_os("AWS_CA_BUNDLE").filter(|p| !p.is_empty())?;
+    match std::fs::read(&path) {
+        Ok(pem) => Some(pem),
+        Err(e) => {
+            eprintln!(
+                "warning: AWS_CA_BUNDLE {}: {e}; using the system's trusted roots only",
+                std::path::Path::new(&path).display()
+            );
+            None
+        }
+    }
 }
 
 /// How long one attempt of one call may take before the SDK gives up on it
