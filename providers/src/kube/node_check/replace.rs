@@ -18,9 +18,7 @@ use std::time::{Duration, Instant};
 use ::kube::Client;
 use ::kube::api::{Api, ListParams, Patch, PatchParams};
 use k8s_openapi::api::core::v1::Node;
-use serde_json::json;
-
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::asg::{Aws, GROUP_TAG, instance_of};
 use super::jobs::Batch;
@@ -197,43 +195,13 @@ pub(super) async fn wait_for_strength(
     // every group from Auto Scaling.
     let mut pause = Duration::from_millis(500);
     loop {
-        let nodes = nodes_by_instance(client).await?;
-        let mut short = Vec::new();
-        let mut new = Vec::new();
-        for name in groups {
-            let g = aws.group(name).await?;
-            let serving: Vec<&str> = g
-                .members
-                .iter()
-                .filter(|m| m.lifecycle == "InService")
-                .map(|m| m.instance.as_str())
-                .collect();
-            let ready: Vec<&Node> = serving
-                .iter()
-                .filter_map(|i| nodes.get(*i))
-                .filter(|n| ready(n))
-                .collect();
-            if ready.len() < g.desired {
-                short.push(format!(
-                    "group {name}: {} of {} nodes Ready ({} instance(s) in service)",
-                    ready.len(),
-                    g.desired,
-                    serving.len()
-                ));
-                continue;
-            }
-            for n in ready {
-                let m = Member::of(n);
-                if !known.contains(&m.name) {
-                    new.push((m, name.clone()));
-                }
-            }
-        }
-        if short.is_empty() {
-            new.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-            return Ok(new);
-        }
-        let said = short.join("; ");
+        let said = match look(client, aws, groups, known).await {
+            Ok(Strength::Full(new)) => return Ok(new),
+            Ok(Strength::Short(short)) => short,
+            // A throttled or lost read is tried again at the next look.
+            Err(e) if e.is_retryable() && Instant::now() < deadline => e.message,
+            Err(e) => return Err(e),
+        };
         if said != last_said {
             ctx.reporter
                 .event(&format!("waiting for new nodes: {said}"));
@@ -253,6 +221,60 @@ pub(super) async fn wait_for_strength(
             }
         }
     }
+}
+
+/// What one look at the groups found.
+enum Strength {
+    /// Every group at strength: the Ready nodes `known` does not name.
+    Full(Vec<(Member, String)>),
+    /// What each group short of Ready nodes lacks.
+    Short(String),
+}
+
+/// One look at `groups` (see [`wait_for_strength`]).
+async fn look(
+    client: &Client,
+    aws: &Aws,
+    groups: &BTreeSet<String>,
+    known: &BTreeSet<String>,
+) -> Result<Strength, ProviderError> {
+    let nodes = nodes_by_instance(client).await?;
+    let mut short = Vec::new();
+    let mut new = Vec::new();
+    for name in groups {
+        let g = aws.group(name).await?;
+        let serving: Vec<&str> = g
+            .members
+            .iter()
+            .filter(|m| m.lifecycle == "InService")
+            .map(|m| m.instance.as_str())
+            .collect();
+        let ready: Vec<&Node> = serving
+            .iter()
+            .filter_map(|i| nodes.get(*i))
+            .filter(|n| ready(n))
+            .collect();
+        if ready.len() < g.desired {
+            short.push(format!(
+                "group {name}: {} of {} nodes Ready ({} instance(s) in service)",
+                ready.len(),
+                g.desired,
+                serving.len()
+            ));
+            continue;
+        }
+        for n in ready {
+            let m = Member::of(n);
+            if !known.contains(&m.name) {
+                new.push((m, name.clone()));
+            }
+        }
+    }
+    if !short.is_empty() {
+        return Ok(Strength::Short(short.join("; ")));
+    }
+    new.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    Ok(Strength::Full(new))
 }
 
 /// The verdict of a node an earlier run was replacing: what its
