@@ -18,10 +18,21 @@ DescribeFileSystems answers that moto leaves out and pcluster reads:
 `Lifecycle` AVAILABLE (moto makes it at once) and `LustreConfiguration.MountName`
 (API_LustreFileSystemConfiguration: "fsx" for SCRATCH_1, else an 8
 character name AWS picks).
+
+A file system is reached through the elastic network interfaces FSx makes
+in its subnets, with its security groups (API_FileSystem: VpcId,
+NetworkInterfaceIds; "File system access control with Amazon VPC",
+https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
+ParallelCluster's ExistingFsxNetworkingValidator reads them (the interfaces'
+groups must let the cluster's nodes in on Lustre's ports). Here each file
+system gets one interface per subnet in moto's EC2, described as FSx's
+are, and they are deleted with the file system (so that its subnets can
+go).
 """
 
 import secrets
 
+from moto.ec2.models import ec2_backends
 from moto.fsx import models
 
 
@@ -52,10 +63,38 @@ def install():
                 lustre["MountName"] = "fsx" if scratch1 else secrets.token_hex(4)
             self.lustre_configuration = lustre
 
+        ec2 = ec2_backends[account_id][region_name]
+        self.network_interface_ids, self.vpc_id = [], None
+        for subnet_id in self.subnet_ids or []:
+            subnet = ec2.get_subnet(subnet_id)
+            self.vpc_id = subnet.vpc_id
+            eni = ec2.create_network_interface(
+                subnet,
+                None,
+                group_ids=list(self.security_group_ids or []),
+                description="ENI for FSx for Lustre file system %s" % self.file_system_id,
+            )
+            self.network_interface_ids.append(eni.id)
+
     def to_dict(self):
         out = original_dict(self)
         out.setdefault("Lifecycle", "AVAILABLE")
+        out["NetworkInterfaceIds"] = list(getattr(self, "network_interface_ids", []))
+        if getattr(self, "vpc_id", None):
+            out["VpcId"] = self.vpc_id
         return out
+
+    original_delete = models.FSxBackend.delete_file_system
+
+    def delete_file_system(self, file_system_id, *args, **kwargs):
+        found = self.file_systems.get(file_system_id)
+        answer = original_delete(self, file_system_id, *args, **kwargs)
+        if found is not None:
+            ec2 = ec2_backends[self.account_id][self.region_name]
+            for eni_id in getattr(found, "network_interface_ids", []):
+                ec2.delete_network_interface(eni_id)
+        return answer
 
     models.FileSystem.__init__ = __init__
     models.FileSystem.to_dict = to_dict
+    models.FSxBackend.delete_file_system = delete_file_system

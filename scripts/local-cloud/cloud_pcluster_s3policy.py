@@ -25,8 +25,19 @@ applies only when the request's transport matches (https: "true", http:
 "false", from the request the server received); statements without that
 condition are left to moto as they are. A local cloud served over plain
 HTTP therefore sees ParallelCluster's own policy deny its requests, as AWS
-would; served with moto's `--ssl` (and the clients given its CA), they
+would; served over HTTPS (cloud_https.py, the clients given its CA), they
 pass.
+
+A statement applies only to the principals it names ("AWS JSON policy
+elements: Principal",
+https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html#principal-services:
+a service principal is the service itself acting, e.g. CloudWatch Logs
+exporting into the bucket). moto applies every statement to every caller:
+ParallelCluster's `DenyPutObjectOnReservedPath` (Deny s3:PutObject on
+`parallelcluster/*` for the principal `logs.REGION.amazonaws.com`) then
+refuses pcluster's own upload of `parallelcluster/.bootstrapped`. Here a
+statement whose Principal names only services is left out: requests to the
+local cloud come from the account's users and roles, never from a service.
 """
 
 import json
@@ -59,6 +70,12 @@ def applies(statement, secure):
     return True
 
 
+def service_only(statement):
+    """Whether STATEMENT's Principal names AWS services and nothing else."""
+    principal = statement.get("Principal")
+    return isinstance(principal, dict) and set(principal) == {"Service"}
+
+
 def _without_transport(statement):
     """The statement with its aws:SecureTransport conditions (evaluated
     already) taken out, the rest left to moto."""
@@ -87,7 +104,11 @@ def install():
         statements = policy.get("Statement", [])
         statements = statements if isinstance(statements, list) else [statements]
         secure = _secure_transport()
-        kept = [_without_transport(s) for s in statements if applies(s, secure)]
+        kept = [
+            _without_transport(s)
+            for s in statements
+            if applies(s, secure) and not service_only(s)
+        ]
         if not kept:
             return PermissionResult.NEUTRAL
         return IAMPolicy(json.dumps(dict(policy, Statement=kept))).is_action_permitted(
