@@ -24,7 +24,7 @@ use super::asg::{Aws, GROUP_TAG, instance_of};
 use super::jobs::Batch;
 use super::{Member, Run, TAINT};
 use crate::contract::{OpContext, ProviderError};
-use crate::fleet::report::{evidence, verdict};
+use crate::fleet::report::{evidence, record, verdict};
 use crate::kube::errors::kube as kube_error;
 
 /// The annotation of a node whose instance flow is replacing.
@@ -375,7 +375,16 @@ pub(super) async fn check_new(
     if run.spec.common.pairs.is_some() {
         run.members = members;
         let mut by_pairs = fresh.clone();
-        rounds = run.checks_pairs_only(&mut by_pairs).await?;
+        rounds = match run.checks_pairs_only(&mut by_pairs).await {
+            Ok(rounds) => rounds,
+            Err(e) => {
+                // The history holds the whole fleet's verdicts, not only
+                // those of the nodes this search paired.
+                verdicts.extend(fresh);
+                record(fleet.ctx, verdicts);
+                return Err(e);
+            }
+        };
         for m in new {
             if let Some(v) = by_pairs.remove(&m.name) {
                 fresh.insert(m.name.clone(), v);
