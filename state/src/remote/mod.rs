@@ -195,6 +195,7 @@ impl S3Backend {
                     stats: stats.clone(),
                     serial: found.serial,
                     max_deltas: publish::max_deltas(),
+                    folding: None,
                 };
                 if !locked {
                     return Ok(Some(Box::new(Unlocked(remote.location.to_string()))));
@@ -257,13 +258,17 @@ impl S3Backend {
     }
 }
 
-/// A versioned bucket keeps the state as the snapshot's versions: a run
+/// A run's end waits for the snapshot being written, if one is. A
+/// versioned bucket keeps the state as the snapshot's versions: a run
 /// that leaves deltas after the snapshot folds them into a new one as it
 /// ends (under its lock still), so that each run's end is a version. A
 /// fold that fails leaves the deltas, which hold the same state; the next
 /// run's backup folds them.
 impl Drop for S3Backend {
     fn drop(&mut self) {
+        if let Some(publisher) = &self.publisher {
+            publisher.with(S3Publisher::finish);
+        }
         if !self.versioned {
             return;
         }

@@ -109,6 +109,8 @@ pub(crate) struct S3Publisher {
     /// Deltas after which the snapshot is written again, at most
     /// ([`max_deltas`]).
     pub max_deltas: u64,
+    /// The snapshot being written, if one is.
+    pub folding: Option<Folding>,
 }
 
 /// [`MAX_DELTAS`], or `FLOW_STATE_MAX_DELTAS` when it holds a number of at
@@ -266,8 +268,10 @@ impl S3Publisher {
         self.written(serial, etag)
     }
 
-    /// Whether deltas follow the snapshot.
-    pub(crate) fn has_deltas(&self) -> bool {
+    /// Whether deltas follow the snapshot (once the snapshot being
+    /// written, if any, is in).
+    pub(crate) fn has_deltas(&mut self) -> bool {
+        let _ = self.settle(true);
         self.log.as_ref().is_some_and(|l| l.seq > l.snapshot_seq)
     }
 
@@ -280,18 +284,24 @@ impl S3Publisher {
     }
 
     /// Folds the deltas into a new snapshot when they weigh as much as it
-    /// (or are [`MAX_DELTAS`]), or at once when `now`. A snapshot S3 cannot
-    /// take now is left for a later batch: the deltas hold everything
-    /// meanwhile.
+    /// (or are [`MAX_DELTAS`]), or at once when `now`. The snapshot is
+    /// written beside the next deltas (they are other objects), one at a
+    /// time; its outcome is taken at the next batch, or waited for when
+    /// `now`. A snapshot S3 cannot take now is left for a later batch: the
+    /// deltas hold everything meanwhile. Answers whether one was written.
     fn compact(&mut self, now: bool, serial: u64) -> Result<bool, StateError> {
+        let mut written = self.settle(now)?;
+        if self.folding.is_some() {
+            return Ok(written);
+        }
         let Some(log) = self.log.clone() else {
-            return Ok(false);
+            return Ok(written);
         };
         let deltas = log.seq - log.snapshot_seq;
         let due = deltas >= self.max_deltas
             || (deltas > 0 && log.log_bytes >= log.snapshot_bytes.max(MIN_COMPACT_BYTES));
         if deltas == 0 || !(due || now) {
-            return Ok(false);
+            return Ok(written);
         }
         let body = document(
             self.schema_version,
@@ -304,43 +314,65 @@ impl S3Publisher {
         let size = body.len() as u64;
         self.stats.puts.fetch_add(1, Ordering::Relaxed);
         self.stats.bytes.fetch_add(size, Ordering::Relaxed);
-        let key = self.remote.location.key.clone();
+        let remote = self.remote.clone();
         let expect = Expect::Etag(log.snapshot_etag.clone());
-        match self
-            .remote
-            .block_on(self.remote.put(&key, body, Some(&expect)))
-        {
+        let done = std::thread::Builder::new()
+            .name("flow-state-snapshot".to_string())
+            .spawn(move || {
+                let key = remote.location.key.clone();
+                remote.block_on(remote.put(&key, body, Some(&expect)))
+            })
+            .map_err(|e| StateError::Sled(format!("the snapshot thread cannot start: {e}")))?;
+        self.folding = Some(Folding {
+            seq: log.seq,
+            size,
+            log_bytes: log.log_bytes,
+            done,
+        });
+        if now {
+            written = self.settle(true)?;
+        }
+        Ok(written)
+    }
+
+    /// Waits for the snapshot being written, if one is (a run's end).
+    pub(crate) fn finish(&mut self) {
+        let _ = self.settle(true);
+    }
+
+    /// Takes the outcome of the snapshot being written, if it has one (or
+    /// waits for it when `wait`); answers whether it was written.
+    fn settle(&mut self, wait: bool) -> Result<bool, StateError> {
+        let finished = self
+            .folding
+            .as_ref()
+            .is_some_and(|f| wait || f.done.is_finished());
+        if !finished {
+            return Ok(false);
+        }
+        let folding = self.folding.take().expect("a snapshot being written");
+        let outcome = folding.done.join().unwrap_or_else(|_| {
+            Err(Failure::Transient(
+                "the snapshot thread panicked".to_string(),
+            ))
+        });
+        match outcome {
             Ok(etag) => {
                 self.stats.compactions.fetch_add(1, Ordering::Relaxed);
-                self.log = Some(LogState {
-                    snapshot_etag: etag,
-                    snapshot_bytes: size,
-                    snapshot_seq: log.seq,
-                    seq: log.seq,
-                    log_bytes: 0,
-                });
-                self.prune(log.seq);
+                if let Some(log) = self.log.as_mut() {
+                    log.snapshot_etag = etag;
+                    log.snapshot_bytes = folding.size;
+                    log.snapshot_seq = folding.seq;
+                    log.log_bytes = log.log_bytes.saturating_sub(folding.log_bytes);
+                }
+                let (remote, covered) = (self.remote.clone(), folding.seq);
+                let _ = std::thread::Builder::new()
+                    .name("flow-state-prune".to_string())
+                    .spawn(move || prune(&remote, covered));
                 Ok(true)
             }
             Err(Failure::Precondition) => Err(self.conflict()),
             Err(_) => Ok(false),
-        }
-    }
-
-    /// Deletes the deltas up to `covered` written more than
-    /// [`KEEP_COVERED`] ago; what cannot be deleted now is left for later.
-    fn prune(&self, covered: u64) {
-        let remote = &self.remote;
-        let prefix = log::prefix(&remote.location);
-        let Ok(old) = remote.block_on(remote.list(&prefix)) else {
-            return;
-        };
-        let before = now_secs().saturating_sub(KEEP_COVERED.as_secs());
-        for obj in old {
-            let covered = log::seq_of(&prefix, &obj.id).is_some_and(|seq| seq <= covered);
-            if covered && obj.written_at < before {
-                let _ = remote.block_on(remote.delete(&obj.id, None));
-            }
         }
     }
 
@@ -400,6 +432,33 @@ impl Publish for S3Publisher {
         self.append(serial, changes)?;
         self.compact(false, serial).map(|_| ())
     }
+}
+
+/// Deletes the deltas up to `covered` written more than [`KEEP_COVERED`]
+/// ago; what cannot be deleted now is left for later.
+fn prune(remote: &Remote, covered: u64) {
+    let prefix = log::prefix(&remote.location);
+    let Ok(old) = remote.block_on(remote.list(&prefix)) else {
+        return;
+    };
+    let before = now_secs().saturating_sub(KEEP_COVERED.as_secs());
+    for obj in old {
+        let covered = log::seq_of(&prefix, &obj.id).is_some_and(|seq| seq <= covered);
+        if covered && obj.written_at < before {
+            let _ = remote.block_on(remote.delete(&obj.id, None));
+        }
+    }
+}
+
+/// A snapshot being written beside the deltas.
+pub(crate) struct Folding {
+    /// The log position it reaches.
+    seq: u64,
+    /// Its size in bytes.
+    size: u64,
+    /// The deltas' bytes it folds in.
+    log_bytes: u64,
+    done: std::thread::JoinHandle<Result<String, Failure>>,
 }
 
 /// The publisher, shared between the writer thread (each batch) and the
