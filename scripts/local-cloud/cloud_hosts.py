@@ -50,6 +50,14 @@ What AWS behaviour is modelled, and the page each part follows:
   StopInstances shuts it down too; StartInstances boots it again at the
   same private address, which a stopped instance keeps
   (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Stop_Start.html).
+- An instance with a public IPv4 address (its subnet's
+  MapPublicIpOnLaunch, or AssociatePublicIpAddress at launch: "Amazon EC2
+  instance IP addressing", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-instance-addressing.html)
+  answers at it too: the host gets the address on its interface with
+  its sshd listening there as well, and the sealed namespace a /32 route
+  to it over the bridge (nothing else reaches it: the namespace has no
+  other link). The route goes with the host. (On AWS the address is
+  translated to the private one on the way in; the host sees both here.)
 - An instance that cannot be a host (its address is already another
   host's, the manager cannot start one) is not launched: RunInstances
   fails with InsufficientInstanceCapacity, AWS's error when it has no
@@ -57,7 +65,9 @@ What AWS behaviour is modelled, and the page each part follows:
   and the instances of that call are terminated.
 """
 
+import ipaddress
 import os
+import subprocess
 import sys
 import threading
 
@@ -69,6 +79,8 @@ import hosts_client as client  # noqa: E402  (hosts/hosts_client.py)
 
 _BOOT = []
 _LOCK = threading.Lock()
+# instance id -> the public address routed to its host
+_PUBLIC = {}
 
 # (substring of the AMI's name or description, lower case) -> default user
 DEFAULT_USERS = [
@@ -138,10 +150,39 @@ def _spec(instance):
     }
 
 
+def _public_ip(instance):
+    """The instance's public address, when it has one outside the bridge's
+    private ranges."""
+    public = getattr(instance, "public_ip", None)
+    if not public or ipaddress.ip_address(public).is_private:
+        return None
+    return public
+
+
+def _route(verb, address):
+    """Adds or deletes the sealed namespace's route to a public address."""
+    subprocess.run(
+        ["ip", "route", verb, address + "/32", "dev", "flowbr0"], capture_output=True
+    )
+
+
 def _start(instances):
     if not instances:
         return
-    client.call({"op": "start", "hosts": [_spec(i) for i in instances]})
+    started = client.call({"op": "start", "hosts": [_spec(i) for i in instances]})["hosts"]
+    for instance, host in zip(instances, started):
+        public = _public_ip(instance)
+        if public:
+            # The address on the host's interface, its sshd listening
+            # there too (the same keys and user), and the route to it.
+            run_daemon(
+                instance.id,
+                "public_sshd",
+                ["sh", "-c", "ip addr add %s/32 dev eth0 && exec /usr/sbin/sshd -D -f %s/sshd_config"
+                 " -o ListenAddress=%s:22 -E %s/sshd-public.log" % (public, host["dir"], public, host["dir"])],
+            )
+            _PUBLIC[instance.id] = public
+            _route("replace", public)
 
 
 def _stop(ids):
@@ -150,6 +191,8 @@ def _stop(ids):
     if ids:
         try:
             client.call({"op": "stop", "ids": list(ids)})
+            for address in filter(None, (_PUBLIC.pop(i, None) for i in ids)):
+                _route("del", address)
         except client.HostError as e:
             print("cloud_hosts: stopping %s: %s" % (", ".join(ids), e), file=sys.stderr)
 
