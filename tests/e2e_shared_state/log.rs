@@ -56,9 +56,14 @@ fn writes_carry_what_changed_and_a_single_document_state_is_read_then_extended()
 
     // The state as an earlier flow wrote it: one document, no log.
     let mut doc = view::state(&moto, BUCKET, KEY).unwrap();
+    assert_eq!(
+        doc["format"], "flow-state-snapshot",
+        "an older flow refuses it"
+    );
     let map = doc.as_object_mut().unwrap();
     map.remove("log_seq");
     map.remove("log_etag");
+    map.insert("format".into(), "flow-state-backup".into());
     for (key, _) in view::deltas(&moto, BUCKET, KEY) {
         view::delete(&moto, BUCKET, &key);
     }

@@ -24,8 +24,13 @@ use crate::db::Trees;
 use crate::error::StateError;
 use crate::mark::{self, Mark};
 use crate::records::now_secs;
-use crate::snapshot::FORMAT;
 use crate::writer::Publish;
+
+/// The `format` tag of a snapshot written with a log. A flow that knows no
+/// log refuses it ("not a flow state"), instead of reading the snapshot
+/// without its deltas, or writing over them; this flow reads it and the
+/// single documents tagged with the backup format alike.
+pub(crate) const SNAPSHOT_FORMAT: &str = "flow-state-snapshot";
 
 /// Deltas after the snapshot that make the next write fold them in, at most.
 pub(crate) const MAX_DELTAS: u64 = 500;
@@ -71,7 +76,7 @@ pub(crate) fn document(
     };
     body.extend_from_slice(
         format!(
-            "{{\"format\":\"{FORMAT}\",\"schema_version\":{schema_version},\"serial\":{serial},\"salt\":\"{salt_hex}\",\"created_at\":{},\"log_seq\":{log_seq}{log_etag},\"steps\":[",
+            "{{\"format\":\"{SNAPSHOT_FORMAT}\",\"schema_version\":{schema_version},\"serial\":{serial},\"salt\":\"{salt_hex}\",\"created_at\":{},\"log_seq\":{log_seq}{log_etag},\"steps\":[",
             now_secs()
         )
         .as_bytes(),

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use super::client::{Listed, Remote};
 use super::log::{Base, Delta};
+use super::publish::SNAPSHOT_FORMAT;
 use crate::backup::{Invalid, check_snapshot, replace_contents};
 use crate::db::Trees;
 use crate::error::{StateError, describe_json_error};
@@ -18,7 +19,7 @@ use crate::layout::StateLayout;
 use crate::mark::{self, Mark};
 use crate::meta;
 use crate::records::SCHEMA_VERSION;
-use crate::snapshot::{Snapshot, to_hex};
+use crate::snapshot::{FORMAT, Snapshot, to_hex};
 
 /// The S3 state as read: the snapshot document with the deltas after it
 /// applied (its serial the last delta's), its records, and the ETag of its
@@ -113,6 +114,10 @@ pub(crate) fn decode(
         ),
     })?;
     let mut snap = snap;
+    if snap.format == SNAPSHOT_FORMAT {
+        // A snapshot with a log: the backup format's content, and more.
+        snap.format = FORMAT.to_string();
+    }
     snap.schema_version = as_current(snap.schema_version);
     if snap.schema_version != SCHEMA_VERSION {
         let who = if snap.schema_version > SCHEMA_VERSION {
