@@ -13,8 +13,10 @@
 //! - pcluster's bucket policy, which denies non-TLS requests (see
 //!   tests/fixtures/pcluster/prepare_moto.py): the bucket is made without it.
 //!
-//! Validators are suppressed (`suppress_validators = ["ALL"]`): they call
-//! EC2 for instance types, AMIs and subnets moto describes only in part.
+//! Validators are suppressed there (`suppress_validators = ["ALL"]`): that
+//! configuration names no official AMI, reservation or FSx the local cloud
+//! has. The shipped workflows/pcluster-p5.toml runs with every validator on,
+//! over HTTPS, on local hosts: e2e_pcluster/workflow.rs.
 
 mod support;
 
@@ -28,6 +30,8 @@ mod live;
 mod policy;
 #[path = "e2e_pcluster/slurm_hosts.rs"]
 mod slurm_hosts;
+#[path = "e2e_pcluster/workflow.rs"]
+mod workflow;
 
 use std::process::Command;
 
