@@ -25,6 +25,12 @@ use crate::records::StepRecord;
 /// The `format` tag of a delta object.
 pub(crate) const DELTA_FORMAT: &str = "flow-state-delta";
 
+/// The `format` tag of a snapshot written with a log. A flow that knows no
+/// log refuses it ("not a flow state"), instead of reading the snapshot
+/// without its deltas, or writing over them; this flow reads it and the
+/// single documents tagged with the backup format alike.
+pub(crate) const SNAPSHOT_FORMAT: &str = "flow-state-snapshot";
+
 /// How many deltas are read at once.
 const READ_AT_ONCE: usize = 32;
 

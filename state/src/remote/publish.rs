@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::client::{Expect, Failure, Remote, backoff};
-use super::log;
+use super::log::{self, SNAPSHOT_FORMAT};
 use super::sync::LogState;
 use crate::commit::Change;
 use crate::db::Trees;
@@ -25,12 +25,6 @@ use crate::error::StateError;
 use crate::mark::{self, Mark};
 use crate::records::now_secs;
 use crate::writer::Publish;
-
-/// The `format` tag of a snapshot written with a log. A flow that knows no
-/// log refuses it ("not a flow state"), instead of reading the snapshot
-/// without its deltas, or writing over them; this flow reads it and the
-/// single documents tagged with the backup format alike.
-pub(crate) const SNAPSHOT_FORMAT: &str = "flow-state-snapshot";
 
 /// Deltas after the snapshot that make the next write fold them in, at most.
 pub(crate) const MAX_DELTAS: u64 = 500;

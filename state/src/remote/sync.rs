@@ -10,8 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::client::{Listed, Remote};
-use super::log::{Base, Delta};
-use super::publish::SNAPSHOT_FORMAT;
+use super::log::{Base, Delta, SNAPSHOT_FORMAT};
 use crate::backup::{Invalid, check_snapshot, replace_contents};
 use crate::db::Trees;
 use crate::error::{StateError, describe_json_error};
