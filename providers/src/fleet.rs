@@ -20,6 +20,8 @@
 //! and the step's rounds and end ([`step`]).
 
 pub mod check;
+pub mod dcgm;
+pub mod efa_devices;
 pub mod gpus;
 pub mod pairwise;
 pub mod report;

@@ -19,6 +19,7 @@ mod accounting;
 mod failures;
 mod jobs;
 mod node_check;
+mod node_health;
 mod per_node;
 mod restarts;
 mod resume;

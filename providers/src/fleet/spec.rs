@@ -49,17 +49,27 @@ pub enum Policy {
     TakeOut,
 }
 
-/// The GPUs each node's `nvidia-smi` must list.
+/// How many of a device each node must list: its GPUs (`check.gpus`, as
+/// `nvidia-smi` lists them) or its EFA devices (`check.efa`, as `fi_info`
+/// does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gpus {
-    /// As many as the node's instance type has (flow's table).
+    /// As many as the node's instance type has (flow's tables).
     InstanceType,
     /// This many.
     Count(u32),
 }
 
 /// The keys of a `check` table besides the job's.
-pub const CHECK_KEYS: &[&str] = &["success_pattern", "capture", "parse", "expect", "gpus"];
+pub const CHECK_KEYS: &[&str] = &[
+    "success_pattern",
+    "capture",
+    "parse",
+    "expect",
+    "gpus",
+    "efa",
+    "dcgm",
+];
 
 /// The keys of a `pairs` table besides the job's.
 pub const PAIR_KEYS: &[&str] = &["floor", "of_median"];
@@ -71,6 +81,10 @@ pub struct Common {
     pub check: Option<Values>,
     /// The GPU count the check's `nvidia-smi` must list.
     pub gpus: Option<Gpus>,
+    /// The EFA devices the check's `fi_info -p efa` must list.
+    pub efa: Option<Gpus>,
+    /// Whether the check's `dcgmi diag` table is judged (`check.dcgm`).
+    pub dcgm: bool,
     /// The test each pair of nodes runs (an NCCL job).
     pub pairs: Option<Values>,
     /// The instance type's bus bandwidth floor, GB/s.
@@ -84,6 +98,57 @@ pub struct Common {
     pub replace: bool,
     /// The most of the fleet that may be found bad and taken out.
     pub max_bad_fraction: f64,
+}
+
+/// What a node's check output is held to besides its job's matchers: the
+/// GPUs `nvidia-smi` lists, the EFA devices `fi_info` lists, the tests of
+/// `dcgmi diag`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// `check.gpus`.
+    pub gpus: Option<Gpus>,
+    /// `check.efa`.
+    pub efa: Option<Gpus>,
+    /// `check.dcgm`.
+    pub dcgm: bool,
+}
+
+impl Rules {
+    /// What the plan says a node's check is held to, after its job
+    /// (`, nvidia-smi listing its instance type's GPUs, …`); empty without
+    /// a rule.
+    pub fn plan_text(&self) -> String {
+        let mut out = String::new();
+        match self.gpus {
+            Some(Gpus::InstanceType) => {
+                out.push_str(", nvidia-smi listing its instance type's GPUs")
+            }
+            Some(Gpus::Count(_)) => out.push_str(", nvidia-smi listing check.gpus GPUs"),
+            None => {}
+        }
+        match self.efa {
+            Some(Gpus::InstanceType) => {
+                out.push_str(", fi_info listing its instance type's EFA devices")
+            }
+            Some(Gpus::Count(_)) => out.push_str(", fi_info listing check.efa EFA devices"),
+            None => {}
+        }
+        if self.dcgm {
+            out.push_str(", no dcgmi diag test failing (skipped where dcgmi is not installed)");
+        }
+        out
+    }
+}
+
+impl Common {
+    /// The rules of its `check`.
+    pub fn rules(&self) -> Rules {
+        Rules {
+            gpus: self.gpus,
+            efa: self.efa,
+            dcgm: self.dcgm,
+        }
+    }
 }
 
 /// The table `key` of `v`, when it is one.
@@ -107,6 +172,22 @@ pub fn gpus_of(v: &Value) -> Result<Gpus, String> {
             .ok_or_else(|| format!("`{n}` is not a GPU count (1 to 64)")),
         other => Err(format!(
             "`{other}` is neither a GPU count nor \"instance-type\""
+        )),
+    }
+}
+
+/// `check.efa`: a count of EFA devices (1 to 32, the most an instance type
+/// has) or `"instance-type"`.
+pub fn efa_of(v: &Value) -> Result<Gpus, String> {
+    match v {
+        Value::String(s) if s == "instance-type" => Ok(Gpus::InstanceType),
+        Value::Number(n) => n
+            .as_u64()
+            .filter(|n| (1..=32).contains(n))
+            .map(|n| Gpus::Count(n as u32))
+            .ok_or_else(|| format!("`{n}` is not an EFA device count (1 to 32)")),
+        other => Err(format!(
+            "`{other}` is neither an EFA device count nor \"instance-type\""
         )),
     }
 }
@@ -221,6 +302,17 @@ impl Platform {
                 .map(gpus_of)
                 .transpose()
                 .map_err(|e| invalid(Problem::at("check", e)))?,
+            efa: check
+                .as_ref()
+                .and_then(|c| c.get("efa"))
+                .map(efa_of)
+                .transpose()
+                .map_err(|e| invalid(Problem::at("check", e)))?,
+            dcgm: check
+                .as_ref()
+                .and_then(|c| c.get("dcgm"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             floor: num(&pairs, "floor"),
             of_median: num(&pairs, "of_median").unwrap_or(0.8),
             check,
@@ -304,6 +396,21 @@ impl Platform {
                 out.push(Problem::at_path(&["check", "gpus"], e).with_help(
                     "a number, or \"instance-type\" for the count of the node's instance type",
                 ));
+            }
+            if let Some(g) = t.get("efa")
+                && let Err(e) = efa_of(g)
+            {
+                out.push(Problem::at_path(&["check", "efa"], e).with_help(
+                    "a number, or \"instance-type\" for the EFA interfaces of the node's instance type (`fi_info -p efa -t FI_EP_RDM` lists them)",
+                ));
+            }
+            if let Some(d) = t.get("dcgm")
+                && !d.is_boolean()
+            {
+                out.push(
+                    Problem::at_path(&["check", "dcgm"], format!("`{d}` is not true or false"))
+                        .with_help("true judges the `dcgmi diag` table the check prints: a test that fails makes the node bad"),
+                );
             }
         } else {
             for k in PAIR_KEYS.iter().copied() {

@@ -35,7 +35,7 @@ use crate::contract::{
     ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
 use crate::fleet::report::{self, OUTPUT_KEYS, evidence};
-use crate::fleet::spec::{Gpus, Policy};
+use crate::fleet::spec::Policy;
 use crate::fleet::step::{self, Judged};
 use crate::fleet::{self, Rule};
 
@@ -159,15 +159,13 @@ impl Run<'_> {
     }
 
     fn judge_check(&self, m: &Member, matchers: &Matchers, r: &report::Ran) -> Value {
-        let want = self.spec.common.gpus.map(|g| {
-            fleet::check::wanted(
-                g,
-                m.instance_type
-                    .as_deref()
-                    .ok_or("no node.kubernetes.io/instance-type label"),
-            )
-        });
-        fleet::check::judge(r, want, matchers)
+        let want = fleet::check::Wanted::of(
+            &self.spec.common.rules(),
+            m.instance_type
+                .as_deref()
+                .ok_or("no node.kubernetes.io/instance-type label"),
+        );
+        fleet::check::judge(r, &want, matchers)
     }
 
     /// Round `round`'s pairs, all at once, each job's pods held to its two nodes.
@@ -450,13 +448,9 @@ impl Provider for KubeNodeCheck {
             spec.nodes
         )];
         if spec.common.check.is_some() {
-            let gpus = match spec.common.gpus {
-                Some(Gpus::InstanceType) => ", nvidia-smi listing its instance type's GPUs",
-                Some(Gpus::Count(_)) => ", nvidia-smi listing check.gpus GPUs",
-                None => "",
-            };
             lines.push(format!(
-                "each node alone: the `check` job pinned to it{gpus}"
+                "each node alone: the `check` job pinned to it{}",
+                spec.common.rules().plan_text()
             ));
         }
         if spec.common.pairs.is_some() {

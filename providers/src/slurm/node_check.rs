@@ -35,7 +35,7 @@ use crate::contract::{
     Provider, ProviderError, ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
 use crate::fleet::report::{self, OUTPUT_KEYS};
-use crate::fleet::spec::{Gpus, Policy};
+use crate::fleet::spec::Policy;
 use crate::fleet::step::{self, Judged};
 use crate::fleet::{self, Rule};
 
@@ -119,14 +119,12 @@ impl Run<'_> {
             .map_err(|p| ProviderError::invalid(format!("check: {}", p.message)))?;
         let ran = self.batch.run(table, &pinned).await?;
         for (m, r) in members.iter().zip(ran) {
-            let want = self.spec.common.gpus.map(|g| {
-                fleet::check::wanted(
-                    g,
-                    m.instance_type()
-                        .ok_or("no feature of the node names an instance type, as ParallelCluster's static,p4d.24xlarge,… do"),
-                )
-            });
-            let v = fleet::check::judge(&r, want, &matchers);
+            let want = fleet::check::Wanted::of(
+                &self.spec.common.rules(),
+                m.instance_type()
+                    .ok_or("no feature of the node names an instance type, as ParallelCluster's static,p4d.24xlarge,… do"),
+            );
+            let v = fleet::check::judge(&r, &want, &matchers);
             self.ctx.reporter.log(&format!(
                 "check {}: {}",
                 m.name,
@@ -386,14 +384,10 @@ impl Provider for SlurmNodeCheck {
             spec.what()
         )];
         if let Some(table) = &c.check {
-            let gpus = match c.gpus {
-                Some(Gpus::InstanceType) => ", nvidia-smi listing its instance type's GPUs",
-                Some(Gpus::Count(_)) => ", nvidia-smi listing check.gpus GPUs",
-                None => "",
-            };
             lines.push(format!(
-                "each node alone: `{}` with --nodelist=NODE --nodes=1{gpus}",
-                jobs::script_of(table)
+                "each node alone: `{}` with --nodelist=NODE --nodes=1{}",
+                jobs::script_of(table),
+                c.rules().plan_text()
             ));
         }
         if let Some(table) = &c.pairs {

@@ -197,15 +197,13 @@ pub(crate) async fn check(
         .map_err(|p| ProviderError::invalid(format!("check: {}", p.message)))?;
     let ran = batch.run(table, &pinned).await?;
     for (w, r) in wanted.iter().zip(ran) {
-        let want = spec.gpus.map(|g| {
-            fleet::check::wanted(
-                g,
-                w.instance_type().ok_or(
-                    "no feature of the node names an instance type, as ParallelCluster's static,p4d.24xlarge,… do",
-                ),
-            )
-        });
-        let v = fleet::check::judge(&r, want, &matchers);
+        let want = fleet::check::Wanted::of(
+            &spec.rules,
+            w.instance_type().ok_or(
+                "no feature of the node names an instance type, as ParallelCluster's static,p4d.24xlarge,… do",
+            ),
+        );
+        let v = fleet::check::judge(&r, &want, &matchers);
         let reason = v["reason"].as_str().unwrap_or_default().to_string();
         let status = v["status"].as_str().unwrap_or("unknown");
         ctx.reporter

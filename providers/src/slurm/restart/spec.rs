@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::contract::{InputValue, Problem, ProviderError, Values, known_inputs};
-use crate::fleet::spec::{Gpus, Platform, Policy};
+use crate::fleet::spec::{Platform, Policy, Rules};
 use crate::metrics::Program;
 
 /// The inputs this module reads; any of them given turns restarts on.
@@ -57,8 +57,8 @@ pub(crate) struct Spec {
     pub policy: Policy,
     /// The check a failed attempt's suspect nodes run.
     pub check: Option<Values>,
-    /// The GPUs the check's `nvidia-smi` must list.
-    pub gpus: Option<Gpus>,
+    /// What the check's output is held to (GPUs, EFA devices, DCGM).
+    pub rules: Rules,
 }
 
 /// `hang_after` (or `hang_without_loss`, `key`) read: a duration of at
@@ -148,8 +148,8 @@ impl Spec {
                 .filter(|d| !d.is_empty())
                 .map(str::to_string),
             policy: common.policy,
+            rules: common.rules(),
             check: common.check,
-            gpus: common.gpus,
         }))
     }
 
