@@ -69,6 +69,20 @@ pub(super) struct HostCluster {
     pub hosts: Hosts,
 }
 
+impl Drop for HostCluster {
+    /// On a failed test, moto's log (the local cloud's hosts and Slurm
+    /// say there what went wrong).
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let log = std::fs::read_to_string(&self.moto.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let from = lines.len().saturating_sub(80);
+        eprintln!("--- moto log, last lines ---\n{}", lines[from..].join("\n"));
+    }
+}
+
 impl HostCluster {
     /// Everything up to the first apply; `on_create` is the lifecycle
     /// script; `moto_env` more of moto's environment.

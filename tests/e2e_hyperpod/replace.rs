@@ -272,3 +272,58 @@ fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once() {
     let again = t.a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "{}", again.all());
 }
+
+#[test]
+fn replace_needs_hyperpod_cluster_and_a_node_the_cluster_lacks_fails_the_step_untouched() {
+    let t = HostCluster::new(ON_CREATE, &[]);
+    let faults = tempfile::NamedTempFile::new().unwrap();
+    let (bad, bad_id) = planted(&t, &faults, 4);
+    let wf = t.a.p.read("wf.toml");
+
+    // Without the cluster, replace is refused at validate, at its entry.
+    let line = "hyperpod_cluster = \"${steps.hp.outputs.cluster_name}\"\n";
+    assert!(wf.contains(line));
+    t.a.p.write("wf.toml", &wf.replace(line, ""));
+    let v = t.a.run(&["validate", "wf.toml"]).expect(1);
+    assert!(
+        v.all()
+            .contains("policy `replace` is not built yet for slurm.node_check"),
+        "{}",
+        v.all()
+    );
+    assert!(
+        v.all().contains("name the cluster in `hyperpod_cluster`"),
+        "{}",
+        v.all()
+    );
+
+    // Another HyperPod cluster, which does not have the bad node: the
+    // step fails naming it before any node is drained or replaced.
+    let uri = "s3://sagemaker-flow-hosts-lifecycle/lifecycle/";
+    t.call(
+        "CreateCluster",
+        serde_json::json!({"ClusterName": "other-cluster", "InstanceGroups": [{
+            "InstanceGroupName": "controller-machine", "InstanceType": "ml.m5.2xlarge",
+            "InstanceCount": 1, "ExecutionRole": super::ROLE, "ThreadsPerCore": 1,
+            "LifeCycleConfig": {"SourceS3Uri": uri, "OnCreate": "on_create.sh"}}]}),
+    );
+    t.a.p.write(
+        "wf.toml",
+        &wf.replace(line, "hyperpod_cluster = \"other-cluster\"\n"),
+    );
+    let run = t.a.apply().expect(1);
+    assert!(
+        run.all().contains(&format!(
+            "Slurm node {bad} is no instance of HyperPod cluster `other-cluster`: none of its 1 nodes has the hostname {bad}"
+        )),
+        "{}",
+        run.all()
+    );
+    assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), 0);
+    let sinfo = t.sinfo();
+    assert!(
+        sinfo.iter().any(|(n, s)| *n == bad && s == "idle"),
+        "not drained: {sinfo:?}"
+    );
+    assert!(t.nodes().iter().any(|n| n.0 == bad_id && n.2 == "Running"));
+}

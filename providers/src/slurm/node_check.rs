@@ -245,6 +245,22 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
         .await?;
     }
     let judged = Judged::new(ctx, &names, &verdicts, run.spec.common.max_bad_fraction)?;
+    // Policy `replace`: each bad node's instance, found before any node is
+    // touched (a node the cluster does not have fails the step here).
+    let replacing = match &run.spec.replace_through {
+        Some(cluster) if !judged.bad.is_empty() => {
+            // What a resumed run reports of each: `by: reason`.
+            let reason_of = |n: &str| {
+                format!(
+                    "{}: {}",
+                    verdicts[n]["by"].as_str().unwrap_or("check"),
+                    verdicts[n]["reason"].as_str().unwrap_or_default()
+                )
+            };
+            replace::instances_of(ctx, cluster, &judged.bad, reason_of).await?
+        }
+        _ => Vec::new(),
+    };
     let mut drained = Vec::new();
     match run.spec.common.policy {
         Policy::Fail if !judged.bad.is_empty() => {
@@ -277,17 +293,8 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     let mut replaced = Vec::new();
     let mut new_verdicts = BTreeMap::new();
     if let Some(cluster) = &run.spec.replace_through
-        && !drained.is_empty()
+        && !replacing.is_empty()
     {
-        // What a resumed run reports of each: `by: reason`.
-        let reason_of = |n: &str| {
-            format!(
-                "{}: {}",
-                verdicts[n]["by"].as_str().unwrap_or("check"),
-                verdicts[n]["reason"].as_str().unwrap_or_default()
-            )
-        };
-        let replacing = replace::instances_of(ctx, cluster, &drained, reason_of).await?;
         let done = replaced_and_checked(ctx, &remote, &run.spec, cluster, &held, replacing).await?;
         id = Some(done.id);
         new_verdicts = done.verdicts;
@@ -452,16 +459,13 @@ impl Provider for SlurmNodeCheck {
                     replace::decode(id).0.join(",")
                 ),
             }),
-            Some(id) if !replace::decode(id).1.is_empty() => {
-                match resume_replacing(ctx, inputs, id).await {
-                    Ok(applied) => Ok(ReadOutcome::Present(applied)),
-                    Err(e) if e.is_retryable() => Err(e),
-                    Err(e) => Ok(ReadOutcome::Failed {
-                        id: Some(id.to_string()),
-                        reason: e.message,
-                    }),
-                }
-            }
+            // A replacement in flight is taken up; its errors fail this
+            // apply and keep the intent (never Failed: the engine would
+            // resume the drained nodes and check the fleet anew while
+            // HyperPod replaces them).
+            Some(id) if !replace::decode(id).1.is_empty() => resume_replacing(ctx, inputs, id)
+                .await
+                .map(ReadOutcome::Present),
             _ => Ok(ReadOutcome::Missing),
         }
     }

@@ -243,7 +243,16 @@ pub(super) async fn wait(
     let deadline = Instant::now() + LIMIT;
     let mut said = String::new();
     let fresh: Vec<(Replacing, Node)> = loop {
-        let listed = cluster_nodes::list(ctx, cluster).await?;
+        let listed = match cluster_nodes::list(ctx, cluster).await {
+            Ok(listed) => listed,
+            Err(e) if e.is_retryable() => {
+                ctx.reporter
+                    .log(&format!("listing the cluster's nodes: {}", e.message));
+                pause(ctx, deadline, "HyperPod to replace the nodes").await?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         match new_instances(&listed, replacing) {
             Ok(Some(found)) => break found,
             Ok(None) => {}
@@ -264,9 +273,18 @@ pub(super) async fn wait(
             was.node, was.instance_id, new.instance_id
         ));
         let node = loop {
-            let listed = nodes::list(remote, partition).await?;
-            if let Some(n) = listed.into_iter().find(|n| n.name == name && n.usable()) {
-                break n;
+            // Slurm's controller restarts while nodes join and leave (as
+            // Slurm needs for a changed node list): a failed look is
+            // looked at again.
+            match nodes::list(remote, partition).await {
+                Ok(listed) => {
+                    if let Some(n) = listed.into_iter().find(|n| n.name == name && n.usable()) {
+                        break n;
+                    }
+                }
+                Err(e) => ctx
+                    .reporter
+                    .log(&format!("listing Slurm's nodes: {}", e.message)),
             }
             pause(ctx, deadline, &format!("Slurm to list node {name}")).await?;
         };
