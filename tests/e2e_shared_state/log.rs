@@ -297,6 +297,22 @@ fn deltas_missing_out_of_order_or_duplicated_are_named_and_refused_then_restored
     view::put(&moto, BUCKET, &delta_key(2), second.as_bytes());
     view::put(&moto, BUCKET, &delta_key(3), third.as_bytes());
 
+    // The snapshot gone, its deltas left: not an empty state, even for a
+    // checkout that never saw it.
+    let kept = snapshot(&moto);
+    view::delete(&moto, BUCKET, KEY);
+    let fresh = Aws::new(&moto, None);
+    fresh.p.write("wf.toml", &changed);
+    refused(
+        &fresh,
+        &b,
+        &format!(
+            "the snapshot is gone, and {last} deltas are left after it, from s3://{BUCKET}/{}",
+            delta_key(1)
+        ),
+    );
+    view::put(&moto, BUCKET, KEY, kept.as_bytes());
+
     // Duplicated: a second writer's delta made on the same version as the
     // last one, in the next place.
     let mut twin: Value = serde_json::from_str(&body(last)).unwrap();

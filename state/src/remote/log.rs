@@ -138,9 +138,10 @@ pub(crate) fn decode(body: &[u8]) -> Result<Delta, String> {
 pub(crate) enum ChainError {
     /// An object under the log's prefix whose name is not a delta's.
     Foreign { key: String },
-    /// Delta `seq` is not there, but later ones are (or the snapshot is
-    /// gone and deltas are left).
+    /// Delta `seq` is not there, but later ones are.
     Missing { seq: u64, next: String },
+    /// The snapshot is gone, and `left` deltas are, from `first`.
+    SnapshotGone { left: usize, first: String },
     /// The delta named `key` holds sequence number `holds`.
     OutOfOrder { key: String, holds: u64 },
     /// Delta `key` was made on the same version as the one before it (a
@@ -164,6 +165,10 @@ impl ChainError {
             ChainError::Missing { seq, next } => {
                 format!("delta {seq} of the state's log is missing ({next})")
             }
+            ChainError::SnapshotGone { left, first } => format!(
+                "the snapshot is gone, and {left} deltas are left after it, from s3://{}/{first}",
+                location.bucket
+            ),
             ChainError::OutOfOrder { key, holds } => format!(
                 "the deltas are out of order: s3://{}/{key} holds delta {holds}",
                 location.bucket

@@ -132,14 +132,9 @@ async fn fetch(remote: &Remote, workflow: &str) -> Result<Option<RemoteState>, S
                 .map_err(|f| remote_error(&remote.location, f))?;
             match left.first() {
                 None => Ok(None),
-                Some(first) => Err(log::ChainError::Missing {
-                    seq: 0,
-                    next: format!(
-                        "the snapshot {} is gone, and {} deltas are left from {}",
-                        remote.location,
-                        left.len(),
-                        first.key
-                    ),
+                Some(first) => Err(log::ChainError::SnapshotGone {
+                    left: left.len(),
+                    first: first.key.clone(),
                 }
                 .into_error(&remote.location, workflow)),
             }
@@ -235,9 +230,18 @@ impl S3Backend {
                 .await
                 .map_err(|f| remote_error(&remote.location, f))?;
             // Existence only: what the object holds is checked after the
-            // lock is taken, by `open`.
+            // lock is taken, by `open` (which refuses deltas left without
+            // their snapshot: they are not "no state").
             match remote.get(&remote.location.key, None).await {
-                Err(Failure::NotFound) => return Ok(None),
+                Err(Failure::NotFound) => {
+                    let left = remote
+                        .list_after(&log::prefix(&remote.location), "")
+                        .await
+                        .map_err(|f| remote_error(&remote.location, f))?;
+                    if left.is_empty() {
+                        return Ok(None);
+                    }
+                }
                 Err(other) => return Err(remote_error(&remote.location, other)),
                 Ok(_) => {}
             }
