@@ -8,7 +8,7 @@
 //! Ctrl-C, cancel on destroy, submissions counted by `sacct`),
 //! `accounting` (a job the controller forgot, found through `sacct`),
 //! `ssh` (submitting on a "head node" over SSH), `node_check`
-//! (slurm.node_check on 8 nodes, one slurmd each: planted faults named,
+//! (slurm.node_check on 16 nodes, one slurmd each: planted faults named,
 //! drained, resumed), `per_node` (a step per healthy node, its `for_each`
 //! known after apply), `restarts` (training that survives a node).
 

@@ -1,4 +1,4 @@
-//! slurm.node_check on a real Slurm of 8 nodes (Debian's slurmctld and
+//! slurm.node_check on a real Slurm of 16 nodes (Debian's slurmctld and
 //! one slurmd per node, all on this host: Debian builds Slurm with
 //! multiple-slurmd), each node's features those of a ParallelCluster static
 //! p4d.24xlarge node. Faults are planted as the Slurm stand-ins plant
@@ -14,8 +14,8 @@ use crate::support::slurm::{Features, Fleet, Slurm};
 use crate::support::{Project, Run};
 use crate::{env_for, fixture, log, project};
 
-/// The nodes: gpu-1 … gpu-8.
-const NODES: usize = 8;
+/// The nodes: gpu-1 … gpu-16 (issue 40: fleets of at least 16).
+const NODES: usize = 16;
 
 fn node(i: usize) -> String {
     format!("gpu-{i}")
@@ -30,7 +30,7 @@ fn check_script() -> String {
     .expect("workflows/slurm/nvidia-smi.sbatch")
 }
 
-/// The workflow: every node of gpu-[1-8], the check against the instance
+/// The workflow: every node of gpu-[1-16], the check against the instance
 /// type's GPUs, the reference NCCL sbatch in pairs (one task per node: a
 /// test node has one CPU); `policy` and `extra` lines as given.
 fn workflow(policy: &str, extra: &str) -> String {
@@ -147,15 +147,15 @@ impl Test {
     }
 }
 
-/// Eight healthy nodes: the plan says what will be checked before the
-/// nodes are known; apply runs 8 check jobs (one per node, each on its
-/// node) and one round of 4 pairs, and touches no node.
+/// Sixteen healthy nodes: the plan says what will be checked before the
+/// nodes are known; apply runs 16 check jobs (one per node, each on its
+/// node) and one round of 8 pairs, and touches no node.
 #[test]
 fn a_healthy_fleet_passes_touching_no_node() {
     let t = Test::new("drain", "");
     let plan = t.flow(&["plan", "wf.toml"]).expect(0).all();
     for line in [
-        "checks each node of `gpu-[1-8]` (the nodes are known after apply)",
+        "checks each node of `gpu-[1-16]` (the nodes are known after apply)",
         "each node alone: `slurm/nvidia-smi.sbatch` with --nodelist=NODE --nodes=1, nvidia-smi listing its instance type's GPUs",
         "a bad node is drained: scontrol update State=DRAIN Reason=\"flow: <its verdict>\" (destroy resumes it)",
     ] {
@@ -163,7 +163,9 @@ fn a_healthy_fleet_passes_touching_no_node() {
     }
     let run = t.flow(&["apply", "wf.toml", "--auto-approve"]);
     assert_eq!(run.code, 0, "{}\n{}", run.all(), t.slurm.logs());
-    let nodes: Vec<String> = (1..=NODES).map(node).collect();
+    // In the order of their names (gpu-10 before gpu-2), as state keeps them.
+    let mut nodes: Vec<String> = (1..=NODES).map(node).collect();
+    nodes.sort();
     assert_eq!(t.output("healthy"), json!(nodes));
     assert_eq!(t.output("bad"), json!([]));
     assert_eq!(t.output("drained"), json!([]));
@@ -184,13 +186,14 @@ fn a_healthy_fleet_passes_touching_no_node() {
             "{jobs}"
         );
     }
+    // Pairs of neighbours in name order (gpu-1, gpu-10, gpu-11, …).
     assert!(
-        jobs.contains("fleet-r1-gpu-1-gpu-2|gpu-[1-2]|COMPLETED"),
+        jobs.contains("fleet-r1-gpu-1-gpu-10|gpu-[1,10]|COMPLETED"),
         "{jobs}"
     );
-    assert_eq!(jobs.lines().count(), NODES + 4, "{jobs}");
+    assert_eq!(jobs.lines().count(), NODES + NODES / 2, "{jobs}");
     let l = log(&t.p, "fleet");
-    assert!(l.contains("NCCL round 1: gpu-1+gpu-2 17.9053"), "{l}");
+    assert!(l.contains("NCCL round 1: gpu-1+gpu-10 17.9053"), "{l}");
     assert!(l.contains("[gpu-5] nvidia-smi on gpu-5 (gpu-5)"), "{l}");
     t.drained_exactly(&[]);
 }
@@ -314,12 +317,12 @@ fn a_seven_gpu_node_and_a_slow_node_are_named_drained_and_resumed() {
     );
 }
 
-/// Three nodes with 7 GPUs of 8 is more than max_bad_fraction 0.25 allows
-/// (2): the step fails naming them, and drains none.
+/// Five nodes with 7 GPUs of 16 is more than max_bad_fraction 0.25 allows
+/// (4): the step fails naming them, and drains none.
 #[test]
 fn too_many_bad_nodes_fail_without_draining_any() {
     let t = Test::new("drain", "max_bad_fraction = 0.25");
-    for i in [1, 4, 7] {
+    for i in [1, 4, 7, 11, 16] {
         t.plant(i, "gpus", "7");
     }
     let all = t
@@ -327,7 +330,7 @@ fn too_many_bad_nodes_fail_without_draining_any() {
         .expect(1)
         .all();
     assert!(
-        all.contains("3 of 8 nodes are bad, more than max_bad_fraction 0.25 allows (2): no node was taken out"),
+        all.contains("5 of 16 nodes are bad, more than max_bad_fraction 0.25 allows (4): no node was taken out"),
         "{all}"
     );
     assert!(all.contains("gpu-7: nvidia-smi lists 7 GPUs"), "{all}");
@@ -359,7 +362,7 @@ fn validate_refuses_bad_input_at_its_entry() {
     assert!(v.contains("did you mean `drain`?"), "{v}");
     p.write(
         "wf.toml",
-        &workflow("cordon", "").replace("gpu-[1-8]", "gpu-[1-8"),
+        &workflow("cordon", "").replace("gpu-[1-16]", "gpu-[1-16"),
     );
     let v = validate(&p);
     assert!(
@@ -401,7 +404,10 @@ fn fleet_heatmap_shows_both_runs(t: &Test) {
         })
         .collect();
     let mut want = Vec::new();
-    for i in [3, 6, 1, 2, 4, 5, 7, 8] {
+    let order = [3, 6]
+        .into_iter()
+        .chain((1..=NODES).filter(|i| *i != 3 && *i != 6));
+    for i in order {
         let status = if i == 3 || i == 6 { "bad" } else { "healthy" };
         want.push((node(i), status.to_string()));
         want.push((node(i), status.to_string()));
