@@ -9,9 +9,10 @@
 //!
 //! What the moto tests still leave out of the configuration pcluster gets:
 //! - a `CapacityReservationTarget` (the plan test keeps it);
-//! - the existing FSx for Lustre of `SharedStorage`;
-//! - pcluster's bucket policy, which denies non-TLS requests (see
-//!   tests/fixtures/pcluster/prepare_moto.py): the bucket is made without it.
+//! - the existing FSx for Lustre of `SharedStorage`.
+//!
+//! pcluster makes its own bucket with its TLS-only policy: the tests that
+//! run it talk to the local cloud over HTTPS (e2e_pcluster/https.rs).
 //!
 //! Validators are suppressed there (`suppress_validators = ["ALL"]`): that
 //! configuration names no official AMI, reservation or FSx the local cloud
@@ -24,6 +25,8 @@ mod support;
 #[allow(dead_code)]
 #[path = "support/hosts.rs"]
 mod hosts;
+#[path = "e2e_pcluster/https.rs"]
+mod https;
 #[path = "e2e_pcluster/live.rs"]
 mod live;
 #[path = "e2e_pcluster/policy.rs"]
@@ -36,7 +39,6 @@ mod workflow;
 use std::process::Command;
 
 use support::Project;
-use support::aws::Aws;
 use support::moto::Moto;
 
 /// `scripts/install-pcluster`: pcluster's path (installing it once).
@@ -178,9 +180,9 @@ fn moto_config() -> String {
 
 #[test]
 fn a_configuration_pcluster_refuses_is_named_by_file_line_and_column() {
-    let moto = Moto::start();
+    let moto = https::Cloud::start(&[]);
     let (pcluster, values) = prepared(&moto);
-    let a = Aws::new(&moto, None);
+    let a = moto.aws();
     a.p.write(
         "cluster.yaml",
         &moto_config().replace("InstanceType: p5.48xlarge", "InstanceTyp: p5.48xlarge"),

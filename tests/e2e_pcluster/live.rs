@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::https::Cloud;
 use super::support::aws::Aws;
 use super::support::moto::{Moto, between_all};
 use super::support::{finish, wait_until};
@@ -14,9 +15,9 @@ use super::{moto_config, prepared, workflow};
 
 /// A project on `moto` with the cluster's workflow (MaxCount `max`,
 /// `stop_compute_fleet` as given) and its environment.
-fn project(moto: &Moto, max: u32, stop: bool) -> (Aws, Vec<(String, String)>, String) {
+fn project(moto: &Cloud, max: u32, stop: bool) -> (Aws, Vec<(String, String)>, String) {
     let (pcluster, values) = prepared(moto);
-    let a = Aws::new(moto, None);
+    let a = moto.aws();
     a.p.write("cluster.yaml", &moto_config());
     let values = values.replace(
         r#"PLACEHOLDER_MAX_INSTANCES = "2""#,
@@ -118,7 +119,7 @@ fn leftovers(moto: &Moto) -> Vec<String> {
 /// delete the hosted zone and ENI stay.
 #[test]
 fn a_cluster_is_created_updated_through_a_fleet_stop_imported_and_destroyed() {
-    let moto = Moto::start();
+    let moto = Cloud::start(&[]);
     let _log = LogOnFailure(&moto);
     let (a, env, values) = project(&moto, 2, true);
     let started = Instant::now();
@@ -181,7 +182,7 @@ fn a_cluster_is_created_updated_through_a_fleet_stop_imported_and_destroyed() {
     assert_eq!(plan.code, 0, "{}", plan.all());
 
     // Another project adopts the live cluster and has nothing to do.
-    let b = Aws::new(&moto, None);
+    let b = moto.aws();
     b.p.write("cluster.yaml", &moto_config());
     b.p.write("wf.toml", &a.p.read("wf.toml"));
     run(&b, &env, &["import", "wf.toml", "cluster", "flow-p5"]).expect(0);
@@ -214,7 +215,7 @@ fn a_cluster_is_created_updated_through_a_fleet_stop_imported_and_destroyed() {
 /// and its fleet runs; state still records the old inputs.
 #[test]
 fn an_update_pcluster_refuses_is_named_at_its_line_and_nothing_is_half_applied() {
-    let moto = Moto::start();
+    let moto = Cloud::start(&[]);
     let _log = LogOnFailure(&moto);
     let (a, env, values) = project(&moto, 2, false);
     run(&a, &env, &["apply", "--auto-approve", "wf.toml"]).expect(0);
@@ -263,7 +264,7 @@ fn an_update_pcluster_refuses_is_named_at_its_line_and_nothing_is_half_applied()
 /// converged (fleet running, nothing to plan), then none.
 #[test]
 fn kill_9_inside_create_update_and_delete_then_apply_again_converges() {
-    let moto = Moto::start();
+    let moto = Cloud::start(&[]);
     let _log = LogOnFailure(&moto);
     let (a, env, values) = project(&moto, 2, true);
     let spawn = |args: &[&str]| {
@@ -346,7 +347,7 @@ fn kill_9_inside_create_update_and_delete_then_apply_again_converges() {
 /// CREATE_COMPLETE.
 #[test]
 fn an_fsx_file_system_of_aws_shape_is_taken_by_the_cluster() {
-    let moto = Moto::start();
+    let moto = Cloud::start(&[]);
     let _log = LogOnFailure(&moto);
     let (a, env, values) = project(&moto, 2, false);
     let subnet = values

@@ -11,8 +11,7 @@
 use std::time::Instant;
 
 use super::hosts::{Hosts, ensure_installed, import_key_pair, keygen};
-use super::support::aws::Aws;
-use super::support::moto::Moto;
+use super::https::Cloud;
 use super::{moto_config, prepared, workflow};
 
 #[test]
@@ -25,10 +24,10 @@ fn the_head_node_is_a_host_running_slurmctld_with_its_static_node() {
     ensure_installed("srun", "slurm-client");
     let hosts = Hosts::start();
     let _inside = hosts.enter();
-    let moto = Moto::start_with(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
+    let moto = Cloud::start(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
     let _log = super::live::LogOnFailure(&moto);
     let (pcluster, values) = prepared(&moto);
-    let a = Aws::new(&moto, None);
+    let a = moto.aws();
     let key = keygen(a.p.path(), "flow-key");
     import_key_pair(&moto, "flow-key", &key);
     a.p.write("cluster.yaml", &moto_config());

@@ -13,11 +13,12 @@
 //! repository holding the vendored ddp.py, and trained for real with
 //! Debian's PyTorch (CPU, gloo) on 4 nodes × 4 processes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
 use super::hosts::{Hosts, ensure_installed, import_key_pair, keygen};
+use super::https::test_ca;
 use super::support::moto::Moto;
 use super::support::{Project, workspace_root};
 
@@ -57,79 +58,6 @@ fn ensure_pytorch() {
         works(),
         "`/usr/bin/python3 -c 'import torch'` fails and `apt-get install python3-torch` did not fix it ({install:?})"
     );
-}
-
-/// A test CA and a certificate it signed for the local cloud's HTTPS
-/// address (and 127.0.0.1): (CA certificate, certificate, key).
-fn test_ca(dir: &Path, address: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("run openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    std::fs::write(
-        dir.join("san.ext"),
-        format!(
-            "subjectAltName=IP:{address},IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
-        ),
-    )
-    .expect("write san.ext");
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=flow test CA",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=local cloud",
-        "-keyout",
-        "cloud.key",
-        "-out",
-        "cloud.csr",
-    ]);
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "cloud.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-extfile",
-        "san.ext",
-        "-out",
-        "cloud.pem",
-    ]);
-    (
-        dir.join("ca.pem"),
-        dir.join("cloud.pem"),
-        dir.join("cloud.key"),
-    )
 }
 
 /// A git repository in `dir` holding the vendored ddp.py where the test
