@@ -417,7 +417,9 @@ pub async fn list_remote_backups(
             id: format!("s3://{}/{}", remote.location.bucket, b.id),
             ..b
         }));
-        all.sort_by(|a, b| b.written_at.cmp(&a.written_at).then(b.id.cmp(&a.id)));
+        // Stable: versions written in the same second keep S3's order
+        // (newest first), which their random ids would not.
+        all.sort_by(|a, b| b.written_at.cmp(&a.written_at));
         return Ok((true, all));
     }
     found.sort_by(|a, b| b.written_at.cmp(&a.written_at).then(b.id.cmp(&a.id)));
