@@ -419,7 +419,7 @@ pub async fn list_remote_backups(
         }));
         // Stable: versions written in the same second keep S3's order
         // (newest first), which their random ids would not.
-        all.sort_by(|a, b| b.written_at.cmp(&a.written_at));
+        all.sort_by_key(|b| std::cmp::Reverse(b.written_at));
         return Ok((true, all));
     }
     found.sort_by(|a, b| b.written_at.cmp(&a.written_at).then(b.id.cmp(&a.id)));
