@@ -577,7 +577,9 @@ fn backups_of_an_s3_state_are_copies_beside_it_or_the_buckets_versions() {
         listed.stdout
     );
     assert!(
-        listed.stdout.contains("is versioned: every write is kept"),
+        listed
+            .stdout
+            .contains("is versioned: the state as each run ended is kept"),
         "{}",
         listed.stdout
     );

@@ -25,7 +25,9 @@ pub fn state_backups(file: &Path, state: &StateArgs) -> CliResult<i32> {
         return Ok(0);
     }
     if versioned {
-        println!("{loc} is versioned: every write is kept. Its versions, newest first:");
+        println!(
+            "{loc} is versioned: the state as each run ended is kept. Its versions, newest first:"
+        );
         println!("{:<20}  {:>10}  VERSION", "WRITTEN", "BYTES");
     } else {
         println!("Backups of {loc}, newest first:");
