@@ -55,7 +55,7 @@ pub(crate) async fn list(ctx: &OpContext, cluster: &str) -> Result<Vec<Node>, Pr
         for n in page.cluster_node_summaries() {
             let id = n.instance_id().unwrap_or_default().to_string();
             let status = n.instance_status();
-            let described = client
+            let described = match client
                 .describe_cluster_node()
                 .cluster_name(cluster)
                 .node_id(&id)
@@ -66,7 +66,14 @@ pub(crate) async fn list(ctx: &OpContext, cluster: &str) -> Result<Vec<Node>, Pr
                         &format!("describe node {id} of HyperPod cluster `{cluster}`"),
                         e,
                     )
-                })?;
+                }) {
+                Ok(described) => described,
+                // It left the cluster between the listing and this call (a
+                // replaced or deleted node ending its ShuttingDown): it is
+                // no longer one of the cluster's nodes.
+                Err(e) if left_the_cluster(&e) => continue,
+                Err(e) => return Err(e),
+            };
             let details = described.node_details();
             out.push(Node {
                 group: n.instance_group_name().unwrap_or_default().to_string(),
@@ -90,6 +97,13 @@ pub(crate) async fn list(ctx: &OpContext, cluster: &str) -> Result<Vec<Node>, Pr
             _ => return Ok(out),
         }
     }
+}
+
+/// Whether `e` (of DescribeClusterNode) says the node is not in the
+/// cluster: SageMaker's ValidationException `Could not find node '…' in
+/// cluster '…'`.
+fn left_the_cluster(e: &ProviderError) -> bool {
+    e.kind == crate::contract::ErrorKind::NotFound || e.message.contains("Could not find node")
 }
 
 /// BatchReplaceClusterNodes for `ids` of `cluster`: an error naming each
@@ -135,4 +149,21 @@ pub(crate) async fn replace(
         .with_help("a node that is not Running (being rebooted, replaced or updated) cannot be replaced: look at it with `aws sagemaker describe-cluster-node`"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_gone_between_list_and_describe_is_told_from_other_errors() {
+        let gone = ProviderError::fatal(
+            "describe node i-beb4c96cf71670d5a of HyperPod cluster `ml-cluster`: Could not find node 'i-beb4c96cf71670d5a' in cluster 'ml-cluster'. (ValidationException)",
+        );
+        assert!(left_the_cluster(&gone));
+        assert!(left_the_cluster(&ProviderError::not_found("no such node")));
+        assert!(!left_the_cluster(&ProviderError::fatal(
+            "describe node i-1 of HyperPod cluster `ml-cluster`: AccessDenied"
+        )));
+    }
 }
