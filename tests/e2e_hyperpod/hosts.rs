@@ -324,6 +324,9 @@ fn lifecycle_scripts_run_on_every_node_srun_spans_the_workers_and_a_count_change
         .skip_while(|l| *l != "== srun")
         .skip(1)
         .take_while(|l| !l.starts_with("== "))
+        // flow's own events land in the log between the job's lines as
+        // they happen (`[event] job … COMPLETED` before its last lines).
+        .filter(|l| !l.starts_with("[event] "))
         .collect();
     let mut workers: Vec<String> = nodes
         .iter()

@@ -221,8 +221,14 @@ fn a_kill_after_the_snapshot_folds_the_deltas_in_leaves_them_skipped_not_applied
         .iter()
         .filter(|s| s["status"] == "applied")
         .count();
+    // The writer folds the snapshot off its critical path: it may have
+    // written every delta before the kill, and then nothing is left.
+    let wanted = match 6 - applied {
+        0 => "No changes. 6 steps are up to date.".to_string(),
+        n => format!("{n} to create"),
+    };
     assert!(
-        plan.stdout.contains(&format!("{} to create", 6 - applied)),
+        plan.stdout.contains(&wanted),
         "{applied} applied:\n{}",
         plan.stdout
     );
