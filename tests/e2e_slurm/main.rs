@@ -75,6 +75,35 @@ pub(crate) fn env_for(
     env
 }
 
+/// A Slurm of `nodes` nodes, gpu-1 … gpu-N (one slurmd each on this host),
+/// each a ParallelCluster static p4d.24xlarge by its features.
+pub(crate) fn p4d_fleet(nodes: usize, features: support::slurm::Features) -> Slurm {
+    Slurm::start_with(support::slurm::Features {
+        nodes: Some(support::slurm::Fleet {
+            names: (1..=nodes).map(|i| format!("gpu-{i}")).collect(),
+            features: "static,p4d.24xlarge,p4d".into(),
+        }),
+        ..features
+    })
+}
+
+/// Writes the shipped workflows/slurm/NAME into `p` at slurm/NAME.
+pub(crate) fn write_shipped(p: &Project, name: &str) {
+    let path = support::workspace_root().join("workflows/slurm").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    p.write(&format!("slurm/{name}"), &text);
+}
+
+/// The environment `flow` runs with against a fleet: [`env_for`] with the
+/// fleet's stand-ins (tests/fixtures/slurm/fleet) first on PATH, the fault
+/// table they read (`FLOW_TEST_FAULTS`), and wide columns.
+pub(crate) fn fleet_env(slurm: &Slurm, faults: &std::path::Path) -> Vec<(String, String)> {
+    let mut env = env_for(slurm, Some(&fixture("fleet")));
+    env.push(("FLOW_TEST_FAULTS".into(), faults.display().to_string()));
+    env.push(("COLUMNS".into(), "400".into()));
+    env
+}
+
 /// `flow ARGS` in `p` against `slurm`.
 pub(crate) fn flow(p: &Project, slurm: &Slurm, args: &[&str]) -> Run {
     let env = env_for(slurm, None);

@@ -10,24 +10,15 @@
 
 use serde_json::{Value, json};
 
-use crate::support::slurm::{Features, Fleet, Slurm};
+use crate::support::slurm::{Features, Slurm};
 use crate::support::{Project, Run};
-use crate::{env_for, fixture, log, project};
+use crate::{fleet_env, log, p4d_fleet, project, write_shipped};
 
 /// The nodes: gpu-1 … gpu-16 (issue 40: fleets of at least 16).
 const NODES: usize = 16;
 
 fn node(i: usize) -> String {
     format!("gpu-{i}")
-}
-
-/// The check each node runs: nvidia-smi, as the runbooks' check does.
-/// The per-node check, as workflows/slurm/ ships it.
-fn check_script() -> String {
-    std::fs::read_to_string(
-        crate::support::workspace_root().join("workflows/slurm/nvidia-smi.sbatch"),
-    )
-    .expect("workflows/slurm/nvidia-smi.sbatch")
 }
 
 /// The workflow: every node of gpu-[1-16], the check against the instance
@@ -69,15 +60,9 @@ struct Test {
 
 impl Test {
     fn new(policy: &str, extra: &str) -> Test {
-        let slurm = Slurm::start_with(Features {
-            nodes: Some(Fleet {
-                names: (1..=NODES).map(node).collect(),
-                features: "static,p4d.24xlarge,p4d".into(),
-            }),
-            ..Features::default()
-        });
+        let slurm = p4d_fleet(NODES, Features::default());
         let p = project(&workflow(policy, extra));
-        p.write("slurm/nvidia-smi.sbatch", &check_script());
+        write_shipped(&p, "nvidia-smi.sbatch");
         Test {
             slurm,
             p,
@@ -93,12 +78,7 @@ impl Test {
 
     /// `flow ARGS` with the fleet's stand-ins first on PATH.
     fn flow(&self, args: &[&str]) -> Run {
-        let mut env = env_for(&self.slurm, Some(&fixture("fleet")));
-        env.push((
-            "FLOW_TEST_FAULTS".into(),
-            self.faults.path().display().to_string(),
-        ));
-        env.push(("COLUMNS".into(), "400".into()));
+        let env = fleet_env(&self.slurm, self.faults.path());
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         self.p.run_env(args, &env)
     }
@@ -348,7 +328,7 @@ fn validate_refuses_bad_input_at_its_entry() {
             .all()
     };
     let p = project(&workflow("drain", "partiton = \"gpu\""));
-    p.write("slurm/nvidia-smi.sbatch", &check_script());
+    write_shipped(&p, "nvidia-smi.sbatch");
     let v = validate(&p);
     assert!(
         v.contains("wf.toml:9:1"),

@@ -10,8 +10,8 @@
 
 use serde_json::{Value, json};
 
-use crate::support::slurm::{Features, Fleet, Slurm};
-use crate::{env_for, fixture, project};
+use crate::support::slurm::Features;
+use crate::{fleet_env, p4d_fleet, project, write_shipped};
 
 const WORKFLOW: &str = r#"[workflow]
 name = "slurm-node-health"
@@ -33,29 +33,12 @@ dcgm = true
 
 #[test]
 fn a_failing_dcgm_test_and_a_missing_efa_device_are_named_and_drained() {
-    let slurm = Slurm::start_with(Features {
-        nodes: Some(Fleet {
-            names: (1..=6).map(|i| format!("gpu-{i}")).collect(),
-            features: "static,p4d.24xlarge,p4d".into(),
-        }),
-        ..Features::default()
-    });
+    let slurm = p4d_fleet(6, Features::default());
     let p = project(WORKFLOW);
-    p.write(
-        "slurm/node-health.sbatch",
-        &std::fs::read_to_string(
-            crate::support::workspace_root().join("workflows/slurm/node-health.sbatch"),
-        )
-        .unwrap(),
-    );
+    write_shipped(&p, "node-health.sbatch");
     let faults = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(faults.path(), "gpu-2 dcgm GPU_Memory\ngpu-5 efa 3\n").unwrap();
-    let mut env = env_for(&slurm, Some(&fixture("fleet")));
-    env.push((
-        "FLOW_TEST_FAULTS".into(),
-        faults.path().display().to_string(),
-    ));
-    env.push(("COLUMNS".into(), "400".into()));
+    let env = fleet_env(&slurm, faults.path());
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let output = |key: &str| -> Value {
         let out = p

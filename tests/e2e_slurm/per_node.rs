@@ -8,8 +8,8 @@
 
 use serde_json::Value;
 
-use crate::support::slurm::{Features, Fleet, Slurm};
-use crate::{env_for, fixture, project};
+use crate::support::slurm::Features;
+use crate::{fleet_env, p4d_fleet, project, write_shipped};
 
 const WORKFLOW: &str = r#"[workflow]
 name = "slurm-per-node"
@@ -36,30 +36,13 @@ pass_env = ["SLURM_CONF"]
 
 #[test]
 fn a_step_per_healthy_node_is_planned_deferred_and_runs_on_each() {
-    let slurm = Slurm::start_with(Features {
-        nodes: Some(Fleet {
-            names: (1..=4).map(|i| format!("gpu-{i}")).collect(),
-            features: "static,p4d.24xlarge,p4d".into(),
-        }),
-        ..Features::default()
-    });
+    let slurm = p4d_fleet(4, Features::default());
     let p = project(WORKFLOW);
-    p.write(
-        "slurm/nvidia-smi.sbatch",
-        &std::fs::read_to_string(
-            crate::support::workspace_root().join("workflows/slurm/nvidia-smi.sbatch"),
-        )
-        .unwrap(),
-    );
+    write_shipped(&p, "nvidia-smi.sbatch");
     // gpu-3 lists 7 of its 8 GPUs: found bad, drained, no instance.
     let faults = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(faults.path(), "gpu-3 gpus 7\n").unwrap();
-    let mut env = env_for(&slurm, Some(&fixture("fleet")));
-    env.push((
-        "FLOW_TEST_FAULTS".into(),
-        faults.path().display().to_string(),
-    ));
-    env.push(("COLUMNS".into(), "400".into()));
+    let env = fleet_env(&slurm, faults.path());
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
 
     let plan = p.run_env(&["plan", "wf.toml"], &env).expect(0).stdout;
