@@ -17,16 +17,22 @@
 //! Around the search, what every node check kind (`kube.node_check`,
 //! `slurm.node_check`) shares: the inputs ([`spec`]), a check's verdict
 //! ([`check`]), the verdicts as outputs, log and run history ([`report`]),
-//! and the step's rounds and end ([`step`]).
+//! and the step's rounds and end ([`step`]). And what the job kinds that
+//! survive a node share: their restart inputs ([`restarts`]), the loss
+//! watch of `hang_without_loss` ([`loss_watch`]), and the nodes a failed
+//! attempt's log points at ([`suspects`]).
 
 pub mod check;
 pub mod dcgm;
 pub mod efa_devices;
 pub mod gpus;
+pub mod loss_watch;
 pub mod pairwise;
 pub mod report;
+pub mod restarts;
 pub mod spec;
 pub mod step;
+pub mod suspects;
 pub mod verdict;
 
 pub use pairwise::Search;

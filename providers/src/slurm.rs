@@ -9,7 +9,6 @@
 
 mod control;
 mod job;
-mod loss_watch;
 mod node_check;
 mod output;
 mod output_path;
@@ -18,7 +17,6 @@ mod restart;
 mod run;
 mod script;
 mod submission;
-mod suspects;
 
 use std::sync::Arc;
 

@@ -9,12 +9,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::control::{self, JobLine};
-use super::loss_watch::LossWatch;
 use super::output::Output;
 use super::output_path::OutputPattern;
 use super::remote::Remote;
 use crate::capture::Matchers;
 use crate::contract::{Applied, OpContext, ProviderError, Values};
+use crate::fleet::loss_watch::LossWatch;
 
 /// How often the job's state is asked for.
 pub(crate) const POLL: Duration = Duration::from_secs(1);

@@ -10,11 +10,11 @@ use serde_json::Value;
 use crate::capture::Matchers;
 use crate::contract::{OpContext, ProviderError, Values};
 use crate::fleet;
+use crate::fleet::suspects;
 use crate::slurm::node_check::jobs::{Batch, Pinned, values_for};
 use crate::slurm::node_check::nodes::{self, SlurmNode};
 use crate::slurm::remote::Remote;
 use crate::slurm::run::Seen;
-use crate::slurm::suspects;
 
 use super::spec::Spec;
 

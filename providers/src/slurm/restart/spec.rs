@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::contract::{InputValue, Problem, ProviderError, Values, known_inputs};
+use crate::fleet::restarts::{MAX_RESTARTS, hang_of, loss_program};
 use crate::fleet::spec::{Platform, Policy, Rules};
 use crate::metrics::Program;
 
@@ -22,9 +23,6 @@ pub(crate) const INPUTS: [&str; 6] = [
     "policy",
     "check",
 ];
-
-/// The most restarts a step may ask for.
-const MAX_RESTARTS: i64 = 100;
 
 /// A slurm.job's platform, for `policy` and `check`: a bad node of a
 /// failed attempt is drained, as `slurm.node_check` drains one.
@@ -59,37 +57,6 @@ pub(crate) struct Spec {
     pub check: Option<Values>,
     /// What the check's output is held to (GPUs, EFA devices, DCGM).
     pub rules: Rules,
-}
-
-/// `hang_after` (or `hang_without_loss`, `key`) read: a duration of at
-/// least a second.
-fn hang_of(key: &str, text: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(text.trim()) {
-        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
-        Ok(_) => Err(format!("`{key}` {text:?} is under a second")),
-        Err(e) => Err(format!("`{key}` {text:?} is not a duration: {e}")),
-    }
-}
-
-/// The programs whose reader gives `losses`, for `hang_without_loss`.
-fn loss_program(parse: Option<&str>) -> Result<Program, String> {
-    let program = parse.and_then(Program::from_name);
-    match program {
-        Some(p) if p.outputs().iter().any(|o| o.name == "losses") => Ok(p),
-        _ => Err(format!(
-            "`hang_without_loss` needs a `parse` that reads losses ({}){}",
-            Program::ALL
-                .iter()
-                .filter(|p| p.outputs().iter().any(|o| o.name == "losses"))
-                .map(|p| format!("\"{}\"", p.name()))
-                .collect::<Vec<_>>()
-                .join(", "),
-            match parse {
-                Some(p) => format!(", and `parse = \"{p}\"` reads none"),
-                None => ": the step has no `parse`".into(),
-            }
-        )),
-    }
 }
 
 impl Spec {

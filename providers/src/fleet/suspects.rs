@@ -9,7 +9,7 @@
 /// A node an attempt's output points at, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Pointed {
-    /// The node's name, as Slurm names it.
+    /// The node's name, as the scheduler names it (Slurm, Kubernetes).
     pub node: String,
     /// The evidence: what the line says, shortened.
     pub why: String,

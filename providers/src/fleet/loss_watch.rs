@@ -1,5 +1,5 @@
 //! A training that still prints but no longer learns: `hang_without_loss`
-//! of a `slurm.job` with restarts. A job whose ranks wait on a dead peer
+//! of a `slurm.job` or `kube.job` with restarts. A job whose ranks wait on a dead peer
 //! often keeps printing (NCCL's warnings, a heartbeat, a progress bar
 //! redrawn) while no new loss comes: `hang_after` (no new line) never
 //! fires. This watch reads the job's output as it grows, with the step's
