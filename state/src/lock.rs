@@ -111,6 +111,13 @@ pub(crate) fn holder(layout: &StateLayout) -> Option<LockInfo> {
     read_info(&mut File::open(layout.lock_file()).ok()?)
 }
 
+/// Whether the lock file of `layout` is empty: nobody holds the state, or
+/// its holder has just taken the lock and not yet written who it is, or has
+/// cleared the file and not yet let go (see [`StateLock`]'s drop).
+pub(crate) fn names_nobody(layout: &StateLayout) -> bool {
+    std::fs::metadata(layout.lock_file()).is_ok_and(|m| m.len() == 0)
+}
+
 fn read_info(file: &mut File) -> Option<LockInfo> {
     let mut text = String::new();
     file.seek(SeekFrom::Start(0)).ok()?;

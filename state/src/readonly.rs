@@ -86,6 +86,16 @@ impl ReadOnlyStore {
     /// (a `flow plan`, a flow from before they were answered). A folder
     /// that is the copy of an S3 state is refused, as by `open_if_exists`.
     pub fn open_or_read_live(root: &Path, command: &str) -> Result<Option<Self>, StateError> {
+        ReadOnlyStore::open_or_read_live_waiting(root, command, HOLDER_WAIT)
+    }
+
+    /// [`ReadOnlyStore::open_or_read_live`], waiting at most `wait` for a
+    /// holder to answer or let go.
+    pub(crate) fn open_or_read_live_waiting(
+        root: &Path,
+        command: &str,
+        wait: Duration,
+    ) -> Result<Option<Self>, StateError> {
         let started = Instant::now();
         loop {
             match ReadOnlyStore::open_if_exists(root, command) {
@@ -97,9 +107,9 @@ impl ReadOnlyStore {
                         }
                         Some(ro) => return Ok(Some(ro.store)),
                         // Still opening the state, or letting it go.
-                        None if may_answer_soon(root, info.as_ref(), started)
-                            || (started.elapsed() < HOLDER_WAIT
-                                && crate::lock::holder(&StateLayout::new(root)) != info) => {}
+                        None if may_answer_soon(root, info.as_ref(), started, wait)
+                            || (started.elapsed() < wait
+                                && changes_hands(&StateLayout::new(root), info.as_ref())) => {}
                         None => return Err(StateError::Locked { path, info }),
                     }
                 }
@@ -123,7 +133,7 @@ impl ReadOnlyStore {
             if let Some(ro) = ReadOnlyStore::read_live(root, command, holder.clone())? {
                 return Ok(Some(ro.store));
             }
-            if !may_answer_soon(root, holder.as_ref(), started) {
+            if !may_answer_soon(root, holder.as_ref(), started, HOLDER_WAIT) {
                 return Ok(None);
             }
             std::thread::sleep(HOLDER_POLL);
@@ -246,11 +256,27 @@ const HOLDER_POLL: Duration = Duration::from_millis(10);
 
 /// Whether `holder`, which did not answer a read, may answer soon: it says
 /// it answers reads, still holds the state at `root`, and a reader that
-/// began at `started` has not waited [`HOLDER_WAIT`] for it yet.
-fn may_answer_soon(root: &Path, holder: Option<&LockInfo>, started: Instant) -> bool {
+/// began at `started` has not waited `wait` for it yet.
+fn may_answer_soon(
+    root: &Path,
+    holder: Option<&LockInfo>,
+    started: Instant,
+    wait: Duration,
+) -> bool {
     holder.is_some_and(|h| h.answers_reads)
-        && started.elapsed() < HOLDER_WAIT
+        && started.elapsed() < wait
         && crate::lock::holder(&StateLayout::new(root)).as_ref() == holder
+}
+
+/// Whether the lock of `layout`, refused to a reader when its file named
+/// `holder`, is changing hands: the file names someone else now, or it
+/// named nobody and is empty, as it is for the instant a holder has taken
+/// the lock and not yet written who it is, or has cleared it and not yet
+/// let go ([`StateLock`]'s drop). A file that names nobody because it
+/// cannot be read leaves the reader refused.
+fn changes_hands(layout: &StateLayout, holder: Option<&LockInfo>) -> bool {
+    crate::lock::holder(layout).as_ref() != holder
+        || (holder.is_none() && crate::lock::names_nobody(layout))
 }
 
 /// A state read from its holder, and the S3 state it is the copy of.

@@ -282,18 +282,80 @@ fn a_reader_waits_for_a_holder_that_answers_reads_to_answer_or_let_go() {
     drop(store);
     let layout = StateLayout::new(&root);
     let opening = crate::lock::StateLock::acquire_answering_reads(&layout, "flow apply").unwrap();
+    // Taken before the lock can go: it cannot be free 300 ms after this.
+    let started = std::time::Instant::now();
     let letting_go = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
         drop(opening);
     });
-    let started = std::time::Instant::now();
     let ro = ReadOnlyStore::open_or_read_live(&root, "flow output")
         .unwrap()
         .unwrap();
-    assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
     assert!(ro.live().is_none(), "read under the lock once it was free");
     assert_eq!(ro.steps().len(), 1);
     letting_go.join().unwrap();
+}
+
+/// A holder's lock file is empty for an instant while the lock is held:
+/// when the holder has taken the lock and not yet written who it is, and
+/// when it has cleared the file and not yet let go (`StateLock`'s drop). A
+/// reader refused in that instant names nobody; it waits for the lock to
+/// change hands instead of failing. Here the instant is held for as long as
+/// the reader may wait; a lock file that cannot be read still refuses at
+/// once.
+#[test]
+fn a_reader_that_meets_a_lock_changing_hands_waits_for_it() {
+    use std::time::{Duration, Instant};
+    let (_tmp, root) = root();
+    let store = Store::open(&root, "flow apply").unwrap();
+    store
+        .committer()
+        .commit_blocking(vec![Mutation::Put(record(1, 1))])
+        .unwrap();
+    drop(store);
+    let layout = StateLayout::new(&root);
+    let leaving = crate::lock::StateLock::acquire_answering_reads(&layout, "flow apply").unwrap();
+    // What the drop does first, before it lets go.
+    std::fs::File::options()
+        .write(true)
+        .open(layout.lock_file())
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let wait = Duration::from_millis(500);
+    let started = Instant::now();
+    match ReadOnlyStore::open_or_read_live_waiting(&root, "flow output", wait) {
+        Err(StateError::Locked { info: None, .. }) => {}
+        other => panic!("expected Locked naming nobody, got {other:?}"),
+    }
+    let waited = started.elapsed();
+    assert!(waited >= wait, "refused after {waited:?}, without waiting");
+
+    // Let go while the reader waits: it reads under the lock.
+    let letting_go = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(leaving);
+    });
+    let ro = ReadOnlyStore::open_or_read_live(&root, "flow output")
+        .unwrap()
+        .unwrap();
+    assert!(ro.live().is_none(), "read under the lock once it was free");
+    assert_eq!(ro.steps().len(), 1);
+    drop(ro);
+    letting_go.join().unwrap();
+
+    // A lock file that names nobody because it is not one is no holder
+    // changing hands: refused at once, as before.
+    let held = crate::lock::StateLock::acquire(&layout, "flow plan").unwrap();
+    std::fs::write(layout.lock_file(), b"{garbage").unwrap();
+    let started = Instant::now();
+    match ReadOnlyStore::open_or_read_live(&root, "flow output") {
+        Err(StateError::Locked { info: None, .. }) => {}
+        other => panic!("expected Locked naming nobody, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "waited for it");
+    drop(held);
 }
 
 /// A holder killed while it answered leaves a cut-off answer: the reader
