@@ -17,6 +17,7 @@ pub(crate) mod eviction;
 mod fetch;
 mod file_entry;
 mod job;
+mod job_object;
 mod jsonpath;
 pub mod kustomize;
 mod logs;

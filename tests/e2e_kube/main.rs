@@ -33,6 +33,7 @@ mod nodegroup_replace;
 mod operator;
 mod report;
 mod reservations;
+mod restarts;
 mod upstream;
 mod urls;
 

@@ -41,3 +41,53 @@ pub(crate) fn loss_program(parse: Option<&str>) -> Result<Program, String> {
         )),
     }
 }
+
+/// A reporter that keeps what a job's `capture`/`parse` measured, to tell
+/// it with the attempts once the step ends (the run history keeps one
+/// measurement per step run: the last told).
+pub(crate) struct Keep {
+    inner: std::sync::Arc<dyn crate::contract::Reporter>,
+    measured: std::sync::Mutex<Option<crate::contract::Measured>>,
+}
+
+impl Keep {
+    /// Keeps what passes through to `inner`.
+    pub fn new(inner: std::sync::Arc<dyn crate::contract::Reporter>) -> Keep {
+        Keep {
+            inner,
+            measured: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Tells `to` what was kept, with `attempts = N` and `attempt_N = line`
+    /// for each attempt's line.
+    pub fn tell(&self, to: &dyn crate::contract::Reporter, lines: &[(u32, String)]) {
+        let mut m = self
+            .measured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or_default();
+        m.values
+            .insert("attempts".into(), serde_json::json!(lines.len()));
+        for (n, line) in lines {
+            m.values
+                .insert(format!("attempt_{n}"), serde_json::json!(line));
+        }
+        to.measured(&m);
+    }
+}
+
+impl crate::contract::Reporter for Keep {
+    fn event(&self, message: &str) {
+        self.inner.event(message);
+    }
+
+    fn log(&self, line: &str) {
+        self.inner.log(line);
+    }
+
+    fn measured(&self, m: &crate::contract::Measured) {
+        *self.measured.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.clone());
+    }
+}

@@ -33,10 +33,16 @@ pub struct Platform {
 /// The kinds where policy `replace` is built, each with what it does
 /// there: a capability of the kind, not of [`Platform`] (whose `replace_later`
 /// says what it will do where it is not built yet).
-pub const REPLACES: &[(&str, &str)] = &[(
-    "kube.node_check",
-    "cordoned, tainted and drained, its instance terminated through its Auto Scaling group with the desired count kept, the new node waited for and checked",
-)];
+pub const REPLACES: &[(&str, &str)] = &[
+    (
+        "kube.node_check",
+        "cordoned, tainted and drained, its instance terminated through its Auto Scaling group with the desired count kept, the new node waited for and checked",
+    ),
+    (
+        "kube.job",
+        "cordoned, tainted and drained, its instance terminated through its Auto Scaling group with the desired count kept, the new node waited for before the next attempt",
+    ),
+];
 
 /// What is done with the nodes found bad.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,8 @@
 //! very operation made (a resumed apply) is followed, never made twice.
 //! Destroy deletes the job and its pods.
 
+mod restart;
+
 use std::sync::Arc;
 
 use ::kube::api::{Api, DeleteParams, DynamicObject, ListParams};
@@ -18,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::connection::{Connection, Target};
 use super::errors;
+use super::job_object::{JobState, is_job, job_state, pod_selector};
 use super::logs::{self, Follower};
 use super::objects::{KUBE_PACE, Kinds, Record};
 use super::render::{Doc, Sources};
@@ -27,6 +30,7 @@ use crate::contract::{
     Applied, InputValue, OpContext, PlanDetail, Prior, Problem, Provider, ProviderError,
     ReadOutcome, Schema, StepKind, ValidateContext, Values,
 };
+use restart::Spec as Restarts;
 
 /// The annotation naming the step that made a job.
 const STEP_ANNOTATION: &str = "flow.dev/step";
@@ -43,6 +47,7 @@ impl KubeJob {
         let mut inputs = super::connection_inputs();
         inputs.extend(super::manifest_inputs());
         inputs.extend(crate::capture::input_specs());
+        inputs.extend(restart::input_specs());
         KubeJob {
             schema: Schema {
                 kind: StepKind::Task,
@@ -58,68 +63,6 @@ impl Default for KubeJob {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// Whether `doc` is a job flow can follow.
-pub(super) fn is_job(api_version: &str, kind: &str) -> bool {
-    (api_version == "batch/v1" && kind == "Job")
-        || (api_version.starts_with("kubeflow.org/") && kind.ends_with("Job"))
-}
-
-/// The label that picks the job's pods.
-pub(super) fn pod_selector(r: &Record) -> String {
-    if r.kind == "Job" && r.api_version == "batch/v1" {
-        format!("job-name={}", r.name)
-    } else {
-        format!("training.kubeflow.org/job-name={}", r.name)
-    }
-}
-
-/// How the job stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum JobState {
-    Running(String),
-    Succeeded,
-    Failed(String),
-}
-
-/// The state of a job object (batch `Complete`/`Failed`, Kubeflow
-/// `Succeeded`/`Failed` conditions).
-pub(super) fn job_state(obj: &Value) -> JobState {
-    let conditions = obj
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let is_true = |t: &str| {
-        conditions.iter().find(|c| {
-            c.get("type").and_then(Value::as_str) == Some(t)
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
-    };
-    if let Some(c) = is_true("Failed") {
-        let s = |k: &str| {
-            c.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        return JobState::Failed(match (s("reason"), s("message")) {
-            (r, m) if m.is_empty() => r,
-            (r, m) if r.is_empty() => m,
-            (r, m) => format!("{r}: {m}"),
-        });
-    }
-    if is_true("Complete").is_some() || is_true("Succeeded").is_some() {
-        return JobState::Succeeded;
-    }
-    let latest = conditions
-        .iter()
-        .rev()
-        .find(|c| c.get("status").and_then(Value::as_str) == Some("True"))
-        .and_then(|c| c.get("type").and_then(Value::as_str))
-        .unwrap_or("Pending");
-    JobState::Running(latest.to_string())
 }
 
 /// One operation on the step's job.
@@ -175,6 +118,9 @@ impl<'a> Run<'a> {
 
     /// Creates the job unless this operation already did, then follows it.
     async fn run(&self) -> Result<Applied, ProviderError> {
+        if let Some(spec) = Restarts::from_values(self.inputs)? {
+            return restart::drive(self, &spec, None).await;
+        }
         let mut kinds = Kinds::new(self.conn.client().await?);
         let doc = self
             .doc(&mut kinds)
@@ -218,13 +164,27 @@ impl<'a> Run<'a> {
 
     /// Follows the job to its end.
     async fn follow(&self, kinds: &mut Kinds, record: &Record) -> Result<Applied, ProviderError> {
+        let ended = self.follow_until(kinds, record, None).await?;
+        match ended.state {
+            JobState::Failed(why) => Err(failed(record, &why, &ended.pods)),
+            _ => self.judged(record, &ended, self.ctx.reporter.as_ref()),
+        }
+    }
+
+    /// Follows the job until it ends, or, with `watch`, until the watch
+    /// finds it hung (no new log line, or no new loss, for its time).
+    async fn follow_until(
+        &self,
+        kinds: &mut Kinds,
+        record: &Record,
+        mut watch: Option<&mut restart::Watch>,
+    ) -> Result<Ended, ProviderError> {
         let api = kinds.api_for(record).await?;
         let pods: Api<Pod> = Api::namespaced(
             self.conn.client().await?,
             record.namespace.as_deref().unwrap_or("default"),
         );
         let mut follower = Follower::new(pods, pod_selector(record), self.ctx.reporter.clone());
-        let matchers = self.matchers()?;
         let reporter: Arc<dyn crate::contract::Reporter> = self.ctx.reporter.clone();
         let mut waiter = Waiter::new(KUBE_PACE, reporter.as_ref(), record.label());
         let (state, last_pods) = loop {
@@ -246,7 +206,18 @@ impl<'a> Run<'a> {
                 ))
             };
             match look.await {
-                Ok((JobState::Running(phase), _)) => {
+                Ok((JobState::Running(phase), pods)) => {
+                    if let Some(w) = watch.as_deref_mut()
+                        && let Some(why) = w.look(&follower.text(), &pods)
+                    {
+                        follower.abort();
+                        return Ok(Ended {
+                            state: JobState::Running(phase),
+                            hung: Some(why),
+                            text: follower.text(),
+                            pods,
+                        });
+                    }
                     waiter.looked();
                     waiter.report([format!("{}: {phase}", record.label())]);
                 }
@@ -264,34 +235,35 @@ impl<'a> Run<'a> {
             }
         };
         follower.finish(&last_pods).await;
-        let final_pods = follower.look().await.unwrap_or(last_pods);
-        match state {
-            JobState::Failed(why) => {
-                let mut message = format!("{} failed: {why}", record.label());
-                if let Some(pod) = logs::failure_reason(&final_pods) {
-                    message.push_str("; ");
-                    message.push_str(&pod);
-                }
-                Err(ProviderError::fatal(message).with_help(
-                    "the pods' logs are in the step's log (`flow logs FILE STEP`); `kubectl describe` the job for its events",
-                ))
-            }
-            _ => {
-                self.ctx
-                    .reporter
-                    .event(&format!("{} succeeded", record.label()));
-                let captured = matchers
-                    .judge(&follower.text(), self.ctx.reporter.as_ref())
-                    .map_err(|e| {
-                        ProviderError::fatal(format!("{}: {e}", record.label())).with_help(e.help())
-                    })?;
-                Ok(Applied {
-                    id: Some(record.uid.clone()),
-                    outputs: outputs(record, &final_pods, captured),
-                    private: json!({ "job": record }),
-                })
-            }
-        }
+        let pods = follower.look().await.unwrap_or(last_pods);
+        Ok(Ended {
+            state,
+            hung: None,
+            text: follower.text(),
+            pods,
+        })
+    }
+
+    /// A job that succeeded, judged by `success_pattern`, `capture`,
+    /// `parse` and `expect`.
+    fn judged(
+        &self,
+        record: &Record,
+        ended: &Ended,
+        reporter: &dyn crate::contract::Reporter,
+    ) -> Result<Applied, ProviderError> {
+        let matchers = self.matchers()?;
+        self.ctx
+            .reporter
+            .event(&format!("{} succeeded", record.label()));
+        let captured = matchers.judge(&ended.text, reporter).map_err(|e| {
+            ProviderError::fatal(format!("{}: {e}", record.label())).with_help(e.help())
+        })?;
+        Ok(Applied {
+            id: Some(record.uid.clone()),
+            outputs: outputs(record, &ended.pods, captured),
+            private: json!({ "job": record }),
+        })
     }
 
     /// Deletes the job and its pods (the garbage collector would, but it may
@@ -317,6 +289,27 @@ impl<'a> Run<'a> {
         kinds.delete(&gone, self.ctx.reporter.as_ref()).await?;
         Ok(())
     }
+}
+
+/// How an attempt ended: the job's state (still `Running` when the watch
+/// found it hung), why it is hung, its pods and its logs.
+struct Ended {
+    state: JobState,
+    hung: Option<String>,
+    pods: Vec<Pod>,
+    text: String,
+}
+
+/// The error of a job that failed: its reason and the failing pod.
+fn failed(record: &Record, why: &str, pods: &[Pod]) -> ProviderError {
+    let mut message = format!("{} failed: {why}", record.label());
+    if let Some(pod) = logs::failure_reason(pods) {
+        message.push_str("; ");
+        message.push_str(&pod);
+    }
+    ProviderError::fatal(message).with_help(
+        "the pods' logs are in the step's log (`flow logs FILE STEP`); `kubectl describe` the job for its events",
+    )
 }
 
 fn annotation<'a>(obj: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -411,7 +404,11 @@ impl Provider for KubeJob {
 
     /// The gates `expect` will check.
     fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
-        crate::capture::plan_lines(inputs)
+        let mut lines = crate::capture::plan_lines(inputs);
+        if let Ok(Some(spec)) = Restarts::from_values(inputs) {
+            lines.extend(spec.plan_lines());
+        }
+        lines
     }
 
     /// `OUTPUT_KEYS`, each `capture` name and what `parse` reads.
@@ -420,7 +417,14 @@ impl Provider for KubeJob {
         inputs: &[(String, InputValue)],
         _ctx: &ValidateContext,
     ) -> Option<crate::contract::DeclaredOutputs> {
-        crate::capture::job_outputs("kube.job", &OUTPUT_KEYS, &[], inputs)
+        let declared = crate::capture::job_outputs("kube.job", &OUTPUT_KEYS, &[], inputs)?;
+        let restarts = inputs
+            .iter()
+            .any(|(k, _)| restart::INPUTS.contains(&k.as_str()));
+        Some(match restarts {
+            true => declared.with_conditional(&[restart::ATTEMPTS]),
+            false => declared,
+        })
     }
 
     fn schema(&self) -> &Schema {
@@ -438,6 +442,7 @@ impl Provider for KubeJob {
             ));
         }
         out.extend(Matchers::problems(&known));
+        out.extend(restart::problems(inputs));
         if let Err(problems) = super::file_entry::parse(known.get("files")) {
             out.extend(problems);
         }
@@ -494,10 +499,13 @@ impl Provider for KubeJob {
     async fn read(
         &self,
         ctx: &OpContext,
-        _id: Option<&str>,
+        id: Option<&str>,
         inputs: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
         let run = Run::new(ctx, inputs)?;
+        if let Some(spec) = Restarts::from_values(inputs)? {
+            return restart::read(&run, &spec, id).await;
+        }
         let mut kinds = Kinds::new(run.conn.client().await?);
         let doc = match run.doc(&mut kinds).await {
             Ok(d) => d,
@@ -528,73 +536,4 @@ impl Provider for KubeJob {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn job_states_from_conditions() {
-        let c = |t: &str, s: &str| json!({"status": {"conditions": [{"type": "Created", "status": "True"}, {"type": t, "status": s, "reason": "R", "message": "M"}]}});
-        assert_eq!(job_state(&c("Succeeded", "True")), JobState::Succeeded);
-        assert_eq!(job_state(&c("Complete", "True")), JobState::Succeeded);
-        assert_eq!(
-            job_state(&c("Failed", "True")),
-            JobState::Failed("R: M".into())
-        );
-        assert_eq!(
-            job_state(&c("Running", "True")),
-            JobState::Running("Running".into())
-        );
-        assert_eq!(job_state(&json!({})), JobState::Running("Pending".into()));
-    }
-
-    /// The keys validate expects are those `outputs` puts in.
-    #[test]
-    fn declared_outputs_are_the_outputs_a_job_has() {
-        let ctx = ValidateContext {
-            workdir: ".".into(),
-        };
-        let capture = json!({"loss": "loss=([0-9.]+)"});
-        let inputs = [("capture".to_string(), InputValue::Known(capture))];
-        let declared = KubeJob::new().declared_outputs(&inputs, &ctx).unwrap();
-        let record = Record {
-            api_version: "batch/v1".into(),
-            kind: "Job".into(),
-            namespace: None,
-            name: "train".into(),
-            uid: "u".into(),
-            digest: String::new(),
-        };
-        let captured: Values = [("loss".to_string(), json!(1.5))].into_iter().collect();
-        let out = outputs(&record, &[Pod::default()], captured);
-        let keys: std::collections::BTreeSet<&String> = out.keys().collect();
-        assert_eq!(keys, declared.keys.iter().collect());
-    }
-
-    #[test]
-    fn one_job_per_step_and_its_pods() {
-        let d = |api: &str, kind: &str| Doc {
-            source: "j#1".into(),
-            object: json!({"apiVersion": api, "kind": kind, "metadata": {"name": "n"}}),
-        };
-        assert!(single_job(&[d("kubeflow.org/v1", "PyTorchJob")]).is_ok());
-        assert!(
-            single_job(&[d("v1", "Service"), d("batch/v1", "Job")])
-                .unwrap_err()
-                .contains("kube.manifest")
-        );
-        assert!(single_job(&[]).is_err());
-        let rec = |api: &str, kind: &str| Record {
-            api_version: api.into(),
-            kind: kind.into(),
-            namespace: None,
-            name: "fsdp".into(),
-            uid: String::new(),
-            digest: String::new(),
-        };
-        assert_eq!(pod_selector(&rec("batch/v1", "Job")), "job-name=fsdp");
-        assert_eq!(
-            pod_selector(&rec("kubeflow.org/v1", "PyTorchJob")),
-            "training.kubeflow.org/job-name=fsdp"
-        );
-    }
-}
+mod tests;

@@ -17,6 +17,7 @@
 //! the group fails without touching any.
 
 mod asg;
+pub(super) mod for_job;
 mod jobs;
 mod policy;
 mod replace;
@@ -115,8 +116,9 @@ struct Run<'a> {
     batch: Batch<'a>,
     members: Vec<Member>,
     /// Before each job's suffix: `""` for the fleet, `"new-"` for the
-    /// nodes that replaced bad ones (a job name is never reused in a run).
-    prefix: &'static str,
+    /// nodes that replaced bad ones, `"aN-"` for the suspects of a kube.job
+    /// attempt N (a job name is never reused in a run).
+    prefix: String,
 }
 
 impl Run<'_> {
@@ -305,7 +307,7 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
         },
         members,
         spec,
-        prefix: "",
+        prefix: String::new(),
     };
     let mut verdicts = BTreeMap::new();
     let mut rounds = run.checks(&mut verdicts).await?;

@@ -49,10 +49,14 @@ pub(super) async fn tick(client: &kube::Client, held: &super::pace::Held) {
     .into_iter()
     .filter_map(|p| serde_json::to_value(p).ok())
     .collect();
+    // A node whose kubelet stopped confirms no pod's end (`training.rs`).
+    let dead = super::training::dead_nodes(client).await;
     for pod in &pods {
         let name = pod["metadata"]["name"].as_str().unwrap_or_default();
         if !pod["metadata"]["deletionTimestamp"].is_null()
-            && pod["spec"]["nodeName"].is_string()
+            && pod["spec"]["nodeName"]
+                .as_str()
+                .is_some_and(|n| !dead.contains(n))
             && !held.contains(name)
         {
             let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");

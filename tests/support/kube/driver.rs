@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::super::workspace_root;
 use super::pace::{Clock, Held, Pace};
+use super::training;
 
 /// Plays the controllers and kubelets the test cluster lacks.
 pub struct Driver {
@@ -234,6 +235,33 @@ async fn tick(client: &kube::Client, held: &Held) {
             .await;
         }
     }
+    super::training::tick(client).await;
+}
+
+/// Fails the running job `name` whose pods carry `label` (`job-name`: a
+/// batch Job; else a PyTorchJob), as its controller does when a pod of it
+/// failed.
+pub(super) async fn fail_job(client: &kube::Client, ns: &str, label: &str, name: &str) {
+    let (r, status) = if label == "job-name" {
+        (
+            ar("batch", "v1", "Job", "jobs"),
+            json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True",
+                "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}),
+        )
+    } else {
+        (
+            ar("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
+            json!({"conditions": [
+                {"type": "Created", "status": "True", "reason": "Created"},
+                {"type": "Running", "status": "False", "reason": "Running"},
+                {"type": "Failed", "status": "True", "reason": "PyTorchJobFailed",
+                 "message": format!("PyTorchJob {name} is failed because 1 Worker replica(s) failed.")}]}),
+        )
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &r);
+    if let Ok(Some(job)) = api.get_opt(name).await {
+        set_status(client, &r, &job, status).await;
+    }
 }
 
 /// Namespaces stuck in `Terminating` lose their finalizer (the namespace
@@ -293,7 +321,7 @@ async fn run_job(
     let failed = notes
         .get("test.flow/outcome")
         .is_some_and(|o| o == "Failed");
-    let hosts = pinned_hosts(&job.data);
+    let mut hosts = pinned_hosts(&job.data);
     let log = match notes.get("test.flow/logs") {
         Some(log) => log.clone(),
         None => {
@@ -313,6 +341,18 @@ async fn run_job(
             names.push((pod, kind.to_string(), i));
         }
     }
+    // Pods a nodeSelector sends to a group are bound by the scheduler
+    // (`training.rs`), all at once, or not yet.
+    let group = training::group_selector(&job.data).filter(|_| hosts.is_empty());
+    if let Some(selector) = &group
+        && let Some((first, _, _)) = names.first()
+        && pods.get_opt(first).await.ok().flatten().is_none()
+    {
+        match training::bind(client, selector, label, &name, names.len()).await {
+            Some(bound) => hosts = bound,
+            None => return,
+        }
+    }
     let container = first_container(&job.data)
         .and_then(|c| c["name"].as_str())
         .unwrap_or("main")
@@ -327,6 +367,9 @@ async fn run_job(
                     "training.kubeflow.org/replica-index": i.to_string()}},
                 "spec": {"containers": [{"name": container, "image": "test/image"}]}
             });
+            if group.is_some() {
+                body["metadata"]["labels"]["flow.test/scheduled"] = json!("true");
+            }
             // A job held to nodes (by hostname) has its pods there, in turn.
             if !hosts.is_empty() {
                 body["spec"]["nodeName"] = json!(hosts[idx % hosts.len()]);

@@ -44,6 +44,7 @@ mod eks_token;
 pub mod emulated;
 pub mod kubelets;
 pub mod pace;
+pub mod training;
 
 pub use driver::Driver;
 use eks_token::{Webhook, eks_webhook};
@@ -198,6 +199,16 @@ impl KubeServer {
         Self::start_with(Options::default())
     }
 
+    /// The audit events of writes to jobs (batch Jobs, Kubeflow jobs) so
+    /// far: `verb`, `objectRef`, `responseStatus.code` (201: created).
+    pub fn job_writes(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     /// [`KubeServer::start`] with options.
     pub fn start_with(options: Options) -> KubeServer {
         let binary = apiserver_binary();
@@ -218,6 +229,10 @@ impl KubeServer {
                 format!("{TOKEN},admin,admin,\"system:masters\"\n"),
             )
             .unwrap();
+            // The API server's own record of every write to a job, for
+            // tests that count creations (the audit log,
+            // https://kubernetes.io/docs/tasks/debug/debug-cluster/audit/).
+            std::fs::write(d.join("audit-policy.yaml"), AUDIT_POLICY).unwrap();
             let (etcd_port, peer_port, api_port) = (free_port(), free_port(), free_port());
             let eks = Arc::new(Webhook {
                 cluster: options.eks_cluster.clone(),
@@ -282,6 +297,8 @@ impl KubeServer {
                         .into(),
                     "--enable-priority-and-fairness=false".into(),
                     "--watch-cache=false".into(),
+                    format!("--audit-policy-file={}", file("audit-policy.yaml")),
+                    format!("--audit-log-path={}", file("audit.log")),
                 ])
                 .args(&extra)
                 .stdin(Stdio::null())
@@ -531,6 +548,21 @@ impl Drop for KubeServer {
         let _ = self.etcd.wait();
     }
 }
+
+/// The audit policy: writes to jobs at the Metadata level, nothing else.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete]
+    resources:
+      - group: batch
+        resources: [jobs]
+      - group: kubeflow.org
+        resources: [pytorchjobs, mpijobs]
+  - level: None
+";
 
 /// A kubeconfig for `url` with the test token.
 pub fn kubeconfig_text(url: &str, ca_pem: &str) -> String {

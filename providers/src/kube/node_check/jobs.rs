@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::super::errors;
-use super::super::job::{JobState, is_job, job_state, pod_selector};
+use super::super::job_object::{JobState, is_job, job_state, pod_selector};
 use super::super::logs::Follower;
 use super::super::objects::{KUBE_PACE, Kinds, Record};
 use super::super::render::{Doc, Sources};
@@ -52,7 +52,7 @@ fn job_name(base: &str, suffix: &str) -> String {
 }
 
 /// Every pod template of a Job or a Kubeflow job.
-fn pod_templates(job: &mut Value) -> Vec<&mut Value> {
+pub(in crate::kube) fn pod_templates(job: &mut Value) -> Vec<&mut Value> {
     if job.pointer("/spec/template").is_some() {
         return job.pointer_mut("/spec/template").into_iter().collect();
     }

@@ -82,11 +82,31 @@ pub(super) async fn drain(
 ) -> Result<(), ProviderError> {
     let deadline = Instant::now() + timeout;
     let version = eviction_version(client).await?;
+    let unreachable = not_ready(client, nodes).await?;
     loop {
-        let pods = pods_on(client, nodes).await?;
+        let mut pods = pods_on(client, nodes).await?;
+        // A pod being deleted on a node that is not Ready stays so until
+        // its kubelet comes back or the node is deleted: nobody can
+        // confirm its end, so it is not waited for.
+        let left = pods.len();
+        pods.retain(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                || !p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some_and(|n| unreachable.contains(n))
+        });
         if pods.is_empty() {
+            let stuck = match left {
+                0 => String::new(),
+                n => format!(
+                    " ({n} pod(s) left terminating on NotReady node(s) {}: their kubelet cannot confirm their end)",
+                    unreachable.join(", ")
+                ),
+            };
             ctx.reporter
-                .event(&format!("drained node(s) {}", nodes.join(", ")));
+                .event(&format!("drained node(s) {}{stuck}", nodes.join(", ")));
             return Ok(());
         }
         let mut refused = None;
@@ -116,6 +136,26 @@ pub(super) async fn drain(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Those of `nodes` whose `Ready` condition is there and not `True`.
+async fn not_ready(client: &Client, nodes: &[String]) -> Result<Vec<String>, ProviderError> {
+    let api = Api::<Node>::all(client.clone());
+    let mut out = Vec::new();
+    for n in nodes {
+        let node = api
+            .get_opt(n)
+            .await
+            .map_err(|e| kube_error(&format!("read node `{n}`"), e))?;
+        let ready = node
+            .as_ref()
+            .and_then(|n| n.status.as_ref()?.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+        if ready.is_some_and(|c| c.status != "True") {
+            out.push(n.clone());
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -365,7 +365,7 @@ pub(super) async fn check_new(
             namespace: fleet.batch.namespace.clone(),
         },
         members: new.to_vec(),
-        prefix: "new-",
+        prefix: "new-".into(),
     };
     let mut fresh = BTreeMap::new();
     if let Some(table) = &run.spec.common.check {

@@ -1,0 +1,568 @@
+//! A `kube.job` that survives a node: each attempt created, followed (one
+//! that logs no new line for `hang_after`, or no new loss for
+//! `hang_without_loss`, is hung), and, when it fails or hangs, its suspect
+//! nodes named from Kubernetes' word and its logs ([`suspects`]), checked
+//! with `check` and taken out by `policy` (kube.node_check's code:
+//! [`crate::kube::node_check::for_job`]); then the failed attempt is
+//! deleted with its pods and the next one created, up to `restarts` times.
+//!
+//! Attempt N is its own job: the manifest's name for the first, `NAME-aN`
+//! after, annotated with the operation's token (`TOKEN-aN` after the
+//! first). A job's name is unique in its namespace, so the API server
+//! itself refuses a second job for one attempt; the step's id
+//! ([`record`]) is durable before each create (the attempt, `-`), after it
+//! (its uid) and once it ended and its nodes were dealt with (its line).
+//! A resume (kill -9 of flow anywhere) walks the recorded attempts, skips
+//! those with a line, and follows the job of the attempt in flight or
+//! creates it; a node cordoned already is cordoned again to no effect, and
+//! an instance Auto Scaling no longer has in service is not terminated
+//! again.
+
+mod record;
+mod spec;
+mod suspects;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::{Ended, JobState, Run, STEP_ANNOTATION, annotation, failed};
+use crate::contract::{Applied, ProviderError, ReadOutcome};
+use crate::fleet::loss_watch::LossWatch;
+use crate::fleet::restarts::Keep;
+use crate::fleet::spec::Policy;
+use crate::kube::node_check::for_job::{self, Bad};
+use crate::kube::objects::{Kinds, Record};
+use crate::kube::render::Doc;
+use record::{Attempt, Recorded, attempt_name, attempt_token, decode, encode, every};
+
+pub(crate) use spec::{INPUTS, Spec, input_specs, problems};
+
+/// The output key that lists the attempts.
+pub(crate) const ATTEMPTS: &str = "attempts";
+
+/// Tells a running attempt hung: no new log line for `hang_after`, or no
+/// new loss for `hang_without_loss`, counted while a pod of it runs.
+pub(super) struct Watch {
+    hang_after: Option<Duration>,
+    hang_text: String,
+    loss: Option<LossWatch>,
+    loss_text: String,
+    seen: usize,
+    since: Option<Instant>,
+}
+
+impl Watch {
+    fn new(spec: &Spec) -> Watch {
+        Watch {
+            hang_after: spec.hang_after,
+            hang_text: spec.hang_text.clone(),
+            loss: spec.no_loss.map(|(limit, p)| LossWatch::new(limit, p)),
+            loss_text: spec
+                .no_loss
+                .map(|(l, _)| humantime::format_duration(l).to_string())
+                .unwrap_or_default(),
+            seen: 0,
+            since: None,
+        }
+    }
+
+    /// Why the attempt is hung, when it is, by what its logs hold now.
+    pub(super) fn look(&mut self, text: &str, pods: &[Pod]) -> Option<String> {
+        self.look_at(text, pods, Instant::now())
+    }
+
+    fn look_at(&mut self, text: &str, pods: &[Pod], now: Instant) -> Option<String> {
+        let running = pods
+            .iter()
+            .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+        if !running {
+            // Pending (pulling, scheduling) is not a hang.
+            self.since = None;
+            return None;
+        }
+        if self.since.is_none() || text.len() != self.seen {
+            self.since = Some(now);
+            self.seen = text.len();
+        }
+        if let (Some(limit), Some(since)) = (self.hang_after, self.since)
+            && now.duration_since(since) >= limit
+        {
+            return Some(format!("no new log line for {}", self.hang_text));
+        }
+        let w = self.loss.as_mut()?;
+        w.look(text, now);
+        w.stalled(now).then(|| w.why(&self.loss_text))
+    }
+}
+
+/// The attempt's job: the manifest's, named and annotated for attempt `n`,
+/// each container told `FLOW_ATTEMPT` (and `FLOW_CHECKPOINT_DIR`).
+fn attempt_doc(base: &Doc, n: u32, token: &str, spec: &Spec) -> Doc {
+    let mut doc = base.clone();
+    let meta = &mut doc.object["metadata"];
+    meta["name"] = json!(attempt_name(base.name(), n));
+    meta["annotations"][super::super::TOKEN_ANNOTATION] = json!(token);
+    let mut env = vec![json!({"name": "FLOW_ATTEMPT", "value": n.to_string()})];
+    if let Some(dir) = &spec.checkpoint_dir {
+        env.push(json!({"name": "FLOW_CHECKPOINT_DIR", "value": dir}));
+    }
+    for t in for_job::pod_templates(&mut doc.object) {
+        let containers = t
+            .pointer_mut("/spec/containers")
+            .and_then(Value::as_array_mut);
+        for c in containers.into_iter().flatten() {
+            let list = c
+                .as_object_mut()
+                .map(|c| c.entry("env").or_insert_with(|| json!([])));
+            if let Some(Value::Array(list)) = list {
+                list.retain(|e| !env.iter().any(|f| f["name"] == e["name"]));
+                list.extend(env.iter().cloned());
+            }
+        }
+    }
+    doc
+}
+
+/// The nodes `pods` ran on, sorted.
+fn nodes_of(pods: &[Pod]) -> Vec<String> {
+    let mut out: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// One restarting run of the step.
+struct Driver<'r, 'a> {
+    run: &'r Run<'a>,
+    spec: &'r Spec,
+    kinds: Kinds,
+    client: ::kube::Client,
+    base: Doc,
+    recorded: Vec<Recorded>,
+    attempts: Vec<Attempt>,
+    keep: Arc<Keep>,
+}
+
+impl Driver<'_, '_> {
+    /// Records the id, durably.
+    async fn record(&self) -> Result<(), ProviderError> {
+        self.run.ctx.checkpoint.made(&encode(&self.recorded)).await
+    }
+
+    /// Tells the run history each attempt.
+    fn tell(&self) {
+        let lines: Vec<(u32, String)> =
+            self.attempts.iter().map(|a| (a.number, a.line())).collect();
+        self.keep.tell(self.run.ctx.reporter.as_ref(), &lines);
+    }
+
+    /// Deletes attempt `n`'s job if it is there and this operation's.
+    async fn delete_attempt(&mut self, n: u32) -> Result<(), ProviderError> {
+        let doc = attempt_doc(&self.base, n, "", self.spec);
+        let mut record = Kinds::record_of(&doc);
+        if let Some(o) = self.kinds.get(&record).await?
+            && annotation(&o, super::super::TOKEN_ANNOTATION)
+                == Some(attempt_token(&self.run.ctx.token, n).as_str())
+        {
+            record.uid = o.metadata.uid.clone().unwrap_or_default();
+            self.run.delete_job(&mut self.kinds, &record).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates attempt `n`'s job, or finds the one this operation created.
+    async fn start(&mut self, n: u32) -> Result<Record, ProviderError> {
+        let ctx = self.run.ctx;
+        let token = attempt_token(&ctx.token, n);
+        let doc = attempt_doc(&self.base, n, &token, self.spec);
+        let mut record = Kinds::record_of(&doc);
+        match self.kinds.get(&record).await? {
+            Some(o) if annotation(&o, super::super::TOKEN_ANNOTATION) == Some(token.as_str()) => {
+                ctx.reporter.event(&format!(
+                    "{} (attempt {n}) was already started by this operation: following it",
+                    record.label()
+                ));
+                record.uid = o.metadata.uid.unwrap_or_default();
+                return Ok(record);
+            }
+            Some(o) if annotation(&o, STEP_ANNOTATION) == Some(ctx.step.as_str()) => {
+                ctx.reporter.log(&format!(
+                    "deleting {} left by an earlier run",
+                    record.label()
+                ));
+                record.uid = o.metadata.uid.clone().unwrap_or_default();
+                self.run.delete_job(&mut self.kinds, &record).await?;
+            }
+            Some(_) => return Err(crate::ownership::not_own(&record.label())),
+            None => {}
+        }
+        let record = self.kinds.apply(&doc).await?.0;
+        ctx.reporter
+            .event(&format!("started {} (attempt {n})", record.label()));
+        Ok(record)
+    }
+
+    /// Attempt `n` failed or hung (`ended`): its suspects named, checked
+    /// and dealt with by the policy.
+    async fn fault(
+        &mut self,
+        n: u32,
+        record: &Record,
+        ended: &Ended,
+    ) -> Result<(Attempt, Vec<String>), ProviderError> {
+        let ctx = self.run.ctx;
+        let mut attempt = Attempt {
+            number: n,
+            job: record.name.clone(),
+            state: if ended.hung.is_some() {
+                "Hung"
+            } else {
+                "Failed"
+            }
+            .into(),
+            nodes: nodes_of(&ended.pods),
+            ..Attempt::default()
+        };
+        attempt.cause = Some(match (&ended.hung, &ended.state) {
+            (Some(h), _) => format!("hung: {h}"),
+            (None, JobState::Failed(why)) => failed(record, why, &ended.pods).message,
+            (None, _) => "ended".into(),
+        });
+        ctx.reporter.event(&format!(
+            "attempt {n} ({}) {}: {}",
+            record.label(),
+            if ended.hung.is_some() {
+                "hung"
+            } else {
+                "failed"
+            },
+            attempt.cause.as_deref().unwrap_or_default()
+        ));
+        if ended.hung.is_some() {
+            // Its pods stop before its nodes are checked.
+            self.run.delete_job(&mut self.kinds, record).await?;
+        }
+        let found = suspects::find(&self.client, &ended.pods, &ended.text).await?;
+        let mut said = found.said();
+        let checkable: Vec<_> = found
+            .suspect_nodes()
+            .iter()
+            .filter(|n| !found.is_bad(n))
+            .filter_map(|n| found.listed.get(n).cloned())
+            .collect();
+        let verdicts = match (&self.spec.common.check, checkable.is_empty()) {
+            (Some(_), false) => {
+                for_job::check(
+                    ctx,
+                    &self.client,
+                    record.namespace.as_deref().unwrap_or("default"),
+                    &self.spec.common,
+                    &checkable,
+                    format!("a{n}-"),
+                )
+                .await?
+            }
+            _ => BTreeMap::new(),
+        };
+        let mut bad: Vec<Bad> = found
+            .bad
+            .iter()
+            .map(|(name, why, short)| Bad {
+                node: found.listed.get(name).cloned(),
+                name: name.clone(),
+                short: short.clone(),
+                reason: why.clone(),
+            })
+            .collect();
+        for (node, v) in &verdicts {
+            let status = v["status"].as_str().unwrap_or("unknown");
+            let reason = v["reason"].as_str().unwrap_or_default();
+            said.push_str(&format!("; check {node}: {status} ({reason})"));
+            if status == "bad" {
+                bad.push(Bad {
+                    node: found.listed.get(node).cloned(),
+                    name: node.clone(),
+                    short: v["short"].as_str().unwrap_or("check-failed").into(),
+                    reason: reason.into(),
+                });
+            }
+        }
+        attempt.suspects = said;
+        attempt.suspect_nodes = found.suspect_nodes();
+        ctx.reporter
+            .event(&format!("attempt {n}: {}", attempt.suspects));
+        let bad_names: Vec<String> = bad.iter().map(|b| b.name.clone()).collect();
+        if self.spec.common.policy == Policy::TakeOut && !bad.is_empty() {
+            let taken = for_job::take_out(
+                ctx,
+                &self.client,
+                &bad,
+                self.spec.common.replace,
+                self.spec.drain_timeout,
+                self.spec.replace_timeout,
+            )
+            .await?;
+            attempt.cordoned = taken.cordoned;
+            attempt.replaced = taken.replaced;
+        }
+        Ok((attempt, bad_names))
+    }
+
+    /// From the attempts recorded to one that succeeds or the last restart.
+    async fn drive(&mut self) -> Result<Applied, ProviderError> {
+        let base_name = self.base.name().to_string();
+        let mut n: u32 = 1;
+        loop {
+            let at = (n - 1) as usize;
+            if let Some(line) = self.recorded.get(at).and_then(|r| r.line.clone()) {
+                self.attempts.push(Attempt {
+                    number: n,
+                    job: attempt_name(&base_name, n),
+                    earlier: Some(line),
+                    ..Attempt::default()
+                });
+                n += 1;
+                continue;
+            }
+            if self.recorded.len() <= at {
+                self.recorded.push(Recorded::default());
+                self.record().await?;
+            }
+            if n > 1 {
+                // A kill may have left the attempt before it.
+                self.delete_attempt(n - 1).await?;
+            }
+            let record = self.start(n).await?;
+            if self.recorded[at].uid.as_deref() != Some(record.uid.as_str()) {
+                self.recorded[at].uid = Some(record.uid.clone());
+                self.record().await?;
+            }
+            let mut watch = Watch::new(self.spec);
+            let ended = self
+                .run
+                .follow_until(&mut self.kinds, &record, Some(&mut watch))
+                .await?;
+            if ended.hung.is_none() && ended.state == JobState::Succeeded {
+                self.attempts.push(Attempt {
+                    number: n,
+                    job: record.name.clone(),
+                    state: "Succeeded".into(),
+                    nodes: nodes_of(&ended.pods),
+                    ..Attempt::default()
+                });
+                let judged = self.run.judged(&record, &ended, self.keep.as_ref());
+                self.tell();
+                let mut applied = judged?;
+                applied.id = Some(encode(&self.recorded));
+                let list: Vec<Value> = self.attempts.iter().map(Attempt::json).collect();
+                applied.outputs.insert(ATTEMPTS.into(), Value::Array(list));
+                return Ok(applied);
+            }
+            let (attempt, bad) = self.fault(n, &record, &ended).await?;
+            self.recorded[at].line = Some(attempt.line());
+            self.attempts.push(attempt);
+            let stop = if self.spec.common.policy == Policy::Fail && !bad.is_empty() {
+                Some(
+                    ProviderError::fatal(format!(
+                        "job `{base_name}` stops at attempt {n}: node{} {} found bad and policy is fail — {}",
+                        if bad.len() == 1 { "" } else { "s" },
+                        bad.join(", "),
+                        every(&self.attempts)
+                    ))
+                    .with_help("set `policy = \"cordon\"` (or \"replace\") to take the bad nodes out and restart without them, or cordon them by hand and apply again"),
+                )
+            } else if n > self.spec.restarts {
+                Some(
+                    ProviderError::fatal(format!(
+                        "job `{base_name}` failed on every attempt ({} of {}): {}",
+                        self.attempts.len(),
+                        self.spec.restarts + 1,
+                        every(&self.attempts)
+                    ))
+                    .with_help("each attempt's logs are in the step's log (`flow logs FILE STEP`); `flow runs FILE` lists the attempts"),
+                )
+            } else {
+                None
+            };
+            if let Some(e) = stop {
+                self.record().await?;
+                self.run.delete_job(&mut self.kinds, &record).await?;
+                self.tell();
+                return Err(e);
+            }
+            // Durable before the failed attempt is deleted: its line, and
+            // the next attempt as being created.
+            self.recorded.push(Recorded::default());
+            self.record().await?;
+            self.run.delete_job(&mut self.kinds, &record).await?;
+            n += 1;
+        }
+    }
+}
+
+/// Runs the step's job with restarts, from the attempts `known` (the step's
+/// recorded id) records.
+pub(super) async fn drive(
+    run: &Run<'_>,
+    spec: &Spec,
+    known: Option<&str>,
+) -> Result<Applied, ProviderError> {
+    let client = run.conn.client().await?;
+    let mut kinds = Kinds::new(client.clone());
+    let base = run
+        .doc(&mut kinds)
+        .await
+        .map_err(ProviderError::before_acting)?;
+    let mut driver = Driver {
+        run,
+        spec,
+        kinds,
+        client,
+        base,
+        recorded: known.map(decode).unwrap_or_default(),
+        attempts: Vec::new(),
+        keep: Arc::new(Keep::new(run.ctx.reporter.clone())),
+    };
+    driver.drive().await
+}
+
+/// [`super::KubeJob`]'s read of a job with restarts (after a kill -9): the
+/// attempt in flight followed on, or, for destroy, the last attempt's job
+/// as it stands; an id whose every attempt ended failed reads as failed.
+pub(super) async fn read(
+    run: &Run<'_>,
+    spec: &Spec,
+    id: Option<&str>,
+) -> Result<ReadOutcome, ProviderError> {
+    let Some(id) = id else {
+        // No attempt was recorded: the first is created by the next apply,
+        // or followed when it was (it carries the operation's token).
+        return match drive(run, spec, None).await {
+            Ok(applied) => Ok(ReadOutcome::Present(applied)),
+            Err(e) if e.is_retryable() => Err(e),
+            Err(e) => Ok(ReadOutcome::Failed {
+                id: None,
+                reason: e.message,
+            }),
+        };
+    };
+    let recorded = decode(id);
+    if run.ctx.destroying {
+        let mut kinds = Kinds::new(run.conn.client().await?);
+        let base = run.doc(&mut kinds).await?;
+        let n = recorded.len().max(1) as u32;
+        let doc = attempt_doc(&base, n, "", spec);
+        let mut record = Kinds::record_of(&doc);
+        return Ok(match kinds.get(&record).await? {
+            Some(o) => {
+                record.uid = o.metadata.uid.clone().unwrap_or_default();
+                ReadOutcome::Present(Applied {
+                    id: Some(id.to_string()),
+                    outputs: Default::default(),
+                    private: json!({ "job": record }),
+                })
+            }
+            None => ReadOutcome::Missing,
+        });
+    }
+    let spent =
+        recorded.len() > spec.restarts as usize && recorded.iter().all(|r| r.line.is_some());
+    if spent {
+        return Ok(ReadOutcome::Failed {
+            id: Some(id.to_string()),
+            reason: format!(
+                "every attempt failed: {}",
+                recorded
+                    .iter()
+                    .filter_map(|r| r.line.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        });
+    }
+    match drive(run, spec, Some(id)).await {
+        Ok(applied) => Ok(ReadOutcome::Present(applied)),
+        Err(e) if e.is_retryable() => Err(e),
+        Err(e) => Ok(ReadOutcome::Failed {
+            id: Some(id.to_string()),
+            reason: e.message,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(phase: &str) -> Pod {
+        serde_json::from_value(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [], "nodeName": "n1"},
+            "status": {"phase": phase}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_running_attempt_that_logs_nothing_new_is_hung() {
+        let spec = Spec::from_values(
+            &serde_json::from_value(json!({"restarts": 1, "hang_after": "10s"})).unwrap(),
+        )
+        .unwrap()
+        .unwrap();
+        let mut w = Watch::new(&spec);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(w.look_at("", &[pod("Pending")], at(0)), None);
+        assert_eq!(
+            w.look_at("", &[pod("Pending")], at(30)),
+            None,
+            "pending is not a hang"
+        );
+        assert_eq!(w.look_at("", &[pod("Running")], at(31)), None);
+        assert_eq!(
+            w.look_at("a\n", &[pod("Running")], at(40)),
+            None,
+            "a new line"
+        );
+        assert_eq!(
+            w.look_at("a\n", &[pod("Running")], at(50)).as_deref(),
+            Some("no new log line for 10s")
+        );
+        assert_eq!(nodes_of(&[pod("Running"), pod("Failed")]), ["n1"]);
+    }
+
+    #[test]
+    fn each_attempt_is_its_own_job_told_its_number() {
+        let base = Doc {
+            source: "t#1".into(),
+            object: json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"name": "train", "annotations": {"flow.dev/token": "tok"}},
+                "spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [
+                    {"name": "pytorch", "env": [{"name": "FLOW_ATTEMPT", "value": "9"}]}]}}}}}}),
+        };
+        let spec = Spec::from_values(
+            &serde_json::from_value(json!({"restarts": 1, "checkpoint_dir": "/ckpt"})).unwrap(),
+        )
+        .unwrap()
+        .unwrap();
+        let d = attempt_doc(&base, 2, "tok-a2", &spec);
+        assert_eq!(d.name(), "train-a2");
+        assert_eq!(
+            d.object["metadata"]["annotations"]["flow.dev/token"],
+            "tok-a2"
+        );
+        assert_eq!(
+            d.object
+                .pointer("/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env")
+                .unwrap(),
+            &json!([{"name": "FLOW_ATTEMPT", "value": "2"}, {"name": "FLOW_CHECKPOINT_DIR", "value": "/ckpt"}])
+        );
+    }
+}
