@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::slurm::{Features, Fleet, Slurm};
+use crate::support::slurm::{Features, Slurm};
 use crate::support::{Project, Run, finish, signal, wait_until};
-use crate::{env_for, fixture, log, project, record};
+use crate::{fixture, fleet_env, log, p4d_fleet, project, record, write_shipped};
 
 /// The nodes: gpu-1 … gpu-4.
 const NODES: usize = 4;
@@ -35,13 +35,7 @@ impl Test {
 
     /// [`Test::new`] on a cluster with `features` besides its nodes.
     fn with(inputs: &str, env: &str, features: Features) -> Test {
-        let slurm = Slurm::start_with(Features {
-            nodes: Some(Fleet {
-                names: (1..=NODES).map(|i| format!("gpu-{i}")).collect(),
-                features: "static,p4d.24xlarge,p4d".into(),
-            }),
-            ..features
-        });
+        let slurm = p4d_fleet(NODES, features);
         let faults = tempfile::NamedTempFile::new().unwrap();
         let p = project("");
         let ckpt = p.path().join("ckpt");
@@ -70,27 +64,18 @@ environment = {{ CKPT = "{ckpt}", STEPS = "5", FLOW_TEST_FAULTS = "{faults}", {e
             &std::fs::read_to_string(fixture("restarts").join("train.sbatch")).unwrap(),
         );
         // The check a suspect node runs: the shipped per-node check.
-        let check = crate::support::workspace_root().join("workflows/slurm/nvidia-smi.sbatch");
-        p.write(
-            "slurm/nvidia-smi.sbatch",
-            &std::fs::read_to_string(check).unwrap(),
-        );
+        write_shipped(&p, "nvidia-smi.sbatch");
         Test { slurm, p, faults }
     }
 
     /// The environment flow runs with: the fleet's stand-ins first on PATH
     /// (and `extra` before them), the fault table.
     fn env(&self, extra: Option<&std::path::Path>) -> Vec<(String, String)> {
-        let mut env = env_for(&self.slurm, Some(&fixture("fleet")));
+        let mut env = fleet_env(&self.slurm, self.faults.path());
         if let Some(extra) = extra {
             let path = env.iter_mut().find(|(k, _)| k == "PATH").unwrap();
             path.1 = format!("{}:{}", extra.display(), path.1);
         }
-        env.push((
-            "FLOW_TEST_FAULTS".into(),
-            self.faults.path().display().to_string(),
-        ));
-        env.push(("COLUMNS".into(), "400".into()));
         env
     }
 
