@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::fleet::{CHECK, PAIR, seven_gpus};
+use super::nodegroup_replace::{cluster_and_group, line_of};
 use crate::support::fault_proxy::FaultProxy;
 use crate::support::kube::KubeServer;
 use crate::support::kube::kubelets::{Kubelets, instances};
@@ -24,31 +25,6 @@ use crate::support::{Project, Run, finish, signal, wait_until};
 use crate::{fixture, log};
 
 const TERMINATE: &str = "TerminateInstanceInAutoScalingGroup";
-
-/// The cluster and its node group of `NODES` p4d nodes.
-const INFRA: &str = r#"
-[workflow]
-name = "fleet"
-region = "us-east-1"
-
-[steps.eks]
-provider = "eks.cluster"
-[steps.eks.inputs]
-name = "dlc"
-subnet_ids = ["subnet-0a", "subnet-0b"]
-role_arn = "arn:aws:iam::123456789012:role/eks"
-
-[steps.ng]
-provider = "eks.nodegroup"
-[steps.ng.inputs]
-cluster = "${steps.eks.outputs.name}"
-name = "gpu"
-instance_types = ["p4d.24xlarge"]
-subnet_ids = ["subnet-0b"]
-desired_size = NODES
-max_size = NODES
-node_role_arn = "arn:aws:iam::123456789012:role/nodes"
-"#;
 
 /// The checks of the node group, policy replace.
 const CHECKS: &str = r#"
@@ -127,7 +103,7 @@ impl Group {
     /// Makes the node group of `nodes` and waits for its Ready nodes; then
     /// writes the checks into the workflow.
     fn make(&self, nodes: usize) {
-        let infra = INFRA.replace("NODES", &nodes.to_string());
+        let infra = cluster_and_group("p4d.24xlarge", nodes);
         self.p.write("wf.toml", &infra);
         self.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
         wait_until(Duration::from_secs(30), "the group's nodes", || {
@@ -234,13 +210,6 @@ fn instance_of(n: &Value) -> String {
     p.rsplit('/').next().unwrap().to_string()
 }
 
-/// The line of `log` holding `text`.
-fn line_of(log: &str, text: &str) -> usize {
-    log.lines()
-        .position(|l| l.contains(text))
-        .unwrap_or_else(|| panic!("`{text}` not in the log:\n{log}"))
-}
-
 /// Sixteen nodes, one listing 7 GPUs: the plan says what a bad node gets;
 /// apply names it, cordons, taints and drains it (its pod evicted), sends
 /// exactly one TerminateInstanceInAutoScalingGroup for its instance, waits
@@ -274,27 +243,14 @@ fn a_bad_node_is_replaced_and_its_replacement_checked() {
         let from = g.proxy.calls().len();
         g.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
 
-        let terminations: Vec<_> = g
-            .proxy
-            .calls_from(from)
-            .into_iter()
-            .filter(|c| c.op == TERMINATE)
-            .collect();
-        assert_eq!(terminations.len(), 1, "{terminations:?}");
-        let (group_after, desired, after) = g.asg();
-        assert_eq!(group_after, group);
-        assert_eq!(desired, 16, "the desired count is kept");
-        assert!(!after.contains(&bad_instance), "{after:?}");
-        let launched: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
-        assert_eq!(launched.len(), 1, "{after:?}");
         // The new instance is a Ready node; the old node is gone.
+        let new = g.one_replacement(from, &before, 16);
+        let (group_after, _, after) = g.asg();
+        assert_eq!(group_after, group);
+        assert!(!after.contains(&bad_instance), "{after:?}");
         let now = g.nodes();
         assert_eq!(now.len(), 16);
-        let new = now
-            .iter()
-            .find(|n| instance_of(n) == *launched[0])
-            .expect("the new node");
-        let new_name = name(new);
+        let new_name = name(&new);
         assert!(now.iter().all(|n| name(n) != bad_name));
 
         let replaced = g.output("replaced");
@@ -405,6 +361,23 @@ impl Group {
             .filter(|c| c.op == TERMINATE && c.sent.is_some())
             .count()
     }
+
+    /// The Ready node of the one instance launched in place of a bad one:
+    /// from the proxy's `from`th call on, one
+    /// TerminateInstanceInAutoScalingGroup reached the cloud, the group kept
+    /// its desired count `nodes`, and one of its instances was not among
+    /// `before` (those in service before).
+    fn one_replacement(&self, from: usize, before: &[String], nodes: u64) -> Value {
+        assert_eq!(self.terminations(from), 1, "one termination in all");
+        let (_, desired, after) = self.asg();
+        assert_eq!(desired, nodes, "the desired count is kept");
+        let launched: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
+        assert_eq!(launched.len(), 1, "no double replacement: {after:?}");
+        self.nodes()
+            .into_iter()
+            .find(|n| instance_of(n) == *launched[0])
+            .expect("the new node")
+    }
 }
 
 /// kill -9 of flow while it waits for the new node (the kubelet's boot and
@@ -450,16 +423,7 @@ fn a_replacement_killed_midway_resumes_without_a_second_termination() {
         g.kubelets.hold_removal(false);
         finish(child).expect(0);
 
-        assert_eq!(g.terminations(from), 1, "one termination in all");
-        let (_, desired, after) = g.asg();
-        assert_eq!(desired, 4);
-        let launched: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
-        assert_eq!(launched.len(), 1, "no double replacement: {after:?}");
-        let new = g
-            .nodes()
-            .into_iter()
-            .find(|n| instance_of(n) == *launched[0])
-            .expect("the new node");
+        let new = g.one_replacement(from, &before, 4);
         let verdicts = g.output("verdicts");
         assert_eq!(verdicts[&name(&new)]["status"], "healthy", "{verdicts}");
         assert!(
@@ -532,16 +496,7 @@ fn a_replacement_whose_old_node_is_gone_is_waited_for_not_made_again() {
         );
         g.kubelets.hold_registration(false);
         finish(child).expect(0);
-        assert_eq!(g.terminations(from), 1);
-        let (_, desired, after) = g.asg();
-        assert_eq!(desired, 4);
-        let launched: Vec<&String> = after.iter().filter(|i| !before.contains(i)).collect();
-        assert_eq!(launched.len(), 1, "no double replacement: {after:?}");
-        let new = g
-            .nodes()
-            .into_iter()
-            .find(|n| instance_of(n) == *launched[0])
-            .expect("the new node");
+        let new = g.one_replacement(from, &before, 4);
         assert_eq!(g.output("verdicts")[&name(&new)]["status"], "healthy");
         assert_eq!(g.output("nodes").as_array().unwrap().len(), 4);
         assert_eq!(g.output("replaced"), json!([]));

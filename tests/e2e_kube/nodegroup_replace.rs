@@ -18,8 +18,11 @@ use crate::support::{Project, Run, finish, signal, wait_until};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
-/// A cluster and one node group; `TYPE` and `TIMEOUT` are filled in.
-const WORKFLOW: &str = r#"
+/// A workflow of the EKS cluster `dlc` and its node group `gpu` of `nodes`
+/// `instance_type` nodes, the group's inputs last, for a caller to add to.
+pub(super) fn cluster_and_group(instance_type: &str, nodes: usize) -> String {
+    format!(
+        r#"
 [workflow]
 name = "wf"
 region = "us-east-1"
@@ -34,15 +37,16 @@ role_arn = "arn:aws:iam::123456789012:role/eks"
 [steps.ng]
 provider = "eks.nodegroup"
 [steps.ng.inputs]
-cluster = "${steps.eks.outputs.name}"
+cluster = "${{steps.eks.outputs.name}}"
 name = "gpu"
-instance_types = ["TYPE"]
+instance_types = ["{instance_type}"]
 subnet_ids = ["subnet-0b"]
-desired_size = 2
-max_size = 2
+desired_size = {nodes}
+max_size = {nodes}
 node_role_arn = "arn:aws:iam::123456789012:role/nodes"
-drain_timeout = "TIMEOUT"
-"#;
+"#
+    )
+}
 
 /// What the test saw, in order, with when.
 #[derive(Default)]
@@ -238,11 +242,10 @@ impl Setup {
     }
 
     fn write(&self, instance_type: &str, timeout: &str) {
+        let group = cluster_and_group(instance_type, 2);
         self.p.write(
             "wf.toml",
-            &WORKFLOW
-                .replace("TYPE", instance_type)
-                .replace("TIMEOUT", timeout),
+            &format!("{group}drain_timeout = \"{timeout}\"\n"),
         );
     }
 
@@ -334,7 +337,7 @@ fn made(log: &str) -> String {
 }
 
 /// The index of the first line of `log` containing `text`.
-fn line_of(log: &str, text: &str) -> usize {
+pub(super) fn line_of(log: &str, text: &str) -> usize {
     log.lines()
         .position(|l| l.contains(text))
         .unwrap_or_else(|| panic!("`{text}` not in the log:\n{log}"))
