@@ -132,6 +132,25 @@ fn replaced_once(t: &HostCluster, bad: &str, bad_id: &str, workers: usize) -> St
     by
 }
 
+/// The last run of step `fleet` in the run history, which holds the
+/// verdicts of the replaced node `bad` (bad) and of its replacement `by`
+/// (healthy).
+fn last_run_of_the_replacement(t: &HostCluster, bad: &str, by: &str) -> Value {
+    let runs =
+        t.a.run(&["runs", "wf.toml", "fleet", "--json"])
+            .expect(0)
+            .stdout;
+    let runs: Value = serde_json::from_str(&runs).expect("JSON");
+    let last = runs
+        .as_array()
+        .and_then(|r| r.last())
+        .cloned()
+        .expect("a run");
+    assert_eq!(last["values"][bad]["status"], "bad", "{last}");
+    assert_eq!(last["values"][by]["status"], "healthy", "{last}");
+    last
+}
+
 #[test]
 fn a_node_with_7_gpus_of_16_is_named_drained_replaced_through_hyperpod_and_its_replacement_checked()
 {
@@ -177,18 +196,7 @@ fn a_node_with_7_gpus_of_16_is_named_drained_replaced_through_hyperpod_and_its_r
     assert_eq!(verdicts[&by]["status"], "healthy", "{verdicts}");
     assert_eq!(output(&t, "bad"), serde_json::json!([bad]));
     // The run history holds every verdict: the 16 checked, and the new node's.
-    let runs =
-        t.a.run(&["runs", "wf.toml", "fleet", "--json"])
-            .expect(0)
-            .stdout;
-    let runs: Value = serde_json::from_str(&runs).expect("JSON");
-    let last = runs
-        .as_array()
-        .and_then(|r| r.last())
-        .cloned()
-        .expect("a run");
-    assert_eq!(last["values"][&bad]["status"], "bad", "{last}");
-    assert_eq!(last["values"][&by]["status"], "healthy", "{last}");
+    let last = last_run_of_the_replacement(&t, &bad, &by);
     assert_eq!(
         last["verdicts"].as_array().map(Vec::len),
         Some(17),
@@ -256,18 +264,7 @@ fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once() {
             .is_some_and(|r| r.contains("7 GPUs")),
         "{verdicts}"
     );
-    let runs =
-        t.a.run(&["runs", "wf.toml", "fleet", "--json"])
-            .expect(0)
-            .stdout;
-    let runs: Value = serde_json::from_str(&runs).expect("JSON");
-    let last = runs
-        .as_array()
-        .and_then(|r| r.last())
-        .cloned()
-        .expect("a run");
-    assert_eq!(last["values"][&bad]["status"], "bad", "{last}");
-    assert_eq!(last["values"][&by]["status"], "healthy", "{last}");
+    last_run_of_the_replacement(&t, &bad, &by);
     // Nothing left to do.
     let again = t.a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "{}", again.all());
