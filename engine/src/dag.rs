@@ -1,6 +1,8 @@
 //! The dependency graph of a set of steps.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::sync::OnceLock;
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
@@ -10,6 +12,9 @@ pub struct Dag {
     graph: DiGraph<String, ()>,
     /// Node by name; hashed (lookups only: [`Dag::names`] sorts).
     index: HashMap<String, NodeIndex>,
+    /// [`Dag::topo_order`], worked out once: plan and apply ask for it
+    /// several times, and the graph never changes once made.
+    order: OnceLock<Option<Vec<NodeIndex>>>,
 }
 
 impl Dag {
@@ -62,34 +67,44 @@ impl Dag {
     /// Nodes in an order where every node comes after what it needs; ties
     /// broken by name, so the order is stable. `None` if there is a cycle.
     pub fn topo_order(&self) -> Option<Vec<&str>> {
-        let mut indegree: BTreeMap<NodeIndex, usize> = self
-            .graph
+        let order = self.order.get_or_init(|| self.kahn());
+        order
+            .as_ref()
+            .map(|o| o.iter().map(|&i| self.graph[i].as_str()).collect())
+    }
+
+    /// Kahn's algorithm over node indices, the ready nodes taken in name
+    /// order (each node's rank among the sorted names, in a heap).
+    fn kahn(&self) -> Option<Vec<NodeIndex>> {
+        let g = &self.graph;
+        let mut by_name: Vec<NodeIndex> = g.node_indices().collect();
+        by_name.sort_unstable_by(|a, b| g[*a].cmp(&g[*b]));
+        let mut rank = vec![0usize; by_name.len()];
+        for (r, i) in by_name.iter().enumerate() {
+            rank[i.index()] = r;
+        }
+        let mut indegree: Vec<usize> = g
             .node_indices()
-            .map(|i| {
-                (
-                    i,
-                    self.graph.neighbors_directed(i, petgraph::Incoming).count(),
-                )
-            })
+            .map(|i| g.neighbors_directed(i, petgraph::Incoming).count())
             .collect();
-        let mut ready: BTreeSet<&str> = indegree
-            .iter()
-            .filter(|(_, d)| **d == 0)
-            .map(|(i, _)| self.graph[*i].as_str())
+        let mut ready: BinaryHeap<Reverse<usize>> = g
+            .node_indices()
+            .filter(|i| indegree[i.index()] == 0)
+            .map(|i| Reverse(rank[i.index()]))
             .collect();
-        let mut out = Vec::with_capacity(self.len());
-        while let Some(name) = ready.pop_first() {
-            out.push(name);
-            let i = self.index[name];
-            for s in self.graph.neighbors_directed(i, petgraph::Outgoing) {
-                let d = indegree.get_mut(&s).expect("node");
+        let mut out = Vec::with_capacity(by_name.len());
+        while let Some(Reverse(r)) = ready.pop() {
+            let i = by_name[r];
+            out.push(i);
+            for s in g.neighbors_directed(i, petgraph::Outgoing) {
+                let d = &mut indegree[s.index()];
                 *d -= 1;
                 if *d == 0 {
-                    ready.insert(self.graph[s].as_str());
+                    ready.push(Reverse(rank[s.index()]));
                 }
             }
         }
-        (out.len() == self.len()).then_some(out)
+        (out.len() == by_name.len()).then_some(out)
     }
 
     /// What `name` needs directly, sorted.
@@ -172,6 +187,50 @@ mod tests {
         assert_eq!(diamond().topo_order().unwrap(), ["a", "b", "c", "d", "x"]);
         let cyclic = Dag::new(["a", "b"], [("a", "b"), ("b", "a")]);
         assert!(cyclic.topo_order().is_none());
+    }
+
+    /// The order by name among the ready nodes, worked out plainly: the
+    /// smallest name whose needs are all out, again and again.
+    fn plain_order(nodes: &[String], edges: &[(String, String)]) -> Vec<String> {
+        let mut left: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
+        let mut out: Vec<String> = Vec::new();
+        while let Some(&next) = left.iter().find(|n| {
+            edges
+                .iter()
+                .all(|(a, b)| b != *n || !left.contains(a.as_str()))
+        }) {
+            left.remove(next);
+            out.push(next.to_string());
+        }
+        out
+    }
+
+    #[test]
+    fn topo_order_takes_ready_nodes_by_name_as_the_plain_walk_does() {
+        // A layered graph with names out of order, several ready at once.
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        let nodes: Vec<String> = (0..120).map(|i| format!("s{}", (i * 37) % 120)).collect();
+        let mut edges = Vec::new();
+        for (i, to) in nodes.iter().enumerate().skip(10) {
+            for _ in 0..2 {
+                let from = &nodes[next() % i];
+                edges.push((from.clone(), to.clone()));
+            }
+        }
+        let dag = Dag::new(
+            nodes.iter().map(String::as_str),
+            edges.iter().map(|(a, b)| (a.as_str(), b.as_str())),
+        );
+        let order = dag.topo_order().expect("acyclic");
+        assert_eq!(order, plain_order(&nodes, &edges));
+        // Asked again, the same (it is kept).
+        assert_eq!(dag.topo_order().expect("acyclic"), order);
     }
 
     #[test]

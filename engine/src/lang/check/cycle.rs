@@ -8,47 +8,76 @@ use crate::lang::ast::Workflow;
 
 /// The first dependency cycle, naming every step on it in order.
 pub fn find_cycle(wf: &Workflow, edges: &[Edge]) -> Option<Diag> {
-    // Hashed, not ordered: only lookups; the walk's order comes from the
-    // steps' order and each step's edges in the order written.
-    let mut succ: HashMap<&str, Vec<&Edge>> = HashMap::with_capacity(wf.steps.len());
-    for e in edges {
-        succ.entry(e.from.as_str()).or_default().push(e);
+    // Each name a number (the steps' own positions, then any other name an
+    // edge has), each node's edges in the order written: the walk's order
+    // comes from the steps' order and each step's edges.
+    let mut others: HashMap<&str, usize> = HashMap::new();
+    let ends: Vec<(usize, usize)> = edges
+        .iter()
+        .map(|e| (id(wf, &mut others, &e.from), id(wf, &mut others, &e.to)))
+        .collect();
+    let nodes = wf.steps.len() + others.len();
+    let mut first = vec![0usize; nodes + 1];
+    for &(from, _) in &ends {
+        first[from + 1] += 1;
+    }
+    for i in 0..nodes {
+        first[i + 1] += first[i];
+    }
+    let mut fill = first.clone();
+    let mut succ = vec![0usize; ends.len()];
+    for (k, &(from, _)) in ends.iter().enumerate() {
+        succ[fill[from]] = k;
+        fill[from] += 1;
     }
     // Iterative DFS with colours; the stack of edges gives the cycle's path.
-    let mut colour: HashMap<&str, u8> = HashMap::with_capacity(wf.steps.len());
-    for start in wf.steps.iter().map(|s| s.name.as_str()) {
-        if colour.get(start).copied().unwrap_or(0) != 0 {
+    let mut colour = vec![0u8; nodes];
+    for start in 0..wf.steps.len() {
+        if colour[start] != 0 {
             continue;
         }
-        let mut path: Vec<&Edge> = Vec::new();
-        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
-        colour.insert(start, 1);
-        while let Some((node, idx)) = stack.last().cloned() {
-            let next = succ.get(node).and_then(|v| v.get(idx)).copied();
+        let mut path: Vec<usize> = Vec::new();
+        let mut stack: Vec<(usize, usize)> = vec![(start, first[start])];
+        colour[start] = 1;
+        while let Some(&(node, at)) = stack.last() {
             stack.last_mut().expect("non-empty").1 += 1;
-            match next {
-                None => {
-                    colour.insert(node, 2);
-                    stack.pop();
-                    path.pop();
+            if at >= first[node + 1] {
+                colour[node] = 2;
+                stack.pop();
+                path.pop();
+                continue;
+            }
+            let k = succ[at];
+            let to = ends[k].1;
+            match colour[to] {
+                0 => {
+                    colour[to] = 1;
+                    path.push(k);
+                    stack.push((to, first[to]));
                 }
-                Some(edge) => match colour.get(edge.to.as_str()).copied().unwrap_or(0) {
-                    0 => {
-                        colour.insert(edge.to.as_str(), 1);
-                        path.push(edge);
-                        stack.push((edge.to.as_str(), 0));
-                    }
-                    1 => {
-                        path.push(edge);
-                        let begin = path.iter().position(|e| e.from == edge.to).unwrap_or(0);
-                        return Some(cycle_diag(wf, &path[begin..]));
-                    }
-                    _ => {}
-                },
+                1 => {
+                    path.push(k);
+                    let begin = path.iter().position(|&e| ends[e].0 == to).unwrap_or(0);
+                    let cycle: Vec<&Edge> = path[begin..].iter().map(|&e| &edges[e]).collect();
+                    return Some(cycle_diag(wf, &cycle));
+                }
+                _ => {}
             }
         }
     }
     None
+}
+
+/// The number of `name`: its position among the steps, else the next
+/// number after them and the other names seen so far.
+fn id<'e>(wf: &Workflow, others: &mut HashMap<&'e str, usize>, name: &'e str) -> usize {
+    match wf.step_position(name) {
+        Some(i) => i,
+        None => {
+            let next = wf.steps.len() + others.len();
+            *others.entry(name).or_insert(next)
+        }
+    }
 }
 
 fn cycle_diag(wf: &Workflow, cycle: &[&Edge]) -> Diag {
