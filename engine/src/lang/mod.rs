@@ -30,6 +30,7 @@ pub mod resolve;
 pub mod state_table;
 pub mod template;
 pub mod toml_nodes;
+mod toml_pieces;
 pub mod var_values;
 pub mod vars;
 pub mod yaml_text;

@@ -7,8 +7,18 @@ use super::template::{self, Placement};
 use crate::diag::{Diag, Diagnostics, Source};
 
 /// Parse a whole TOML document into its top-level entries. Syntax errors and
-/// malformed `${...}` references are reported together.
+/// malformed `${...}` references are reported together. A large file is
+/// parsed in pieces at once where that cannot change what it means
+/// ([`super::toml_pieces`]).
 pub fn parse_document(source: &Source) -> (Vec<Entry>, Diagnostics) {
+    if let Some(entries) = super::toml_pieces::parse_in_pieces(source, convert_table) {
+        return (entries, Diagnostics::default());
+    }
+    parse_whole(source)
+}
+
+/// [`parse_document`] in one piece.
+pub(super) fn parse_whole(source: &Source) -> (Vec<Entry>, Diagnostics) {
     let mut diags = Diagnostics::default();
     let (table, errors) = DeTable::parse_recoverable(&source.text);
     for d in syntax_diags(source, &errors) {
@@ -17,7 +27,7 @@ pub fn parse_document(source: &Source) -> (Vec<Entry>, Diagnostics) {
     if !diags.is_empty() {
         return (Vec::new(), diags);
     }
-    let entries = convert_table(source, table.get_ref(), &mut diags);
+    let entries = convert_table(source, table.get_ref(), 0, &mut diags);
     (entries, diags)
 }
 
@@ -162,21 +172,33 @@ fn bare_word(text: &str, offset: usize) -> Option<&str> {
 
 type Span = std::ops::Range<usize>;
 
-fn convert_table(source: &Source, table: &DeTable<'_>, diags: &mut Diagnostics) -> Vec<Entry> {
+/// `table`'s entries, parsed from the text of `source` that starts at
+/// offset `base` (0 for the whole file; a piece's start otherwise).
+pub(super) fn convert_table(
+    source: &Source,
+    table: &DeTable<'_>,
+    base: usize,
+    diags: &mut Diagnostics,
+) -> Vec<Entry> {
     table
         .iter()
         .map(|(k, v)| Entry {
             key: k.get_ref().to_string(),
-            key_span: k.span(),
-            value: convert_value(source, v.get_ref(), v.span(), diags),
+            key_span: shifted(k.span(), base),
+            value: convert_value(source, v.get_ref(), shifted(v.span(), base), base, diags),
         })
         .collect()
+}
+
+fn shifted(span: Span, base: usize) -> Span {
+    span.start + base..span.end + base
 }
 
 fn convert_value(
     source: &Source,
     value: &DeValue<'_>,
     span: std::ops::Range<usize>,
+    base: usize,
     diags: &mut Diagnostics,
 ) -> Node {
     let kind = match value {
@@ -215,10 +237,10 @@ fn convert_value(
         DeValue::Array(items) => NodeKind::Array(
             items
                 .iter()
-                .map(|v| convert_value(source, v.get_ref(), v.span(), diags))
+                .map(|v| convert_value(source, v.get_ref(), shifted(v.span(), base), base, diags))
                 .collect(),
         ),
-        DeValue::Table(t) => NodeKind::Table(convert_table(source, t, diags)),
+        DeValue::Table(t) => NodeKind::Table(convert_table(source, t, base, diags)),
     };
     Node { span, kind }
 }
