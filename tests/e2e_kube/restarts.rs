@@ -36,6 +36,13 @@ spec:
             - name: pytorch
               image: train:latest
               command: ["torchrun", "ddp.py", "6", "2"]
+              volumeMounts:
+                - name: fsx
+                  mountPath: /fsx
+          volumes:
+            - name: fsx
+              hostPath:
+                path: HOST_DIR
     Worker:
       replicas: 3
       restartPolicy: Never
@@ -47,6 +54,13 @@ spec:
             - name: pytorch
               image: train:latest
               command: ["torchrun", "ddp.py", "6", "2"]
+              volumeMounts:
+                - name: fsx
+                  mountPath: /fsx
+          volumes:
+            - name: fsx
+              hostPath:
+                path: HOST_DIR
 "#;
 
 const NODES: usize = 6;
@@ -71,7 +85,21 @@ impl Cluster {
         }
         let p = Project::new();
         fixture(&p, "pytorchjob-crd.yaml");
-        p.write("train.yaml", TRAIN);
+        // The training's shared volume: a host folder, with the checkpoints
+        // the training wrote before it failed, the newest last (by time, not
+        // by name: epoch-10 sorts before epoch-9).
+        let fsx = p.path().join("fsx");
+        std::fs::create_dir_all(fsx.join("ckpt")).unwrap();
+        let epoch = std::time::SystemTime::now() - Duration::from_secs(600);
+        for (i, name) in ["epoch-9.pt", "epoch-10.pt"].iter().enumerate() {
+            let f = std::fs::File::create(fsx.join("ckpt").join(name)).unwrap();
+            f.set_modified(epoch + Duration::from_secs(60 * i as u64))
+                .unwrap();
+        }
+        p.write(
+            "train.yaml",
+            &TRAIN.replace("HOST_DIR", &fsx.to_string_lossy()),
+        );
         p.write("node-check.yaml", super::fleet::CHECK);
         p.write(
             "wf.toml",
@@ -93,7 +121,7 @@ depends_on = ["operator"]
 kubeconfig = "{kc}"
 files = ["train.yaml"]
 restarts = 2
-checkpoint_dir = "/fsx"
+checkpoint_dir = "/fsx/ckpt"
 policy = "cordon"
 drain_timeout = "30s"
 {extra}
@@ -175,6 +203,43 @@ fn env_of(job: &Value) -> Value {
     job.pointer("/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env")
         .cloned()
         .unwrap_or(Value::Null)
+}
+
+/// A node dies under the training: the time from its kubelet's stop to
+/// attempt 2's 4 ranks running elsewhere, flow untouched.
+#[test]
+fn a_node_that_dies_mid_training_is_found_by_kubernetes_word_and_training_resumes() {
+    let c = Cluster::new("");
+    c.k.driver().hold("train");
+    c.k.driver().hold("train-a2");
+    let child = c.p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(60), "train's 4 pods running", || {
+        let pods = c.pods("train");
+        pods.len() == 4 && pods.iter().all(|p| p["status"]["phase"] == "Running")
+    });
+    let dead = c.nodes_of("train")[3].clone();
+    let died = Instant::now();
+    stop_kubelet(&c.k, &dead);
+    wait_until(
+        Duration::from_secs(60),
+        "attempt 2's 4 pods running",
+        || {
+            let pods = c.pods("train-a2");
+            pods.len() == 4 && pods.iter().all(|p| p["status"]["phase"] == "Running")
+        },
+    );
+    let resumed = died.elapsed();
+    println!(
+        "node death to attempt 2 running: {:.2} s (the test driver's controllers pass every 150 ms; no replacement)",
+        resumed.as_secs_f64()
+    );
+    c.k.driver().release("train-a2");
+    let run = finish(child).expect(0);
+    assert!(!c.nodes_of("train-a2").contains(&dead), "{}", run.all());
+    assert_eq!(c.cordoned(), vec![dead.clone()]);
+    let attempts = c.attempts();
+    assert_eq!(attempts[0]["cordoned"], json!([dead]), "{attempts:?}");
+    assert_eq!(attempts[1]["resumed_from"], "/fsx/ckpt/epoch-10.pt");
 }
 
 /// A node dies under the training; flow is killed -9 while the suspects'
@@ -284,8 +349,14 @@ fn a_node_that_dies_mid_training_is_cordoned_and_attempt_2_runs_elsewhere_once()
     assert!(
         env.as_array()
             .unwrap()
-            .contains(&json!({"name": "FLOW_CHECKPOINT_DIR", "value": "/fsx"})),
+            .contains(&json!({"name": "FLOW_CHECKPOINT_DIR", "value": "/fsx/ckpt"})),
         "{env}"
+    );
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "FLOW_RESUME_FROM", "value": "/fsx/ckpt/epoch-10.pt"})),
+        "the newest checkpoint, listed on the training's volume: {env}"
     );
     let attempts = c.attempts();
     assert_eq!(attempts.len(), 2, "{attempts:?}");
@@ -301,6 +372,7 @@ fn a_node_that_dies_mid_training_is_cordoned_and_attempt_2_runs_elsewhere_once()
         "the live suspects were checked: {suspects}"
     );
     assert_eq!(attempts[1]["state"], "Succeeded");
+    assert_eq!(attempts[1]["resumed_from"], "/fsx/ckpt/epoch-10.pt");
     let runs = c.p.run(&["runs", "wf.toml"]).expect(0);
     assert!(runs.stdout.contains("attempts=2"), "{}", runs.stdout);
     assert!(
@@ -346,7 +418,7 @@ fn a_hung_training_is_deleted_its_bad_node_found_by_the_check_and_cordoned() {
 #[test]
 fn validate_refuses_what_restarts_cannot_do() {
     let p = Project::new();
-    p.write("train.yaml", TRAIN);
+    p.write("train.yaml", &TRAIN.replace("HOST_DIR", "/tmp/fsx"));
     p.write(
         "wf.toml",
         r#"
@@ -367,4 +439,16 @@ hang_without_loss = "30m"
     assert!(out.contains("policy `drain` is Slurm's"), "{out}");
     assert!(out.contains("`checkpoint_dir` is for restarts"), "{out}");
     assert!(out.contains("`hang_without_loss` needs a `parse`"), "{out}");
+    let wf = p.read("wf.toml").replace(
+        "policy = \"drain\"\ncheckpoint_dir = \"/fsx\"\nhang_without_loss = \"30m\"",
+        "restarts = 1\ncheckpoint_dir = \"/data/ckpt\"",
+    );
+    p.write("wf.toml", &wf);
+    let out = p.run(&["validate", "wf.toml"]).expect(1).all();
+    assert!(
+        out.contains(
+            "`checkpoint_dir` /data/ckpt is on no volume of PyTorchJob train's containers"
+        ),
+        "{out}"
+    );
 }

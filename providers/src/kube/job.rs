@@ -452,14 +452,14 @@ impl Provider for KubeJob {
         });
         if all_known && let Ok(sources) = Sources::from_inputs(&known) {
             let (docs, problems) = sources.offline(&ctx.workdir);
-            if problems.is_empty()
-                && sources.files.iter().all(|f| !super::fetch::is_url(f))
-                && let Err(e) = single_job(&docs)
-            {
-                out.push(Problem::at(
-                    if has("files") { "files" } else { "manifest" },
-                    e,
-                ));
+            if problems.is_empty() && sources.files.iter().all(|f| !super::fetch::is_url(f)) {
+                match single_job(&docs) {
+                    Err(e) => out.push(Problem::at(
+                        if has("files") { "files" } else { "manifest" },
+                        e,
+                    )),
+                    Ok(job) => out.extend(restart::job_problems(&job, &known)),
+                }
             }
             out.extend(problems);
         } else if let Ok(sources) = Sources::from_inputs(&known) {

@@ -318,13 +318,18 @@ async fn run_job(
         .clone()
         .unwrap_or_else(|| "default".into());
     let notes = job.metadata.annotations.clone().unwrap_or_default();
-    let failed = notes
+    let mut failed = notes
         .get("test.flow/outcome")
         .is_some_and(|o| o == "Failed");
     let mut hosts = pinned_hosts(&job.data);
-    let log = match notes.get("test.flow/logs") {
-        Some(log) => log.clone(),
-        None => {
+    let listed = training::listing(&job.data);
+    let log = match (notes.get("test.flow/logs"), listed) {
+        (Some(log), _) => log.clone(),
+        (None, Some((text, ok))) => {
+            failed |= !ok;
+            text
+        }
+        (None, None) => {
             let (program, text) = emulated_output(&job.data);
             planted(client, &hosts, &program, text).await
         }

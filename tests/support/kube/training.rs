@@ -26,6 +26,12 @@
 //!   NCCL peer and exit 1 with NCCL's warning naming it, and the job fails
 //!   as the training operator fails a job whose worker failed
 //!   (`restartPolicy: Never`).
+//! - **A volume on the host.** A container whose command is `find DIR …`
+//!   and whose volume holding DIR is a `hostPath` runs that `find` here,
+//!   on the host folder, its paths told as the container sees them: what
+//!   the kubelet does when it mounts the host folder into the container
+//!   (https://kubernetes.io/docs/concepts/storage/volumes/#hostpath). The
+//!   tests' trainings keep their checkpoints on such a volume.
 
 use std::collections::BTreeSet;
 
@@ -272,4 +278,48 @@ pub(super) async fn tick(client: &kube::Client) {
         }
         super::driver::fail_job(client, &ns, &key, &job).await;
     }
+}
+
+/// What `find DIR ARGS…`, the first container of a batch Job, prints and
+/// whether it succeeded, when DIR is on a `hostPath` volume (see the
+/// module's comment); `None` for any other job.
+pub(super) fn listing(job: &Value) -> Option<(String, bool)> {
+    let spec = job.pointer("/spec/template/spec")?;
+    let c = spec.pointer("/containers/0")?;
+    let cmd: Vec<&str> = c["command"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if cmd.first() != Some(&"find") || cmd.len() < 2 {
+        return None;
+    }
+    let dir = cmd[1];
+    let volumes = spec["volumes"].as_array().cloned().unwrap_or_default();
+    let mounted = c["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|m| {
+            let at = m["mountPath"].as_str()?.trim_end_matches('/');
+            let host = volumes
+                .iter()
+                .find(|v| v["name"] == m["name"])?
+                .pointer("/hostPath/path")?
+                .as_str()?;
+            (dir == at || dir.starts_with(&format!("{at}/")))
+                .then(|| (at.to_string(), host.to_string()))
+        });
+    let Some((at, host)) = mounted else {
+        return Some((format!("find: '{dir}': No such file or directory"), false));
+    };
+    let local = format!("{host}{}", &dir[at.len()..]);
+    let out = std::process::Command::new("find")
+        .arg(&local)
+        .args(&cmd[2..])
+        .output()
+        .ok()?;
+    let said = |b: &[u8]| String::from_utf8_lossy(b).replace(&host, &at);
+    let text = format!("{}{}", said(&out.stdout), said(&out.stderr));
+    Some((text, out.status.success()))
 }

@@ -18,20 +18,20 @@
 //! an instance Auto Scaling no longer has in service is not terminated
 //! again.
 
+mod checkpoint;
 mod record;
 mod spec;
 mod suspects;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::{Ended, JobState, Run, STEP_ANNOTATION, annotation, failed};
 use crate::contract::{Applied, ProviderError, ReadOutcome};
-use crate::fleet::loss_watch::LossWatch;
 use crate::fleet::restarts::Keep;
 use crate::fleet::spec::Policy;
 use crate::kube::node_check::for_job::{self, Bad};
@@ -40,68 +40,15 @@ use crate::kube::render::Doc;
 use record::{Attempt, Recorded, attempt_name, attempt_token, decode, encode, every};
 
 pub(crate) use spec::{INPUTS, Spec, input_specs, problems};
+pub(super) use watch::Watch;
 
 /// The output key that lists the attempts.
 pub(crate) const ATTEMPTS: &str = "attempts";
 
-/// Tells a running attempt hung: no new log line for `hang_after`, or no
-/// new loss for `hang_without_loss`, counted while a pod of it runs.
-pub(super) struct Watch {
-    hang_after: Option<Duration>,
-    hang_text: String,
-    loss: Option<LossWatch>,
-    loss_text: String,
-    seen: usize,
-    since: Option<Instant>,
-}
-
-impl Watch {
-    fn new(spec: &Spec) -> Watch {
-        Watch {
-            hang_after: spec.hang_after,
-            hang_text: spec.hang_text.clone(),
-            loss: spec.no_loss.map(|(limit, p)| LossWatch::new(limit, p)),
-            loss_text: spec
-                .no_loss
-                .map(|(l, _)| humantime::format_duration(l).to_string())
-                .unwrap_or_default(),
-            seen: 0,
-            since: None,
-        }
-    }
-
-    /// Why the attempt is hung, when it is, by what its logs hold now.
-    pub(super) fn look(&mut self, text: &str, pods: &[Pod]) -> Option<String> {
-        self.look_at(text, pods, Instant::now())
-    }
-
-    fn look_at(&mut self, text: &str, pods: &[Pod], now: Instant) -> Option<String> {
-        let running = pods
-            .iter()
-            .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
-        if !running {
-            // Pending (pulling, scheduling) is not a hang.
-            self.since = None;
-            return None;
-        }
-        if self.since.is_none() || text.len() != self.seen {
-            self.since = Some(now);
-            self.seen = text.len();
-        }
-        if let (Some(limit), Some(since)) = (self.hang_after, self.since)
-            && now.duration_since(since) >= limit
-        {
-            return Some(format!("no new log line for {}", self.hang_text));
-        }
-        let w = self.loss.as_mut()?;
-        w.look(text, now);
-        w.stalled(now).then(|| w.why(&self.loss_text))
-    }
-}
-
 /// The attempt's job: the manifest's, named and annotated for attempt `n`,
-/// each container told `FLOW_ATTEMPT` (and `FLOW_CHECKPOINT_DIR`).
-fn attempt_doc(base: &Doc, n: u32, token: &str, spec: &Spec) -> Doc {
+/// each container told `FLOW_ATTEMPT` (and `FLOW_CHECKPOINT_DIR`, and the
+/// checkpoint to resume from as `FLOW_RESUME_FROM`).
+fn attempt_doc(base: &Doc, n: u32, token: &str, spec: &Spec, resume: Option<&str>) -> Doc {
     let mut doc = base.clone();
     let meta = &mut doc.object["metadata"];
     meta["name"] = json!(attempt_name(base.name(), n));
@@ -109,6 +56,9 @@ fn attempt_doc(base: &Doc, n: u32, token: &str, spec: &Spec) -> Doc {
     let mut env = vec![json!({"name": "FLOW_ATTEMPT", "value": n.to_string()})];
     if let Some(dir) = &spec.checkpoint_dir {
         env.push(json!({"name": "FLOW_CHECKPOINT_DIR", "value": dir}));
+    }
+    if let Some(from) = resume {
+        env.push(json!({"name": "FLOW_RESUME_FROM", "value": from}));
     }
     for t in for_job::pod_templates(&mut doc.object) {
         let containers = t
@@ -165,7 +115,7 @@ impl Driver<'_, '_> {
 
     /// Deletes attempt `n`'s job if it is there and this operation's.
     async fn delete_attempt(&mut self, n: u32) -> Result<(), ProviderError> {
-        let doc = attempt_doc(&self.base, n, "", self.spec);
+        let doc = attempt_doc(&self.base, n, "", self.spec, None);
         let mut record = Kinds::record_of(&doc);
         if let Some(o) = self.kinds.get(&record).await?
             && annotation(&o, super::super::TOKEN_ANNOTATION)
@@ -178,19 +128,31 @@ impl Driver<'_, '_> {
     }
 
     /// Creates attempt `n`'s job, or finds the one this operation created.
-    async fn start(&mut self, n: u32) -> Result<Record, ProviderError> {
+    /// `None` when the job the id records for it is gone (deleted as hung
+    /// by an interrupted run, or by someone): it is never made again.
+    async fn start(&mut self, n: u32) -> Result<Option<Record>, ProviderError> {
         let ctx = self.run.ctx;
         let token = attempt_token(&ctx.token, n);
-        let doc = attempt_doc(&self.base, n, &token, self.spec);
+        let at = (n - 1) as usize;
+        let resume = self.recorded[at].resumed_from.clone();
+        let doc = attempt_doc(&self.base, n, &token, self.spec, resume.as_deref());
         let mut record = Kinds::record_of(&doc);
-        match self.kinds.get(&record).await? {
+        let existing = self.kinds.get(&record).await?;
+        if existing.is_none() && self.recorded[at].uid.is_some() {
+            ctx.reporter.event(&format!(
+                "{} (attempt {n}) is gone: it is not started again",
+                record.label()
+            ));
+            return Ok(None);
+        }
+        match existing {
             Some(o) if annotation(&o, super::super::TOKEN_ANNOTATION) == Some(token.as_str()) => {
                 ctx.reporter.event(&format!(
                     "{} (attempt {n}) was already started by this operation: following it",
                     record.label()
                 ));
                 record.uid = o.metadata.uid.unwrap_or_default();
-                return Ok(record);
+                return Ok(Some(record));
             }
             Some(o) if annotation(&o, STEP_ANNOTATION) == Some(ctx.step.as_str()) => {
                 ctx.reporter.log(&format!(
@@ -204,9 +166,63 @@ impl Driver<'_, '_> {
             None => {}
         }
         let record = self.kinds.apply(&doc).await?.0;
-        ctx.reporter
-            .event(&format!("started {} (attempt {n})", record.label()));
-        Ok(record)
+        ctx.reporter.event(&format!(
+            "started {} (attempt {n}){}",
+            record.label(),
+            resume.map_or(String::new(), |r| format!(", resuming from {r}"))
+        ));
+        Ok(Some(record))
+    }
+
+    /// The newest entry of `dir`, listed by a Job that mounts the
+    /// training's volumes (see [`checkpoint`]), for attempt `n`.
+    async fn newest_checkpoint(
+        &mut self,
+        n: u32,
+        dir: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let ctx = self.run.ctx;
+        let token = format!("{}-ckpt-a{n}", ctx.token);
+        let Some(doc) = checkpoint::lister(&self.base, dir, n, &token, &ctx.step) else {
+            return Ok(None);
+        };
+        let mut record = Kinds::record_of(&doc);
+        match self.kinds.get(&record).await? {
+            Some(o) if annotation(&o, super::super::TOKEN_ANNOTATION) == Some(token.as_str()) => {
+                record.uid = o.metadata.uid.unwrap_or_default();
+            }
+            Some(o) if annotation(&o, STEP_ANNOTATION) == Some(ctx.step.as_str()) => {
+                record.uid = o.metadata.uid.clone().unwrap_or_default();
+                self.run.delete_job(&mut self.kinds, &record).await?;
+                record = self.kinds.apply(&doc).await?.0;
+            }
+            Some(_) => return Err(crate::ownership::not_own(&record.label())),
+            None => record = self.kinds.apply(&doc).await?.0,
+        }
+        ctx.reporter.event(&format!(
+            "listing {dir} for attempt {n}'s checkpoint ({})",
+            record.label()
+        ));
+        let ended = self
+            .run
+            .follow_until(&mut self.kinds, &record, None)
+            .await?;
+        self.run.delete_job(&mut self.kinds, &record).await?;
+        let found = match &ended.state {
+            JobState::Failed(why) => {
+                ctx.reporter.event(&format!(
+                    "listing {dir} failed ({}): attempt {n} starts from the beginning",
+                    failed(&record, why, &ended.pods).message
+                ));
+                return Ok(None);
+            }
+            _ => crate::fleet::suspects::newest(&ended.text),
+        };
+        ctx.reporter.event(&match &found {
+            Some(f) => format!("newest checkpoint in {dir}: {f}"),
+            None => format!("no checkpoint in {dir}: attempt {n} starts from the beginning"),
+        });
+        Ok(found)
     }
 
     /// Attempt `n` failed or hung (`ended`): its suspects named, checked
@@ -339,22 +355,39 @@ impl Driver<'_, '_> {
                 // A kill may have left the attempt before it.
                 self.delete_attempt(n - 1).await?;
             }
-            let record = self.start(n).await?;
-            if self.recorded[at].uid.as_deref() != Some(record.uid.as_str()) {
-                self.recorded[at].uid = Some(record.uid.clone());
-                self.record().await?;
-            }
-            let mut watch = Watch::new(self.spec);
-            let ended = self
-                .run
-                .follow_until(&mut self.kinds, &record, Some(&mut watch))
-                .await?;
+            let (record, ended) = match self.start(n).await? {
+                Some(record) => {
+                    if self.recorded[at].uid.as_deref() != Some(record.uid.as_str()) {
+                        self.recorded[at].uid = Some(record.uid.clone());
+                        self.record().await?;
+                    }
+                    let mut watch = Watch::new(self.spec);
+                    let ended = self
+                        .run
+                        .follow_until(&mut self.kinds, &record, Some(&mut watch))
+                        .await?;
+                    (record, ended)
+                }
+                None => {
+                    let doc = attempt_doc(&self.base, n, "", self.spec, None);
+                    let gone = Ended {
+                        state: JobState::Failed(
+                            "its job is gone (deleted as hung by the interrupted run, or by someone): its nodes are unknown".into(),
+                        ),
+                        hung: None,
+                        pods: Vec::new(),
+                        text: String::new(),
+                    };
+                    (Kinds::record_of(&doc), gone)
+                }
+            };
             if ended.hung.is_none() && ended.state == JobState::Succeeded {
                 self.attempts.push(Attempt {
                     number: n,
                     job: record.name.clone(),
                     state: "Succeeded".into(),
                     nodes: nodes_of(&ended.pods),
+                    resumed_from: self.recorded[at].resumed_from.clone(),
                     ..Attempt::default()
                 });
                 let judged = self.run.judged(&record, &ended, self.keep.as_ref());
@@ -365,7 +398,8 @@ impl Driver<'_, '_> {
                 applied.outputs.insert(ATTEMPTS.into(), Value::Array(list));
                 return Ok(applied);
             }
-            let (attempt, bad) = self.fault(n, &record, &ended).await?;
+            let (mut attempt, bad) = self.fault(n, &record, &ended).await?;
+            attempt.resumed_from = self.recorded[at].resumed_from.clone();
             self.recorded[at].line = Some(attempt.line());
             self.attempts.push(attempt);
             let stop = if self.spec.common.policy == Policy::Fail && !bad.is_empty() {
@@ -398,13 +432,40 @@ impl Driver<'_, '_> {
                 return Err(e);
             }
             // Durable before the failed attempt is deleted: its line, and
-            // the next attempt as being created.
-            self.recorded.push(Recorded::default());
+            // the next attempt as being created, with its checkpoint.
+            let resumed_from = match self.spec.checkpoint_dir.clone() {
+                Some(dir) => self.newest_checkpoint(n + 1, &dir).await?,
+                None => None,
+            };
+            self.recorded.push(Recorded {
+                resumed_from,
+                ..Recorded::default()
+            });
             self.record().await?;
             self.run.delete_job(&mut self.kinds, &record).await?;
             n += 1;
         }
     }
+}
+
+/// What the restart inputs need of the job itself, for validate: a
+/// `checkpoint_dir` on one of its containers' volumes (elsewhere it dies
+/// with its pod, and no attempt could resume from it).
+pub(super) fn job_problems(
+    job: &Doc,
+    known: &crate::contract::Values,
+) -> Vec<crate::contract::Problem> {
+    let Some(dir) = known.get("checkpoint_dir").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    if !dir.starts_with('/') || checkpoint::mounted(job, dir) {
+        return Vec::new();
+    }
+    vec![crate::contract::Problem::at(
+        "checkpoint_dir",
+        format!("`checkpoint_dir` {dir} is on no volume of {} {}'s containers: checkpoints there die with their pod", job.kind(), job.name()),
+    )
+    .with_help("mount the training's shared volume (an FSx for Lustre claim, say) in its container and name a folder under its mountPath")]
 }
 
 /// Runs the step's job with restarts, from the attempts `known` (the step's
@@ -458,7 +519,7 @@ pub(super) async fn read(
         let mut kinds = Kinds::new(run.conn.client().await?);
         let base = run.doc(&mut kinds).await?;
         let n = recorded.len().max(1) as u32;
-        let doc = attempt_doc(&base, n, "", spec);
+        let doc = attempt_doc(&base, n, "", spec, None);
         let mut record = Kinds::record_of(&doc);
         return Ok(match kinds.get(&record).await? {
             Some(o) => {
@@ -501,43 +562,6 @@ pub(super) async fn read(
 mod tests {
     use super::*;
 
-    fn pod(phase: &str) -> Pod {
-        serde_json::from_value(
-            json!({"metadata": {"name": "p"}, "spec": {"containers": [], "nodeName": "n1"},
-            "status": {"phase": phase}}),
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn a_running_attempt_that_logs_nothing_new_is_hung() {
-        let spec = Spec::from_values(
-            &serde_json::from_value(json!({"restarts": 1, "hang_after": "10s"})).unwrap(),
-        )
-        .unwrap()
-        .unwrap();
-        let mut w = Watch::new(&spec);
-        let t0 = Instant::now();
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        assert_eq!(w.look_at("", &[pod("Pending")], at(0)), None);
-        assert_eq!(
-            w.look_at("", &[pod("Pending")], at(30)),
-            None,
-            "pending is not a hang"
-        );
-        assert_eq!(w.look_at("", &[pod("Running")], at(31)), None);
-        assert_eq!(
-            w.look_at("a\n", &[pod("Running")], at(40)),
-            None,
-            "a new line"
-        );
-        assert_eq!(
-            w.look_at("a\n", &[pod("Running")], at(50)).as_deref(),
-            Some("no new log line for 10s")
-        );
-        assert_eq!(nodes_of(&[pod("Running"), pod("Failed")]), ["n1"]);
-    }
-
     #[test]
     fn each_attempt_is_its_own_job_told_its_number() {
         let base = Doc {
@@ -552,7 +576,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        let d = attempt_doc(&base, 2, "tok-a2", &spec);
+        let d = attempt_doc(&base, 2, "tok-a2", &spec, Some("/ckpt/e4"));
         assert_eq!(d.name(), "train-a2");
         assert_eq!(
             d.object["metadata"]["annotations"]["flow.dev/token"],
@@ -562,7 +586,8 @@ mod tests {
             d.object
                 .pointer("/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env")
                 .unwrap(),
-            &json!([{"name": "FLOW_ATTEMPT", "value": "2"}, {"name": "FLOW_CHECKPOINT_DIR", "value": "/ckpt"}])
+            &json!([{"name": "FLOW_ATTEMPT", "value": "2"}, {"name": "FLOW_CHECKPOINT_DIR", "value": "/ckpt"},
+                {"name": "FLOW_RESUME_FROM", "value": "/ckpt/e4"}])
         );
     }
 }

@@ -2,9 +2,10 @@
 //! `attempts` output, the messages and `flow runs` tell it.
 //!
 //! The id lists each attempt, comma-joined: the job's uid (`-` while the
-//! attempt is being created), then, once it ended, `!` and its line
-//! (`uid1!job train Failed: …; node gpu-2 NotReady …; cordoned gpu-2,uid2`),
-//! `,` `!` and `%` escaped. A resume (kill -9 of flow anywhere) reads it:
+//! attempt is being created), `@` and the checkpoint it was told to resume
+//! from, then, once it ended, `!` and its line
+//! (`uid1!job train Failed: …; cordoned gpu-2,uid2@/fsx/ckpt/epoch-4.pt`),
+//! `,` `@` `!` and `%` escaped. A resume (kill -9 of flow anywhere) reads it:
 //! attempts with a line are done with (their nodes taken out already),
 //! the first without one is followed or created.
 
@@ -15,6 +16,8 @@ use serde_json::{Value, json};
 pub(crate) struct Recorded {
     /// The job's uid, once it was created.
     pub uid: Option<String>,
+    /// FLOW_RESUME_FROM, when it was given one.
+    pub resumed_from: Option<String>,
     /// Its line, once it ended and its nodes were dealt with.
     pub line: Option<String>,
 }
@@ -22,11 +25,13 @@ pub(crate) struct Recorded {
 fn escape(s: &str) -> String {
     s.replace('%', "%25")
         .replace(',', "%2C")
+        .replace('@', "%40")
         .replace('!', "%21")
 }
 
 fn unescape(s: &str) -> String {
     s.replace("%21", "!")
+        .replace("%40", "@")
         .replace("%2C", ",")
         .replace("%25", "%")
 }
@@ -37,6 +42,10 @@ pub(crate) fn encode(attempts: &[Recorded]) -> String {
         .iter()
         .map(|a| {
             let mut s = a.uid.clone().unwrap_or_else(|| "-".into());
+            if let Some(r) = &a.resumed_from {
+                s.push('@');
+                s.push_str(&escape(r));
+            }
             if let Some(l) = &a.line {
                 s.push('!');
                 s.push_str(&escape(l));
@@ -53,12 +62,17 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
     id.split(',')
         .filter(|p| !p.is_empty())
         .map(|p| {
-            let (uid, line) = match p.split_once('!') {
+            let (head, line) = match p.split_once('!') {
                 Some((u, l)) => (u, Some(unescape(l))),
                 None => (p, None),
             };
+            let (uid, resumed_from) = match head.split_once('@') {
+                Some((u, r)) => (u, Some(unescape(r))),
+                None => (head, None),
+            };
             Recorded {
                 uid: (uid != "-" && !uid.is_empty()).then(|| uid.to_string()),
+                resumed_from,
                 line,
             }
         })
@@ -102,6 +116,8 @@ pub(crate) struct Attempt {
     pub cordoned: Vec<String>,
     /// Policy replace: each replaced node, its instance and the new node.
     pub replaced: Vec<Value>,
+    /// The checkpoint it was told to resume from (FLOW_RESUME_FROM).
+    pub resumed_from: Option<String>,
     /// An attempt an earlier run of this operation ended: only its line is
     /// known.
     pub earlier: Option<String>,
@@ -123,6 +139,7 @@ impl Attempt {
             "suspect_nodes": self.suspect_nodes,
             "cordoned": self.cordoned,
             "replaced": self.replaced,
+            "resumed_from": self.resumed_from,
         })
     }
 
@@ -140,6 +157,9 @@ impl Attempt {
         }
         if !self.cordoned.is_empty() {
             s.push_str(&format!("; cordoned {}", self.cordoned.join(", ")));
+        }
+        if let Some(r) = &self.resumed_from {
+            s.push_str(&format!(" (resumed from {r})"));
         }
         for r in &self.replaced {
             s.push_str(&format!(
@@ -171,21 +191,23 @@ mod tests {
         let attempts = [
             Recorded {
                 uid: Some("u1".into()),
+                resumed_from: None,
                 line: Some("job train Failed: a, b! 100%".into()),
             },
             Recorded {
                 uid: None,
+                resumed_from: Some("/fsx/a@b".into()),
                 line: None,
             },
         ];
         let id = encode(&attempts);
-        assert_eq!(id, "u1!job train Failed: a%2C b%21 100%25,-");
+        assert_eq!(id, "u1!job train Failed: a%2C b%21 100%25,-@/fsx/a%40b");
         assert_eq!(decode(&id), attempts);
         assert_eq!(
             decode("u9"),
             vec![Recorded {
                 uid: Some("u9".into()),
-                line: None
+                ..Recorded::default()
             }]
         );
         assert_eq!(attempt_name("train", 1), "train");

@@ -59,7 +59,7 @@ pub(crate) fn input_specs() -> Vec<InputSpec> {
         ),
         s(
             "checkpoint_dir",
-            "The folder the training writes checkpoints into (on its volume): each attempt is told it as FLOW_CHECKPOINT_DIR, with FLOW_ATTEMPT, to resume from its newest checkpoint",
+            "The folder the training writes checkpoints into, on a volume of its container: each restart is told its newest entry as FLOW_RESUME_FROM (listed by a Job that mounts the training's volumes), and the folder as FLOW_CHECKPOINT_DIR",
         ),
         s(
             "policy",
@@ -181,7 +181,7 @@ impl Spec {
         let mut lines = vec![match (&self.checkpoint_dir, self.restarts) {
             (_, 0) => "no restarts: a failed attempt fails the step".to_string(),
             (Some(dir), n) => format!(
-                "up to {n} restart{}, each a new job NAME-aN told FLOW_ATTEMPT and FLOW_CHECKPOINT_DIR={dir} (the training resumes from its newest checkpoint there)",
+                "up to {n} restart{}, each a new job NAME-aN resuming from the newest checkpoint in {dir} (FLOW_RESUME_FROM, listed by a Job that mounts the training's volumes)",
                 if n == 1 { "" } else { "s" }
             ),
             (None, n) => format!(
