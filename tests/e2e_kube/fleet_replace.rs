@@ -64,6 +64,15 @@ struct Group {
     kubelets: Kubelets,
 }
 
+/// Runs `test` on a new [`Group`] while its kubelets run.
+fn with_group(test: impl FnOnce(&Group)) {
+    let g = Group::new();
+    std::thread::scope(|scope| {
+        let _kubelets = g.kubelets.watch(scope, &g.moto, &g.k);
+        test(&g);
+    });
+}
+
 impl Group {
     fn new() -> Group {
         let moto = Moto::start();
@@ -218,9 +227,7 @@ fn instance_of(n: &Value) -> String {
 /// verdict: outputs and `flow runs`.
 #[test]
 fn a_bad_node_is_replaced_and_its_replacement_checked() {
-    let g = Group::new();
-    std::thread::scope(|scope| {
-        let _kubelets = g.kubelets.watch(scope, &g.moto, &g.k);
+    with_group(|g| {
         g.make(16);
         let nodes = g.nodes();
         let bad = &nodes[5];
@@ -388,9 +395,7 @@ impl Group {
 /// new node is checked.
 #[test]
 fn a_replacement_killed_midway_resumes_without_a_second_termination() {
-    let g = Group::new();
-    std::thread::scope(|scope| {
-        let _kubelets = g.kubelets.watch(scope, &g.moto, &g.k);
+    with_group(|g| {
         let Killed {
             bad_name,
             bad_instance,
@@ -441,9 +446,7 @@ fn a_replacement_killed_midway_resumes_without_a_second_termination() {
 /// replaced: the step fails naming it and why, and touches no node.
 #[test]
 fn a_node_outside_an_auto_scaling_group_is_refused_by_name() {
-    let g = Group::new();
-    std::thread::scope(|scope| {
-        let _kubelets = g.kubelets.watch(scope, &g.moto, &g.k);
+    with_group(|g| {
         g.make(4);
         // An instance launched by hand, its node registered into the group's label.
         let xml = g.moto.query_call("ec2", "Action=RunInstances&Version=2016-11-15&ImageId=ami-12c6146b&MinCount=1&MaxCount=1&InstanceType=p4d.24xlarge");
@@ -471,9 +474,7 @@ fn a_node_outside_an_auto_scaling_group_is_refused_by_name() {
 /// still one termination and one instance launched.
 #[test]
 fn a_replacement_whose_old_node_is_gone_is_waited_for_not_made_again() {
-    let g = Group::new();
-    std::thread::scope(|scope| {
-        let _kubelets = g.kubelets.watch(scope, &g.moto, &g.k);
+    with_group(|g| {
         let Killed {
             bad_name,
             before,
