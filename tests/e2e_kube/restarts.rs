@@ -19,7 +19,7 @@ use crate::support::kube::KubeServer;
 use crate::support::kube::training::{ready, stop_kubelet};
 use crate::support::{Project, finish, signal, wait_until};
 
-const TRAIN: &str = r#"apiVersion: kubeflow.org/v1
+pub(super) const TRAIN: &str = r#"apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata:
   name: train
@@ -77,6 +77,7 @@ struct Cluster {
 impl Cluster {
     fn new(extra: &str) -> Cluster {
         let k = KubeServer::start();
+        k.driver().schedule();
         for i in 0..NODES {
             k.post("/api/v1/nodes", &json!({"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": node(i), "labels": {"eks.amazonaws.com/nodegroup": "gpu",

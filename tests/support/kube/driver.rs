@@ -20,6 +20,7 @@ pub struct Driver {
     stop: Arc<AtomicBool>,
     held: Arc<Mutex<HashSet<String>>>,
     pace: Arc<Mutex<Option<Pace>>>,
+    scheduling: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -28,7 +29,9 @@ impl Driver {
         let stop = Arc::new(AtomicBool::new(false));
         let held: Arc<Mutex<HashSet<String>>> = Arc::default();
         let pace: Arc<Mutex<Option<Pace>>> = Arc::default();
+        let scheduling = Arc::new(AtomicBool::new(false));
         let (s, h, p) = (stop.clone(), held.clone(), pace.clone());
+        let bind = scheduling.clone();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -46,7 +49,7 @@ impl Driver {
                         }
                         None => Held::by_hand(by_hand),
                     };
-                    tick(&client, &held).await;
+                    tick(&client, &held, bind.load(Ordering::SeqCst)).await;
                     // Paced, a pass is a pace's unit of resolution: a finer
                     // one keeps what the driver adds to each length small.
                     let pass = if paced.is_some() { 40 } else { 150 };
@@ -58,6 +61,7 @@ impl Driver {
             stop,
             held,
             pace,
+            scheduling,
             thread: Some(thread),
         }
     }
@@ -66,6 +70,13 @@ impl Driver {
     /// (see `pace.rs`); objects already there count from this call.
     pub fn pace(&self, pace: Pace) {
         *self.pace.lock().unwrap() = Some(pace);
+    }
+
+    /// From now on, binds the pods of jobs a `nodeSelector` sends to a
+    /// group of nodes as kube-scheduler would (`training.rs`); until then
+    /// such pods, as every pod not pinned to a hostname, run on no node.
+    pub fn schedule(&self) {
+        self.scheduling.store(true, Ordering::SeqCst);
     }
 
     /// Leaves objects named `name` (any kind) as they are until released.
@@ -130,7 +141,7 @@ fn generation(o: &DynamicObject) -> i64 {
 }
 
 /// One pass over everything the driver looks after.
-async fn tick(client: &kube::Client, held: &Held) {
+async fn tick(client: &kube::Client, held: &Held, scheduling: bool) {
     let skip = |o: &DynamicObject, kind: &str| {
         o.metadata.deletion_timestamp.is_some()
             || o.metadata
@@ -196,7 +207,8 @@ async fn tick(client: &kube::Client, held: &Held) {
     let jobs = ar("batch", "v1", "Job", "jobs");
     for j in list(client, &jobs).await {
         let pods = j.data["spec"]["completions"].as_i64().unwrap_or(1).max(1);
-        run_job(client, &jobs, &j, held, "job-name", &[("", pods)]).await;
+        let replicas = [("", pods)];
+        run_job(client, &jobs, &j, held, "job-name", &replicas, scheduling).await;
     }
     // The training operator's v1 kinds, and the MPI operator's v2beta1
     // MPIJob (a cluster serves one of the two MPIJob versions).
@@ -231,6 +243,7 @@ async fn tick(client: &kube::Client, held: &Held) {
                 held,
                 "training.kubeflow.org/job-name",
                 &replicas,
+                scheduling,
             )
             .await;
         }
@@ -294,6 +307,7 @@ async fn run_job(
     held: &Held,
     label: &str,
     replicas: &[(&str, i64)],
+    scheduling: bool,
 ) {
     if job.metadata.deletion_timestamp.is_some() {
         return;
@@ -348,7 +362,7 @@ async fn run_job(
     }
     // Pods a nodeSelector sends to a group are bound by the scheduler
     // (`training.rs`), all at once, or not yet.
-    let group = training::group_selector(&job.data).filter(|_| hosts.is_empty());
+    let group = training::group_selector(&job.data).filter(|_| scheduling && hosts.is_empty());
     if let Some(selector) = &group
         && let Some((first, _, _)) = names.first()
         && pods.get_opt(first).await.ok().flatten().is_none()

@@ -1,7 +1,8 @@
 //! What a training job meets on a cluster of GPU nodes, which the test
 //! cluster lacks, played through the real API (see `support::kube`):
 //!
-//! - **The scheduler's bind.** A job's pods that a `nodeSelector` (not on
+//! - **The scheduler's bind**, once a test asks for it
+//!   (`Driver::schedule`). A job's pods that a `nodeSelector` (not on
 //!   the hostname: those are pinned, see `driver.rs`) sends to a group of
 //!   nodes are bound, one per node (a training pod asks for all of a GPU
 //!   node's GPUs), to nodes the selector picks that are Ready,
@@ -154,13 +155,17 @@ pub(super) async fn bind(
                 .and_then(|s| s.unschedulable)
                 .unwrap_or(false)
         })
+        // The `not-ready` taint the API server puts on a new Node is one
+        // the node lifecycle controller lifts once the node is Ready.
         .filter(|n| {
             !n.spec
                 .as_ref()
                 .and_then(|s| s.taints.as_ref())
                 .is_some_and(|t| {
-                    t.iter()
-                        .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+                    t.iter().any(|t| {
+                        (t.effect == "NoSchedule" || t.effect == "NoExecute")
+                            && t.key != "node.kubernetes.io/not-ready"
+                    })
                 })
         })
         .filter_map(|n| n.metadata.name)
