@@ -17,14 +17,20 @@ ParallelCluster's daemons do on AWS before the stack completes:
   cloud_hosts.py makes it a host;
 - the head node runs munged and slurmctld and each static node munged and
   slurmd (cloud_slurm_hosts.start_cluster, partition = the first queue's
-  name), and the hook returns once `sinfo` on the head shows every node
+  name), each node named as ParallelCluster names static nodes,
+  `<queue>-st-<compute resource>-<N>`, with its features
+  `static,<instance type>,<compute resource>[,efa]` ("Slurm guide for
+  multiple queue mode",
+  https://docs.aws.amazon.com/parallelcluster/latest/ug/multiple-queue-mode-slurm-user-guide-v3.html),
+  and the hook returns once `sinfo` on the head shows every node
   idle: the stack's wait condition completes after that, as the cookbook
   signals it after Slurm is up.
 
 A cluster without static nodes gets none: no Slurm is started (Slurm
 needs a node; dynamic nodes, launched on demand by slurm's resume
-program on AWS, are not modelled). Unset FLOW_LOCAL_HOSTS: nothing here
-runs.
+program on AWS, are cloud_pcluster_power.py's). clustermgtd's
+replacement of unhealthy static nodes is cloud_pcluster_static.py's.
+Unset FLOW_LOCAL_HOSTS: nothing here runs.
 """
 
 import yaml
@@ -69,58 +75,93 @@ def _template(ec2, cluster, queue, resource):
     return None
 
 
-def launch_static_nodes(account_id, region_name, cluster):
-    """clustermgtd's static nodes: their instance ids, and the first queue."""
-    config = _config(account_id, cluster) or {}
-    ec2 = ec2_backends[account_id][region_name]
-    ids, first = [], None
+def node_features(resource):
+    """The Feature= list ParallelCluster gives a compute resource's static
+    nodes: static, the instance type, the compute resource, efa where EFA
+    is enabled."""
+    features = ["static", resource.get("InstanceType") or "c5.large", resource["Name"]]
+    if (resource.get("Efa") or {}).get("Enabled"):
+        features.append("efa")
+    return ",".join(features)
+
+
+def launch(ec2, cluster, queue, resource, subnet, count):
+    """COUNT instances of compute resource RESOURCE (its configuration) of
+    QUEUE, from its launch template, tagged as ParallelCluster tags them."""
+    template = _template(ec2, cluster, queue, resource["Name"])
+    if template is None:
+        raise RuntimeError("no launch template for %s/%s/%s" % (cluster, queue, resource["Name"]))
+    reservation = ec2.run_instances(
+        image_id=template.latest_version().image_id,
+        count=count,
+        user_data=None,
+        security_group_names=[],
+        instance_type=resource.get("InstanceType") or "c5.large",
+        is_instance_type_default=False,
+        subnet_id=subnet,
+        key_name=template.latest_version().data.get("KeyName"),
+        # Instance-store devices (VirtualName) are no EBS volumes; moto
+        # takes the template's as EBS, so the template's EBS devices are
+        # given here instead of the template.
+        block_device_mappings=[
+            b for b in template.latest_version().data.get("BlockDeviceMappings", []) if "Ebs" in b
+        ],
+    )
+    for instance in reservation.instances:
+        instance.add_tags(
+            {
+                "parallelcluster:cluster-name": cluster,
+                "parallelcluster:node-type": "Compute",
+                "parallelcluster:queue-name": queue,
+                "parallelcluster:compute-resource-name": resource["Name"],
+            }
+        )
+    return reservation.instances
+
+
+def static_nodes(config):
+    """[(node name, queue, compute resource's configuration, subnet)] of
+    every static node: MinCount of each compute resource, named
+    `<queue>-st-<compute resource>-<N>` as ParallelCluster names them."""
+    out = []
     for queue in (config.get("Scheduling") or {}).get("SlurmQueues") or []:
-        first = first or queue["Name"]
         subnet = ((queue.get("Networking") or {}).get("SubnetIds") or [None])[0]
         for resource in queue.get("ComputeResources") or []:
-            count = int(resource.get("MinCount") or 0)
-            if count == 0:
-                continue
-            template = _template(ec2, cluster, queue["Name"], resource["Name"])
-            if template is None:
-                raise RuntimeError(
-                    "no launch template for %s/%s/%s" % (cluster, queue["Name"], resource["Name"])
-                )
-            reservation = ec2.run_instances(
-                image_id=template.latest_version().image_id,
-                count=count,
-                user_data=None,
-                security_group_names=[],
-                instance_type=resource.get("InstanceType") or "c5.large",
-                is_instance_type_default=False,
-                subnet_id=subnet,
-                key_name=template.latest_version().data.get("KeyName"),
-                # Instance-store devices (VirtualName) are no EBS volumes;
-                # moto takes the template's as EBS, so the template's
-                # EBS devices are given here instead of the template.
-                block_device_mappings=[
-                    b
-                    for b in template.latest_version().data.get("BlockDeviceMappings", [])
-                    if "Ebs" in b
-                ],
-            )
-            for instance in reservation.instances:
-                instance.add_tags(
-                    {
-                        "parallelcluster:cluster-name": cluster,
-                        "parallelcluster:node-type": "Compute",
-                        "parallelcluster:queue-name": queue["Name"],
-                        "parallelcluster:compute-resource-name": resource["Name"],
-                    }
-                )
-                ids.append(instance.id)
-    return ids, first
+            for n in range(1, int(resource.get("MinCount") or 0) + 1):
+                out.append(("%s-st-%s-%d" % (queue["Name"], resource["Name"], n), queue["Name"],
+                            resource, subnet))
+    return out
+
+
+def launch_static_nodes(account_id, region_name, cluster):
+    """clustermgtd's static nodes: [(node name, instance id, features)],
+    and the first queue."""
+    config = _config(account_id, cluster) or {}
+    ec2 = ec2_backends[account_id][region_name]
+    queues = (config.get("Scheduling") or {}).get("SlurmQueues") or []
+    first = queues[0]["Name"] if queues else None
+    nodes = []
+    for name, queue, resource, subnet in static_nodes(config):
+        (instance,) = launch(ec2, cluster, queue, resource, subnet, 1)
+        nodes.append((name, instance.id, node_features(resource)))
+    return nodes, first
 
 
 def _on_head_node(account_id, region_name, cluster, head_id):
-    ids, queue = launch_static_nodes(account_id, region_name, cluster)
-    if ids:
-        cloud_slurm_hosts.start_cluster(cluster, head_id, ids, partition=queue)
+    nodes, queue = launch_static_nodes(account_id, region_name, cluster)
+    if nodes:
+        cloud_slurm_hosts.start_cluster(
+            cluster,
+            head_id,
+            [n[1] for n in nodes],
+            partition=queue,
+            names=[n[0] for n in nodes],
+            features={n[0]: n[2] for n in nodes},
+            # ParallelCluster's slurm.conf: "set ReturnToService=1 in
+            # scheduler config" (its changelog, 2.3.1; kept since): a node
+            # set DOWN stays DOWN until it is resumed.
+            return_to_service=1,
+        )
 
 
 def install():

@@ -39,6 +39,8 @@ instances are running, so their hosts are up):
   drained: slurmctld restores it from StateSaveLocation) and their jobs
   (slurmstepd outlives a slurmd restart). A host that leaves is the
   caller's to stop, after the call.
+- Moving a node to a new host under its own name (ParallelCluster's
+  replacement of a static node): move_node(name, node_name, new_id).
 - HyperPod (cloud_hyperpod.py's NODES seam, set_node_backend): a node
   backend whose launch(cluster, group, node) starts a host with the
   manager's "start" op (id = node.instance_id, an address of the
@@ -61,7 +63,12 @@ its own mount namespace and /run; the rest of the file system is the
 machine's, shared by every host, as a cluster's shared /home would be):
 
 - One slurm.conf for the cluster, in DIR (the manager's work folder's
-  slurm/NAME/etc), bind-mounted over /etc/slurm in every host, so that
+  slurm/NAME/etc), bind-mounted over /etc/slurm in every host (each
+  slurmd's spool in its host's own /run, /run/slurmd-spool: a job step's
+  socket there is named after its node, and a Unix socket's path is at
+  most 108 bytes, which a folder under the work folder and a node name
+  such as ParallelCluster's `compute-gpu-st-distributed-ml-1` twice
+  exceed), so that
   sbatch, srun and sinfo in an SSH session find it where Debian's Slurm
   looks: SlurmctldHost = the head's short hostname (its IP as the
   address); a NodeName per compute host (its short hostname, NodeHostname
@@ -102,7 +109,7 @@ SlurmdUser=root
 AuthType=auth/munge
 CryptoType=crypto/munge
 StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool/%n
+SlurmdSpoolDir=/run/slurmd-spool
 SlurmctldPidFile=/run/slurmctld.pid
 SlurmdPidFile=/run/slurmd.pid
 SlurmctldLogFile={dir}/log/slurmctld.log
@@ -113,7 +120,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 MpiDefault=none
-ReturnToService=2
+ReturnToService={return_to_service}
 SlurmdTimeout=30
 MinJobAge=86400
 JobCompType=jobcomp/filetxt
@@ -168,7 +175,9 @@ def _write(path, text, mode=0o644):
     os.chmod(path, mode)
 
 
-def _layout(name, head, computes, partition):
+def _layout(name, head, computes, partition, names=None, features=None, return_to_service=2):
+    """The cluster's files; each compute host's node is named by NAMES (in
+    order) or else by its short hostname, with FEATURES[name] if given."""
     work = os.path.dirname(os.path.dirname(head["dir"]))
     top = os.path.join(work, "slurm", name)
     for sub in ("etc", "state", "spool", "log", "munge"):
@@ -176,12 +185,15 @@ def _layout(name, head, computes, partition):
     os.chmod(os.path.join(top, "munge"), 0o700)
     cpus = os.cpu_count() or 1
     nodes = [
-        {"name": _short(h["hostname"]), "hostname": h["hostname"], "ip": h["ip"], "id": h["id"]}
-        for h in computes
+        {"name": names[i] if names else _short(h["hostname"]), "hostname": h["hostname"],
+         "ip": h["ip"], "id": h["id"]}
+        for i, h in enumerate(computes)
     ]
+    features = features or {}
     lines = "\n".join(
-        "NodeName=%s NodeHostname=%s NodeAddr=%s CPUs=%d State=UNKNOWN"
-        % (n["name"], n["hostname"], n["ip"], cpus)
+        "NodeName=%s NodeHostname=%s NodeAddr=%s CPUs=%d State=UNKNOWN%s"
+        % (n["name"], n["hostname"], n["ip"], cpus,
+           " Feature=%s" % features[n["name"]] if features.get(n["name"]) else "")
         for n in nodes
     )
     conf = os.path.join(top, "etc", "slurm.conf")
@@ -194,6 +206,7 @@ def _layout(name, head, computes, partition):
             dir=top,
             nodes=lines,
             partition=partition,
+            return_to_service=return_to_service,
         ),
     )
     etc_hosts = "127.0.0.1\tlocalhost\n" + "".join(
@@ -206,8 +219,6 @@ def _layout(name, head, computes, partition):
         with open(key, "wb") as f:
             f.write(os.urandom(1024))
     os.chmod(key, 0o400)
-    for n in nodes:
-        os.makedirs(os.path.join(top, "spool", n["name"]), exist_ok=True)
     return top, conf, nodes
 
 
@@ -252,10 +263,15 @@ def _idle(head, nodes):
     return {n["name"]: states.get(n["name"], "missing") for n in nodes}
 
 
-def start_cluster(name, head_id, compute_ids, partition="compute", timeout_s=60.0):
+def start_cluster(name, head_id, compute_ids, partition="compute", timeout_s=60.0,
+                  names=None, features=None, return_to_service=2):
     """Makes Slurm cluster NAME over the hosts of HEAD_ID (munged,
     slurmctld) and COMPUTE_IDS (munged, slurmd); returns once sinfo on the
-    head shows every node idle (see the module's docstring)."""
+    head shows every node idle (see the module's docstring). NAMES, in the
+    order of COMPUTE_IDS, name the nodes (default: their short hostnames);
+    FEATURES maps a node's name to its Feature= list; RETURN_TO_SERVICE is
+    slurm.conf's ReturnToService (2: a DOWN node returns when it answers;
+    1, ParallelCluster's: only a node DOWN for not answering does)."""
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name or ""):
         raise SlurmHostsError("a cluster name is letters, digits, - and _: %r" % (name,))
     if not compute_ids:
@@ -271,7 +287,8 @@ def start_cluster(name, head_id, compute_ids, partition="compute", timeout_s=60.
                     "host %s (%s) already runs %s: a cluster is made once over its hosts"
                     % (host["id"], host["ip"], ", ".join(sorted(running)))
                 )
-        top, conf, nodes = _layout(name, head, computes, partition)
+        top, conf, nodes = _layout(name, head, computes, partition, names, features,
+                                   return_to_service)
         everyone = [head] + computes
         for host in everyone:
             _prepare(host, top)
@@ -312,6 +329,8 @@ def start_cluster(name, head_id, compute_ids, partition="compute", timeout_s=60.
             "head": head,
             "nodes": nodes,
             "partition": partition,
+            "features": dict(features or {}),
+            "return_to_service": return_to_service,
             "up_s": round(time.monotonic() - began, 3),
         }
         _CLUSTERS[name] = cluster
@@ -373,6 +392,46 @@ def set_computes(name, compute_ids, timeout_s=90.0):
                   _tail(os.path.join(top, "log", "slurmctld.log"))))
         cluster["nodes"] = nodes
         return cluster
+
+
+def move_node(name, node_name, new_id, timeout_s=60.0):
+    """Puts node NODE_NAME of running cluster NAME on the host of NEW_ID,
+    its name kept (ParallelCluster's replacement of a static node: see
+    cloud_pcluster_static.py): the node's NodeAddr and NodeHostname in
+    slurm.conf and its line in /etc/hosts become the new host's, the new
+    host gets the cluster's files and munged, and `slurmd -N NODE_NAME`
+    starts there. slurmctld is not restarted: the caller tells it the new
+    address with `scontrol update NodeName=… NodeAddr=… NodeHostname=…`
+    first, as ParallelCluster does. (slurm.conf is rewritten too because
+    Debian's slurmd, built for multiple slurmd, listens on the NodeAddr
+    slurm.conf gives its node.) Returns the node's new entry."""
+    deadline = time.monotonic() + timeout_s
+    with _LOCK:
+        cluster = _CLUSTERS.get(name)
+        if cluster is None:
+            raise SlurmHostsError("no running Slurm cluster %s" % name)
+        names = [n["name"] for n in cluster["nodes"]]
+        if node_name not in names:
+            raise SlurmHostsError("cluster %s has no node %s" % (name, node_name))
+        (new,) = _hosts([new_id])
+        found = {h["id"]: h for h in client.call({"op": "list"})["hosts"]}
+        computes = [
+            new if n["name"] == node_name else found.get(n["id"]) or {
+                "hostname": n["hostname"], "ip": n["ip"], "id": n["id"]}
+            for n in cluster["nodes"]
+        ]
+        top, conf, nodes = _layout(name, cluster["head"], computes, cluster["partition"],
+                                   names, cluster.get("features"),
+                                   cluster.get("return_to_service", 2))
+        _prepare(new, top)
+        _munged(new, top)
+        socket_file = "/proc/%d/root%s" % (new["pid"], MUNGE_SOCKET)
+        _wait("munged on %s (%s)" % (new["hostname"], new["ip"]),
+              lambda: os.path.exists(socket_file), deadline,
+              lambda: _tail(os.path.join(new["dir"], "munge-file.log")))
+        _daemon(new, "slurmd", ["/usr/sbin/slurmd", "-D", "-N", node_name])
+        cluster["nodes"] = nodes
+        return next(n for n in nodes if n["name"] == node_name)
 
 
 def stop_cluster(name):

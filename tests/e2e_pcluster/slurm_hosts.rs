@@ -61,7 +61,11 @@ fn the_head_node_is_a_host_running_slurmctld_with_its_static_node() {
     let head = hosts
         .at(&ip)
         .unwrap_or_else(|| panic!("no host at the head node's {ip}: {:?}", hosts.list()));
-    let out = hosts.ssh(&head, &key, "sinfo -h -N -o '%N %T %P'; srun -N 1 hostname");
+    let out = hosts.ssh(
+        &head,
+        &key,
+        "sinfo -h -N -o '%N %T %P'; srun -N 1 printenv SLURMD_NODENAME",
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -75,12 +79,10 @@ fn the_head_node_is_a_host_running_slurmctld_with_its_static_node() {
         "one static node, then srun's line: {stdout}"
     );
     let node = lines[0].split_whitespace().next().unwrap();
+    // Named as ParallelCluster names a static node.
+    assert_eq!(node, "compute-gpu-st-distributed-ml-1", "sinfo: {stdout}");
     assert!(lines[0].ends_with(" idle compute-gpu*"), "sinfo: {stdout}");
-    assert!(
-        lines[1].starts_with(node),
-        "srun ran on {}: {stdout}",
-        lines[1]
-    );
+    assert_eq!(lines[1], node, "srun ran on {}: {stdout}", lines[1]);
     assert_eq!(
         hosts.list().len(),
         2,
