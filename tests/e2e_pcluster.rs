@@ -29,6 +29,8 @@ mod hosts;
 mod https;
 #[path = "e2e_pcluster/live.rs"]
 mod live;
+#[path = "e2e_pcluster/node_replace.rs"]
+mod node_replace;
 #[path = "e2e_pcluster/policy.rs"]
 mod policy;
 #[path = "e2e_pcluster/slurm_hosts.rs"]

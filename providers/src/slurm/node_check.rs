@@ -14,12 +14,14 @@
 //! or `drain` (`scontrol update State=DRAIN Reason="flow: …"`); more bad
 //! nodes than `max_bad_fraction` fails without touching any. Destroy
 //! resumes the nodes flow drained whose reason is still flow's. Where the
-//! cluster is SageMaker HyperPod (`hyperpod_cluster`), policy `replace`
-//! drains a bad node, then replaces its instance and checks the new node
-//! ([`replace`]).
+//! cluster is SageMaker HyperPod (`hyperpod_cluster`) or ParallelCluster
+//! (`pcluster_cluster`), policy `replace` drains a bad node, then has the
+//! platform replace its instance and checks the new node ([`replace`],
+//! [`pcluster`]).
 
 pub(super) mod jobs;
 pub(super) mod nodes;
+mod pcluster;
 mod replace;
 mod replaced;
 mod spec;
@@ -43,7 +45,7 @@ use super::remote::Remote;
 use jobs::{Batch, Pinned, values_for};
 use nodes::SlurmNode;
 use replaced::{replaced_and_checked, replacements_healthy, resume_replacing};
-use spec::{SLURM, Spec};
+use spec::{SLURM, Spec, Through};
 
 /// The outputs only this kind has: the nodes drained, those not checked
 /// because Slurm would run no job there, and the nodes replaced (policy
@@ -76,8 +78,10 @@ impl SlurmNodeCheck {
                     s("partition", "The partition whose nodes are checked (all of them, without `nodes`) and the jobs run in"),
                     InputSpec::optional("check", table(), "A batch script each node runs alone: { script, args, environment, sbatch_args, success_pattern, capture, parse, expect, gpus = \"instance-type\" or a count }; $NODE is the node's name"),
                     InputSpec::optional("pairs", table(), "An NCCL batch script each pair of nodes runs, searched pairwise: { script, args, environment, sbatch_args, floor (GB/s), of_median (0.8) }; $NODE_A and $NODE_B are the pair's names"),
-                    s("policy", "What a bad node gets: fail (the default: the step fails naming it), drain (scontrol update State=DRAIN Reason=\"flow: …\"), or, with hyperpod_cluster, replace (drained, then its instance replaced with BatchReplaceClusterNodes and the new node checked)"),
-                    s("hyperpod_cluster", "The SageMaker HyperPod cluster (name or ARN) whose instances the nodes are: policy `replace` replaces a bad node through it"),
+                    s("policy", "What a bad node gets: fail (the default: the step fails naming it), drain (scontrol update State=DRAIN Reason=\"flow: …\"), or, with hyperpod_cluster or pcluster_cluster, replace (drained, then its instance replaced by the platform and the new node checked)"),
+                    s("hyperpod_cluster", "The SageMaker HyperPod cluster (name or ARN) whose instances the nodes are: policy `replace` replaces a bad node through it (BatchReplaceClusterNodes)"),
+                    s("pcluster_cluster", "The ParallelCluster cluster (its name) whose static nodes the nodes are: policy `replace` sets a bad node DOWN and its clustermgtd replaces the node's instance under the same node name"),
+                    s("replace_timeout", "Policy replace: how long the platform may take to put each new node in service, e.g. \"30m\" (45m)"),
                     InputSpec::optional("max_bad_fraction", InputType::Number, "More bad nodes than this fraction of the nodes fails the step and takes none out (0.25)"),
                     s("host", "Run Slurm's commands over SSH on this login or head node (default: on this machine)"),
                     s("ssh_user", "The SSH user (default: ssh's)"),
@@ -248,7 +252,7 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     // Policy `replace`: each bad node's instance, found before any node is
     // touched (a node the cluster does not have fails the step here).
     let replacing = match &run.spec.replace_through {
-        Some(cluster) if !judged.bad.is_empty() => {
+        Some(through) if !judged.bad.is_empty() => {
             // What a resumed run reports of each: `by: reason`.
             let reason_of = |n: &str| {
                 format!(
@@ -257,7 +261,15 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
                     verdicts[n]["reason"].as_str().unwrap_or_default()
                 )
             };
-            replace::instances_of(ctx, cluster, &judged.bad, reason_of).await?
+            match through {
+                Through::HyperPod(cluster) => {
+                    replace::instances_of(ctx, cluster, &judged.bad, reason_of).await?
+                }
+                Through::ParallelCluster(cluster) => {
+                    let fleet = pcluster::Fleet::new(ctx, cluster).await?;
+                    pcluster::instances_of(&remote, &fleet, &judged.bad, reason_of).await?
+                }
+            }
         }
         _ => Vec::new(),
     };
@@ -292,10 +304,10 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     }
     let mut replaced = Vec::new();
     let mut new_verdicts = BTreeMap::new();
-    if let Some(cluster) = &run.spec.replace_through
+    if let Some(through) = &run.spec.replace_through
         && !replacing.is_empty()
     {
-        let done = replaced_and_checked(ctx, &remote, &run.spec, cluster, &held, replacing).await?;
+        let done = replaced_and_checked(ctx, &remote, &run.spec, through, &held, replacing).await?;
         id = Some(done.id);
         new_verdicts = done.verdicts;
         replaced = done.replaced;
@@ -409,13 +421,16 @@ impl Provider for SlurmNodeCheck {
         }
         lines.push(match c.policy {
             Policy::Fail => "a bad node fails the step".into(),
-            Policy::TakeOut if spec.replace_through.is_some() => format!(
-                "a bad node is drained (scontrol update State=DRAIN Reason=\"flow: <its verdict>\"), then its instance replaced through HyperPod cluster `{}` (BatchReplaceClusterNodes, once), the new node waited for and checked: a bad new node fails the step",
-                spec.replace_through.as_deref().unwrap_or_default()
-            ),
-            Policy::TakeOut => {
-                "a bad node is drained: scontrol update State=DRAIN Reason=\"flow: <its verdict>\" (destroy resumes it)".into()
-            }
+            Policy::TakeOut => match &spec.replace_through {
+                Some(Through::HyperPod(cluster)) => format!(
+                    "a bad node is drained (scontrol update State=DRAIN Reason=\"flow: <its verdict>\"), then its instance replaced through HyperPod cluster `{cluster}` (BatchReplaceClusterNodes, once), the new node waited for and checked: a bad new node fails the step"
+                ),
+                Some(Through::ParallelCluster(cluster)) => format!(
+                    "a bad node is drained (scontrol update State=DRAIN Reason=\"flow: <its verdict>\"), then its instance replaced by ParallelCluster cluster `{cluster}` (the node set DOWN, once: clustermgtd terminates it and launches another under the node's name), the node waited for on its new instance ({}) and checked: a bad new node fails the step",
+                    humantime::format_duration(spec.replace_timeout)
+                ),
+                None => "a bad node is drained: scontrol update State=DRAIN Reason=\"flow: <its verdict>\" (destroy resumes it)".into(),
+            },
         });
         lines.push(format!("more than {} % of the nodes bad fails without taking any out; an unreadable check leaves its node unknown and fails the step", c.max_bad_fraction * 100.0));
         lines

@@ -167,6 +167,54 @@ pub(crate) async fn drain(remote: &Remote, node: &str, reason: &str) -> Result<(
     Ok(())
 }
 
+/// Sets `node` DOWN with `reason` (jobs there are killed and requeued):
+/// on ParallelCluster, what has clustermgtd replace a static node.
+pub(super) async fn down(remote: &Remote, node: &str, reason: &str) -> Result<(), ProviderError> {
+    let name = format!("NodeName={node}");
+    let why = format!("Reason={reason}");
+    let ran = remote
+        .run(&["scontrol", "update", &name, "State=DOWN", &why], None)
+        .await?;
+    if !ran.ok() {
+        return Err(failed(remote, &format!("scontrol update {name} State=DOWN"), &ran)
+            .with_help("setting a node DOWN needs Slurm's operator or admin rights: run flow as SlurmUser or root on the head node"));
+    }
+    Ok(())
+}
+
+/// Each node's address (`NodeAddr`) and state flags (`State`, as
+/// `DOWN+DRAIN`: sinfo prints a node DOWN and drained as `drained`), from
+/// `scontrol -o show node`: on ParallelCluster, the address is the private
+/// address of the instance behind the node.
+pub(super) async fn addresses(
+    remote: &Remote,
+) -> Result<BTreeMap<String, (String, String)>, ProviderError> {
+    let ran = remote
+        .run(&["scontrol", "-o", "show", "node"], None)
+        .await?;
+    if !ran.ok() {
+        return Err(failed(remote, "scontrol show node", &ran));
+    }
+    Ok(parse_show_node(&ran.stdout))
+}
+
+/// The lines of `scontrol -o show node`: name → (NodeAddr, State).
+fn parse_show_node(text: &str) -> BTreeMap<String, (String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let field = |key: &str| {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(key))
+                    .map(str::to_string)
+            };
+            Some((
+                field("NodeName=")?,
+                (field("NodeAddr=")?, field("State=").unwrap_or_default()),
+            ))
+        })
+        .collect()
+}
+
 /// Resumes `node`.
 pub(super) async fn resume(remote: &Remote, node: &str) -> Result<(), ProviderError> {
     let name = format!("NodeName={node}");
@@ -218,6 +266,21 @@ mod tests {
             "an administrator's reason is not flow's"
         );
         assert!(!c3.drained_by_flow());
+    }
+
+    #[test]
+    fn show_node_gives_each_nodes_address_and_state() {
+        // As Slurm 22.05's `scontrol -o show node` prints them (cut).
+        let text = "NodeName=q-st-cr-1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 \
+            NodeAddr=10.0.1.6 NodeHostName=ip-10-0-1-6 Version=22.05.8 State=DOWN+DRAIN \
+            ThreadsPerCore=1 Reason=flow: nvidia-smi lists 7 GPUs [root@2026-11-28T06:06:24]\n\
+            NodeName=q-st-cr-2 Arch=x86_64 NodeAddr=10.0.1.7 NodeHostName=ip-10-0-1-7 State=IDLE\n";
+        let nodes = parse_show_node(text);
+        assert_eq!(
+            nodes["q-st-cr-1"],
+            ("10.0.1.6".to_string(), "DOWN+DRAIN".to_string())
+        );
+        assert_eq!(nodes["q-st-cr-2"], ("10.0.1.7".into(), "IDLE".into()));
     }
 
     #[test]

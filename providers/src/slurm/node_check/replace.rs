@@ -22,9 +22,6 @@ use crate::aws::hyperpod::nodes::{self as cluster_nodes, Node};
 use crate::contract::{OpContext, ProviderError};
 use crate::slurm::remote::Remote;
 
-/// How long a replacement may take, HyperPod's part and Slurm's.
-const LIMIT: Duration = Duration::from_secs(45 * 60);
-
 /// One drained node being replaced.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Replacing {
@@ -32,12 +29,13 @@ pub(super) struct Replacing {
     pub node: String,
     /// Its instance, being replaced.
     pub instance_id: String,
-    /// Its instance group (the new instance's too).
+    /// Its instance group, the new instance's too (HyperPod); the node's
+    /// address on its old instance (ParallelCluster, [`super::pcluster`]).
     pub group: String,
-    /// When BatchReplaceClusterNodes was about to go out, seconds since the
-    /// epoch: the new instance is launched after it.
+    /// When BatchReplaceClusterNodes (or the DOWN) was about to go out,
+    /// seconds since the epoch: the new instance is launched after it.
     pub since: u64,
-    /// Whether HyperPod answered the call.
+    /// Whether HyperPod answered the call (Slurm took the DOWN).
     pub sent: bool,
     /// Why it was found bad (`by: reason` of its verdict), kept for a
     /// resumed run's outputs.
@@ -173,7 +171,8 @@ pub(super) async fn instances_of(
         .collect()
 }
 
-fn now() -> u64 {
+/// Seconds since the epoch.
+pub(super) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -232,15 +231,17 @@ where
 
 /// Waits until each replaced instance is gone and a new instance of its
 /// group, launched after the call, is `Running`, then until Slurm lists
-/// that node usable; the new nodes, in the order of `replacing`.
+/// that node usable, at most `limit`; the new nodes, in the order of
+/// `replacing`.
 pub(super) async fn wait(
     ctx: &OpContext,
     remote: &Remote,
     cluster: &str,
     partition: Option<&str>,
     replacing: &[Replacing],
+    limit: Duration,
 ) -> Result<Vec<Replaced>, ProviderError> {
-    let deadline = Instant::now() + LIMIT;
+    let deadline = Instant::now() + limit;
     let mut said = String::new();
     let fresh: Vec<(Replacing, Node)> = loop {
         let listed = match cluster_nodes::list(ctx, cluster).await {
@@ -248,7 +249,7 @@ pub(super) async fn wait(
             Err(e) if e.is_retryable() => {
                 ctx.reporter
                     .log(&format!("listing the cluster's nodes: {}", e.message));
-                pause(ctx, deadline, "HyperPod to replace the nodes").await?;
+                pause(ctx, deadline, limit, "HyperPod to replace the nodes").await?;
                 continue;
             }
             Err(e) => return Err(e),
@@ -263,7 +264,7 @@ pub(super) async fn wait(
             ctx.reporter.event(&now_saying);
             said = now_saying;
         }
-        pause(ctx, deadline, "HyperPod to replace the nodes").await?;
+        pause(ctx, deadline, limit, "HyperPod to replace the nodes").await?;
     };
     let mut out = Vec::new();
     for (was, new) in fresh {
@@ -286,7 +287,7 @@ pub(super) async fn wait(
                     .reporter
                     .log(&format!("listing Slurm's nodes: {}", e.message)),
             }
-            pause(ctx, deadline, &format!("Slurm to list node {name}")).await?;
+            pause(ctx, deadline, limit, &format!("Slurm to list node {name}")).await?;
         };
         out.push(Replaced {
             was,
@@ -297,7 +298,12 @@ pub(super) async fn wait(
     Ok(out)
 }
 
-async fn pause(ctx: &OpContext, deadline: Instant, what: &str) -> Result<(), ProviderError> {
+async fn pause(
+    ctx: &OpContext,
+    deadline: Instant,
+    limit: Duration,
+    what: &str,
+) -> Result<(), ProviderError> {
     if ctx.cancel.is_cancelled() {
         return Err(ProviderError::fatal(format!(
             "interrupted while waiting for {what}"
@@ -305,8 +311,8 @@ async fn pause(ctx: &OpContext, deadline: Instant, what: &str) -> Result<(), Pro
     }
     if Instant::now() > deadline {
         return Err(ProviderError::fatal(format!(
-            "gave up waiting for {what} after {} min; the next apply looks again",
-            LIMIT.as_secs() / 60
+            "gave up waiting for {what} after {}; the next apply looks again",
+            humantime::format_duration(limit)
         )));
     }
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::jobs::Batch;
 use super::nodes::SlurmNode;
+use super::pcluster;
 use super::replace::{self, Replaced, Replacing};
-use super::spec::Spec;
+use super::spec::{Spec, Through};
 use super::{Run, report};
 use crate::contract::{Applied, OpContext, ProviderError, Values};
 use crate::slurm::remote::Remote;
@@ -26,22 +27,47 @@ pub(super) struct ReplacedAndChecked {
     pub replaced: Vec<Value>,
 }
 
-/// Replaces `replacing` through HyperPod cluster `cluster` (sent once: see
-/// [`super::replace`]), waits for the new nodes, and checks them.
+/// The key of a new node's verdict: its name, or, where the node kept the
+/// replaced one's name (ParallelCluster), `NAME@NEW-INSTANCE`, so that the
+/// replaced node's verdict stays under its name.
+fn verdict_key(d: &Replaced) -> String {
+    if d.node.name == d.was.node {
+        format!("{}@{}", d.node.name, d.instance_id)
+    } else {
+        d.node.name.clone()
+    }
+}
+
+/// Replaces `replacing` through the cluster `through` names (asked for
+/// once: see [`super::replace`] and [`super::pcluster`]), waits for the new
+/// nodes, and checks them.
 pub(super) async fn replaced_and_checked(
     ctx: &OpContext,
     remote: &Remote,
     spec: &Spec,
-    cluster: &str,
+    through: &Through,
     held: &[String],
     replacing: Vec<Replacing>,
 ) -> Result<ReplacedAndChecked, ProviderError> {
     let record =
         |r: Vec<Replacing>| async move { ctx.checkpoint.made(&replace::encode(held, &r)).await };
-    let sent = replace::send(ctx, cluster, replacing, record).await?;
+    let partition = spec.partition.as_deref();
+    let (sent, done) = match through {
+        Through::HyperPod(cluster) => {
+            let sent = replace::send(ctx, cluster, replacing, record).await?;
+            let done =
+                replace::wait(ctx, remote, cluster, partition, &sent, spec.replace_timeout).await?;
+            (sent, done)
+        }
+        Through::ParallelCluster(cluster) => {
+            let fleet = pcluster::Fleet::new(ctx, cluster).await?;
+            let sent = pcluster::send(ctx, remote, &fleet, replacing, record).await?;
+            let done =
+                pcluster::wait(ctx, remote, &fleet, partition, &sent, spec.replace_timeout).await?;
+            (sent, done)
+        }
+    };
     let id = replace::encode(held, &sent);
-    let done: Vec<Replaced> =
-        replace::wait(ctx, remote, cluster, spec.partition.as_deref(), &sent).await?;
     let members: Vec<SlurmNode> = done.iter().map(|d| d.node.clone()).collect();
     let mut verdicts = BTreeMap::new();
     if let Some(table) = &spec.common.check {
@@ -55,12 +81,18 @@ pub(super) async fn replaced_and_checked(
             members: members.clone(),
             spec: spec.clone(),
         };
-        run.check(table, &members, &mut verdicts).await?;
+        let mut checked = BTreeMap::new();
+        run.check(table, &members, &mut checked).await?;
+        for d in &done {
+            if let Some(v) = checked.remove(&d.node.name) {
+                verdicts.insert(verdict_key(d), v);
+            }
+        }
     }
     let replaced = done
         .iter()
         .map(|d| {
-            let verdict = verdicts.get(&d.node.name);
+            let verdict = verdicts.get(&verdict_key(d));
             json!({
                 "node": d.was.node,
                 "instance_id": d.was.instance_id,
@@ -115,9 +147,9 @@ pub(super) async fn resume_replacing(
     let spec = Spec::from_values(inputs)?;
     let remote = Remote::from_inputs(inputs, &ctx.workdir)?;
     let (held, replacing) = replace::decode(id);
-    let Some(cluster) = spec.replace_through.clone() else {
+    let Some(through) = spec.replace_through.clone() else {
         return Err(ProviderError::fatal(format!(
-            "the run that drained {} was replacing them, but the step no longer has policy `replace` and `hyperpod_cluster`",
+            "the run that drained {} was replacing them, but the step no longer has policy `replace` and `hyperpod_cluster` or `pcluster_cluster`",
             held.join(", ")
         )));
     };
@@ -140,7 +172,7 @@ pub(super) async fn resume_replacing(
             (r.node.clone(), v)
         })
         .collect();
-    let done = replaced_and_checked(ctx, &remote, &spec, &cluster, &held, replacing).await?;
+    let done = replaced_and_checked(ctx, &remote, &spec, &through, &held, replacing).await?;
     verdicts.extend(done.verdicts);
     report::record(ctx, &verdicts);
     let names: Vec<String> = verdicts.keys().cloned().collect();

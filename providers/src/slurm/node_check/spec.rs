@@ -3,6 +3,8 @@
 //! platform (a table's job is a batch script; a bad node is drained), plus
 //! which nodes and the batch scripts' own entries.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use crate::contract::{InputValue, Problem, ProviderError, Values};
@@ -15,7 +17,7 @@ pub(super) const SLURM: Platform = Platform {
     take_out: "drain",
     take_out_means: "scontrol update State=DRAIN Reason=\"flow: …\": Slurm runs no new job there",
     elsewhere: ("cordon", "EKS's (kube.node_check)"),
-    replace_later: "ParallelCluster's replacement of a drained node (on SageMaker HyperPod, `hyperpod_cluster` wires HyperPod's)",
+    replace_later: "replacing without naming whose replacement (`hyperpod_cluster`: SageMaker HyperPod's; `pcluster_cluster`: ParallelCluster's)",
     job_keys: JOB_KEYS,
     job_needs: &["script"],
     job_needs_text: "`script`: the batch script to run",
@@ -43,10 +45,12 @@ pub(super) struct Spec {
     /// The partition whose nodes are checked (all of them without
     /// `nodes`), and the jobs run in.
     pub partition: Option<String>,
-    /// With policy `replace`, the SageMaker HyperPod cluster (name or ARN)
-    /// a bad node is replaced through, after it is drained (the policy
-    /// read as `drain` in `common`).
-    pub replace_through: Option<String>,
+    /// With policy `replace`, the cluster a bad node is replaced through,
+    /// after it is drained (the policy read as `drain` in `common`).
+    pub replace_through: Option<Through>,
+    /// Policy `replace`: how long the platform may take to put a new node
+    /// in service.
+    pub replace_timeout: Duration,
     /// What every node check kind reads.
     pub common: Common,
 }
@@ -60,16 +64,23 @@ impl Spec {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
-        let replace_through = replacing_on_hyperpod(v.get("policy"), v.get("hyperpod_cluster"));
+        let replace_through = replacing_through(v);
         let common = match &replace_through {
             Some(_) => SLURM.common(&as_drain(v))?,
             None => SLURM.common(v)?,
         };
+        let replace_timeout = v
+            .get("replace_timeout")
+            .map(duration_of)
+            .transpose()
+            .map_err(|p| ProviderError::invalid(p.message).before_acting())?
+            .unwrap_or(DEFAULT_REPLACE_TIMEOUT);
         let spec = Spec {
             nodes: text("nodes"),
             partition: text("partition"),
             common,
             replace_through,
+            replace_timeout,
         };
         if spec.nodes.is_none() && spec.partition.is_none() {
             return Err(ProviderError::invalid(
@@ -92,12 +103,49 @@ impl Spec {
     }
 }
 
-/// The HyperPod cluster of a step whose policy is `replace` and that
-/// names `hyperpod_cluster`; `None` otherwise (where `replace` is then
-/// refused as the platform refuses it).
-fn replacing_on_hyperpod(policy: Option<&Value>, cluster: Option<&Value>) -> Option<String> {
-    let cluster = cluster?.as_str().filter(|c| !c.is_empty())?;
-    (policy?.as_str()? == "replace").then(|| cluster.to_string())
+/// Whose replacement policy `replace` asks for, and of which cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Through {
+    /// A SageMaker HyperPod cluster (name or ARN): BatchReplaceClusterNodes.
+    HyperPod(String),
+    /// A ParallelCluster cluster (its name): clustermgtd replaces a static
+    /// node set DOWN.
+    ParallelCluster(String),
+}
+
+/// How long a replacement may take unless `replace_timeout` says.
+const DEFAULT_REPLACE_TIMEOUT: Duration = Duration::from_secs(45 * 60);
+
+/// `replace_timeout`: a duration (`"30m"`).
+fn duration_of(v: &Value) -> Result<Duration, Problem> {
+    v.as_str()
+        .and_then(|t| humantime::parse_duration(t).ok())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            Problem::at(
+                "replace_timeout",
+                format!("{v} is not a duration (e.g. \"30m\")"),
+            )
+        })
+}
+
+/// The cluster of a step whose policy is `replace` and that names
+/// `hyperpod_cluster` or `pcluster_cluster` (validate refuses both);
+/// `None` otherwise (where `replace` is then refused as the platform
+/// refuses it).
+fn replacing_through(v: &Values) -> Option<Through> {
+    if v.get("policy")?.as_str()? != "replace" {
+        return None;
+    }
+    let named = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+    };
+    named("hyperpod_cluster")
+        .map(Through::HyperPod)
+        .or_else(|| named("pcluster_cluster").map(Through::ParallelCluster))
 }
 
 /// `v` with its policy `drain`: what `replace` does first.
@@ -128,13 +176,16 @@ pub(super) fn is_hostlist(s: &str) -> bool {
 pub(super) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir) -> Vec<Problem> {
     let known = crate::contract::known_inputs(inputs);
     let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
-    // `hyperpod_cluster` may be known only after apply (another step's
-    // output): that it is given is enough here.
-    let replacing = known.get("policy").and_then(Value::as_str) == Some("replace")
-        && has("hyperpod_cluster")
-        && known
-            .get("hyperpod_cluster")
-            .is_none_or(|c| c.as_str().is_some_and(|c| !c.is_empty()));
+    // The cluster may be known only after apply (another step's output):
+    // that it is given is enough here.
+    let names = |k: &str| {
+        has(k)
+            && known
+                .get(k)
+                .is_none_or(|c| c.as_str().is_some_and(|c| !c.is_empty()))
+    };
+    let replace = known.get("policy").and_then(Value::as_str) == Some("replace");
+    let replacing = replace && (names("hyperpod_cluster") || names("pcluster_cluster"));
     let mut out = if replacing {
         let drained: Vec<(String, InputValue)> = inputs
             .iter()
@@ -149,7 +200,26 @@ pub(super) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir
         for p in out.iter_mut().filter(|p| p.path == ["policy"]) {
             let help = p.help.take().unwrap_or_default();
             p.help = Some(format!(
-                "{help}; on SageMaker HyperPod, name the cluster in `hyperpod_cluster` and `replace` replaces the drained node through BatchReplaceClusterNodes"
+                "{help}; on SageMaker HyperPod, name the cluster in `hyperpod_cluster` and `replace` replaces the drained node through BatchReplaceClusterNodes; on ParallelCluster, name it in `pcluster_cluster` and its clustermgtd replaces the drained static node"
+            ));
+        }
+    }
+    if has("hyperpod_cluster") && has("pcluster_cluster") {
+        out.push(
+            Problem::at(
+                "pcluster_cluster",
+                "give `hyperpod_cluster` or `pcluster_cluster`, not both: a node is replaced by one platform",
+            )
+            .with_help("`hyperpod_cluster` names a SageMaker HyperPod cluster, `pcluster_cluster` a ParallelCluster cluster"),
+        );
+    }
+    if let Some(t) = known.get("replace_timeout") {
+        if let Err(p) = duration_of(t) {
+            out.push(p);
+        } else if !replace {
+            out.push(Problem::at(
+                "replace_timeout",
+                "`replace_timeout` is for policy `replace`: nothing is replaced under this policy",
             ));
         }
     }
@@ -295,7 +365,7 @@ mod tests {
     }
 
     #[test]
-    fn replace_is_refused_unless_the_cluster_is_hyperpod() {
+    fn replace_is_refused_unless_a_hyperpod_or_parallelcluster_cluster_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let check = json!({"script": "c.sbatch"});
         let refused = problems(
@@ -320,12 +390,51 @@ mod tests {
             &dir.path().into(),
         );
         assert!(allowed.is_empty(), "{allowed:?}");
+        let allowed = problems(
+            &known(
+                json!({"partition": "p", "policy": "replace", "check": check,
+                "pcluster_cluster": "ml-p5"}),
+            ),
+            &dir.path().into(),
+        );
+        assert!(allowed.is_empty(), "{allowed:?}");
         let v = |j: Value| serde_json::from_value::<Values>(j).unwrap();
         let s = Spec::from_values(&v(json!({"partition": "p", "policy": "replace",
             "check": check, "hyperpod_cluster": "ml-cluster"})))
         .unwrap();
         assert_eq!(s.common.policy, crate::fleet::spec::Policy::TakeOut);
-        assert_eq!(s.replace_through.as_deref(), Some("ml-cluster"));
+        assert_eq!(
+            s.replace_through,
+            Some(Through::HyperPod("ml-cluster".into()))
+        );
+        assert_eq!(s.replace_timeout, DEFAULT_REPLACE_TIMEOUT);
+        let s = Spec::from_values(&v(json!({"partition": "p", "policy": "replace",
+            "check": check, "pcluster_cluster": "ml-p5", "replace_timeout": "20m"})))
+        .unwrap();
+        assert_eq!(
+            s.replace_through,
+            Some(Through::ParallelCluster("ml-p5".into()))
+        );
+        assert_eq!(s.replace_timeout, Duration::from_secs(20 * 60));
+        let both = problems(
+            &known(
+                json!({"partition": "p", "policy": "replace", "check": check,
+                "hyperpod_cluster": "a", "pcluster_cluster": "b", "replace_timeout": "soon"}),
+            ),
+            &dir.path().into(),
+        );
+        let paths: Vec<String> = both.iter().map(|p| p.path.join(".")).collect();
+        assert_eq!(paths, ["pcluster_cluster", "replace_timeout"], "{both:?}");
+        let idle = problems(
+            &known(json!({"partition": "p", "policy": "drain", "check": check,
+                "replace_timeout": "20m"})),
+            &dir.path().into(),
+        );
+        assert_eq!(idle.len(), 1, "{idle:?}");
+        assert!(
+            idle[0].message.contains("is for policy `replace`"),
+            "{idle:?}"
+        );
         let e = Spec::from_values(&v(json!({"partition": "p", "policy": "replace",
             "check": check})))
         .unwrap_err();

@@ -1,0 +1,365 @@
+//! Policy `replace` of `slurm.node_check` where the cluster is
+//! ParallelCluster's (`pcluster_cluster`): a drained static node is set
+//! DOWN with flow's reason, which has ParallelCluster's clustermgtd replace
+//! it — static nodes "are not terminated by the system, unless … the
+//! change of the Slurm node status to DRAIN or DOWN"
+//! (<https://docs.aws.amazon.com/parallelcluster/latest/ug/slurm-workload-manager-v3.html>):
+//! its instance terminated, a new one launched under the same Slurm node
+//! name, the node's address (`NodeAddr`) set to the new instance's. Then
+//! the step waits until Slurm has the node back in service on a new
+//! instance.
+//!
+//! Which instance a node is: the cluster's compute instance (tags
+//! `parallelcluster:cluster-name` and `parallelcluster:node-type =
+//! Compute`) whose private address is the node's `NodeAddr`, as
+//! clustermgtd itself matches them. A replacement is recorded before and
+//! after the DOWN (the step's id, as [`super::replace`] encodes it, the
+//! node's address in place of HyperPod's instance group), and a resumed
+//! run sets the node DOWN only while it is still up on its old instance:
+//! one node is replaced once.
+
+use std::time::Duration;
+
+use aws_sdk_ec2::types::Filter;
+use tokio::time::Instant;
+
+use super::nodes::{self, SlurmNode};
+use super::replace::{Replaced, Replacing, now};
+use crate::aws::config::sdk_config;
+use crate::aws::error;
+use crate::contract::{OpContext, ProviderError};
+use crate::slurm::remote::Remote;
+
+/// A compute instance of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Instance {
+    /// `i-…`.
+    id: String,
+    /// `pending`, `running`, `shutting-down`, `terminated`, …
+    state: String,
+    /// Its private address.
+    ip: String,
+}
+
+impl Instance {
+    fn up(&self) -> bool {
+        self.state == "pending" || self.state == "running"
+    }
+}
+
+/// The compute fleet of a ParallelCluster cluster, in EC2.
+pub(super) struct Fleet {
+    ec2: aws_sdk_ec2::Client,
+    cluster: String,
+}
+
+impl Fleet {
+    /// EC2 in the step's region, for cluster `cluster`.
+    pub async fn new(ctx: &OpContext, cluster: &str) -> Result<Fleet, ProviderError> {
+        Ok(Fleet {
+            ec2: aws_sdk_ec2::Client::new(&sdk_config(ctx).await?),
+            cluster: cluster.to_string(),
+        })
+    }
+
+    /// The cluster's compute instances, as EC2 lists them now.
+    async fn instances(&self) -> Result<Vec<Instance>, ProviderError> {
+        let tag = |k: &str, v: &str| Filter::builder().name(format!("tag:{k}")).values(v).build();
+        let mut pages = self
+            .ec2
+            .describe_instances()
+            .filters(tag("parallelcluster:cluster-name", &self.cluster))
+            .filters(tag("parallelcluster:node-type", "Compute"))
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| {
+                error::aws(
+                    &format!("list the compute instances of cluster `{}`", self.cluster),
+                    e,
+                )
+            })?;
+            for i in page.reservations().iter().flat_map(|r| r.instances()) {
+                out.push(Instance {
+                    id: i.instance_id().unwrap_or_default().to_string(),
+                    state: i
+                        .state()
+                        .and_then(|s| s.name())
+                        .map_or("", |n| n.as_str())
+                        .to_string(),
+                    ip: i.private_ip_address().unwrap_or_default().to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The instance up at `address`, if any.
+fn at<'a>(fleet: &'a [Instance], address: &str) -> Option<&'a Instance> {
+    fleet.iter().find(|i| i.ip == address && i.up())
+}
+
+/// The instances of the drained `names` in ParallelCluster cluster
+/// `cluster` (by each node's `NodeAddr`), each with why it is bad
+/// (`reason_of`); an error naming a dynamic node (ParallelCluster replaces
+/// static ones) or a node that is no instance of the cluster.
+pub(super) async fn instances_of(
+    remote: &Remote,
+    fleet: &Fleet,
+    names: &[String],
+    reason_of: impl Fn(&str) -> String,
+) -> Result<Vec<Replacing>, ProviderError> {
+    let cluster = &fleet.cluster;
+    if let Some(name) = names.iter().find(|n| n.contains("-dy-")) {
+        return Err(ProviderError::fatal(format!(
+            "node {name} is a dynamic node of ParallelCluster cluster `{cluster}`: ParallelCluster replaces static nodes (MinCount); a dynamic one is powered down and launched anew when a job needs it"
+        ))
+        .with_help("check only static nodes with policy `replace` (their names have `-st-`), or use policy `drain`"));
+    }
+    let addresses = nodes::addresses(remote).await?;
+    let listed = fleet.instances().await?;
+    let since = now();
+    names
+        .iter()
+        .map(|name| {
+            let address = addresses.get(name).map_or("", |a| a.0.as_str());
+            let instance = at(&listed, address).ok_or_else(|| {
+                ProviderError::fatal(format!(
+                    "Slurm node {name} (address {address}) is no instance of ParallelCluster cluster `{cluster}`: none of its {} compute instances is up at that address",
+                    listed.len()
+                ))
+                .with_help("check `pcluster_cluster`: the nodes checked must be that cluster's (pcluster describe-cluster-instances)")
+            })?;
+            Ok(Replacing {
+                node: name.clone(),
+                instance_id: instance.id.clone(),
+                group: address.to_string(),
+                since,
+                sent: false,
+                reason: reason_of(name),
+            })
+        })
+        .collect()
+}
+
+/// Sets DOWN the nodes of the replacements not known to be asked for,
+/// unless clustermgtd took them already (the node is down, or on another
+/// instance), recording each before and after with `record` (the step's
+/// id); returns them all sent.
+pub(super) async fn send<F, Fut>(
+    ctx: &OpContext,
+    remote: &Remote,
+    fleet: &Fleet,
+    mut replacing: Vec<Replacing>,
+    record: F,
+) -> Result<Vec<Replacing>, ProviderError>
+where
+    F: Fn(Vec<Replacing>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), ProviderError>>,
+{
+    if replacing.iter().all(|r| r.sent) {
+        return Ok(replacing);
+    }
+    let listed = fleet.instances().await?;
+    let addresses = nodes::addresses(remote).await?;
+    let mut to_send = Vec::new();
+    for r in replacing.iter_mut().filter(|r| !r.sent) {
+        let slurm = addresses.get(&r.node);
+        let on_old = slurm.is_some_and(|(a, _)| *a == r.group)
+            && at(&listed, &r.group).is_some_and(|i| i.id == r.instance_id);
+        let down = slurm.is_some_and(|(_, state)| state.contains("DOWN"));
+        if on_old && !down {
+            to_send.push(r.node.clone());
+        } else {
+            ctx.reporter.event(&format!(
+                "node {} ({}) is already being replaced: not asking again",
+                r.node, r.instance_id
+            ));
+            r.sent = true;
+        }
+    }
+    if !to_send.is_empty() {
+        let since = now();
+        for r in replacing.iter_mut().filter(|r| !r.sent) {
+            r.since = since;
+        }
+        record(replacing.clone()).await?;
+        for r in replacing.iter().filter(|r| to_send.contains(&r.node)) {
+            let why = r.reason.split_once(": ").map_or(r.reason.as_str(), |x| x.1);
+            nodes::down(remote, &r.node, &nodes::reason(why)).await?;
+            ctx.reporter.event(&format!(
+                "set node {} ({}) DOWN for ParallelCluster to replace: its clustermgtd terminates a DOWN static node's instance and launches another under the node's name",
+                r.node, r.instance_id
+            ));
+        }
+    }
+    for r in &mut replacing {
+        r.sent = true;
+    }
+    record(replacing.clone()).await?;
+    Ok(replacing)
+}
+
+/// What one replacement is at: its new instance once the old one is no
+/// longer up and Slurm has the node usable at the address of another
+/// instance that is up.
+fn settled<'a>(
+    r: &Replacing,
+    listed: &'a [Instance],
+    address: Option<&String>,
+    node: Option<&SlurmNode>,
+) -> Result<&'a Instance, String> {
+    let old = listed.iter().find(|i| i.id == r.instance_id);
+    let old_state = old.map_or("gone", |i| i.state.as_str());
+    let address = address.map_or("", String::as_str);
+    let state = node.map_or("not listed", |n| n.state.as_str());
+    let now_at = at(listed, address);
+    let saying = format!(
+        "replacing node {} ({} {old_state}): Slurm has it {state} at {address} ({})",
+        r.node,
+        r.instance_id,
+        now_at.map_or("no instance up there", |i| i.id.as_str())
+    );
+    match (old, now_at, node) {
+        (Some(o), ..) if o.up() => Err(saying),
+        (_, Some(new), Some(n))
+            if new.id != r.instance_id && n.usable() && new.state == "running" =>
+        {
+            Ok(new)
+        }
+        _ => Err(saying),
+    }
+}
+
+/// Waits until each replacement is settled (see [`settled`]), at most
+/// `limit`; the new nodes, in the order of `replacing`.
+pub(super) async fn wait(
+    ctx: &OpContext,
+    remote: &Remote,
+    fleet: &Fleet,
+    partition: Option<&str>,
+    replacing: &[Replacing],
+    limit: Duration,
+) -> Result<Vec<Replaced>, ProviderError> {
+    let deadline = Instant::now() + limit;
+    let mut said = String::new();
+    let mut pause = Duration::from_millis(500);
+    loop {
+        let looked = async {
+            Ok::<_, ProviderError>((
+                fleet.instances().await?,
+                nodes::addresses(remote).await?,
+                nodes::list(remote, partition).await?,
+            ))
+        }
+        .await;
+        match looked {
+            Ok((listed, addresses, slurm)) => {
+                let mut done = Vec::new();
+                let mut waiting = Vec::new();
+                for r in replacing {
+                    let node = slurm.iter().find(|n| n.name == r.node);
+                    let address = addresses.get(&r.node).map(|a| &a.0);
+                    match settled(r, &listed, address, node) {
+                        Ok(new) => done.push((r, new.clone(), node.cloned())),
+                        Err(saying) => waiting.push(saying),
+                    }
+                }
+                if waiting.is_empty() {
+                    return Ok(done
+                        .into_iter()
+                        .filter_map(|(r, new, node)| {
+                            ctx.reporter.event(&format!(
+                                "node {} replaced: {} ({}) by {} ({})",
+                                r.node, r.instance_id, r.group, new.id, new.ip
+                            ));
+                            Some(Replaced {
+                                was: r.clone(),
+                                instance_id: new.id,
+                                node: node?,
+                            })
+                        })
+                        .collect());
+                }
+                let now_saying = waiting.join("; ");
+                if now_saying != said {
+                    ctx.reporter.event(&now_saying);
+                    said = now_saying;
+                }
+            }
+            // slurmctld or EC2 not answering a look: looked at again.
+            Err(e) if e.is_retryable() => ctx
+                .reporter
+                .log(&format!("looking at the replacement: {}", e.message)),
+            Err(e) => return Err(e),
+        }
+        if ctx.cancel.is_cancelled() {
+            return Err(ProviderError::fatal(
+                "interrupted while waiting for ParallelCluster to replace the nodes",
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(ProviderError::fatal(format!(
+                "gave up waiting for ParallelCluster to replace the nodes after {}: {said}",
+                humantime::format_duration(limit)
+            ))
+            .with_help("clustermgtd's log on the head node (/var/log/parallelcluster/clustermgtd) says what it did; the next apply looks again, without setting the node DOWN again"));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn i(id: &str, state: &str, ip: &str) -> Instance {
+        Instance {
+            id: id.into(),
+            state: state.into(),
+            ip: ip.into(),
+        }
+    }
+
+    fn node(state: &str) -> SlurmNode {
+        SlurmNode {
+            name: "q-st-cr-1".into(),
+            state: state.into(),
+            features: vec![],
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_replacement_is_settled_on_a_new_running_instance_with_the_node_usable() {
+        let r = Replacing {
+            node: "q-st-cr-1".into(),
+            instance_id: "i-old".into(),
+            group: "10.0.0.5".into(),
+            since: 0,
+            sent: true,
+            reason: String::new(),
+        };
+        let addr = |a: &str| Some(a.to_string());
+        // Set DOWN, clustermgtd not there yet: the old instance is up.
+        let listed = vec![i("i-old", "running", "10.0.0.5")];
+        let e = settled(&r, &listed, addr("10.0.0.5").as_ref(), Some(&node("down"))).unwrap_err();
+        assert!(e.contains("i-old running"), "{e}");
+        // Terminated, the new one launched, the node still down.
+        let listed = vec![
+            i("i-old", "terminated", "10.0.0.5"),
+            i("i-new", "running", "10.0.0.9"),
+        ];
+        let e = settled(&r, &listed, addr("10.0.0.9").as_ref(), Some(&node("down"))).unwrap_err();
+        assert!(e.contains("down at 10.0.0.9 (i-new)"), "{e}");
+        // Back idle at the new address: settled on i-new.
+        let new = settled(&r, &listed, addr("10.0.0.9").as_ref(), Some(&node("idle"))).unwrap();
+        assert_eq!(new.id, "i-new");
+        // Idle but still at the old instance's address (not replaced): no.
+        let listed = vec![i("i-old", "running", "10.0.0.5")];
+        assert!(settled(&r, &listed, addr("10.0.0.5").as_ref(), Some(&node("idle"))).is_err());
+    }
+}
