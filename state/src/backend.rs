@@ -17,6 +17,11 @@ pub trait StateBackend: Send + Sync + std::fmt::Debug {
     fn location(&self) -> String;
     /// Every recorded step, sorted by name.
     fn steps(&self) -> Result<Vec<StepRecord>, StateError>;
+    /// Every recorded step, sorted by name, the state let go: a state read
+    /// whole into memory hands its records over instead of copying them.
+    fn into_steps(self: Box<Self>) -> Result<Vec<StepRecord>, StateError> {
+        self.steps()
+    }
     /// The record of step `name`, if there is one.
     fn get(&self, name: &str) -> Result<Option<StepRecord>, StateError>;
     /// The number of batches committed since the state was created.
@@ -79,6 +84,9 @@ impl StateBackend for ReadOnlyStore {
     }
     fn steps(&self) -> Result<Vec<StepRecord>, StateError> {
         Ok(ReadOnlyStore::steps(self))
+    }
+    fn into_steps(self: Box<Self>) -> Result<Vec<StepRecord>, StateError> {
+        Ok(ReadOnlyStore::into_steps(*self))
     }
     fn get(&self, name: &str) -> Result<Option<StepRecord>, StateError> {
         Ok(ReadOnlyStore::get(self, name))

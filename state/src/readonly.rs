@@ -193,6 +193,12 @@ impl ReadOnlyStore {
         self.records.clone()
     }
 
+    /// Every recorded step, sorted by name, without a copy; the lock (if
+    /// any) is let go.
+    pub fn into_steps(self) -> Vec<StepRecord> {
+        self.records
+    }
+
     /// The record of step `name`, if there is one.
     pub fn get(&self, name: &str) -> Option<StepRecord> {
         self.records
@@ -304,12 +310,41 @@ fn read_copy(real: &StateLayout, copy: &StateLayout) -> Result<Read, StateError>
     }
     let serial = meta::read_serial(root, &trees.meta)?;
     let salt = meta::read_salt(root, &trees.meta)?;
-    let mut records = Vec::new();
+    let mut raw = Vec::new();
     for item in trees.steps.iter() {
-        let (key, value) = item.map_err(|e| StateError::from_sled(root, e))?;
-        records.push(decode_record(root, &key, &value)?);
+        raw.push(item.map_err(|e| StateError::from_sled(root, e))?);
     }
-    Ok(Some((records, serial, salt)))
+    Ok(Some((decode_all(root, &raw)?, serial, salt)))
+}
+
+/// Each record of `raw` decoded, in order; a large state's on every core
+/// (plan of 100,000 steps spent a tenth of its time here on one).
+fn decode_all(
+    root: &Path,
+    raw: &[(sled::IVec, sled::IVec)],
+) -> Result<Vec<StepRecord>, StateError> {
+    const PER_THREAD: usize = 4096;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(raw.len().div_ceil(PER_THREAD))
+        .max(1);
+    let decode = |part: &[(sled::IVec, sled::IVec)]| {
+        part.iter()
+            .map(|(key, value)| decode_record(root, key, value))
+            .collect::<Result<Vec<StepRecord>, StateError>>()
+    };
+    if threads == 1 {
+        return decode(raw);
+    }
+    let parts: Vec<_> = raw.chunks(raw.len().div_ceil(threads)).collect();
+    std::thread::scope(|s| {
+        let others: Vec<_> = parts[1..].iter().map(|p| s.spawn(|| decode(p))).collect();
+        let mut records = decode(parts[0])?;
+        for t in others {
+            records.extend(t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+        }
+        Ok(records)
+    })
 }
 
 /// A private copy of a state's `db/`, deleted when dropped.
@@ -379,6 +414,31 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join(".flow");
         (tmp, root)
+    }
+
+    #[test]
+    fn records_are_decoded_on_several_threads_in_their_order_and_a_bad_one_is_named() {
+        let raw: Vec<(sled::IVec, sled::IVec)> = (0..10_000)
+            .map(|i| {
+                let name = format!("s{i:05}");
+                let rec = StepRecord::new(&name, "null", 1);
+                (
+                    name.as_bytes().into(),
+                    serde_json::to_vec(&rec).unwrap().into(),
+                )
+            })
+            .collect();
+        let records = decode_all(Path::new("/state"), &raw).unwrap();
+        let names: Vec<&str> = records.iter().map(|r| r.name.as_str()).collect();
+        let expected: Vec<String> = (0..10_000).map(|i| format!("s{i:05}")).collect();
+        assert_eq!(names, expected);
+
+        let mut bad = raw;
+        bad[9_000].1 = b"{not json".as_slice().into();
+        let err = decode_all(Path::new("/state"), &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`s09000`"), "{err}");
     }
 
     /// Every file under `dir` with its bytes, sorted.

@@ -139,8 +139,19 @@ pub fn moved_records(
     BTreeMap<String, StepRecord>,
     Vec<crate::plan::moves::MovedAddress>,
 )> {
+    moved_records_of(loaded, records_of(store)?)
+}
+
+/// [`moved_records`] of records already read (by name).
+pub fn moved_records_of(
+    loaded: &crate::lang::load::Loaded,
+    records: BTreeMap<String, StepRecord>,
+) -> CliResult<(
+    BTreeMap<String, StepRecord>,
+    Vec<crate::plan::moves::MovedAddress>,
+)> {
     let is_address = |a: &str| loaded.workflow.step(a).is_some();
-    crate::plan::moves::apply_moves(&loaded.workflow.moved, records_of(store)?, &is_address)
+    crate::plan::moves::apply_moves(&loaded.workflow.moved, records, &is_address)
         .map_err(CliError::Diagnostics)
 }
 

@@ -3,7 +3,7 @@
 use flow_providers::Registry;
 
 use super::args::{PlanArgs, WorkflowArgs};
-use super::common::{CliError, CliResult, Ui, load_workflow, moved_records, settle_workflow};
+use super::common::{CliError, CliResult, Ui, load_workflow, moved_records_of, settle_workflow};
 use super::refresh::{RefreshRequest, refreshed};
 use super::state_open::{Access, StateTarget, open_if_exists, target_with};
 use crate::lang::vars::VarInputs;
@@ -60,10 +60,15 @@ pub fn plan(args: &PlanArgs, ui: Ui, registry: &Registry) -> CliResult<i32> {
     let plan = crate::cli::block_on(async {
         // The lock is held while state is read, not while real objects are.
         let store = open_if_exists(&target, &wf_args.state, "flow plan", Access::Plan).await?;
-        let (records, moves) = moved_records(&loaded, store.as_deref())?;
         let legacy_salt = store.as_ref().map(|s| s.salt()).unwrap_or_default();
         let serial = store.as_ref().map_or(0, |s| s.serial());
-        drop(store);
+        // The records handed over, not copied; the lock let go with them.
+        let records = match store {
+            Some(s) => s.into_steps()?,
+            None => Vec::new(),
+        };
+        let records = records.into_iter().map(|r| (r.name.clone(), r)).collect();
+        let (records, moves) = moved_records_of(&loaded, records)?;
         // Refresh never writes state during plan: what it finds is shown only.
         let request = RefreshRequest {
             enabled: args.refresh,
