@@ -1,17 +1,18 @@
 //! The dependency graph of a set of steps.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::sync::OnceLock;
 
 use petgraph::graph::{DiGraph, NodeIndex};
+use rustc_hash::FxHashMap;
 
 /// A DAG of named steps; an edge `a → b` means `b` needs `a` first.
 #[derive(Debug, Clone, Default)]
 pub struct Dag {
     graph: DiGraph<String, ()>,
     /// Node by name; hashed (lookups only: [`Dag::names`] sorts).
-    index: HashMap<String, NodeIndex>,
+    index: FxHashMap<String, NodeIndex>,
     /// [`Dag::topo_order`], worked out once: plan and apply ask for it
     /// several times, and the graph never changes once made.
     order: OnceLock<Option<Vec<NodeIndex>>>,

@@ -471,7 +471,7 @@ pub struct Workflow {
     /// The outputs of every module call, by the call's address.
     pub module_outputs: std::collections::BTreeMap<String, ModuleOutputs>,
     /// Position of each step in `steps`, by name (see [`Workflow::index_steps`]).
-    pub step_index: std::collections::HashMap<String, usize>,
+    pub step_index: rustc_hash::FxHashMap<String, usize>,
     /// Steps whose `for_each` reads outputs known only after apply, by
     /// name: they stay in `steps` unexpanded until those outputs exist.
     pub deferred: std::collections::BTreeMap<String, Deferral>,

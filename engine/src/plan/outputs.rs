@@ -3,7 +3,7 @@
 //! recorded it; anything the plan creates, updates or replaces is known only
 //! after apply. Compute, refine and cost all resolve inputs through it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use flow_state::StepRecord;
 
@@ -14,7 +14,7 @@ use crate::lang::resolve::Lookup;
 /// for each step so far.
 pub struct PlannedOutputs<'a> {
     records: &'a BTreeMap<String, StepRecord>,
-    planned: HashMap<&'a str, Action>,
+    planned: rustc_hash::FxHashMap<&'a str, Action>,
 }
 
 impl<'a> PlannedOutputs<'a> {
@@ -22,7 +22,7 @@ impl<'a> PlannedOutputs<'a> {
     pub fn new(records: &'a BTreeMap<String, StepRecord>) -> Self {
         PlannedOutputs {
             records,
-            planned: HashMap::new(),
+            planned: Default::default(),
         }
     }
 
