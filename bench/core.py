@@ -9,7 +9,8 @@
    layers of 2,000, --parallelism 2000) shows how time and memory grow
    (target <= 1.10, issue 41's; --steps picks the sizes).
 2. plan: `flow plan` of 10,000 applied, unchanged steps (target < 1 s and
-   < 200 MB resident).
+   < 200 MB resident), and of 100,000 (issue 41's target < 2 s; its memory
+   printed; --plan-steps picks the sizes).
 3. for_each: `flow plan` (offline, empty state) of one step with
    `for_each = "${range(10000)}"`, each instance's inputs computed with
    expressions (target < 1 s and < 200 MB resident).
@@ -18,7 +19,7 @@
    inputs (2,000 steps; target < 0.3 s for the two together).
 
 Usage: bench/core.py [--flow PATH] [--runs N] [--only apply,plan,for_each,modules]
-                     [--steps 2000,20000]
+                     [--steps 2000,20000] [--plan-steps 10000,100000]
 Builds the release binary first unless --flow is given. Prints the table of
 what it judged and exits 1 when a figure misses its target (bench/judge.py).
 """
@@ -139,8 +140,7 @@ def bench_apply(flow, runs, judge, steps=2000):
     return median, peak
 
 
-def bench_plan(flow, runs, judge):
-    n = 10_000
+def bench_plan(flow, runs, judge, n=10_000):
     d = tempfile.mkdtemp(prefix="flow-bench-plan-")
     try:
         with open(os.path.join(d, "wf.toml"), "w") as f:
@@ -152,11 +152,17 @@ def bench_plan(flow, runs, judge):
         results.sort()
         wall, rss = results[len(results) // 2]
         peak = max(r for _, r in results)
-        print(f"plan of {n} applied, unchanged steps (50 layers x 200, fan-in 3; apply took {setup:.1f} s)")
+        print(f"plan of {n:,} applied, unchanged steps (50 layers x {n // 50:,}, fan-in 3; apply took {setup:.1f} s)")
         print(f"  wall                     median {wall:.3f} s  (runs: {', '.join(f'{w:.3f}' for w, _ in results)})")
         print(f"  peak resident memory     {peak:.0f} MB")
-        judge.below(f"plan of {n:,} unchanged steps: wall", wall, 1, unit=" s")
-        judge.below(f"plan of {n:,} unchanged steps: peak resident memory", peak, 200, "{:.0f}", " MB")
+        if n <= 10_000:
+            judge.below(f"plan of {n:,} unchanged steps: wall", wall, 1, unit=" s")
+            judge.below(f"plan of {n:,} unchanged steps: peak resident memory", peak, 200, "{:.0f}", " MB")
+        else:
+            # Issue 41's target; memory is printed (MB per 1,000 steps) to see it grow linearly.
+            judge.below(f"plan of {n:,} unchanged steps: wall", wall, 2, unit=" s")
+            judge.note(f"plan of {n:,} unchanged steps: peak resident memory",
+                       f"{peak:.0f} MB ({peak * 1000 / n:.1f} MB per 1,000 steps)")
         return wall, peak
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -262,6 +268,8 @@ def main():
                     help="comma-separated cases to run (apply, plan, for_each, modules)")
     ap.add_argument("--steps", default="2000,20000",
                     help="comma-separated sizes of the apply case, in 10 layers each")
+    ap.add_argument("--plan-steps", default="10000,100000",
+                    help="comma-separated sizes of the plan case, in 50 layers each")
     args = ap.parse_args()
     cases = set(args.only.split(","))
     flow = os.path.abspath(args.flow) if args.flow else None
@@ -271,8 +279,9 @@ def main():
     print(f"machine: {os.cpu_count()} cores; flow: {flow}\n")
     sizes = [int(n) for n in args.steps.split(",")]
     applies = [("apply", lambda f, r, j, n=n: bench_apply(f, r, j, n)) for n in sizes]
-    benches = applies + [("plan", bench_plan), ("for_each", bench_for_each),
-                         ("modules", bench_modules)]
+    plans = [("plan", lambda f, r, j, n=n: bench_plan(f, r, j, n))
+             for n in (int(n) for n in args.plan_steps.split(","))]
+    benches = applies + plans + [("for_each", bench_for_each), ("modules", bench_modules)]
     judge = Judge("core")
     for i, (name, bench) in enumerate(b for b in benches if b[0] in cases):
         if i:
