@@ -414,6 +414,35 @@ fn a_hung_training_is_deleted_its_bad_node_found_by_the_check_and_cordoned() {
     );
 }
 
+/// Two of the training's 4 nodes die at once (a partition, say): more than
+/// max_bad_fraction (0.25) of its nodes bad, so the step fails naming
+/// them, cordons none and starts no attempt 2.
+#[test]
+fn more_bad_nodes_than_the_fraction_stop_without_taking_any_out() {
+    let c = Cluster::new("");
+    c.k.driver().hold("train");
+    let child = c.p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(60), "train's 4 pods running", || {
+        let pods = c.pods("train");
+        pods.len() == 4 && pods.iter().all(|p| p["status"]["phase"] == "Running")
+    });
+    let on = c.nodes_of("train");
+    stop_kubelet(&c.k, &on[0]);
+    stop_kubelet(&c.k, &on[1]);
+    let run = finish(child).expect(1);
+    let out = run.all();
+    assert!(
+        out.contains(&format!(
+            "2 of its 4 nodes found bad ({}, {}), more than max_bad_fraction 0.25 — none was taken out",
+            on[0], on[1]
+        )),
+        "{out}"
+    );
+    assert!(c.cordoned().is_empty(), "{:?}", c.cordoned());
+    assert!(c.job("train-a2").is_none());
+    assert_eq!(c.created("train-a2"), 0);
+}
+
 /// Policies the platform cannot carry out, and restart inputs without
 /// what they need, are refused at validate at their entries.
 #[test]

@@ -232,7 +232,7 @@ impl Driver<'_, '_> {
         n: u32,
         record: &Record,
         ended: &Ended,
-    ) -> Result<(Attempt, Vec<String>), ProviderError> {
+    ) -> Result<(Attempt, Vec<String>, bool), ProviderError> {
         let ctx = self.run.ctx;
         let mut attempt = Attempt {
             number: n,
@@ -315,7 +315,11 @@ impl Driver<'_, '_> {
         ctx.reporter
             .event(&format!("attempt {n}: {}", attempt.suspects));
         let bad_names: Vec<String> = bad.iter().map(|b| b.name.clone()).collect();
-        if self.spec.common.policy == Policy::TakeOut && !bad.is_empty() {
+        // More bad nodes than the set fraction of the attempt's: none is
+        // taken out (a partition, not a fleet gone bad at once).
+        let too_many = !attempt.nodes.is_empty()
+            && bad.len() as f64 > self.spec.common.max_bad_fraction * attempt.nodes.len() as f64;
+        if self.spec.common.policy == Policy::TakeOut && !bad.is_empty() && !too_many {
             let taken = for_job::take_out(
                 ctx,
                 &self.client,
@@ -328,7 +332,7 @@ impl Driver<'_, '_> {
             attempt.cordoned = taken.cordoned;
             attempt.replaced = taken.replaced;
         }
-        Ok((attempt, bad_names))
+        Ok((attempt, bad_names, too_many))
     }
 
     /// From the attempts recorded to one that succeeds or the last restart.
@@ -398,11 +402,23 @@ impl Driver<'_, '_> {
                 applied.outputs.insert(ATTEMPTS.into(), Value::Array(list));
                 return Ok(applied);
             }
-            let (mut attempt, bad) = self.fault(n, &record, &ended).await?;
+            let (mut attempt, bad, too_many) = self.fault(n, &record, &ended).await?;
             attempt.resumed_from = self.recorded[at].resumed_from.clone();
             self.recorded[at].line = Some(attempt.line());
             self.attempts.push(attempt);
-            let stop = if self.spec.common.policy == Policy::Fail && !bad.is_empty() {
+            let stop = if too_many {
+                Some(
+                    ProviderError::fatal(format!(
+                        "job `{base_name}` stops at attempt {n}: {} of its {} nodes found bad ({}), more than max_bad_fraction {} — none was taken out; {}",
+                        bad.len(),
+                        self.attempts.last().map_or(0, |a| a.nodes.len()),
+                        bad.join(", "),
+                        self.spec.common.max_bad_fraction,
+                        every(&self.attempts)
+                    ))
+                    .with_help("look at the nodes (a network partition or a zone's outage shows so); take them out by hand, or raise max_bad_fraction, and apply again"),
+                )
+            } else if self.spec.common.policy == Policy::Fail && !bad.is_empty() {
                 Some(
                     ProviderError::fatal(format!(
                         "job `{base_name}` stops at attempt {n}: node{} {} found bad and policy is fail — {}",

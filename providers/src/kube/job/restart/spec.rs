@@ -14,7 +14,7 @@ use crate::fleet::spec::{Common, Platform, Policy};
 use crate::metrics::Program;
 
 /// The inputs this module reads; any of them given turns restarts on.
-pub(crate) const INPUTS: [&str; 8] = [
+pub(crate) const INPUTS: [&str; 9] = [
     "restarts",
     "hang_after",
     "hang_without_loss",
@@ -23,6 +23,7 @@ pub(crate) const INPUTS: [&str; 8] = [
     "check",
     "drain_timeout",
     "replace_timeout",
+    "max_bad_fraction",
 ];
 
 /// A kube.job's platform, for `policy` and `check`: a bad node of a failed
@@ -77,6 +78,11 @@ pub(crate) fn input_specs() -> Vec<InputSpec> {
         s(
             "replace_timeout",
             "Policy replace: how long the new node may take to be Ready (20m)",
+        ),
+        InputSpec::optional(
+            "max_bad_fraction",
+            InputType::Number,
+            "More bad nodes than this fraction of a failed attempt's nodes fails the step and takes none out (0.25)",
         ),
     ]
 }
@@ -148,7 +154,7 @@ impl Spec {
             )),
         };
         let mut shared = Values::new();
-        for k in ["policy", "check"] {
+        for k in ["policy", "check", "max_bad_fraction"] {
             if let Some(x) = v.get(k) {
                 shared.insert(k.into(), x.clone());
             }
@@ -217,6 +223,12 @@ impl Spec {
             ),
             Policy::TakeOut => "a node found bad is cordoned, tainted flow.dev/unhealthy:NoSchedule and drained: the next attempt's pods go elsewhere".into(),
         });
+        if self.common.policy == Policy::TakeOut {
+            lines.push(format!(
+                "more than {} % of an attempt's nodes found bad fails the step, taking none out",
+                self.common.max_bad_fraction * 100.0
+            ));
+        }
         lines
     }
 }
@@ -294,7 +306,7 @@ pub(crate) fn problems(inputs: &[(String, InputValue)]) -> Vec<Problem> {
     // `check` or `pairs` does not apply (a job's check is optional).
     let shared: Vec<(String, InputValue)> = inputs
         .iter()
-        .filter(|(k, _)| k == "policy" || k == "check")
+        .filter(|(k, _)| matches!(k.as_str(), "policy" | "check" | "max_bad_fraction"))
         .cloned()
         .collect();
     out.extend(
