@@ -184,12 +184,19 @@ success_pattern = "NVIDIA-SMI"
             .unwrap()
     }
 
-    /// How many times the API server created `kind` `name` (201 answers).
+    /// How many times the API server created job `name` (201 answers).
     fn created(&self, name: &str) -> usize {
         self.k
             .job_writes()
             .iter()
             .filter(|e| e["objectRef"]["name"] == name && e["responseStatus"]["code"] == 201)
+            // A plan's server-side dry run of a job not there answers 201
+            // too, and makes nothing.
+            .filter(|e| {
+                !e["requestURI"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("dryRun="))
+            })
             .count()
     }
 
@@ -381,6 +388,74 @@ fn a_node_that_dies_mid_training_is_cordoned_and_attempt_2_runs_elsewhere_once()
         "{}",
         runs.stdout
     );
+}
+
+/// Two more windows of kill -9: while the checkpoint's listing Job runs
+/// (the dead node cordoned already, attempt 2 not created), and while
+/// attempt 2 runs. Each resume takes up what is there: the listing Job is
+/// followed, not made again, attempt 2 is created once and followed.
+#[test]
+fn kills_during_the_checkpoint_listing_and_attempt_2_create_nothing_twice() {
+    let c = Cluster::new("");
+    c.k.driver().hold("train");
+    c.k.driver().hold("train-ckpt-a2");
+    let child = c.p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(60), "train's 4 pods running", || {
+        let pods = c.pods("train");
+        pods.len() == 4 && pods.iter().all(|p| p["status"]["phase"] == "Running")
+    });
+    let dead = c.nodes_of("train")[0].clone();
+    stop_kubelet(&c.k, &dead);
+    let listing = "/apis/batch/v1/namespaces/default/jobs/train-ckpt-a2";
+    wait_until(Duration::from_secs(60), "the checkpoint's listing", || {
+        c.k.get(listing).is_some()
+    });
+    signal(&child, libc::SIGKILL);
+    assert_eq!(finish(child).code, -1);
+    assert_eq!(
+        c.cordoned(),
+        vec![dead.clone()],
+        "the policy ran before the listing"
+    );
+    assert_eq!(c.created("train-a2"), 0);
+    c.k.driver().release("train-ckpt-a2");
+    c.k.driver().hold("train-a2");
+    let child = c.p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(Duration::from_secs(60), "attempt 2's pods running", || {
+        let pods = c.pods("train-a2");
+        pods.len() == 4 && pods.iter().all(|p| p["status"]["phase"] == "Running")
+    });
+    signal(&child, libc::SIGKILL);
+    assert_eq!(finish(child).code, -1);
+    assert_eq!(c.created("train-a2"), 1);
+    c.k.driver().release("train-a2");
+    let last = c.p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let writes: Vec<String> =
+        c.k.job_writes()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["verb"], e["objectRef"]["name"], e["responseStatus"]["code"]
+                )
+            })
+            .collect();
+    assert_eq!(c.created("train"), 1, "{writes:#?}\n{}", last.all());
+    assert_eq!(
+        c.created("train-a2"),
+        1,
+        "attempt 2 created once over three runs"
+    );
+    assert_eq!(
+        c.created("train-ckpt-a2"),
+        1,
+        "the listing followed, not made again"
+    );
+    assert!(c.k.get(listing).is_none(), "the listing deleted once read");
+    let attempts = c.attempts();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[1]["resumed_from"], "/fsx/ckpt/epoch-10.pt");
+    assert!(!c.nodes_of("train-a2").contains(&dead));
 }
 
 /// A training that hangs (its pods run, its logs say nothing) on a node
