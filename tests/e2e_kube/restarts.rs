@@ -460,7 +460,8 @@ fn kills_during_the_checkpoint_listing_and_attempt_2_create_nothing_twice() {
 
 /// A training that hangs (its pods run, its logs say nothing) on a node
 /// whose nvidia-smi lists 7 GPUs: deleted after hang_after, its nodes
-/// checked, the 7-GPU node (and only it) cordoned, attempt 2 elsewhere.
+/// checked, the 7-GPU node (and only it) cordoned, attempt 2 elsewhere;
+/// destroy deletes attempt 2's job.
 #[test]
 fn a_hung_training_is_deleted_its_bad_node_found_by_the_check_and_cordoned() {
     let c = Cluster::new("hang_after = \"3s\"");
@@ -487,6 +488,11 @@ fn a_hung_training_is_deleted_its_bad_node_found_by_the_check_and_cordoned() {
             .contains(&format!("check {}: bad", node(2))),
         "{attempts:?}"
     );
+    // The hung attempt's job is gone; destroy deletes the last attempt's.
+    assert!(c.job("train").is_none());
+    c.p.run(&["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(c.job("train-a2").is_none(), "destroy deletes attempt 2");
+    assert!(c.pods("train-a2").is_empty());
 }
 
 /// Two of the training's 4 nodes die at once (a partition, say): more than
