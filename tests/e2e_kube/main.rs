@@ -34,6 +34,7 @@ mod operator;
 mod report;
 mod reservations;
 mod restarts;
+mod restarts_kill;
 mod restarts_replace;
 mod upstream;
 mod urls;

@@ -69,13 +69,15 @@ fn node(i: usize) -> String {
     format!("gpu-node-{i}")
 }
 
-struct Cluster {
-    k: KubeServer,
-    p: Project,
+/// The test cluster of 6 Ready GPU nodes and the project training on it.
+pub(super) struct Cluster {
+    pub k: KubeServer,
+    pub p: Project,
 }
 
 impl Cluster {
-    fn new(extra: &str) -> Cluster {
+    /// The cluster, its nodes Ready, and the workflow (`extra` inputs).
+    pub(super) fn new(extra: &str) -> Cluster {
         let k = KubeServer::start();
         k.driver().schedule();
         for i in 0..NODES {
@@ -137,7 +139,7 @@ success_pattern = "NVIDIA-SMI"
         Cluster { k, p }
     }
 
-    fn pods(&self, job: &str) -> Vec<Value> {
+    pub(super) fn pods(&self, job: &str) -> Vec<Value> {
         self.k
             .get(&format!(
                 "/api/v1/namespaces/default/pods?labelSelector=training.kubeflow.org/job-name={job}"
@@ -146,7 +148,7 @@ success_pattern = "NVIDIA-SMI"
             .unwrap_or_default()
     }
 
-    fn nodes_of(&self, job: &str) -> Vec<String> {
+    pub(super) fn nodes_of(&self, job: &str) -> Vec<String> {
         let mut n: Vec<String> = self
             .pods(job)
             .iter()
@@ -156,18 +158,18 @@ success_pattern = "NVIDIA-SMI"
         n
     }
 
-    fn node(&self, name: &str) -> Value {
+    pub(super) fn node(&self, name: &str) -> Value {
         self.k.get(&format!("/api/v1/nodes/{name}")).expect("node")
     }
 
-    fn cordoned(&self) -> Vec<String> {
+    pub(super) fn cordoned(&self) -> Vec<String> {
         (0..NODES)
             .map(node)
             .filter(|n| self.node(n)["spec"]["unschedulable"] == true)
             .collect()
     }
 
-    fn attempts(&self) -> Vec<Value> {
+    pub(super) fn attempts(&self) -> Vec<Value> {
         let out = self
             .p
             .run(&["output", "wf.toml", "train.attempts", "--json"])
@@ -185,7 +187,7 @@ success_pattern = "NVIDIA-SMI"
     }
 
     /// How many times the API server created job `name` (201 answers).
-    fn created(&self, name: &str) -> usize {
+    pub(super) fn created(&self, name: &str) -> usize {
         self.k
             .job_writes()
             .iter()
@@ -200,7 +202,7 @@ success_pattern = "NVIDIA-SMI"
             .count()
     }
 
-    fn job(&self, name: &str) -> Option<Value> {
+    pub(super) fn job(&self, name: &str) -> Option<Value> {
         self.k.get(&format!(
             "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/{name}"
         ))
@@ -388,74 +390,6 @@ fn a_node_that_dies_mid_training_is_cordoned_and_attempt_2_runs_elsewhere_once()
         "{}",
         runs.stdout
     );
-}
-
-/// Two more windows of kill -9: while the checkpoint's listing Job runs
-/// (the dead node cordoned already, attempt 2 not created), and while
-/// attempt 2 runs. Each resume takes up what is there: the listing Job is
-/// followed, not made again, attempt 2 is created once and followed.
-#[test]
-fn kills_during_the_checkpoint_listing_and_attempt_2_create_nothing_twice() {
-    let c = Cluster::new("");
-    c.k.driver().hold("train");
-    c.k.driver().hold("train-ckpt-a2");
-    let child = c.p.spawn(&["apply", "wf.toml", "--auto-approve"]);
-    wait_until(Duration::from_secs(60), "train's 4 pods running", || {
-        let pods = c.pods("train");
-        pods.len() == 4 && pods.iter().all(|p| p["status"]["phase"] == "Running")
-    });
-    let dead = c.nodes_of("train")[0].clone();
-    stop_kubelet(&c.k, &dead);
-    let listing = "/apis/batch/v1/namespaces/default/jobs/train-ckpt-a2";
-    wait_until(Duration::from_secs(60), "the checkpoint's listing", || {
-        c.k.get(listing).is_some()
-    });
-    signal(&child, libc::SIGKILL);
-    assert_eq!(finish(child).code, -1);
-    assert_eq!(
-        c.cordoned(),
-        vec![dead.clone()],
-        "the policy ran before the listing"
-    );
-    assert_eq!(c.created("train-a2"), 0);
-    c.k.driver().release("train-ckpt-a2");
-    c.k.driver().hold("train-a2");
-    let child = c.p.spawn(&["apply", "wf.toml", "--auto-approve"]);
-    wait_until(Duration::from_secs(60), "attempt 2's pods running", || {
-        let pods = c.pods("train-a2");
-        pods.len() == 4 && pods.iter().all(|p| p["status"]["phase"] == "Running")
-    });
-    signal(&child, libc::SIGKILL);
-    assert_eq!(finish(child).code, -1);
-    assert_eq!(c.created("train-a2"), 1);
-    c.k.driver().release("train-a2");
-    let last = c.p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
-    let writes: Vec<String> =
-        c.k.job_writes()
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} {}",
-                    e["verb"], e["objectRef"]["name"], e["responseStatus"]["code"]
-                )
-            })
-            .collect();
-    assert_eq!(c.created("train"), 1, "{writes:#?}\n{}", last.all());
-    assert_eq!(
-        c.created("train-a2"),
-        1,
-        "attempt 2 created once over three runs"
-    );
-    assert_eq!(
-        c.created("train-ckpt-a2"),
-        1,
-        "the listing followed, not made again"
-    );
-    assert!(c.k.get(listing).is_none(), "the listing deleted once read");
-    let attempts = c.attempts();
-    assert_eq!(attempts.len(), 2, "{attempts:?}");
-    assert_eq!(attempts[1]["resumed_from"], "/fsx/ckpt/epoch-10.pt");
-    assert!(!c.nodes_of("train-a2").contains(&dead));
 }
 
 /// A training that hangs (its pods run, its logs say nothing) on a node

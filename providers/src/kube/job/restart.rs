@@ -20,6 +20,7 @@
 
 mod checkpoint;
 mod record;
+mod resume;
 mod spec;
 mod suspects;
 mod watch;
@@ -31,7 +32,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::{Ended, JobState, Run, STEP_ANNOTATION, annotation, failed};
-use crate::contract::{Applied, ProviderError, ReadOutcome};
+use crate::contract::{Applied, ProviderError};
 use crate::fleet::restarts::Keep;
 use crate::fleet::spec::Policy;
 use crate::kube::node_check::for_job::{self, Bad};
@@ -39,6 +40,7 @@ use crate::kube::objects::{Kinds, Record};
 use crate::kube::render::Doc;
 use record::{Attempt, Recorded, attempt_name, attempt_token, decode, encode, every};
 
+pub(super) use resume::read;
 pub(crate) use spec::{INPUTS, Spec, input_specs, problems};
 pub(super) use watch::Watch;
 
@@ -261,11 +263,18 @@ impl Driver<'_, '_> {
             },
             attempt.cause.as_deref().unwrap_or_default()
         ));
-        if ended.hung.is_some() {
-            // Its pods stop before its nodes are checked.
+        let at = (n - 1) as usize;
+        if ended.hung.is_some() && self.recorded[at].hung_on.is_none() {
+            // Its pods stop before its nodes are checked; its nodes are
+            // recorded first, for a resume to check them.
+            self.recorded[at].hung_on = Some(attempt.nodes.clone());
+            self.record().await?;
             self.run.delete_job(&mut self.kinds, record).await?;
         }
-        let found = suspects::find(&self.client, &ended.pods, &ended.text).await?;
+        if let Some(nodes) = &self.recorded[at].hung_on {
+            attempt.nodes = nodes.clone();
+        }
+        let found = suspects::find(&self.client, &ended.pods, &attempt.nodes, &ended.text).await?;
         let mut said = found.said();
         let checkable: Vec<_> = found
             .suspect_nodes()
@@ -374,11 +383,16 @@ impl Driver<'_, '_> {
                 }
                 None => {
                     let doc = attempt_doc(&self.base, n, "", self.spec, None);
+                    // Deleted as hung by the interrupted run (its nodes
+                    // recorded), or by someone (its nodes unknown).
                     let gone = Ended {
                         state: JobState::Failed(
-                            "its job is gone (deleted as hung by the interrupted run, or by someone): its nodes are unknown".into(),
+                            "its job is gone (deleted by someone): its nodes are unknown".into(),
                         ),
-                        hung: None,
+                        hung: self.recorded[at]
+                            .hung_on
+                            .as_ref()
+                            .map(|_| "found hung by the interrupted run, which deleted it".into()),
                         pods: Vec::new(),
                         text: String::new(),
                     };
@@ -508,70 +522,6 @@ pub(super) async fn drive(
         keep: Arc::new(Keep::new(run.ctx.reporter.clone())),
     };
     driver.drive().await
-}
-
-/// [`super::KubeJob`]'s read of a job with restarts (after a kill -9): the
-/// attempt in flight followed on, or, for destroy, the last attempt's job
-/// as it stands; an id whose every attempt ended failed reads as failed.
-pub(super) async fn read(
-    run: &Run<'_>,
-    spec: &Spec,
-    id: Option<&str>,
-) -> Result<ReadOutcome, ProviderError> {
-    let Some(id) = id else {
-        // No attempt was recorded: the first is created by the next apply,
-        // or followed when it was (it carries the operation's token).
-        return match drive(run, spec, None).await {
-            Ok(applied) => Ok(ReadOutcome::Present(applied)),
-            Err(e) if e.is_retryable() => Err(e),
-            Err(e) => Ok(ReadOutcome::Failed {
-                id: None,
-                reason: e.message,
-            }),
-        };
-    };
-    let recorded = decode(id);
-    if run.ctx.destroying {
-        let mut kinds = Kinds::new(run.conn.client().await?);
-        let base = run.doc(&mut kinds).await?;
-        let n = recorded.len().max(1) as u32;
-        let doc = attempt_doc(&base, n, "", spec, None);
-        let mut record = Kinds::record_of(&doc);
-        return Ok(match kinds.get(&record).await? {
-            Some(o) => {
-                record.uid = o.metadata.uid.clone().unwrap_or_default();
-                ReadOutcome::Present(Applied {
-                    id: Some(id.to_string()),
-                    outputs: Default::default(),
-                    private: json!({ "job": record }),
-                })
-            }
-            None => ReadOutcome::Missing,
-        });
-    }
-    let spent =
-        recorded.len() > spec.restarts as usize && recorded.iter().all(|r| r.line.is_some());
-    if spent {
-        return Ok(ReadOutcome::Failed {
-            id: Some(id.to_string()),
-            reason: format!(
-                "every attempt failed: {}",
-                recorded
-                    .iter()
-                    .filter_map(|r| r.line.clone())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        });
-    }
-    match drive(run, spec, Some(id)).await {
-        Ok(applied) => Ok(ReadOutcome::Present(applied)),
-        Err(e) if e.is_retryable() => Err(e),
-        Err(e) => Ok(ReadOutcome::Failed {
-            id: Some(id.to_string()),
-            reason: e.message,
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //!
 //! The id lists each attempt, comma-joined: the job's uid (`-` while the
 //! attempt is being created), `@` and the checkpoint it was told to resume
-//! from, then, once it ended, `!` and its line
+//! from, `#` and its nodes (`;`-joined) when it hung and is being deleted,
+//! then, once it ended, `!` and its line
 //! (`uid1!job train Failed: …; cordoned gpu-2,uid2@/fsx/ckpt/epoch-4.pt`),
-//! `,` `@` `!` and `%` escaped. A resume (kill -9 of flow anywhere) reads it:
+//! `,` `@` `#` `;` `!` and `%` escaped. A resume (kill -9 of flow anywhere) reads it:
 //! attempts with a line are done with (their nodes taken out already),
 //! the first without one is followed or created.
 
@@ -18,6 +19,9 @@ pub(crate) struct Recorded {
     pub uid: Option<String>,
     /// FLOW_RESUME_FROM, when it was given one.
     pub resumed_from: Option<String>,
+    /// A hung attempt's nodes, recorded before its job is deleted (a
+    /// resume then checks them though the job and its pods are gone).
+    pub hung_on: Option<Vec<String>>,
     /// Its line, once it ended and its nodes were dealt with.
     pub line: Option<String>,
 }
@@ -26,11 +30,15 @@ fn escape(s: &str) -> String {
     s.replace('%', "%25")
         .replace(',', "%2C")
         .replace('@', "%40")
+        .replace('#', "%23")
+        .replace(';', "%3B")
         .replace('!', "%21")
 }
 
 fn unescape(s: &str) -> String {
     s.replace("%21", "!")
+        .replace("%3B", ";")
+        .replace("%23", "#")
         .replace("%40", "@")
         .replace("%2C", ",")
         .replace("%25", "%")
@@ -45,6 +53,11 @@ pub(crate) fn encode(attempts: &[Recorded]) -> String {
             if let Some(r) = &a.resumed_from {
                 s.push('@');
                 s.push_str(&escape(r));
+            }
+            if let Some(nodes) = &a.hung_on {
+                s.push('#');
+                let nodes: Vec<String> = nodes.iter().map(|n| escape(n)).collect();
+                s.push_str(&nodes.join(";"));
             }
             if let Some(l) = &a.line {
                 s.push('!');
@@ -66,6 +79,18 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
                 Some((u, l)) => (u, Some(unescape(l))),
                 None => (p, None),
             };
+            let (head, hung_on) = match head.split_once('#') {
+                Some((h, n)) => (
+                    h,
+                    Some(
+                        n.split(';')
+                            .filter(|n| !n.is_empty())
+                            .map(unescape)
+                            .collect(),
+                    ),
+                ),
+                None => (head, None),
+            };
             let (uid, resumed_from) = match head.split_once('@') {
                 Some((u, r)) => (u, Some(unescape(r))),
                 None => (head, None),
@@ -73,6 +98,7 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
             Recorded {
                 uid: (uid != "-" && !uid.is_empty()).then(|| uid.to_string()),
                 resumed_from,
+                hung_on,
                 line,
             }
         })
@@ -192,16 +218,27 @@ mod tests {
             Recorded {
                 uid: Some("u1".into()),
                 resumed_from: None,
+                hung_on: None,
                 line: Some("job train Failed: a, b! 100%".into()),
             },
             Recorded {
+                uid: Some("u2".into()),
+                resumed_from: None,
+                hung_on: Some(vec!["n1".into(), "n;2".into()]),
+                line: None,
+            },
+            Recorded {
                 uid: None,
-                resumed_from: Some("/fsx/a@b".into()),
+                resumed_from: Some("/fsx/a@b#c".into()),
+                hung_on: None,
                 line: None,
             },
         ];
         let id = encode(&attempts);
-        assert_eq!(id, "u1!job train Failed: a%2C b%21 100%25,-@/fsx/a%40b");
+        assert_eq!(
+            id,
+            "u1!job train Failed: a%2C b%21 100%25,u2#n1;n%3B2,-@/fsx/a%40b%23c"
+        );
         assert_eq!(decode(&id), attempts);
         assert_eq!(
             decode("u9"),

@@ -140,14 +140,18 @@ fn pod_failure(pod: &Pod) -> Option<String> {
     })
 }
 
-/// The suspects of an attempt whose pods were `pods` and whose logs are
-/// `text`.
+/// The suspects of an attempt whose pods were `pods` (on `nodes`, too,
+/// when its pods are gone) and whose logs are `text`.
 pub(crate) async fn find(
     client: &Client,
     pods: &[Pod],
+    nodes: &[String],
     text: &str,
 ) -> Result<Suspects, ProviderError> {
-    let mut s = Suspects::default();
+    let mut s = Suspects {
+        nodes: nodes.to_vec(),
+        ..Suspects::default()
+    };
     for p in pods {
         if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.clone())
             && !s.nodes.contains(&n)
