@@ -410,6 +410,22 @@ fn a_static_node_with_7_gpus_is_replaced_by_parallelclusters_clustermgtd_once_ev
         run.all()
     );
     replaced_once(&c, bad, &old, &old_ip);
+    // One DOWN from flow (the killed run's), one from clustermgtd: the
+    // resumed run asked for nothing again.
+    assert!(
+        !run.all().contains(&format!("set node {bad} (")),
+        "{}",
+        run.all()
+    );
+    let slurmctld = c.log("slurmctld.log");
+    assert_eq!(
+        slurmctld
+            .matches(&format!("update_node: node {bad} state set to DOWN"))
+            .count(),
+        2,
+        "{}",
+        c.slurmctld_tail()
+    );
     assert_eq!(
         c.clustermgtd_log().matches("unhealthy static node").count(),
         2,
