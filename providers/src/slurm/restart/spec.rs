@@ -31,7 +31,7 @@ pub(crate) const JOB: Platform = Platform {
     take_out: "drain",
     take_out_means: "scontrol update State=DRAIN Reason=\"flow: …\", and the next attempt excludes it",
     elsewhere: ("cordon", "EKS's (kube.node_check)"),
-    replace_later: "replacing a drained node between attempts (ParallelCluster's replacement, or HyperPod's, which slurm.node_check does with `hyperpod_cluster`)",
+    replace_later: "replacing a drained node between attempts (slurm.node_check replaces one with `hyperpod_cluster`, HyperPod's replacement, or `pcluster_cluster`, ParallelCluster's)",
     job_keys: &["script", "args", "environment", "sbatch_args"],
     job_needs: &["script"],
     job_needs_text: "`script`: the batch script each suspect node runs",
