@@ -17,7 +17,7 @@
 mod fault;
 mod spec;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -27,7 +27,8 @@ use super::output_path::OutputPattern;
 use super::remote::Remote;
 use super::run::{self, Followed, Seen};
 use super::script;
-use crate::contract::{Applied, Measured, OpContext, ProviderError, Reporter, Values};
+use crate::contract::{Applied, OpContext, ProviderError, Values};
+use crate::fleet::restarts::Keep;
 use crate::fleet::spec::Policy;
 use crate::inputs;
 
@@ -103,42 +104,11 @@ fn attempt_token(token: &str, n: u32) -> String {
     }
 }
 
-/// A reporter that keeps what `capture`/`parse` measured, to tell it with
-/// the attempts once the step ends.
-struct Keep {
-    inner: Arc<dyn Reporter>,
-    measured: Mutex<Option<Measured>>,
-}
-
-impl Reporter for Keep {
-    fn event(&self, message: &str) {
-        self.inner.event(message);
-    }
-
-    fn log(&self, line: &str) {
-        self.inner.log(line);
-    }
-
-    fn measured(&self, m: &Measured) {
-        *self.measured.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.clone());
-    }
-}
-
 /// Tells the run history each attempt (`attempt_1 = "job 12 FAILED: …"`)
 /// beside what the job measured.
 fn tell(ctx: &OpContext, keep: &Keep, attempts: &[Attempt]) {
-    let mut m = keep
-        .measured
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .unwrap_or_default();
-    m.values.insert(ATTEMPTS.into(), json!(attempts.len()));
-    for a in attempts {
-        m.values
-            .insert(format!("attempt_{}", a.number), json!(a.line()));
-    }
-    ctx.reporter.measured(&m);
+    let lines: Vec<(u32, String)> = attempts.iter().map(|a| (a.number, a.line())).collect();
+    keep.tell(ctx.reporter.as_ref(), &lines);
 }
 
 /// The job of attempt `n` by its comment: at the controller, else in
@@ -178,10 +148,7 @@ pub(crate) async fn drive(
     let text = script::read(&ctx.workdir, &path).map_err(ProviderError::before_acting)?;
     let env = inputs::str_map(values, "environment")?;
     let args = inputs::str_list(values, "args")?;
-    let keep = Arc::new(Keep {
-        inner: ctx.reporter.clone(),
-        measured: Mutex::new(None),
-    });
+    let keep = Arc::new(Keep::new(ctx.reporter.clone()));
     let mut recorded = known.map(decode).unwrap_or_default();
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut excluded: Vec<String> = Vec::new();
