@@ -180,11 +180,18 @@ impl Exec {
                 })?,
             None => Values::new(),
         };
+        // The lines `parse` read its values from, but for those the script
+        // wrote itself.
+        let mut lines = match &reader {
+            Some(reader) => reader.lines_of(&printed),
+            None => Default::default(),
+        };
+        lines.retain(|k, _| !outputs.contains_key(k));
         for (k, v) in &read {
             outputs.entry(k.clone()).or_insert_with(|| v.clone());
         }
         gates
-            .judge_outputs(&outputs, &read, ctx.reporter.as_ref())
+            .judge_outputs(&outputs, &read, &lines, ctx.reporter.as_ref())
             .map_err(|e| {
                 ProviderError::fatal(e.to_string()).with_help(
                     "the script ran, but an output it wrote failed its gate in `expect` (or it wrote none of that name): its output is in `flow logs FILE STEP`",

@@ -6,7 +6,7 @@
 //!   because training logs print a figure again and again and the final one
 //!   is what counts);
 //! - `parse`: a program whose output is read into typed values (see
-//!   [`crate::metrics`]: nccl-tests, torchrun, torchrec);
+//!   [`crate::metrics`]: nccl-tests, torchrun, torchrec, nvidia-smi);
 //! - `expect`: gates on those values (`busbw = ">= 300"`); a value that
 //!   fails its gate, or is missing, fails the step.
 
@@ -38,7 +38,7 @@ pub fn input_specs() -> Vec<InputSpec> {
         InputSpec::optional(
             "parse",
             InputType::String,
-            "The program whose output the logs hold, read into outputs: nccl-tests, torchrun or torchrec",
+            "The program whose output the logs hold, read into outputs: nccl-tests, torchrun, torchrec or nvidia-smi",
         ),
         InputSpec::optional(
             "expect",
@@ -199,7 +199,7 @@ impl Matchers {
         match crate::suggest::closest(name, known.iter().copied()) {
             Some(c) => p.with_help(format!("did you mean `{c}`?")),
             None if known.is_empty() => p.with_help(
-                "add a `capture` regex of that name, or `parse` the program's output (nccl-tests, torchrun, torchrec)",
+                "add a `capture` regex of that name, or `parse` the program's output (nccl-tests, torchrun, torchrec, nvidia-smi)",
             ),
             None => p.with_help(format!("the step's values are {}", known.join(", "))),
         }
@@ -392,14 +392,22 @@ impl Matchers {
             .collect()
     }
 
+    /// The line of `logs` each value `parse` reads came from (none when
+    /// the logs are not the program's), for a failed gate to quote.
+    pub fn lines_of(&self, logs: &str) -> BTreeMap<String, String> {
+        self.read(logs).map(|(_, lines)| lines).unwrap_or_default()
+    }
+
     /// Judges a script's `outputs` by the gates and tells `reporter` the
     /// verdicts (for the run history); the first that fails is the error.
     /// `read` are values `parse` read from the script's output (already in
-    /// `outputs`): they go to the history with the judged ones.
+    /// `outputs`): they go to the history with the judged ones; `lines` are
+    /// the output lines they came from, quoted by a gate that fails.
     pub fn judge_outputs(
         &self,
         outputs: &Values,
         read: &Values,
+        lines: &BTreeMap<String, String>,
         reporter: &dyn crate::contract::Reporter,
     ) -> Result<(), LogsMiss> {
         // No gate, nothing judged: the step is no run to record.
@@ -414,7 +422,7 @@ impl Matchers {
                 v => (k.clone(), v.clone()),
             })
             .collect();
-        let verdicts = self.verdicts(&outputs, &BTreeMap::new());
+        let verdicts = self.verdicts(&outputs, lines);
         let mut judged: Values = read.clone();
         judged.extend(
             self.gates

@@ -358,7 +358,15 @@ async fn parse_reads_what_the_script_prints_and_expect_gates_it() {
     assert_eq!(applied.outputs["node"], json!("gpu-1"));
     let low = values(json!({"run": run, "parse": "nccl-tests", "expect": {"busbw": ">= 180"}}));
     let e = Exec::new().create(&ctx, &low).await.unwrap_err();
-    assert_eq!(e.message, "expect: busbw = 156.742 is not >= 180");
+    assert_eq!(
+        e.message,
+        "expect: busbw = 156.742 is not >= 180 (log line: `# Avg bus bandwidth    : 156.742`)"
+    );
+    // A value the script writes itself quotes no line of the output.
+    let own = format!("{run}; echo busbw=12 >> \"$FLOW_OUTPUT\"");
+    let own = values(json!({"run": own, "parse": "nccl-tests", "expect": {"busbw": ">= 180"}}));
+    let e = Exec::new().create(&ctx, &own).await.unwrap_err();
+    assert_eq!(e.message, "expect: busbw = 12 is not >= 180");
     // Without `parse`, the printed figure is only text in the log.
     let unread = values(json!({"run": run, "expect": {"busbw": ">= 150"}}));
     let e = Exec::new().create(&ctx, &unread).await.unwrap_err();

@@ -1,7 +1,8 @@
 //! The output of the programs the runbooks run, read into typed values that
 //! gates can judge: nccl-tests (the results table, the average bus
 //! bandwidth, the out-of-bounds count), torchrun training logs (loss per
-//! step, throughput) and TorchRec's DLRM example (AUROC). A job step asks
+//! step, throughput), TorchRec's DLRM example (AUROC) and nvidia-smi's GPU
+//! health (temperatures, ECC counts, row remaps, clocks). A job step asks
 //! for one with `parse = "nccl-tests"`; its values become outputs, next to
 //! what `capture` takes with regexes. The formats each reader follows are
 //! named in its module, and `testdata/SOURCES` says where the real outputs
@@ -9,6 +10,7 @@
 
 pub mod gate;
 mod nccl;
+mod nvidia_smi;
 mod tags;
 mod torchrec;
 mod torchrun;
@@ -61,6 +63,9 @@ pub enum Program {
     Torchrun,
     /// TorchRec's DLRM example.
     Torchrec,
+    /// `nvidia-smi -q` or `nvidia-smi --query-gpu=… --format=csv`: a GPU
+    /// health check.
+    NvidiaSmi,
 }
 
 /// One value a program's reader gives: its name, kind and meaning.
@@ -76,7 +81,12 @@ pub struct OutputSpec {
 
 impl Program {
     /// Every program, in the order the docs list them.
-    pub const ALL: [Program; 3] = [Program::NcclTests, Program::Torchrun, Program::Torchrec];
+    pub const ALL: [Program; 4] = [
+        Program::NcclTests,
+        Program::Torchrun,
+        Program::Torchrec,
+        Program::NvidiaSmi,
+    ];
 
     /// The program `parse` names (`"nccl-tests"`).
     pub fn from_name(name: &str) -> Option<Program> {
@@ -89,6 +99,7 @@ impl Program {
             Program::NcclTests => "nccl-tests",
             Program::Torchrun => "torchrun",
             Program::Torchrec => "torchrec",
+            Program::NvidiaSmi => "nvidia-smi",
         }
     }
 
@@ -98,6 +109,11 @@ impl Program {
         match (self, name) {
             (Program::NcclTests, "transport") => format!(
                 "{}'s output, which prints `NCCL INFO` network lines only with NCCL_DEBUG=INFO,",
+                self.name()
+            ),
+            (Program::NvidiaSmi, "gpus") => format!("{}'s output", self.name()),
+            (Program::NvidiaSmi, _) => format!(
+                "{}'s output, where a GPU that prints `N/A` or `[Not Supported]` for a field it needs, or a query without that field, gives none,",
                 self.name()
             ),
             _ => format!("{}'s output", self.name()),
@@ -110,6 +126,7 @@ impl Program {
             Program::NcclTests => nccl::OUTPUTS,
             Program::Torchrun => torchrun::OUTPUTS,
             Program::Torchrec => torchrec::OUTPUTS,
+            Program::NvidiaSmi => nvidia_smi::OUTPUTS,
         }
     }
 
@@ -121,6 +138,7 @@ impl Program {
             Program::NcclTests => nccl::read(&lines),
             Program::Torchrun => torchrun::read(&lines),
             Program::Torchrec => torchrec::read(&lines),
+            Program::NvidiaSmi => nvidia_smi::read(&lines),
         };
         let mut reading = reading.ok_or_else(|| Unreadable {
             program: self,
@@ -179,6 +197,9 @@ impl Program {
                 "no `Batch N Loss: X`, `step N/M completed (loss: X)` or `[RANK 0] Epoch N | … | Loss: X` line"
             }
             Program::Torchrec => "no `AUROC over STAGE set: X` line",
+            Program::NvidiaSmi => {
+                "no `nvidia-smi -q` GPU section, no `--format=csv` header naming the query's fields (`csv,noheader` cannot be read) with a row under it, and no `No devices were found`"
+            }
         }
     }
 }
