@@ -314,6 +314,34 @@ mod tests {
         assert_eq!(slow["short"], "check-failed");
     }
 
+    /// `parse = "nvidia-smi"` on a node's `-q`: a real H100 is healthy, the
+    /// published A100 with a row remap pending is bad, and a gate on a
+    /// value the GPU prints as `N/A` leaves the node unknown.
+    #[test]
+    fn a_node_s_nvidia_smi_q_is_gated_and_an_absent_value_is_unknown() {
+        let h100 = include_str!("../metrics/testdata/h100-2026-11-27/nvidia-smi-q.txt");
+        let a100 = include_str!("../metrics/testdata/nvidia-smi-q-a100-remap-pending.txt");
+        let gate = |name: &str| {
+            let values: crate::contract::Values =
+                serde_json::from_value(json!({"parse": "nvidia-smi", "expect": {name: "== 0"}}))
+                    .unwrap();
+            Matchers::from_values(&values).unwrap()
+        };
+        let want = Wanted::default();
+        let ok = judge(&ran(h100), &want, &gate("remapped_rows_pending"));
+        assert_eq!(ok["status"], "healthy", "{ok}");
+        assert_eq!(ok["values"]["max_temperature_c"], 33, "{ok}");
+        let bad = judge(&ran(a100), &want, &gate("remapped_rows_pending"));
+        assert_eq!(bad["status"], "bad", "{bad}");
+        assert_eq!(
+            bad["line"],
+            "GPU 00000000:10:1C.0: Pending                           : Yes"
+        );
+        let na = judge(&ran(h100), &want, &gate("retired_pages_pending"));
+        assert_eq!(na["status"], "unknown", "{na}");
+        assert!(na["reason"].as_str().unwrap().contains("`N/A`"), "{na}");
+    }
+
     #[test]
     fn an_efa_count_flow_cannot_tell_is_unknown() {
         let rules = Rules {
