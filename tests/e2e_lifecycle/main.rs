@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod gpu_health;
 mod leaks;
 mod names;
 mod plans_and_destroy;
