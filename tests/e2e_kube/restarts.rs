@@ -250,6 +250,17 @@ fn a_node_that_dies_mid_training_is_found_by_kubernetes_word_and_training_resume
     let attempts = c.attempts();
     assert_eq!(attempts[0]["cordoned"], json!([dead]), "{attempts:?}");
     assert_eq!(attempts[1]["resumed_from"], "/fsx/ckpt/epoch-10.pt");
+    // The step runs again (an input changed): the earlier run's attempt 2
+    // is deleted, and the new run's first attempt succeeds.
+    c.k.driver().release("train");
+    let wf =
+        c.p.read("wf.toml")
+            .replace("drain_timeout = \"30s\"", "drain_timeout = \"31s\"");
+    c.p.write("wf.toml", &wf);
+    let again = c.p.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(c.job("train-a2").is_none(), "{}", again.all());
+    assert!(c.job("train").is_some());
+    assert_eq!(c.attempts().len(), 1);
 }
 
 /// A node dies under the training; flow is killed -9 while the suspects'

@@ -129,6 +129,31 @@ impl Driver<'_, '_> {
         Ok(())
     }
 
+    /// Deletes the later attempts' jobs (`NAME-a2` …) an earlier run of the
+    /// step left (the one that succeeded stays until the step runs again),
+    /// so that they hold no node's GPUs; the first attempt's is dealt with
+    /// by [`Driver::start`].
+    async fn clear_earlier(&mut self) -> Result<(), ProviderError> {
+        let ctx = self.run.ctx;
+        for k in 2..=self.spec.restarts + 1 {
+            let doc = attempt_doc(&self.base, k, "", self.spec, None);
+            let mut record = Kinds::record_of(&doc);
+            if let Some(o) = self.kinds.get(&record).await?
+                && annotation(&o, STEP_ANNOTATION) == Some(ctx.step.as_str())
+                && annotation(&o, super::super::TOKEN_ANNOTATION)
+                    != Some(attempt_token(&ctx.token, k).as_str())
+            {
+                ctx.reporter.log(&format!(
+                    "deleting {} left by an earlier run",
+                    record.label()
+                ));
+                record.uid = o.metadata.uid.clone().unwrap_or_default();
+                self.run.delete_job(&mut self.kinds, &record).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Creates attempt `n`'s job, or finds the one this operation created.
     /// `None` when the job the id records for it is gone (deleted as hung
     /// by an interrupted run, or by someone): it is never made again.
@@ -347,6 +372,9 @@ impl Driver<'_, '_> {
     /// From the attempts recorded to one that succeeds or the last restart.
     async fn drive(&mut self) -> Result<Applied, ProviderError> {
         let base_name = self.base.name().to_string();
+        if self.recorded.is_empty() {
+            self.clear_earlier().await?;
+        }
         let mut n: u32 = 1;
         loop {
             let at = (n - 1) as usize;
