@@ -255,3 +255,70 @@ fn output_without_a_section_or_a_header_is_not_read() {
         assert!(matches!(miss, LogsMiss::Unreadable(_)), "{miss}");
     }
 }
+
+/// The `-q` of drivers before Ampere's (a V100's): ECC counts by `Single
+/// Bit`/`Double Bit` with a `Total`, pages retired rather than rows
+/// remapped (`Remapped Rows : N/A`). The lines as published in
+/// NVIDIA/dcgm-exporter#16 (its reporter's `nvidia-smi -q`), from `Ecc
+/// Mode` to `GPU Current Temp`; the `GPU` line that opens the section is
+/// added, as the published lines start mid-section.
+const V100_Q: &str = "GPU 00000000:00:08.0
+    Ecc Mode
+        Current                           : Enabled
+        Pending                           : Enabled
+    ECC Errors
+        Volatile
+            Single Bit            
+                Device Memory             : 0
+                Register File             : 0
+                L1 Cache                  : N/A
+                L2 Cache                  : 0
+                Texture Memory            : 0
+                Texture Shared            : 0
+                CBU                       : N/A
+                Total                     : 0
+            Double Bit            
+                Device Memory             : 0
+                Register File             : 0
+                L1 Cache                  : N/A
+                L2 Cache                  : 0
+                Texture Memory            : 0
+                Texture Shared            : 0
+                CBU                       : N/A
+                Total                     : 0
+    Retired Pages
+        Single Bit ECC                    : 0
+        Double Bit ECC                    : 0
+        Pending Page Blacklist            : No
+    Remapped Rows                         : N/A
+    Temperature
+        GPU Current Temp                  : 24 C
+";
+
+#[test]
+fn an_older_driver_s_double_bit_totals_and_retired_pages_are_read() {
+    let r = read(V100_Q);
+    assert_eq!(
+        numbers(&r),
+        [
+            ("ecc_uncorrected_volatile", 0.0),
+            ("gpus", 1.0),
+            ("max_temperature_c", 24.0),
+            ("retired_pages_pending", 0.0),
+        ]
+    );
+    // No row remapper: absent, not 0.
+    assert!(!r.values.contains_key("remapped_rows_pending"));
+    // Two double-bit errors (the second Total, Double Bit's): the Total
+    // counts, the single-bit one does not.
+    let total = "Total                     : 0";
+    let at = V100_Q.rfind(total).unwrap();
+    let text = format!(
+        "{}Total                     : 2{}",
+        &V100_Q[..at],
+        &V100_Q[at + total.len()..]
+    );
+    let r = read(&text);
+    assert_eq!(r.values["ecc_uncorrected_volatile"], json!(2));
+    assert!(r.lines["ecc_uncorrected_volatile"].ends_with("Total                     : 2"));
+}
