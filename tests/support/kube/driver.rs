@@ -97,7 +97,8 @@ impl Driver {
     }
 }
 
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+/// The API resource of `kind` (`plural`) in `group`/`version`.
+pub(super) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: group.into(),
         version: version.into(),
@@ -119,7 +120,13 @@ async fn list(client: &kube::Client, r: &ApiResource) -> Vec<DynamicObject> {
         .unwrap_or_default()
 }
 
-async fn set_status(client: &kube::Client, r: &ApiResource, obj: &DynamicObject, status: Value) {
+/// Merges `status` into `obj`'s status, as its controller would.
+pub(super) async fn set_status(
+    client: &kube::Client,
+    r: &ApiResource,
+    obj: &DynamicObject,
+    status: Value,
+) {
     let ns = obj.metadata.namespace.clone().unwrap_or_default();
     let name = obj.metadata.name.clone().unwrap_or_default();
     let api: Api<DynamicObject> = if ns.is_empty() {
@@ -249,32 +256,6 @@ async fn tick(client: &kube::Client, held: &Held, scheduling: bool) {
         }
     }
     super::training::tick(client).await;
-}
-
-/// Fails the running job `name` whose pods carry `label` (`job-name`: a
-/// batch Job; else a PyTorchJob), as its controller does when a pod of it
-/// failed.
-pub(super) async fn fail_job(client: &kube::Client, ns: &str, label: &str, name: &str) {
-    let (r, status) = if label == "job-name" {
-        (
-            ar("batch", "v1", "Job", "jobs"),
-            json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True",
-                "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}),
-        )
-    } else {
-        (
-            ar("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
-            json!({"conditions": [
-                {"type": "Created", "status": "True", "reason": "Created"},
-                {"type": "Running", "status": "False", "reason": "Running"},
-                {"type": "Failed", "status": "True", "reason": "PyTorchJobFailed",
-                 "message": format!("PyTorchJob {name} is failed because 1 Worker replica(s) failed.")}]}),
-        )
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &r);
-    if let Ok(Some(job)) = api.get_opt(name).await {
-        set_status(client, &r, &job, status).await;
-    }
 }
 
 /// Namespaces stuck in `Terminating` lose their finalizer (the namespace

@@ -281,7 +281,7 @@ pub(super) async fn tick(client: &kube::Client) {
                 .patch_status(&oname, &PatchParams::default(), &Patch::Merge(&status))
                 .await;
         }
-        super::driver::fail_job(client, &ns, &key, &job).await;
+        fail_job(client, &ns, &key, &job).await;
     }
 }
 
@@ -327,4 +327,30 @@ pub(super) fn listing(job: &Value) -> Option<(String, bool)> {
     let said = |b: &[u8]| String::from_utf8_lossy(b).replace(&host, &at);
     let text = format!("{}{}", said(&out.stdout), said(&out.stderr));
     Some((text, out.status.success()))
+}
+
+/// Fails the running job `name` whose pods carry `label` (`job-name`: a
+/// batch Job; else a PyTorchJob), as its controller does when a pod of it
+/// failed.
+async fn fail_job(client: &kube::Client, ns: &str, label: &str, name: &str) {
+    let (r, status) = if label == "job-name" {
+        (
+            super::driver::ar("batch", "v1", "Job", "jobs"),
+            json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True",
+                "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}),
+        )
+    } else {
+        (
+            super::driver::ar("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
+            json!({"conditions": [
+                {"type": "Created", "status": "True", "reason": "Created"},
+                {"type": "Running", "status": "False", "reason": "Running"},
+                {"type": "Failed", "status": "True", "reason": "PyTorchJobFailed",
+                 "message": format!("PyTorchJob {name} is failed because 1 Worker replica(s) failed.")}]}),
+        )
+    };
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), ns, &r);
+    if let Ok(Some(job)) = api.get_opt(name).await {
+        super::driver::set_status(client, &r, &job, status).await;
+    }
 }
