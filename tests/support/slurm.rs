@@ -27,12 +27,24 @@ pub mod sshd;
 /// The configuration `scripts/local-slurm` starts Slurm with too.
 const CONF_TEMPLATE: &str = include_str!("../../scripts/local-cloud/slurm.conf.in");
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, and never handed out before in this
+/// process: the system may give one port to two binds in a row, and two
+/// daemons of one cluster on one port answer for each other (a 16-node
+/// fleet's gpu-6 and gpu-12 once did: gpu-12's slurmd could not bind, gpu-6
+/// ran gpu-12's job, and Slurm waited for its end for ever).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port")
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind a free port")
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// The path of a system program, or a panic naming the package.
@@ -261,7 +273,7 @@ impl Slurm {
                     .expect("start slurmd"),
             );
         }
-        let slurm = Slurm {
+        let mut slurm = Slurm {
             daemons,
             slurmd: first_slurmd,
             dir,
@@ -270,6 +282,24 @@ impl Slurm {
         };
         let started = Instant::now();
         loop {
+            // A slurmd that could not start (its port taken by another
+            // program) must not be answered for by another: stop here.
+            let exited = slurm.daemons.0[first_slurmd..]
+                .iter_mut()
+                .enumerate()
+                .find_map(|(i, child)| child.try_wait().ok().flatten().map(|s| (i, s)));
+            if let Some((i, status)) = exited {
+                let name = &slurm.nodes[i];
+                let log = slurm
+                    .dir
+                    .path()
+                    .join("log")
+                    .join(format!("slurmd-{name}.log"));
+                panic!(
+                    "slurmd of node {name} exited ({status}) while Slurm came up; its log ends:\n{}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
             let out = slurm.command("sinfo").args(["-h", "-o", "%T"]).output();
             if out.as_ref().is_ok_and(|o| {
                 o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "idle"
