@@ -6,6 +6,9 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+
+use crate::contract::{InputValue, Problem, Values};
 use crate::metrics::Program;
 
 /// The most restarts a step may ask for.
@@ -40,6 +43,105 @@ pub(crate) fn loss_program(parse: Option<&str>) -> Result<Program, String> {
             }
         )),
     }
+}
+
+/// `restarts`, `hang_after` and `hang_without_loss`, as a step gives them.
+#[derive(Debug, Clone)]
+pub(crate) struct Bounds {
+    /// How many times a failed or hung attempt starts again.
+    pub restarts: u32,
+    /// No new line of output for this long is a hang.
+    pub hang_after: Option<Duration>,
+    /// The `hang_after` text, for messages.
+    pub hang_text: String,
+    /// No new loss, as the step's `parse` reads losses, for this long is a
+    /// hang, and that reader.
+    pub no_loss: Option<(Duration, Program)>,
+}
+
+impl Bounds {
+    /// The three read for apply; what is wrong as validate says it.
+    pub fn read(v: &Values) -> Result<Bounds, String> {
+        let restarts = match v.get("restarts") {
+            None | Some(Value::Null) => 0,
+            Some(x) => match x.as_i64() {
+                Some(n) if (0..=MAX_RESTARTS).contains(&n) => n as u32,
+                _ => {
+                    return Err(format!(
+                        "`restarts` {x} is not a count from 0 to {MAX_RESTARTS}"
+                    ));
+                }
+            },
+        };
+        let hang_text = v
+            .get("hang_after")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let hang_after = match hang_text.is_empty() {
+            true => None,
+            false => Some(hang_of("hang_after", &hang_text)?),
+        };
+        let no_loss = match v.get("hang_without_loss").and_then(Value::as_str) {
+            None | Some("") => None,
+            Some(text) => Some((
+                hang_of("hang_without_loss", text)?,
+                loss_program(v.get("parse").and_then(Value::as_str))?,
+            )),
+        };
+        Ok(Bounds {
+            restarts,
+            hang_after,
+            hang_text,
+            no_loss,
+        })
+    }
+}
+
+/// Validate's problems of `restarts`, `hang_after` and `hang_without_loss`
+/// (`known`: the inputs known before apply), each at its entry; `again`
+/// says what a restart does ("submits the job again"), `output` where a
+/// hang's lines are read ("the job's output").
+pub(crate) fn bound_problems(
+    inputs: &[(String, InputValue)],
+    known: &Values,
+    again: &str,
+    output: &str,
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if let Some(x) = known.get("restarts")
+        && x.as_i64().is_none_or(|n| !(0..=MAX_RESTARTS).contains(&n))
+    {
+        out.push(
+            Problem::at(
+                "restarts",
+                format!("`restarts` {x} is not a count from 0 to {MAX_RESTARTS}"),
+            )
+            .with_help(format!(
+                "how many times flow {again} after a failed or hung attempt, e.g. 3"
+            )),
+        );
+    }
+    for key in ["hang_after", "hang_without_loss"] {
+        if let Some(text) = known.get(key).and_then(Value::as_str)
+            && let Err(why) = hang_of(key, text)
+        {
+            out.push(Problem::at(key, why).with_help(format!(
+                "a duration such as \"10m\" or \"90s\": no new line in {output} (hang_after) or loss (hang_without_loss) for that long is a hang"
+            )));
+        }
+    }
+    if known.get("hang_without_loss").is_some() {
+        // `parse` known only at apply is checked then.
+        let parse = known.get("parse");
+        let unknown = parse.is_none() && inputs.iter().any(|(k, _)| k == "parse");
+        if !unknown && let Err(why) = loss_program(parse.and_then(Value::as_str)) {
+            out.push(Problem::at("hang_without_loss", why).with_help(format!(
+                "add `parse = \"torchrun\"`: no new loss line in {output} for that long is a hang, even while it prints other lines"
+            )));
+        }
+    }
+    out
 }
 
 /// A reporter that keeps what a job's `capture`/`parse` measured, to tell

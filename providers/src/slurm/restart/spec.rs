@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::contract::{InputValue, Problem, ProviderError, Values, known_inputs};
-use crate::fleet::restarts::{MAX_RESTARTS, hang_of, loss_program};
+use crate::fleet::restarts::{Bounds, bound_problems};
 use crate::fleet::spec::{Platform, Policy, Rules};
 use crate::metrics::Program;
 
@@ -70,33 +70,12 @@ impl Spec {
             return Ok(None);
         }
         let invalid = |m: String| ProviderError::invalid(m).before_acting();
-        let restarts = match v.get("restarts") {
-            None | Some(Value::Null) => 0,
-            Some(x) => match x.as_i64() {
-                Some(n) if (0..=MAX_RESTARTS).contains(&n) => n as u32,
-                _ => {
-                    return Err(invalid(format!(
-                        "`restarts` {x} is not a count from 0 to {MAX_RESTARTS}"
-                    )));
-                }
-            },
-        };
-        let hang_text = v
-            .get("hang_after")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let hang_after = match hang_text.is_empty() {
-            true => None,
-            false => Some(hang_of("hang_after", &hang_text).map_err(invalid)?),
-        };
-        let no_loss = match v.get("hang_without_loss").and_then(Value::as_str) {
-            None | Some("") => None,
-            Some(text) => Some((
-                hang_of("hang_without_loss", text).map_err(invalid)?,
-                loss_program(v.get("parse").and_then(Value::as_str)).map_err(invalid)?,
-            )),
-        };
+        let Bounds {
+            restarts,
+            hang_after,
+            hang_text,
+            no_loss,
+        } = Bounds::read(v).map_err(invalid)?;
         let mut shared = Values::new();
         for k in ["policy", "check"] {
             if let Some(x) = v.get(k) {
@@ -164,42 +143,7 @@ impl Spec {
 /// The problems of the restart inputs, for validate, each at its entry.
 pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir) -> Vec<Problem> {
     let known = known_inputs(inputs);
-    let mut out = Vec::new();
-    if let Some(x) = known.get("restarts")
-        && x.as_i64().is_none_or(|n| !(0..=MAX_RESTARTS).contains(&n))
-    {
-        out.push(
-            Problem::at(
-                "restarts",
-                format!("`restarts` {x} is not a count from 0 to {MAX_RESTARTS}"),
-            )
-            .with_help(
-                "how many times flow submits the job again after a failed or hung attempt, e.g. 3",
-            ),
-        );
-    }
-    if let Some(text) = known.get("hang_after").and_then(Value::as_str)
-        && let Err(why) = hang_of("hang_after", text)
-    {
-        out.push(Problem::at("hang_after", why).with_help(
-            "a duration such as \"10m\" or \"90s\": no new line in the job's output for that long is a hang",
-        ));
-    }
-    if let Some(text) = known.get("hang_without_loss").and_then(Value::as_str) {
-        let why = hang_of("hang_without_loss", text).err().or_else(|| {
-            // `parse` known only at apply is checked then.
-            let parse = known.get("parse");
-            let unknown = parse.is_none() && inputs.iter().any(|(k, _)| k == "parse");
-            (!unknown)
-                .then(|| loss_program(parse.and_then(Value::as_str)).err())
-                .flatten()
-        });
-        if let Some(why) = why {
-            out.push(Problem::at("hang_without_loss", why).with_help(
-                "a duration such as \"30m\", with `parse = \"torchrun\"`: no new loss line in the job's output for that long is a hang, even while it prints other lines",
-            ));
-        }
-    }
+    let mut out = bound_problems(inputs, &known, "submits the job again", "the job's output");
     if let Some(dir) = known.get("checkpoint_dir").and_then(Value::as_str)
         && (dir.trim().is_empty() || dir.contains('\n'))
     {

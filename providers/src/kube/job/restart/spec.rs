@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::contract::{InputSpec, InputType, InputValue, Problem, ProviderError, Values};
-use crate::fleet::restarts::{MAX_RESTARTS, hang_of, loss_program};
+use crate::fleet::restarts::{Bounds, bound_problems};
 use crate::fleet::spec::{Common, Platform, Policy};
 use crate::metrics::Program;
 
@@ -126,33 +126,12 @@ impl Spec {
             return Ok(None);
         }
         let invalid = |m: String| ProviderError::invalid(m).before_acting();
-        let restarts = match v.get("restarts") {
-            None | Some(Value::Null) => 0,
-            Some(x) => match x.as_i64() {
-                Some(n) if (0..=MAX_RESTARTS).contains(&n) => n as u32,
-                _ => {
-                    return Err(invalid(format!(
-                        "`restarts` {x} is not a count from 0 to {MAX_RESTARTS}"
-                    )));
-                }
-            },
-        };
-        let hang_text = v
-            .get("hang_after")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let hang_after = match hang_text.is_empty() {
-            true => None,
-            false => Some(hang_of("hang_after", &hang_text).map_err(invalid)?),
-        };
-        let no_loss = match v.get("hang_without_loss").and_then(Value::as_str) {
-            None | Some("") => None,
-            Some(text) => Some((
-                hang_of("hang_without_loss", text).map_err(invalid)?,
-                loss_program(v.get("parse").and_then(Value::as_str)).map_err(invalid)?,
-            )),
-        };
+        let Bounds {
+            restarts,
+            hang_after,
+            hang_text,
+            no_loss,
+        } = Bounds::read(v).map_err(invalid)?;
         let mut shared = Values::new();
         for k in ["policy", "check", "max_bad_fraction"] {
             if let Some(x) = v.get(k) {
@@ -238,37 +217,12 @@ pub(crate) fn problems(inputs: &[(String, InputValue)]) -> Vec<Problem> {
     let known = crate::contract::known_inputs(inputs);
     let mut out = Vec::new();
     let restarts = known.get("restarts");
-    if let Some(x) = restarts
-        && x.as_i64().is_none_or(|n| !(0..=MAX_RESTARTS).contains(&n))
-    {
-        out.push(
-            Problem::at(
-                "restarts",
-                format!("`restarts` {x} is not a count from 0 to {MAX_RESTARTS}"),
-            )
-            .with_help(
-                "how many times flow starts the job again after a failed or hung attempt, e.g. 3",
-            ),
-        );
-    }
-    for key in ["hang_after", "hang_without_loss"] {
-        if let Some(text) = known.get(key).and_then(Value::as_str)
-            && let Err(why) = hang_of(key, text)
-        {
-            out.push(Problem::at(key, why).with_help(
-                "a duration such as \"10m\" or \"90s\": no new line (hang_after) or loss (hang_without_loss) for that long is a hang",
-            ));
-        }
-    }
-    if known.get("hang_without_loss").is_some() {
-        let parse = known.get("parse");
-        let unknown = parse.is_none() && inputs.iter().any(|(k, _)| k == "parse");
-        if !unknown && let Err(why) = loss_program(parse.and_then(Value::as_str)) {
-            out.push(Problem::at("hang_without_loss", why).with_help(
-                "add `parse = \"torchrun\"`: no new loss line in the job's logs for that long is a hang, even while it prints other lines",
-            ));
-        }
-    }
+    out.extend(bound_problems(
+        inputs,
+        &known,
+        "starts the job again",
+        "the job's logs",
+    ));
     if let Some(dir) = known.get("checkpoint_dir").and_then(Value::as_str) {
         if dir.trim().is_empty() || !dir.starts_with('/') {
             out.push(
