@@ -21,6 +21,9 @@ pub struct Driver {
     held: Arc<Mutex<HashSet<String>>>,
     pace: Arc<Mutex<Option<Pace>>>,
     scheduling: Arc<AtomicBool>,
+    /// Held by each pass, and by a test that changes several things the
+    /// next pass must see at once ([`Driver::pause`]).
+    turn: Arc<tokio::sync::Mutex<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -30,7 +33,8 @@ impl Driver {
         let held: Arc<Mutex<HashSet<String>>> = Arc::default();
         let pace: Arc<Mutex<Option<Pace>>> = Arc::default();
         let scheduling = Arc::new(AtomicBool::new(false));
-        let (s, h, p) = (stop.clone(), held.clone(), pace.clone());
+        let turn: Arc<tokio::sync::Mutex<()>> = Arc::default();
+        let (s, h, p, t) = (stop.clone(), held.clone(), pace.clone(), turn.clone());
         let bind = scheduling.clone();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -49,7 +53,10 @@ impl Driver {
                         }
                         None => Held::by_hand(by_hand),
                     };
-                    tick(&client, &held, bind.load(Ordering::SeqCst)).await;
+                    {
+                        let _turn = t.lock().await;
+                        tick(&client, &held, bind.load(Ordering::SeqCst)).await;
+                    }
                     // Paced, a pass is a pace's unit of resolution: a finer
                     // one keeps what the driver adds to each length small.
                     let pass = if paced.is_some() { 40 } else { 150 };
@@ -62,6 +69,7 @@ impl Driver {
             held,
             pace,
             scheduling,
+            turn,
             thread: Some(thread),
         }
     }
@@ -77,6 +85,13 @@ impl Driver {
     /// such pods, as every pod not pinned to a hostname, run on no node.
     pub fn schedule(&self) {
         self.scheduling.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits for the pass under way to end and keeps the next from starting
+    /// until the guard is dropped: what a test changes meanwhile (two nodes
+    /// dying) is seen by one pass, at once.
+    pub fn pause(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.turn.blocking_lock()
     }
 
     /// Leaves objects named `name` (any kind) as they are until released.
