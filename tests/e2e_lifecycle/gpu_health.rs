@@ -72,3 +72,69 @@ fn validate_names_the_reader_a_misspelt_parse_meant() {
     );
     assert!(all.contains("did you mean `nvidia-smi`?"), "{all}");
 }
+
+/// `workflows/gpu-host-check.toml` as shipped, on a host whose
+/// `nvidia-smi` and `all_reduce_perf` print what a real H200 printed
+/// (scripts on PATH that print the recording: this machine has no GPU).
+fn host_check(p: &Project, gpus: &str) -> crate::support::Run {
+    let data = format!(
+        "{}/../providers/src/metrics/testdata/h200-2026-11-28",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let bin = p.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    p.write(
+        "bin/nvidia-smi",
+        &format!("#!/bin/sh\n[ \"$1\" = -q ] && exec cat '{data}/nvidia-smi-q.txt'\nexit 2\n"),
+    );
+    p.write(
+        "bin/all_reduce_perf",
+        &format!(
+            "#!/bin/sh\n[ \"$*\" = '-b 8 -e 1G -f 2 -g {gpus}' ] || {{ echo \"args: $*\"; exit 2; }}\nexec cat '{data}/nccl-allreduce.txt'\n"
+        ),
+    );
+    for f in ["bin/nvidia-smi", "bin/all_reduce_perf"] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p.path().join(f), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let shipped = format!(
+        "{}/../workflows/gpu-host-check.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::copy(&shipped, p.path().join("gpu-host-check.toml")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    p.run_env(
+        &[
+            "apply",
+            "gpu-host-check.toml",
+            "--var",
+            &format!("gpus={gpus}"),
+            "--auto-approve",
+        ],
+        &[("PATH", &path)],
+    )
+}
+
+#[test]
+fn the_shipped_host_check_passes_on_an_h200_and_records_its_values() {
+    let p = Project::new();
+    let apply = host_check(&p, "1").expect(0);
+    assert!(apply.stdout.contains("2 created"), "{}", apply.all());
+    let runs = p.run(&["runs", "gpu-host-check.toml"]).expect(0);
+    assert!(
+        runs.stdout.contains("max_temperature_c=34"),
+        "{}",
+        runs.all()
+    );
+    assert!(runs.stdout.contains("algbw_peak=2123.8"), "{}", runs.all());
+}
+
+#[test]
+fn the_shipped_host_check_fails_a_host_with_fewer_gpus_than_its_type_naming_the_line() {
+    let p = Project::new();
+    let apply = host_check(&p, "8").expect(1);
+    let all = apply.all();
+    assert!(all.contains("expect: gpus = 1 is not == 8"), "{all}");
+    assert!(all.contains("Attached GPUs"), "{all}");
+    assert!(all.contains("nccl") && all.contains("skipped"), "{all}");
+}

@@ -11,6 +11,8 @@ use crate::testing::values;
 
 const H100_Q: &str = "h100-2026-11-27/nvidia-smi-q.txt";
 const H100_QUERY: &str = "h100-2026-11-27/nvidia-smi-query.txt";
+const H200_Q: &str = "h200-2026-11-28/nvidia-smi-q.txt";
+const H200_QUERY: &str = "h200-2026-11-28/nvidia-smi-query.txt";
 const A100_REMAP: &str = "nvidia-smi-q-a100-remap-pending.txt";
 
 fn read(text: &str) -> Reading {
@@ -94,6 +96,39 @@ fn the_real_h100_query_table_reads_its_columns_by_the_header() {
     let e = judged(&sample(H100_QUERY), json!({"sm_clock_ratio_min": ">= 0.9"})).unwrap_err();
     assert!(e.contains("no sm_clock_ratio_min was found"), "{e}");
     assert!(e.contains("a query without that field"), "{e}");
+}
+
+#[test]
+fn a_real_idle_h200_reads_as_the_h100_does() {
+    let r = read(&sample(H200_Q));
+    assert_eq!(
+        numbers(&r),
+        [
+            ("ecc_uncorrected_aggregate", 0.0),
+            ("ecc_uncorrected_volatile", 0.0),
+            ("gpus", 1.0),
+            ("max_temperature_c", 34.0),
+            ("remapped_rows_failure", 0.0),
+            ("remapped_rows_pending", 0.0),
+            ("sm_clock_ratio_min", 345.0 / 1980.0),
+            ("throttled_gpus", 0.0),
+        ]
+    );
+    let q = read(&sample(H200_QUERY));
+    assert_eq!(
+        numbers(&q),
+        [
+            ("ecc_uncorrected_volatile", 0.0),
+            ("gpus", 1.0),
+            ("max_temperature_c", 34.0)
+        ]
+    );
+    assert!(
+        q.lines["gpus"].starts_with("GPU 0: 0, NVIDIA H200,")
+            || q.lines["max_temperature_c"].starts_with("GPU 0: 0, NVIDIA H200,"),
+        "{:?}",
+        q.lines
+    );
 }
 
 #[test]
