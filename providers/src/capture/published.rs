@@ -79,6 +79,7 @@ const H100_NCCL_INFO: &str =
     "providers/src/metrics/testdata/h100-2026-11-27/nccl-allreduce-info.txt";
 const CPU_DDP: &str = "tests/fixtures/published/cpu-ddp/attempt1.txt";
 const CPU_DDP_RESUMED: &str = "tests/fixtures/published/cpu-ddp/attempt2-resumed.txt";
+const LLAMA_RECIPES: &str = "tests/fixtures/published/llama-recipes/finetuning-h200.txt";
 const NO_INFO: &str = "the published run had no NCCL_DEBUG=INFO, so no network line";
 
 /// The samples of each step with rules: (workflow file, step) → samples.
@@ -116,19 +117,34 @@ fn cases() -> Vec<((&'static str, &'static str), Vec<Sample>)> {
         ),
         (
             ("eks-p4d.toml", "nvidia_smi"),
-            vec![Sample {
-                path: "providers/src/metrics/testdata/h100-2026-11-27/nvidia-smi.txt",
-                lines: None,
-                source: "nvidia-smi recorded on an H100 (driver 580.159.04, CUDA 13.0)",
-                values: &[
-                    ("driver_version", "\"580.159.04\""),
-                    ("cuda_version", "13.0"),
-                ],
-                absent: &[],
-                whole: true,
-                fill: &[],
-                judge: true,
-            }],
+            vec![
+                Sample {
+                    path: "providers/src/metrics/testdata/h100-2026-11-27/nvidia-smi.txt",
+                    lines: None,
+                    source: "nvidia-smi recorded on an H100 (driver 580.159.04, CUDA 13.0)",
+                    values: &[
+                        ("driver_version", "\"580.159.04\""),
+                        ("cuda_version", "13.0"),
+                    ],
+                    absent: &[],
+                    whole: true,
+                    fill: &[],
+                    judge: true,
+                },
+                Sample {
+                    path: "providers/src/metrics/testdata/h200-2026-11-28/nvidia-smi.txt",
+                    lines: None,
+                    source: "nvidia-smi recorded on an H200 (driver 580.159.04, CUDA 13.0)",
+                    values: &[
+                        ("driver_version", "\"580.159.04\""),
+                        ("cuda_version", "13.0"),
+                    ],
+                    absent: &[],
+                    whole: true,
+                    fill: &[],
+                    judge: true,
+                },
+            ],
         ),
         (
             ("eks-p4d.toml", "nccl"),
@@ -137,13 +153,13 @@ fn cases() -> Vec<((&'static str, &'static str), Vec<Sample>)> {
         (
             ("eks-p4d.toml", "train"),
             vec![Sample {
-                path: "tests/fixtures/published/llama-recipes-finetuning.txt",
+                path: LLAMA_RECIPES,
                 lines: None,
-                source: "llama-recipes finetuning.py, written from its print statements",
+                source: "llama-recipes finetuning.py (aws-do-fsdp) run by torchrun on an H200",
                 values: &[
-                    ("train_epoch_loss", "1.4993"),
-                    ("loss", "1.4419"),
-                    ("loss_first", "2.0812"),
+                    ("train_epoch_loss", "2.6553"),
+                    ("loss", "2.507986545562744"),
+                    ("loss_first", "6.327173709869385"),
                 ],
                 absent: &[],
                 whole: true,
@@ -195,6 +211,60 @@ fn cases() -> Vec<((&'static str, &'static str), Vec<Sample>)> {
                     absent: &[],
                     whole: true,
                     fill: &[("${vars.epochs}", "20"), ("${vars.epochs - 1}", "19")],
+                    judge: true,
+                },
+            ],
+        ),
+        (
+            ("gpu-host-check.toml", "gpu"),
+            vec![
+                Sample {
+                    path: "providers/src/metrics/testdata/h100-2026-11-27/nvidia-smi-q.txt",
+                    lines: None,
+                    source: "nvidia-smi -q recorded on an H100 (driver 580.159.04)",
+                    values: &[("gpus", "1"), ("max_temperature_c", "33")],
+                    absent: &[],
+                    whole: true,
+                    fill: &[("${vars.gpus}", "1"), ("${vars.max_temperature_c}", "85")],
+                    judge: true,
+                },
+                Sample {
+                    path: "providers/src/metrics/testdata/h200-2026-11-28/nvidia-smi-q.txt",
+                    lines: None,
+                    source: "nvidia-smi -q recorded on an H200 (driver 580.159.04)",
+                    values: &[("gpus", "1"), ("max_temperature_c", "34")],
+                    absent: &[],
+                    whole: true,
+                    fill: &[("${vars.gpus}", "1"), ("${vars.max_temperature_c}", "85")],
+                    judge: true,
+                },
+            ],
+        ),
+        (
+            ("gpu-host-check.toml", "nccl"),
+            vec![
+                Sample {
+                    path: "providers/src/metrics/testdata/h100-2026-11-27/nccl-allreduce.txt",
+                    lines: None,
+                    source: "nccl-tests 2.19.6 all_reduce_perf -b 8 -e 1G -f 2 -g 1 recorded on one H100",
+                    values: &[("busbw", "0.0"), ("out_of_bounds", "0")],
+                    absent: &[],
+                    whole: true,
+                    fill: &[("${vars.min_busbw}", "0")],
+                    judge: true,
+                },
+                Sample {
+                    path: "providers/src/metrics/testdata/h200-2026-11-28/nccl-allreduce.txt",
+                    lines: None,
+                    source: "nccl-tests 2.19.6 all_reduce_perf -b 8 -e 1G -f 2 -g 1 recorded on one H200",
+                    values: &[
+                        ("busbw", "0.0"),
+                        ("out_of_bounds", "0"),
+                        ("algbw_peak", "2123.8"),
+                    ],
+                    absent: &[],
+                    whole: true,
+                    fill: &[("${vars.min_busbw}", "0")],
                     judge: true,
                 },
             ],
@@ -377,13 +447,10 @@ fn rules_that_do_not_fit_the_published_output_fail() {
     let e = m.check(&ddp).unwrap_err().to_string();
     assert!(e.contains("last_epoch") && e.contains("24"), "{e}");
     // A program that prints no epoch line: the capture names its pattern.
-    let other = text(
-        "tests/fixtures/published/llama-recipes-finetuning.txt",
-        None,
-    );
+    let other = text(LLAMA_RECIPES, None);
     let e = m.check(&other).unwrap_err().to_string();
     assert!(
-        e.contains("capture `last_epoch`") && e.contains("first lines: W1127"),
+        e.contains("capture `last_epoch`") && e.contains("first lines: I1128 08:50:27"),
         "{e}"
     );
 }

@@ -7,9 +7,10 @@
 //!   `2025-06-20 14:17:10 I [train.py:103] Batch 90 Loss: 7.24291, Speed: 9.41 samples/sec, lr: 0.000010`;
 //! - llama-recipes' `finetuning.py` (the EKS, HyperPod and Batch
 //!   fine-tuning cases), whose tqdm bar's description formats the loss
-//!   tensor (`src/llama_recipes/utils/train_utils.py`:
-//!   `completed (loss: {loss.detach().float()})`):
-//!   `Training Epoch: 1/1, step 100/307 completed (loss: tensor(1.6624, device='cuda:0'))`,
+//!   (`src/llama_recipes/utils/train_utils.py`:
+//!   `completed (loss: {loss.detach().float()})`, a one-element tensor that
+//!   f-strings print as its number):
+//!   `Training Epoch: 1/3, step 35/36 completed (loss: 2.507986545562744)`,
 //!   one description after another on one line, `\r` between them;
 //! - the DDP test case's `ddp.py` (`3.test_cases/pytorch/ddp/ddp.py`), one
 //!   line per epoch and rank:
@@ -73,8 +74,9 @@ fn patterns() -> &'static Patterns {
             r"Batch (\d+) Loss: ({FLOAT})(?:, Speed: ({FLOAT}) samples/sec)?"
         ))
         .expect("valid"),
-        // finetuning.py formats the loss tensor itself:
-        // `(loss: tensor(1.6624, device='cuda:0'))`; a plain number reads too.
+        // finetuning.py formats a one-element tensor, which prints as its
+        // number (`(loss: 2.507986545562744)`, recorded on an H200); the
+        // tensor's repr (`(loss: tensor(1.6624, device='cuda:0'))`) reads too.
         recipes: Regex::new(&format!(
             r"step (\d+)/\d+ completed \(loss: (?:tensor\()?({FLOAT})[,)]"
         ))
@@ -219,19 +221,35 @@ mod tests {
         );
     }
 
-    /// finetuning.py's tqdm bar, as a pod's log holds it: descriptions
-    /// after `\r`, the loss as the tensor it formats
-    /// (tests/fixtures/published/SOURCES says how the sample was written).
+    /// finetuning.py's tqdm bar as a real run printed it (llama-recipes'
+    /// aws-do-fsdp branch under torchrun on an H200,
+    /// tests/fixtures/published/llama-recipes/SOURCES): descriptions after
+    /// `\r`, a step's description again at each redraw, three epochs of
+    /// steps 0-35.
     #[test]
-    fn reads_llama_recipes_tensor_losses_between_progress_bar_redraws() {
+    fn reads_llama_recipes_losses_between_progress_bar_redraws() {
         let r = Program::Torchrun
             .read(&super::super::sample(
-                "../tests/fixtures/published/llama-recipes-finetuning.txt",
+                "../tests/fixtures/published/llama-recipes/finetuning-h200.txt",
             ))
             .unwrap();
+        let losses = r.values["losses"].as_array().unwrap();
+        assert_eq!(losses[0], json!([0, 6.327173709869385]));
+        assert_eq!(losses.last().unwrap(), &json!([35, 2.507986545562744]));
+        assert_eq!(r.values["loss_first"], json!(6.327173709869385));
+        assert_eq!(r.values["loss"], json!(2.507986545562744));
+        assert!(
+            r.lines["loss"]
+                .starts_with("Training Epoch: 3/3, step 35/36 completed (loss: 2.507986545562744)"),
+            "{}",
+            r.lines["loss"]
+        );
+        // The tensor's repr, as an older sample had it, reads the same.
+        let repr =
+            "Training Epoch: 1/1, step 99/307 completed (loss: tensor(1.6624, device='cuda:0'))";
         assert_eq!(
-            r.values["losses"],
-            json!([[0, 2.0812], [99, 1.6624], [199, 1.5127], [306, 1.4419]])
+            Program::Torchrun.read(repr).unwrap().values["losses"],
+            json!([[99, 1.6624]])
         );
     }
 
