@@ -10,9 +10,11 @@
 mod control;
 mod job;
 mod node_check;
+mod nodes;
 mod output;
 mod output_path;
 mod remote;
+mod replacement;
 mod restart;
 mod run;
 mod script;

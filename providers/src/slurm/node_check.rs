@@ -16,12 +16,10 @@
 //! resumes the nodes flow drained whose reason is still flow's. Where the
 //! cluster is SageMaker HyperPod (`hyperpod_cluster`) or ParallelCluster
 //! (`pcluster_cluster`), policy `replace` drains a bad node, then has the
-//! platform replace its instance and checks the new node ([`replace`],
-//! [`pcluster`]).
+//! platform replace its instance and checks the new node
+//! ([`crate::slurm::replacement`]).
 
 pub(super) mod jobs;
-pub(super) mod nodes;
-mod pcluster;
 mod replace;
 mod replaced;
 mod spec;
@@ -41,11 +39,12 @@ use crate::fleet::spec::Policy;
 use crate::fleet::step::{self, Judged};
 use crate::fleet::{self, Rule};
 
+use super::nodes::{self, SlurmNode};
 use super::remote::Remote;
+use super::replacement;
 use jobs::{Batch, Pinned, values_for};
-use nodes::SlurmNode;
 use replaced::{replaced_and_checked, replacements_healthy, resume_replacing};
-use spec::{SLURM, Spec, Through};
+use spec::{SLURM, Spec};
 
 /// The outputs only this kind has: the nodes drained, those not checked
 /// because Slurm would run no job there, and the nodes replaced (policy
@@ -261,15 +260,7 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
                     verdicts[n]["reason"].as_str().unwrap_or_default()
                 )
             };
-            match through {
-                Through::HyperPod(cluster) => {
-                    replace::instances_of(ctx, cluster, &judged.bad, reason_of).await?
-                }
-                Through::ParallelCluster(cluster) => {
-                    let fleet = pcluster::Fleet::new(ctx, cluster).await?;
-                    pcluster::instances_of(&remote, &fleet, &judged.bad, reason_of).await?
-                }
-            }
+            replacement::instances_of(ctx, &remote, through, &judged.bad, reason_of).await?
         }
         _ => Vec::new(),
     };
@@ -422,12 +413,9 @@ impl Provider for SlurmNodeCheck {
         lines.push(match c.policy {
             Policy::Fail => "a bad node fails the step".into(),
             Policy::TakeOut => match &spec.replace_through {
-                Some(Through::HyperPod(cluster)) => format!(
-                    "a bad node is drained (scontrol update State=DRAIN Reason=\"flow: <its verdict>\"), then its instance replaced through HyperPod cluster `{cluster}` (BatchReplaceClusterNodes, once), the new node waited for and checked: a bad new node fails the step"
-                ),
-                Some(Through::ParallelCluster(cluster)) => format!(
-                    "a bad node is drained (scontrol update State=DRAIN Reason=\"flow: <its verdict>\"), then its instance replaced by ParallelCluster cluster `{cluster}` (the node set DOWN, once: clustermgtd terminates it and launches another under the node's name), the node waited for on its new instance ({}) and checked: a bad new node fails the step",
-                    humantime::format_duration(spec.replace_timeout)
+                Some(through) => format!(
+                    "a bad node is drained (scontrol update State=DRAIN Reason=\"flow: <its verdict>\"), then {} and checked: a bad new node fails the step",
+                    through.plan_text(spec.replace_timeout)
                 ),
                 None => "a bad node is drained: scontrol update State=DRAIN Reason=\"flow: <its verdict>\" (destroy resumes it)".into(),
             },

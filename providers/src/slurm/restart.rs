@@ -5,6 +5,10 @@
 //! the drained nodes and told the newest checkpoint (FLOW_RESUME_FROM), up
 //! to `restarts` times.
 //!
+//! With policy `replace` (and `hyperpod_cluster` or `pcluster_cluster`)
+//! the nodes found bad are replaced by their platform and waited for
+//! before the next attempt ([`replaced`]).
+//!
 //! Every attempt is durable before and after its sbatch: attempt N > 1
 //! carries `--comment=flow:<token>-aN` (the first, `flow:<token>`, as a
 //! job that runs once), and the step's id records each attempt's job and
@@ -15,6 +19,7 @@
 //! twice.
 
 mod fault;
+mod replaced;
 mod spec;
 
 use std::sync::Arc;
@@ -31,6 +36,7 @@ use crate::contract::{Applied, OpContext, ProviderError, Values};
 use crate::fleet::restarts::Keep;
 use crate::fleet::spec::Policy;
 use crate::inputs;
+use crate::slurm::replacement::Replacing;
 
 pub(crate) use spec::{INPUTS, Spec, last_job, problems};
 use spec::{Recorded, decode, encode};
@@ -51,6 +57,9 @@ struct Attempt {
     suspects: String,
     suspect_nodes: Vec<String>,
     drained: Vec<String>,
+    /// The bad nodes replaced by their platform (policy `replace`), each
+    /// with the node in its place.
+    replaced: Vec<Replacing>,
     resumed_from: Option<String>,
 }
 
@@ -65,6 +74,12 @@ impl Attempt {
             "suspects": (!self.suspects.is_empty()).then_some(&self.suspects),
             "suspect_nodes": self.suspect_nodes,
             "drained": self.drained,
+            "replaced": self.replaced.iter().map(|r| json!({
+                "node": r.node,
+                "instance_id": r.instance_id,
+                "by": r.by.as_ref().map(|b| &b.1),
+                "by_instance_id": r.by.as_ref().map(|b| &b.0),
+            })).collect::<Vec<_>>(),
             "resumed_from": self.resumed_from,
         })
     }
@@ -77,6 +92,10 @@ impl Attempt {
         }
         if !self.drained.is_empty() {
             s.push_str(&format!("; drained {}", self.drained.join(", ")));
+        }
+        if !self.replaced.is_empty() {
+            let each: Vec<String> = self.replaced.iter().map(replaced::said).collect();
+            s.push_str(&format!("; replaced {}", each.join(", ")));
         }
         if let Some(r) = &self.resumed_from {
             s.push_str(&format!(" (resumed from {r})"));
@@ -164,6 +183,7 @@ pub(crate) async fn drive(
             Some(Recorded {
                 job: Some(id),
                 resumed_from,
+                ..
             }) => (id, resumed_from),
             pending => {
                 let resumed_from = match (pending, &spec.checkpoint_dir) {
@@ -184,6 +204,7 @@ pub(crate) async fn drive(
                 recorded.push(Recorded {
                     job: None,
                     resumed_from: resumed_from.clone(),
+                    replacing: Vec::new(),
                 });
                 let id = match by_comment(remote, &token).await? {
                     Some(id) => {
@@ -263,18 +284,27 @@ pub(crate) async fn drive(
             "attempt {n} (job {id}) failed: {}",
             attempt.cause.as_deref().unwrap_or_default()
         ));
-        let (mut suspects, listed) =
-            fault::find(remote, &ctx.step, &ended.seen, output.text()).await?;
-        fault::check(
-            ctx,
-            remote,
-            spec,
-            n,
-            &mut suspects,
-            &listed,
-            fault::partition(values),
-        )
-        .await?;
+        let at = (n - 1) as usize;
+        // Replacements recorded before a kill: their nodes as found then
+        // (a replaced node is gone from the cluster; looking again would
+        // guess).
+        let (suspects, listed) = if recorded[at].replacing.is_empty() {
+            let (mut suspects, listed) =
+                fault::find(remote, &ctx.step, &ended.seen, output.text()).await?;
+            fault::check(
+                ctx,
+                remote,
+                spec,
+                n,
+                &mut suspects,
+                &listed,
+                fault::partition(values),
+            )
+            .await?;
+            (suspects, listed)
+        } else {
+            (replaced::suspects_of(&recorded[at].replacing), Vec::new())
+        };
         attempt.suspects = suspects.said();
         attempt.suspect_nodes = if suspects.unknown() {
             Vec::new()
@@ -284,8 +314,22 @@ pub(crate) async fn drive(
         ctx.reporter
             .event(&format!("attempt {n}: {}", attempt.suspects));
         let last = n > spec.restarts;
-        match spec.policy {
-            Policy::TakeOut => {
+        match (spec.policy, &spec.replace_through) {
+            (Policy::TakeOut, Some(through)) if !suspects.bad.is_empty() => {
+                let replacer = replaced::Replacer {
+                    ctx,
+                    remote,
+                    spec,
+                    through,
+                    partition: fault::partition(values),
+                };
+                attempt.replaced = replacer
+                    .replace(&mut recorded, at, &id, &suspects.bad)
+                    .await?;
+                attempt.drained = attempt.replaced.iter().map(|r| r.node.clone()).collect();
+            }
+            (Policy::TakeOut, Some(_)) => {}
+            (Policy::TakeOut, None) => {
                 attempt.drained = fault::drain(ctx, remote, &id, &suspects.bad, &listed).await?;
                 for d in &attempt.drained {
                     if !excluded.contains(d) {
@@ -293,7 +337,7 @@ pub(crate) async fn drive(
                     }
                 }
             }
-            Policy::Fail if !suspects.bad.is_empty() => {
+            (Policy::Fail, _) if !suspects.bad.is_empty() => {
                 attempts.push(attempt);
                 tell(ctx, &keep, &attempts);
                 let bad: Vec<&str> = suspects.bad.iter().map(|(n, _)| n.as_str()).collect();
@@ -305,7 +349,7 @@ pub(crate) async fn drive(
                 ))
                 .with_help("set `policy = \"drain\"` to drain the bad nodes and restart without them, or take them out by hand and apply again"));
             }
-            Policy::Fail => {}
+            (Policy::Fail, _) => {}
         }
         attempts.push(attempt);
         if last {
@@ -358,6 +402,7 @@ mod tests {
             suspects: "Xid 79 on gpu-2: NVRM: Xid (PCI:0000:10:1c): 79".into(),
             suspect_nodes: vec!["gpu-2".into()],
             drained: vec!["gpu-2".into()],
+            replaced: Vec::new(),
             resumed_from: None,
         };
         assert_eq!(

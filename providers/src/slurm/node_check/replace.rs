@@ -1,71 +1,18 @@
-//! Policy `replace` of `slurm.node_check` where the cluster is SageMaker
-//! HyperPod (`hyperpod_cluster`): each drained node's instance (the node of
-//! the cluster whose hostname Slurm names it by) replaced with
-//! BatchReplaceClusterNodes, the new instance waited for until it is
-//! `Running` and Slurm lists it, so that its checks can run.
-//!
-//! Every replacement is durable before and after its call: the step's id
-//! (`c1,c2|c1=i-…@worker-group-1@1764300000+@nvidia-smi lists 7 GPUs`)
-//! holds the drained nodes, then for each replacement the node, its
-//! instance, its group, the time the call was about to go out, `+` once
-//! HyperPod answered, and why the node was bad (`%`-escaped). A resume
-//! (kill -9 of flow anywhere) sends the call only for a replacement whose
-//! old instance is still `Running` (HyperPod had not taken it), so one
-//! node is replaced once.
+//! The id of a `slurm.node_check` run under policy `replace`: the drained
+//! nodes, then each replacement as [`Replacing::encoded`] writes it
+//! (`c1,c2|c1=i-…@worker-group-1@1764300000+@nvidia-smi lists 7 GPUs`), so
+//! that a resume (kill -9 of flow anywhere) carries the replacements to
+//! the end without asking the platform twice
+//! ([`crate::slurm::replacement`]).
 
-use std::time::Duration;
-
-use tokio::time::Instant;
-
-use super::nodes::{self, SlurmNode};
-use crate::aws::hyperpod::nodes::{self as cluster_nodes, Node};
-use crate::contract::{OpContext, ProviderError};
-use crate::slurm::remote::Remote;
-
-/// One drained node being replaced.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Replacing {
-    /// Its Slurm name.
-    pub node: String,
-    /// Its instance, being replaced.
-    pub instance_id: String,
-    /// Its instance group, the new instance's too (HyperPod); the node's
-    /// address on its old instance (ParallelCluster, [`super::pcluster`]).
-    pub group: String,
-    /// When BatchReplaceClusterNodes (or the DOWN) was about to go out,
-    /// seconds since the epoch: the new instance is launched after it.
-    pub since: u64,
-    /// Whether HyperPod answered the call (Slurm took the DOWN).
-    pub sent: bool,
-    /// Why it was found bad (`by: reason` of its verdict), kept for a
-    /// resumed run's outputs.
-    pub reason: String,
-}
-
-/// A replacement carried out: the node and the one now in its place.
-#[derive(Debug, Clone)]
-pub(super) struct Replaced {
-    /// What was replaced.
-    pub was: Replacing,
-    /// The new instance.
-    pub instance_id: String,
-    /// The new node, as Slurm lists it.
-    pub node: SlurmNode,
-}
+use crate::slurm::replacement::Replacing;
 
 /// The step's id: the drained nodes, then each replacement.
 pub(super) fn encode(held: &[String], replacing: &[Replacing]) -> String {
     let mut id = held.join(",");
     for r in replacing {
-        id.push_str(&format!(
-            "|{}={}@{}@{}{}@{}",
-            r.node,
-            r.instance_id,
-            r.group,
-            r.since,
-            if r.sent { "+" } else { "" },
-            escape(&r.reason)
-        ));
+        id.push('|');
+        id.push_str(&r.encoded());
     }
     id
 }
@@ -81,333 +28,13 @@ pub(super) fn decode(id: &str) -> (Vec<String>, Vec<Replacing>) {
         .filter(|n| !n.is_empty())
         .map(str::to_string)
         .collect();
-    let replacing = parts
-        .filter_map(|p| {
-            let (node, rest) = p.split_once('=')?;
-            let mut fields = rest.split('@');
-            let (instance_id, group, since) = (fields.next()?, fields.next()?, fields.next()?);
-            let reason = unescape(fields.next().unwrap_or_default());
-            let sent = since.ends_with('+');
-            Some(Replacing {
-                node: node.to_string(),
-                instance_id: instance_id.to_string(),
-                group: group.to_string(),
-                since: since.trim_end_matches('+').parse().ok()?,
-                sent,
-                reason,
-            })
-        })
-        .collect();
+    let replacing = parts.filter_map(Replacing::decoded).collect();
     (held, replacing)
-}
-
-/// `text` with the id's separators (`%|,=@+`) escaped as `%XX`.
-fn escape(text: &str) -> String {
-    text.chars()
-        .map(|c| match c {
-            '%' | '|' | ',' | '=' | '@' | '+' => format!("%{:02X}", c as u32),
-            c => c.to_string(),
-        })
-        .collect()
-}
-
-/// What [`escape`] made, back.
-fn unescape(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('%') {
-        out.push_str(&rest[..at]);
-        let code = rest
-            .get(at + 1..at + 3)
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match code {
-            Some(b) => {
-                out.push(b as char);
-                rest = &rest[at + 3..];
-            }
-            None => {
-                out.push('%');
-                rest = &rest[at + 1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The instances of the drained `names` in HyperPod cluster `cluster`,
-/// found by hostname, each with why it is bad (`reason_of`); an error
-/// naming a node that is no instance of it.
-pub(super) async fn instances_of(
-    ctx: &OpContext,
-    cluster: &str,
-    names: &[String],
-    reason_of: impl Fn(&str) -> String,
-) -> Result<Vec<Replacing>, ProviderError> {
-    let listed = cluster_nodes::list(ctx, cluster).await?;
-    let since = now();
-    names
-        .iter()
-        .map(|name| {
-            let n = listed
-                .iter()
-                .find(|n| n.short_name() == Some(name.as_str()) && n.status != "ShuttingDown")
-                .ok_or_else(|| {
-                    ProviderError::fatal(format!(
-                        "Slurm node {name} is no instance of HyperPod cluster `{cluster}`: none of its {} nodes has the hostname {name}",
-                        listed.len()
-                    ))
-                    .with_help("check `hyperpod_cluster`: the nodes checked must be that cluster's (aws sagemaker list-cluster-nodes)")
-                })?;
-            Ok(Replacing {
-                node: name.clone(),
-                instance_id: n.instance_id.clone(),
-                group: n.group.clone(),
-                since,
-                sent: false,
-                reason: reason_of(name),
-            })
-        })
-        .collect()
-}
-
-/// Seconds since the epoch.
-pub(super) fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Sends BatchReplaceClusterNodes for the replacements not known to be sent
-/// (unless HyperPod already took their instance), recording each before
-/// and after the call with `record` (the step's id); returns them all sent.
-pub(super) async fn send<F, Fut>(
-    ctx: &OpContext,
-    cluster: &str,
-    mut replacing: Vec<Replacing>,
-    record: F,
-) -> Result<Vec<Replacing>, ProviderError>
-where
-    F: Fn(Vec<Replacing>) -> Fut,
-    Fut: std::future::Future<Output = Result<(), ProviderError>>,
-{
-    if replacing.iter().all(|r| r.sent) {
-        return Ok(replacing);
-    }
-    let listed = cluster_nodes::list(ctx, cluster).await?;
-    let mut to_send = Vec::new();
-    for r in replacing.iter_mut().filter(|r| !r.sent) {
-        match listed.iter().find(|n| n.instance_id == r.instance_id) {
-            Some(n) if n.status == "Running" => to_send.push(r.instance_id.clone()),
-            // Shutting down or gone: HyperPod took the call before the
-            // answer was recorded.
-            _ => {
-                ctx.reporter.event(&format!(
-                    "node {} ({}) is already being replaced: not asking again",
-                    r.node, r.instance_id
-                ));
-                r.sent = true;
-            }
-        }
-    }
-    if !to_send.is_empty() {
-        let since = now();
-        for r in replacing.iter_mut().filter(|r| !r.sent) {
-            r.since = since;
-        }
-        record(replacing.clone()).await?;
-        cluster_nodes::replace(ctx, cluster, &to_send).await?;
-        ctx.reporter.event(&format!(
-            "BatchReplaceClusterNodes for {} of HyperPod cluster `{cluster}`",
-            to_send.join(", ")
-        ));
-    }
-    for r in &mut replacing {
-        r.sent = true;
-    }
-    record(replacing.clone()).await?;
-    Ok(replacing)
-}
-
-/// Waits until each replaced instance is gone and a new instance of its
-/// group, launched after the call, is `Running`, then until Slurm lists
-/// that node usable, at most `limit`; the new nodes, in the order of
-/// `replacing`.
-pub(super) async fn wait(
-    ctx: &OpContext,
-    remote: &Remote,
-    cluster: &str,
-    partition: Option<&str>,
-    replacing: &[Replacing],
-    limit: Duration,
-) -> Result<Vec<Replaced>, ProviderError> {
-    let deadline = Instant::now() + limit;
-    let mut said = String::new();
-    let fresh: Vec<(Replacing, Node)> = loop {
-        let listed = match cluster_nodes::list(ctx, cluster).await {
-            Ok(listed) => listed,
-            Err(e) if e.is_retryable() => {
-                ctx.reporter
-                    .log(&format!("listing the cluster's nodes: {}", e.message));
-                pause(ctx, deadline, limit, "HyperPod to replace the nodes").await?;
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        match new_instances(&listed, replacing) {
-            Ok(Some(found)) => break found,
-            Ok(None) => {}
-            Err(e) => return Err(e),
-        }
-        let now_saying = progress(&listed, replacing);
-        if now_saying != said {
-            ctx.reporter.event(&now_saying);
-            said = now_saying;
-        }
-        pause(ctx, deadline, limit, "HyperPod to replace the nodes").await?;
-    };
-    let mut out = Vec::new();
-    for (was, new) in fresh {
-        let name = new.short_name().unwrap_or_default().to_string();
-        ctx.reporter.event(&format!(
-            "node {} ({}) replaced by {name} ({})",
-            was.node, was.instance_id, new.instance_id
-        ));
-        let node = loop {
-            // Slurm's controller restarts while nodes join and leave (as
-            // Slurm needs for a changed node list): a failed look is
-            // looked at again.
-            match nodes::list(remote, partition).await {
-                Ok(listed) => {
-                    if let Some(n) = listed.into_iter().find(|n| n.name == name && n.usable()) {
-                        break n;
-                    }
-                }
-                Err(e) => ctx
-                    .reporter
-                    .log(&format!("listing Slurm's nodes: {}", e.message)),
-            }
-            pause(ctx, deadline, limit, &format!("Slurm to list node {name}")).await?;
-        };
-        out.push(Replaced {
-            was,
-            instance_id: new.instance_id,
-            node,
-        });
-    }
-    Ok(out)
-}
-
-async fn pause(
-    ctx: &OpContext,
-    deadline: Instant,
-    limit: Duration,
-    what: &str,
-) -> Result<(), ProviderError> {
-    if ctx.cancel.is_cancelled() {
-        return Err(ProviderError::fatal(format!(
-            "interrupted while waiting for {what}"
-        )));
-    }
-    if Instant::now() > deadline {
-        return Err(ProviderError::fatal(format!(
-            "gave up waiting for {what} after {}; the next apply looks again",
-            humantime::format_duration(limit)
-        )));
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    Ok(())
-}
-
-/// The new instance of each replacement, once every old one is gone and
-/// every new one `Running` with a hostname; `None` while not yet; an
-/// error for a new instance that failed.
-fn new_instances(
-    listed: &[Node],
-    replacing: &[Replacing],
-) -> Result<Option<Vec<(Replacing, Node)>>, ProviderError> {
-    let mut taken: Vec<&str> = Vec::new();
-    let mut found = Vec::new();
-    for r in replacing {
-        if listed.iter().any(|n| n.instance_id == r.instance_id) {
-            return Ok(None);
-        }
-        let candidates = listed.iter().filter(|n| {
-            n.group == r.group
-                && n.launched + 2.0 >= r.since as f64
-                && !taken.contains(&n.instance_id.as_str())
-        });
-        let mut chosen = None;
-        for n in candidates {
-            match n.status.as_str() {
-                "Running" if n.hostname.is_some() => {
-                    chosen = Some(n);
-                    break;
-                }
-                "Failure" => {
-                    return Err(ProviderError::fatal(format!(
-                        "the instance replacing node {} ({}) failed: {} {}",
-                        r.node, r.instance_id, n.instance_id, n.message
-                    ))
-                    .with_help("its lifecycle script's output is in the cluster's CloudWatch log group /aws/sagemaker/Clusters/<name>/<id>"));
-                }
-                _ => {}
-            }
-        }
-        match chosen {
-            Some(n) => {
-                taken.push(&n.instance_id);
-                found.push((r.clone(), n.clone()));
-            }
-            None => return Ok(None),
-        }
-    }
-    Ok(Some(found))
-}
-
-/// What the replacement is at, for the log.
-fn progress(listed: &[Node], replacing: &[Replacing]) -> String {
-    replacing
-        .iter()
-        .map(|r| {
-            let old = listed
-                .iter()
-                .find(|n| n.instance_id == r.instance_id)
-                .map_or("gone".to_string(), |n| n.status.clone());
-            let new: Vec<String> = listed
-                .iter()
-                .filter(|n| n.group == r.group && n.launched + 2.0 >= r.since as f64)
-                .map(|n| format!("{} {}", n.instance_id, n.status))
-                .collect();
-            format!(
-                "replacing node {} ({} {old}): new instance {}",
-                r.node,
-                r.instance_id,
-                if new.is_empty() {
-                    "not launched yet".to_string()
-                } else {
-                    new.join(", ")
-                }
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn node(id: &str, group: &str, status: &str, host: &str, launched: f64) -> Node {
-        Node {
-            instance_id: id.into(),
-            group: group.into(),
-            status: status.into(),
-            message: String::new(),
-            hostname: (!host.is_empty()).then(|| format!("{host}.ec2.internal")),
-            launched,
-        }
-    }
 
     #[test]
     fn ids_keep_the_drained_nodes_and_each_replacement() {
@@ -418,6 +45,7 @@ mod tests {
             since: 1_764_300_000,
             sent: false,
             reason: "nvidia-smi lists 7 GPUs, not 8 (a|b=c@d+e,f 100%)".into(),
+            by: None,
         };
         let held = vec!["ip-10-1-0-5".to_string(), "ip-10-1-0-7".to_string()];
         let id = encode(&held, std::slice::from_ref(&r));
@@ -432,41 +60,5 @@ mod tests {
         assert!(id.contains("@1764300000+@nvidia-smi"), "{id}");
         assert_eq!(decode(&id).1, vec![sent]);
         assert_eq!(decode("c1,c2"), (vec!["c1".into(), "c2".into()], vec![]));
-    }
-
-    #[test]
-    fn the_new_instance_is_its_groups_launched_after_the_call() {
-        let r = Replacing {
-            node: "ip-a".into(),
-            instance_id: "i-old".into(),
-            group: "w".into(),
-            since: 1000,
-            sent: true,
-            reason: String::new(),
-        };
-        let rs = std::slice::from_ref(&r);
-        // The old one still shutting down: not yet.
-        let listed = vec![
-            node("i-old", "w", "ShuttingDown", "ip-a", 10.0),
-            node("i-new", "w", "Running", "ip-b", 1001.0),
-        ];
-        assert!(new_instances(&listed, rs).unwrap().is_none());
-        // Gone, and the new one Running: found; an older node of the group,
-        // or one of another group, is not it.
-        let listed = vec![
-            node("i-other", "w", "Running", "ip-c", 10.0),
-            node("i-ctl", "controller", "Running", "ip-d", 1001.0),
-            node("i-new", "w", "Running", "ip-b", 1001.0),
-        ];
-        let found = new_instances(&listed, rs).unwrap().unwrap();
-        assert_eq!(found[0].1.instance_id, "i-new");
-        assert_eq!(found[0].1.short_name(), Some("ip-b"));
-        // Still pending: not yet; failed: the error says why.
-        let listed = vec![node("i-new", "w", "Pending", "", 1001.0)];
-        assert!(new_instances(&listed, rs).unwrap().is_none());
-        let mut failed = node("i-new", "w", "Failure", "ip-b", 1001.0);
-        failed.message = "Lifecycle script did not run successfully".into();
-        let e = new_instances(&[failed], rs).unwrap_err();
-        assert!(e.message.contains("Lifecycle script"), "{}", e.message);
     }
 }

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::jobs::Batch;
-use super::nodes::SlurmNode;
-use super::pcluster;
-use super::replace::{self, Replaced, Replacing};
-use super::spec::{Spec, Through};
+use super::replace;
+use super::spec::Spec;
 use super::{Run, report};
 use crate::contract::{Applied, OpContext, ProviderError, Values};
+use crate::slurm::nodes::SlurmNode;
 use crate::slurm::remote::Remote;
+use crate::slurm::replacement::{self, Replaced, Replacing, Through};
 
 /// What a replacement left: the step's id, the new nodes' verdicts, and
 /// each replacement as the `replaced` output lists it.
@@ -39,8 +39,8 @@ fn verdict_key(d: &Replaced) -> String {
 }
 
 /// Replaces `replacing` through the cluster `through` names (asked for
-/// once: see [`super::replace`] and [`super::pcluster`]), waits for the new
-/// nodes, and checks them.
+/// once: see [`crate::slurm::replacement`]), waits for the new nodes, and
+/// checks them.
 pub(super) async fn replaced_and_checked(
     ctx: &OpContext,
     remote: &Remote,
@@ -51,22 +51,16 @@ pub(super) async fn replaced_and_checked(
 ) -> Result<ReplacedAndChecked, ProviderError> {
     let record =
         |r: Vec<Replacing>| async move { ctx.checkpoint.made(&replace::encode(held, &r)).await };
-    let partition = spec.partition.as_deref();
-    let (sent, done) = match through {
-        Through::HyperPod(cluster) => {
-            let sent = replace::send(ctx, cluster, replacing, record).await?;
-            let done =
-                replace::wait(ctx, remote, cluster, partition, &sent, spec.replace_timeout).await?;
-            (sent, done)
-        }
-        Through::ParallelCluster(cluster) => {
-            let fleet = pcluster::Fleet::new(ctx, cluster).await?;
-            let sent = pcluster::send(ctx, remote, &fleet, replacing, record).await?;
-            let done =
-                pcluster::wait(ctx, remote, &fleet, partition, &sent, spec.replace_timeout).await?;
-            (sent, done)
-        }
-    };
+    let (sent, done) = replacement::replace(
+        ctx,
+        remote,
+        through,
+        spec.partition.as_deref(),
+        replacing,
+        spec.replace_timeout,
+        record,
+    )
+    .await?;
     let id = replace::encode(held, &sent);
     let members: Vec<SlurmNode> = done.iter().map(|d| d.node.clone()).collect();
     let mut verdicts = BTreeMap::new();

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::contract::{InputValue, Problem, ProviderError, Values};
 use crate::fleet::spec::{Common, Platform, table};
+use crate::slurm::replacement::{self, Through};
 use crate::slurm::script;
 
 /// Slurm's node check platform.
@@ -64,17 +65,11 @@ impl Spec {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
-        let replace_through = replacing_through(v);
+        let (replace_through, replace_timeout) = replacement::read(v)?;
         let common = match &replace_through {
-            Some(_) => SLURM.common(&as_drain(v))?,
+            Some(_) => SLURM.common(&replacement::as_drain(v))?,
             None => SLURM.common(v)?,
         };
-        let replace_timeout = v
-            .get("replace_timeout")
-            .map(duration_of)
-            .transpose()
-            .map_err(|p| ProviderError::invalid(p.message).before_acting())?
-            .unwrap_or(DEFAULT_REPLACE_TIMEOUT);
         let spec = Spec {
             nodes: text("nodes"),
             partition: text("partition"),
@@ -103,58 +98,6 @@ impl Spec {
     }
 }
 
-/// Whose replacement policy `replace` asks for, and of which cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Through {
-    /// A SageMaker HyperPod cluster (name or ARN): BatchReplaceClusterNodes.
-    HyperPod(String),
-    /// A ParallelCluster cluster (its name): clustermgtd replaces a static
-    /// node set DOWN.
-    ParallelCluster(String),
-}
-
-/// How long a replacement may take unless `replace_timeout` says.
-const DEFAULT_REPLACE_TIMEOUT: Duration = Duration::from_secs(45 * 60);
-
-/// `replace_timeout`: a duration (`"30m"`).
-fn duration_of(v: &Value) -> Result<Duration, Problem> {
-    v.as_str()
-        .and_then(|t| humantime::parse_duration(t).ok())
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            Problem::at(
-                "replace_timeout",
-                format!("{v} is not a duration (e.g. \"30m\")"),
-            )
-        })
-}
-
-/// The cluster of a step whose policy is `replace` and that names
-/// `hyperpod_cluster` or `pcluster_cluster` (validate refuses both);
-/// `None` otherwise (where `replace` is then refused as the platform
-/// refuses it).
-fn replacing_through(v: &Values) -> Option<Through> {
-    if v.get("policy")?.as_str()? != "replace" {
-        return None;
-    }
-    let named = |k: &str| {
-        v.get(k)
-            .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
-            .map(str::to_string)
-    };
-    named("hyperpod_cluster")
-        .map(Through::HyperPod)
-        .or_else(|| named("pcluster_cluster").map(Through::ParallelCluster))
-}
-
-/// `v` with its policy `drain`: what `replace` does first.
-fn as_drain(v: &Values) -> Values {
-    let mut v = v.clone();
-    v.insert("policy".into(), Value::String("drain".into()));
-    v
-}
-
 /// Whether `s` reads as a Slurm hostlist (`compute-[1-16,20]`, `a,b`).
 pub(super) fn is_hostlist(s: &str) -> bool {
     let mut depth = 0i32;
@@ -176,53 +119,7 @@ pub(super) fn is_hostlist(s: &str) -> bool {
 pub(super) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir) -> Vec<Problem> {
     let known = crate::contract::known_inputs(inputs);
     let has = |k: &str| inputs.iter().any(|(n, _)| n == k);
-    // The cluster may be known only after apply (another step's output):
-    // that it is given is enough here.
-    let names = |k: &str| {
-        has(k)
-            && known
-                .get(k)
-                .is_none_or(|c| c.as_str().is_some_and(|c| !c.is_empty()))
-    };
-    let replace = known.get("policy").and_then(Value::as_str) == Some("replace");
-    let replacing = replace && (names("hyperpod_cluster") || names("pcluster_cluster"));
-    let mut out = if replacing {
-        let drained: Vec<(String, InputValue)> = inputs
-            .iter()
-            .filter(|(k, _)| k != "policy")
-            .cloned()
-            .collect();
-        SLURM.problems(&drained)
-    } else {
-        SLURM.problems(inputs)
-    };
-    if known.get("policy").and_then(Value::as_str) == Some("replace") && !replacing {
-        for p in out.iter_mut().filter(|p| p.path == ["policy"]) {
-            let help = p.help.take().unwrap_or_default();
-            p.help = Some(format!(
-                "{help}; on SageMaker HyperPod, name the cluster in `hyperpod_cluster` and `replace` replaces the drained node through BatchReplaceClusterNodes; on ParallelCluster, name it in `pcluster_cluster` and its clustermgtd replaces the drained static node"
-            ));
-        }
-    }
-    if has("hyperpod_cluster") && has("pcluster_cluster") {
-        out.push(
-            Problem::at(
-                "pcluster_cluster",
-                "give `hyperpod_cluster` or `pcluster_cluster`, not both: a node is replaced by one platform",
-            )
-            .with_help("`hyperpod_cluster` names a SageMaker HyperPod cluster, `pcluster_cluster` a ParallelCluster cluster"),
-        );
-    }
-    if let Some(t) = known.get("replace_timeout") {
-        if let Err(p) = duration_of(t) {
-            out.push(p);
-        } else if !replace {
-            out.push(Problem::at(
-                "replace_timeout",
-                "`replace_timeout` is for policy `replace`: nothing is replaced under this policy",
-            ));
-        }
-    }
+    let mut out = replacement::problems(&SLURM, inputs);
     if !has("nodes") && !has("partition") {
         out.push(Problem::at_path(
             &[],
@@ -407,7 +304,7 @@ mod tests {
             s.replace_through,
             Some(Through::HyperPod("ml-cluster".into()))
         );
-        assert_eq!(s.replace_timeout, DEFAULT_REPLACE_TIMEOUT);
+        assert_eq!(s.replace_timeout, replacement::DEFAULT_REPLACE_TIMEOUT);
         let s = Spec::from_values(&v(json!({"partition": "p", "policy": "replace",
             "check": check, "pcluster_cluster": "ml-p5", "replace_timeout": "20m"})))
         .unwrap();

@@ -12,7 +12,7 @@ use crate::contract::{OpContext, ProviderError, Values};
 use crate::fleet;
 use crate::fleet::suspects;
 use crate::slurm::node_check::jobs::{Batch, Pinned, values_for};
-use crate::slurm::node_check::nodes::{self, SlurmNode};
+use crate::slurm::nodes::{self, SlurmNode};
 use crate::slurm::remote::Remote;
 use crate::slurm::run::Seen;
 

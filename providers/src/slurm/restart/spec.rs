@@ -1,9 +1,10 @@
 //! The inputs that make a `slurm.job` survive a node: `restarts`,
-//! `hang_after`, `hang_without_loss`, `checkpoint_dir`, `policy` and
-//! `check`, read for apply and checked for validate (policy and check
-//! through [`crate::fleet::spec`], as `slurm.node_check` reads them); the
-//! plan's lines; and the step's id while it restarts, which records every
-//! attempt.
+//! `hang_after`, `hang_without_loss`, `checkpoint_dir`, `policy`, `check`
+//! and, for policy `replace`, `hyperpod_cluster`, `pcluster_cluster` and
+//! `replace_timeout`, read for apply and checked for validate (policy,
+//! check and the replacement's inputs as `slurm.node_check` reads them);
+//! the plan's lines; and the step's id while it restarts, which records
+//! every attempt and the nodes replaced after it.
 
 use std::time::Duration;
 
@@ -13,25 +14,31 @@ use crate::contract::{InputValue, Problem, ProviderError, Values, known_inputs};
 use crate::fleet::restarts::{Bounds, bound_problems};
 use crate::fleet::spec::{Platform, Policy, Rules};
 use crate::metrics::Program;
+use crate::slurm::replacement::{self, Replacing, Through};
 
 /// The inputs this module reads; any of them given turns restarts on.
-pub(crate) const INPUTS: [&str; 6] = [
+pub(crate) const INPUTS: [&str; 9] = [
     "restarts",
     "hang_after",
     "hang_without_loss",
     "checkpoint_dir",
     "policy",
     "check",
+    replacement::INPUTS[0],
+    replacement::INPUTS[1],
+    replacement::INPUTS[2],
 ];
 
 /// A slurm.job's platform, for `policy` and `check`: a bad node of a
-/// failed attempt is drained, as `slurm.node_check` drains one.
+/// failed attempt is drained, as `slurm.node_check` drains one; `replace`
+/// is taken where `hyperpod_cluster` or `pcluster_cluster` names whose
+/// replacement ([`replacement::problems`]).
 pub(crate) const JOB: Platform = Platform {
     kind: "slurm.job",
     take_out: "drain",
     take_out_means: "scontrol update State=DRAIN Reason=\"flow: …\", and the next attempt excludes it",
     elsewhere: ("cordon", "EKS's (kube.node_check)"),
-    replace_later: "replacing a drained node between attempts (slurm.node_check replaces one with `hyperpod_cluster`, HyperPod's replacement, or `pcluster_cluster`, ParallelCluster's)",
+    replace_later: "replacing a node between attempts without naming whose replacement (`hyperpod_cluster`: SageMaker HyperPod's; `pcluster_cluster`: ParallelCluster's)",
     job_keys: &["script", "args", "environment", "sbatch_args"],
     job_needs: &["script"],
     job_needs_text: "`script`: the batch script each suspect node runs",
@@ -57,6 +64,12 @@ pub(crate) struct Spec {
     pub check: Option<Values>,
     /// What the check's output is held to (GPUs, EFA devices, DCGM).
     pub rules: Rules,
+    /// Policy `replace`: the cluster a bad node is replaced through, after
+    /// it is drained (`policy` is then read as `drain`).
+    pub replace_through: Option<Through>,
+    /// Policy `replace`: how long the platform may take to put a new node
+    /// in service.
+    pub replace_timeout: Duration,
 }
 
 impl Spec {
@@ -82,6 +95,10 @@ impl Spec {
                 shared.insert(k.into(), x.clone());
             }
         }
+        let (replace_through, replace_timeout) = replacement::read(v)?;
+        if replace_through.is_some() {
+            shared = replacement::as_drain(&shared);
+        }
         let common = JOB.common(&shared)?;
         Ok(Some(Spec {
             restarts,
@@ -96,6 +113,8 @@ impl Spec {
             policy: common.policy,
             rules: common.rules(),
             check: common.check,
+            replace_through,
+            replace_timeout,
         }))
     }
 
@@ -132,9 +151,13 @@ impl Spec {
             ),
             None => "a failed attempt's nodes are named from NODE_FAIL, Xid and NCCL lines; without `check` only NODE_FAIL finds a node bad".into(),
         });
-        lines.push(match self.policy {
-            Policy::Fail => "a node found bad fails the step, naming it (policy fail)".into(),
-            Policy::TakeOut => "a node found bad is drained (scontrol update State=DRAIN Reason=\"flow: …\") and excluded from the next attempts".into(),
+        lines.push(match (self.policy, &self.replace_through) {
+            (Policy::Fail, _) => "a node found bad fails the step, naming it (policy fail)".into(),
+            (Policy::TakeOut, Some(through)) => format!(
+                "a node found bad (NODE_FAIL or the check, never a guess) is drained (scontrol update State=DRAIN Reason=\"flow: …\"), then {}; the next attempt is submitted once it is in service, and may run on it",
+                through.plan_text(self.replace_timeout)
+            ),
+            (Policy::TakeOut, None) => "a node found bad is drained (scontrol update State=DRAIN Reason=\"flow: …\") and excluded from the next attempts".into(),
         });
         lines
     }
@@ -156,11 +179,11 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir
     // `check` or `pairs` does not apply (a job's check is optional).
     let shared: Vec<(String, InputValue)> = inputs
         .iter()
-        .filter(|(k, _)| k == "policy" || k == "check")
+        .filter(|(k, _)| k == "policy" || k == "check" || replacement::INPUTS.contains(&k.as_str()))
         .cloned()
         .collect();
     out.extend(
-        JOB.problems(&shared)
+        replacement::problems(&JOB, &shared)
             .into_iter()
             .filter(|p| !p.path.is_empty()),
     );
@@ -178,32 +201,40 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir
 }
 
 /// One attempt as the step's id keeps it: its job (`None` while it is
-/// being submitted) and the checkpoint it was told to resume from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// being submitted), the checkpoint it was told to resume from, and the
+/// nodes replaced after it failed (policy `replace`).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Recorded {
     /// The job's id, once sbatch gave it.
     pub job: Option<String>,
     /// FLOW_RESUME_FROM, when it was given one.
     pub resumed_from: Option<String>,
+    /// Its bad nodes being replaced, or replaced (each with its new node
+    /// once in service).
+    pub replacing: Vec<Replacing>,
 }
 
-/// `,` and `@` (the id's separators) and `%` escaped.
+/// `,`, `@` and `|` (the id's separators) and `%` escaped.
 fn escape(s: &str) -> String {
     s.replace('%', "%25")
         .replace(',', "%2C")
         .replace('@', "%40")
+        .replace('|', "%7C")
 }
 
 /// [`escape`] undone.
 fn unescape(s: &str) -> String {
-    s.replace("%40", "@")
+    s.replace("%7C", "|")
+        .replace("%40", "@")
         .replace("%2C", ",")
         .replace("%25", "%")
 }
 
 /// The step's id for `attempts`: each attempt's job id (`-` for one being
-/// submitted), `@` and the checkpoint it resumed from, joined by commas:
-/// `812,815@/fsx/ckpt/step-300`. A job that runs once keeps its bare id.
+/// submitted), `@` and the checkpoint it resumed from, then `|` and each
+/// node replaced after it ([`Replacing::encoded`]), joined by commas:
+/// `812|gpu-3=i-0a…@worker-group-1@1764300000+@NODE_FAIL…,815@/fsx/ckpt/step-300`.
+/// A job that runs once keeps its bare id.
 pub(crate) fn encode(attempts: &[Recorded]) -> String {
     attempts
         .iter()
@@ -212,6 +243,10 @@ pub(crate) fn encode(attempts: &[Recorded]) -> String {
             if let Some(from) = &a.resumed_from {
                 s.push('@');
                 s.push_str(&escape(from));
+            }
+            for r in &a.replacing {
+                s.push('|');
+                s.push_str(&r.encoded());
             }
             s
         })
@@ -224,13 +259,16 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
     id.split(',')
         .filter(|p| !p.is_empty())
         .map(|p| {
-            let (job, from) = match p.split_once('@') {
+            let mut pieces = p.split('|');
+            let first = pieces.next().unwrap_or_default();
+            let (job, from) = match first.split_once('@') {
                 Some((j, f)) => (j, Some(unescape(f))),
-                None => (p, None),
+                None => (first, None),
             };
             Recorded {
                 job: (job != "-" && !job.is_empty()).then(|| job.to_string()),
                 resumed_from: from,
+                replacing: pieces.filter_map(Replacing::decoded).collect(),
             }
         })
         .collect()
@@ -255,18 +293,33 @@ mod tests {
             Recorded {
                 job: Some("812".into()),
                 resumed_from: None,
+                replacing: Vec::new(),
             },
             Recorded {
                 job: Some("815".into()),
-                resumed_from: Some("/fsx/a,b@c%d".into()),
+                resumed_from: Some("/fsx/a,b@c%d|e".into()),
+                replacing: vec![Replacing {
+                    node: "ip-10-1-0-5".into(),
+                    instance_id: "i-0a".into(),
+                    group: "worker-group-1".into(),
+                    since: 1_764_300_000,
+                    sent: true,
+                    reason: "NODE_FAIL: Slurm ended the job for node ip-10-1-0-5".into(),
+                    by: Some(("i-0b".into(), "ip-10-1-0-9".into())),
+                }],
             },
             Recorded {
                 job: None,
                 resumed_from: Some("/fsx/step-3".into()),
+                replacing: Vec::new(),
             },
         ];
         let id = encode(&attempts);
-        assert_eq!(id, "812,815@/fsx/a%2Cb%40c%25d,-@/fsx/step-3");
+        assert_eq!(
+            id,
+            "812,815@/fsx/a%2Cb%40c%25d%7Ce|ip-10-1-0-5=i-0a@worker-group-1@1764300000+\
+             @NODE_FAIL: Slurm ended the job for node ip-10-1-0-5@i-0b@ip-10-1-0-9,-@/fsx/step-3"
+        );
         assert_eq!(decode(&id), attempts);
         assert_eq!(last_job(&id).as_deref(), Some("815"));
         assert_eq!(encode(&attempts[..1]), "812");
@@ -307,6 +360,55 @@ mod tests {
             &dir.path().into(),
         );
         assert!(fine.is_empty(), "{fine:?}");
+    }
+
+    #[test]
+    fn replace_is_taken_with_a_named_cluster_as_slurm_node_check_takes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = problems(
+            &known(json!({"restarts": 1, "policy": "replace"})),
+            &dir.path().into(),
+        );
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0]
+                .message
+                .contains("policy `replace` is not built yet for slurm.job"),
+            "{refused:?}"
+        );
+        assert!(
+            refused[0]
+                .help
+                .as_deref()
+                .unwrap_or_default()
+                .contains("name the cluster in `hyperpod_cluster`"),
+            "{refused:?}"
+        );
+        for cluster in ["hyperpod_cluster", "pcluster_cluster"] {
+            let fine = problems(
+                &known(json!({"restarts": 1, "policy": "replace", cluster: "ml",
+                    "replace_timeout": "20m"})),
+                &dir.path().into(),
+            );
+            assert!(fine.is_empty(), "{cluster}: {fine:?}");
+        }
+        let v = |j: Value| serde_json::from_value::<Values>(j).unwrap();
+        let s = Spec::from_values(&v(json!({"restarts": 1, "policy": "replace",
+            "hyperpod_cluster": "ml-cluster", "replace_timeout": "20m"})))
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.policy, Policy::TakeOut);
+        assert_eq!(
+            s.replace_through,
+            Some(Through::HyperPod("ml-cluster".into()))
+        );
+        assert_eq!(s.replace_timeout, Duration::from_secs(1200));
+        let last = s.plan_lines().pop().unwrap();
+        assert!(
+            last.contains("then its instance replaced through HyperPod cluster `ml-cluster` (BatchReplaceClusterNodes, once), the new node waited for (up to 20m); the next attempt is submitted once it is in service"),
+            "{last}"
+        );
+        assert!(Spec::from_values(&v(json!({"restarts": 1, "policy": "replace"}))).is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Policy `replace` of `slurm.node_check` where the cluster is
-//! ParallelCluster's (`pcluster_cluster`): a drained static node is set
+//! Policy `replace` where the cluster is ParallelCluster's
+//! (`pcluster_cluster`): a bad static node is set
 //! DOWN with flow's reason, which has ParallelCluster's clustermgtd replace
 //! it — static nodes "are not terminated by the system, unless … the
 //! change of the Slurm node status to DRAIN or DOWN"
@@ -13,8 +13,8 @@
 //! `parallelcluster:cluster-name` and `parallelcluster:node-type =
 //! Compute`) whose private address is the node's `NodeAddr`, as
 //! clustermgtd itself matches them. A replacement is recorded before and
-//! after the DOWN (the step's id, as [`super::replace`] encodes it, the
-//! node's address in place of HyperPod's instance group), and a resumed
+//! after the DOWN (the step's `record`, the node's address in place of
+//! HyperPod's instance group), and a resumed
 //! run sets the node DOWN only while it is still up on its old instance:
 //! one node is replaced once.
 
@@ -23,11 +23,11 @@ use std::time::Duration;
 use aws_sdk_ec2::types::Filter;
 use tokio::time::Instant;
 
-use super::nodes::{self, SlurmNode};
-use super::replace::{Replaced, Replacing, now};
+use super::{Replaced, Replacing, now};
 use crate::aws::config::sdk_config;
 use crate::aws::error;
 use crate::contract::{OpContext, ProviderError};
+use crate::slurm::nodes::{self, SlurmNode};
 use crate::slurm::remote::Remote;
 
 /// A compute instance of the cluster.
@@ -139,6 +139,7 @@ pub(super) async fn instances_of(
                 since,
                 sent: false,
                 reason: reason_of(name),
+                by: None,
             })
         })
         .collect()
@@ -342,6 +343,7 @@ mod tests {
             since: 0,
             sent: true,
             reason: String::new(),
+            by: None,
         };
         let addr = |a: &str| Some(a.to_string());
         // Set DOWN, clustermgtd not there yet: the old instance is up.

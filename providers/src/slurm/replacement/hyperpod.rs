@@ -1,0 +1,328 @@
+//! Policy `replace` where the cluster is SageMaker HyperPod
+//! (`hyperpod_cluster`): each bad node's instance (the node of the
+//! cluster whose hostname Slurm names it by) replaced with
+//! BatchReplaceClusterNodes, the new instance waited for until it is
+//! `Running` and Slurm lists it.
+//!
+//! Every replacement is durable before and after its call (the step's
+//! `record`: the node, its instance, its group, the time the call was
+//! about to go out, `+` once HyperPod answered, and why the node was bad).
+//! A resume (kill -9 of flow anywhere) sends the call only for a
+//! replacement whose old instance is still `Running` (HyperPod had not
+//! taken it), so one node is replaced once.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Replaced, Replacing, now};
+use crate::aws::hyperpod::nodes::{self as cluster_nodes, Node};
+use crate::contract::{OpContext, ProviderError};
+use crate::slurm::nodes;
+use crate::slurm::remote::Remote;
+
+/// The instances of the bad `names` in HyperPod cluster `cluster`,
+/// found by hostname, each with why it is bad (`reason_of`); an error
+/// naming a node that is no instance of it.
+pub(super) async fn instances_of(
+    ctx: &OpContext,
+    cluster: &str,
+    names: &[String],
+    reason_of: impl Fn(&str) -> String,
+) -> Result<Vec<Replacing>, ProviderError> {
+    let listed = cluster_nodes::list(ctx, cluster).await?;
+    let since = now();
+    names
+        .iter()
+        .map(|name| {
+            let n = listed
+                .iter()
+                .find(|n| n.short_name() == Some(name.as_str()) && n.status != "ShuttingDown")
+                .ok_or_else(|| {
+                    ProviderError::fatal(format!(
+                        "Slurm node {name} is no instance of HyperPod cluster `{cluster}`: none of its {} nodes has the hostname {name}",
+                        listed.len()
+                    ))
+                    .with_help("check `hyperpod_cluster`: the nodes checked must be that cluster's (aws sagemaker list-cluster-nodes)")
+                })?;
+            Ok(Replacing {
+                node: name.clone(),
+                instance_id: n.instance_id.clone(),
+                group: n.group.clone(),
+                since,
+                sent: false,
+                reason: reason_of(name),
+                by: None,
+            })
+        })
+        .collect()
+}
+
+/// Sends BatchReplaceClusterNodes for the replacements not known to be sent
+/// (unless HyperPod already took their instance), recording each before
+/// and after the call with `record` (the step's id); returns them all sent.
+pub(super) async fn send<F, Fut>(
+    ctx: &OpContext,
+    cluster: &str,
+    mut replacing: Vec<Replacing>,
+    record: F,
+) -> Result<Vec<Replacing>, ProviderError>
+where
+    F: Fn(Vec<Replacing>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), ProviderError>>,
+{
+    if replacing.iter().all(|r| r.sent) {
+        return Ok(replacing);
+    }
+    let listed = cluster_nodes::list(ctx, cluster).await?;
+    let mut to_send = Vec::new();
+    for r in replacing.iter_mut().filter(|r| !r.sent) {
+        match listed.iter().find(|n| n.instance_id == r.instance_id) {
+            Some(n) if n.status == "Running" => to_send.push(r.instance_id.clone()),
+            // Shutting down or gone: HyperPod took the call before the
+            // answer was recorded.
+            _ => {
+                ctx.reporter.event(&format!(
+                    "node {} ({}) is already being replaced: not asking again",
+                    r.node, r.instance_id
+                ));
+                r.sent = true;
+            }
+        }
+    }
+    if !to_send.is_empty() {
+        let since = now();
+        for r in replacing.iter_mut().filter(|r| !r.sent) {
+            r.since = since;
+        }
+        record(replacing.clone()).await?;
+        cluster_nodes::replace(ctx, cluster, &to_send).await?;
+        ctx.reporter.event(&format!(
+            "BatchReplaceClusterNodes for {} of HyperPod cluster `{cluster}`",
+            to_send.join(", ")
+        ));
+    }
+    for r in &mut replacing {
+        r.sent = true;
+    }
+    record(replacing.clone()).await?;
+    Ok(replacing)
+}
+
+/// Waits until each replaced instance is gone and a new instance of its
+/// group, launched after the call, is `Running`, then until Slurm lists
+/// that node usable, at most `limit`; the new nodes, in the order of
+/// `replacing`.
+pub(super) async fn wait(
+    ctx: &OpContext,
+    remote: &Remote,
+    cluster: &str,
+    partition: Option<&str>,
+    replacing: &[Replacing],
+    limit: Duration,
+) -> Result<Vec<Replaced>, ProviderError> {
+    let deadline = Instant::now() + limit;
+    let mut said = String::new();
+    let fresh: Vec<(Replacing, Node)> = loop {
+        let listed = match cluster_nodes::list(ctx, cluster).await {
+            Ok(listed) => listed,
+            Err(e) if e.is_retryable() => {
+                ctx.reporter
+                    .log(&format!("listing the cluster's nodes: {}", e.message));
+                pause(ctx, deadline, limit, "HyperPod to replace the nodes").await?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match new_instances(&listed, replacing) {
+            Ok(Some(found)) => break found,
+            Ok(None) => {}
+            Err(e) => return Err(e),
+        }
+        let now_saying = progress(&listed, replacing);
+        if now_saying != said {
+            ctx.reporter.event(&now_saying);
+            said = now_saying;
+        }
+        pause(ctx, deadline, limit, "HyperPod to replace the nodes").await?;
+    };
+    let mut out = Vec::new();
+    for (was, new) in fresh {
+        let name = new.short_name().unwrap_or_default().to_string();
+        ctx.reporter.event(&format!(
+            "node {} ({}) replaced by {name} ({})",
+            was.node, was.instance_id, new.instance_id
+        ));
+        let node = loop {
+            // Slurm's controller restarts while nodes join and leave (as
+            // Slurm needs for a changed node list): a failed look is
+            // looked at again.
+            match nodes::list(remote, partition).await {
+                Ok(listed) => {
+                    if let Some(n) = listed.into_iter().find(|n| n.name == name && n.usable()) {
+                        break n;
+                    }
+                }
+                Err(e) => ctx
+                    .reporter
+                    .log(&format!("listing Slurm's nodes: {}", e.message)),
+            }
+            pause(ctx, deadline, limit, &format!("Slurm to list node {name}")).await?;
+        };
+        out.push(Replaced {
+            was,
+            instance_id: new.instance_id,
+            node,
+        });
+    }
+    Ok(out)
+}
+
+async fn pause(
+    ctx: &OpContext,
+    deadline: Instant,
+    limit: Duration,
+    what: &str,
+) -> Result<(), ProviderError> {
+    if ctx.cancel.is_cancelled() {
+        return Err(ProviderError::fatal(format!(
+            "interrupted while waiting for {what}"
+        )));
+    }
+    if Instant::now() > deadline {
+        return Err(ProviderError::fatal(format!(
+            "gave up waiting for {what} after {}; the next apply looks again",
+            humantime::format_duration(limit)
+        )));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok(())
+}
+
+/// The new instance of each replacement, once every old one is gone and
+/// every new one `Running` with a hostname; `None` while not yet; an
+/// error for a new instance that failed.
+fn new_instances(
+    listed: &[Node],
+    replacing: &[Replacing],
+) -> Result<Option<Vec<(Replacing, Node)>>, ProviderError> {
+    let mut taken: Vec<&str> = Vec::new();
+    let mut found = Vec::new();
+    for r in replacing {
+        if listed.iter().any(|n| n.instance_id == r.instance_id) {
+            return Ok(None);
+        }
+        let candidates = listed.iter().filter(|n| {
+            n.group == r.group
+                && n.launched + 2.0 >= r.since as f64
+                && !taken.contains(&n.instance_id.as_str())
+        });
+        let mut chosen = None;
+        for n in candidates {
+            match n.status.as_str() {
+                "Running" if n.hostname.is_some() => {
+                    chosen = Some(n);
+                    break;
+                }
+                "Failure" => {
+                    return Err(ProviderError::fatal(format!(
+                        "the instance replacing node {} ({}) failed: {} {}",
+                        r.node, r.instance_id, n.instance_id, n.message
+                    ))
+                    .with_help("its lifecycle script's output is in the cluster's CloudWatch log group /aws/sagemaker/Clusters/<name>/<id>"));
+                }
+                _ => {}
+            }
+        }
+        match chosen {
+            Some(n) => {
+                taken.push(&n.instance_id);
+                found.push((r.clone(), n.clone()));
+            }
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(found))
+}
+
+/// What the replacement is at, for the log.
+fn progress(listed: &[Node], replacing: &[Replacing]) -> String {
+    replacing
+        .iter()
+        .map(|r| {
+            let old = listed
+                .iter()
+                .find(|n| n.instance_id == r.instance_id)
+                .map_or("gone".to_string(), |n| n.status.clone());
+            let new: Vec<String> = listed
+                .iter()
+                .filter(|n| n.group == r.group && n.launched + 2.0 >= r.since as f64)
+                .map(|n| format!("{} {}", n.instance_id, n.status))
+                .collect();
+            format!(
+                "replacing node {} ({} {old}): new instance {}",
+                r.node,
+                r.instance_id,
+                if new.is_empty() {
+                    "not launched yet".to_string()
+                } else {
+                    new.join(", ")
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, group: &str, status: &str, host: &str, launched: f64) -> Node {
+        Node {
+            instance_id: id.into(),
+            group: group.into(),
+            status: status.into(),
+            message: String::new(),
+            hostname: (!host.is_empty()).then(|| format!("{host}.ec2.internal")),
+            launched,
+        }
+    }
+
+    #[test]
+    fn the_new_instance_is_its_groups_launched_after_the_call() {
+        let r = Replacing {
+            node: "ip-a".into(),
+            instance_id: "i-old".into(),
+            group: "w".into(),
+            since: 1000,
+            sent: true,
+            reason: String::new(),
+            by: None,
+        };
+        let rs = std::slice::from_ref(&r);
+        // The old one still shutting down: not yet.
+        let listed = vec![
+            node("i-old", "w", "ShuttingDown", "ip-a", 10.0),
+            node("i-new", "w", "Running", "ip-b", 1001.0),
+        ];
+        assert!(new_instances(&listed, rs).unwrap().is_none());
+        // Gone, and the new one Running: found; an older node of the group,
+        // or one of another group, is not it.
+        let listed = vec![
+            node("i-other", "w", "Running", "ip-c", 10.0),
+            node("i-ctl", "controller", "Running", "ip-d", 1001.0),
+            node("i-new", "w", "Running", "ip-b", 1001.0),
+        ];
+        let found = new_instances(&listed, rs).unwrap().unwrap();
+        assert_eq!(found[0].1.instance_id, "i-new");
+        assert_eq!(found[0].1.short_name(), Some("ip-b"));
+        // Still pending: not yet; failed: the error says why.
+        let listed = vec![node("i-new", "w", "Pending", "", 1001.0)];
+        assert!(new_instances(&listed, rs).unwrap().is_none());
+        let mut failed = node("i-new", "w", "Failure", "ip-b", 1001.0);
+        failed.message = "Lifecycle script did not run successfully".into();
+        let e = new_instances(&[failed], rs).unwrap_err();
+        assert!(e.message.contains("Lifecycle script"), "{}", e.message);
+    }
+}
