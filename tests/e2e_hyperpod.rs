@@ -6,7 +6,8 @@
 //! the node calls (reboot, replace, delete, software) in `nodes`; nodes
 //! that are hosts running the lifecycle scripts and Slurm in
 //! `hyperpod_hosts`; slurm.node_check's policy `replace` through
-//! BatchReplaceClusterNodes in `replace`.
+//! BatchReplaceClusterNodes in `replace`; slurm.job's restarts with policy
+//! `replace` (a worker that dies mid-training) in `restarts`.
 
 // The hosts harness; ImportKeyPair is not used here (HyperPod nodes take
 // no key pair).
@@ -19,6 +20,8 @@ mod hyperpod_hosts;
 mod nodes;
 #[path = "e2e_hyperpod/replace.rs"]
 mod replace;
+#[path = "e2e_hyperpod/restarts.rs"]
+mod restarts;
 mod support;
 #[path = "e2e_hyperpod/update.rs"]
 mod update;

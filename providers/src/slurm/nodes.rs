@@ -1,4 +1,5 @@
-//! The nodes of a Slurm node check, as Slurm's own commands tell them:
+//! A Slurm cluster's nodes (for `slurm.node_check`, `slurm.job`'s restarts
+//! and the replacement of a bad node), as Slurm's own commands tell them:
 //! `scontrol show hostnames` expands a hostlist, `sinfo -N` gives each
 //! node's state, features and reason; a bad node is drained with
 //! `scontrol update State=DRAIN Reason="flow: …"` and, on destroy, resumed

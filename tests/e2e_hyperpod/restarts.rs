@@ -1,0 +1,285 @@
+//! `slurm.job` restarts with policy `replace` on a HyperPod cluster of
+//! hosts (issue 40 parts 3–4): a training across the two workers (the
+//! stand-in tests/fixtures/slurm/restarts/train-ranks.sbatch: a rank per
+//! node, a checkpoint per epoch in a shared folder) loses a worker
+//! mid-training: the test stops that worker's host (the manager's `stop`:
+//! its slurmd, its ranks and its address gone at once), Slurm ends the job
+//! NODE_FAIL after SlurmdTimeout, flow names the dead node from Slurm's own
+//! word, drains it, replaces it through the local cloud's
+//! BatchReplaceClusterNodes (scripts/local-cloud/cloud_hyperpod_nodes.py: a
+//! new instance of the group, a new host that runs the lifecycle script
+//! and joins Slurm under its own hostname), waits for it, and submits
+//! attempt 2, which runs on the new node and resumes from the newest
+//! checkpoint. What happened is read from the local cloud (the proxy's
+//! request log, ListClusterNodes), from Slurm (`squeue`) and from the
+//! training's own output.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::hyperpod_hosts::{Controller, HostCluster, workflow};
+use crate::support::{finish, signal, wait_until, workspace_root};
+
+/// The lifecycle script: the test's key for ubuntu.
+const ON_CREATE: &str = "#!/bin/bash\nset -euo pipefail\nmkdir -p ~ubuntu/.ssh\n\
+    cat authorized_keys >> ~ubuntu/.ssh/authorized_keys\necho \"on_create: $(hostname)\"\n";
+
+/// The training step: both workers, one restart, bad nodes replaced
+/// through the cluster.
+fn train(c: &Controller, shared: &std::path::Path) -> String {
+    format!(
+        r#"
+[steps.train]
+provider = "slurm.job"
+depends_on = ["hp"]
+[steps.train.inputs]
+script = "train.sbatch"
+job_name = "train"
+nodes = 2
+sbatch_args = ["--no-requeue"]
+host = "{ip}"
+ssh_user = "ubuntu"
+ssh_private_key = "${{vars.ssh_key}}"
+ssh_host_key = "{host_key}"
+chdir = "{shared}"
+restarts = 1
+checkpoint_dir = "{shared}/ckpt"
+policy = "replace"
+hyperpod_cluster = "${{steps.hp.outputs.cluster_name}}"
+replace_timeout = "5m"
+success_pattern = "training done"
+environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1" }}
+"#,
+        ip = c.ip,
+        host_key = c.host["host_key"].as_str().expect("host key"),
+        shared = shared.display(),
+    )
+}
+
+/// A cluster of 1 controller and 2 workers, up, and the workflow with the
+/// training written.
+fn cluster_with_training(t: &HostCluster) {
+    let shared = t.a.p.path().join("shared");
+    t.a.p.write("wf.toml", &workflow(2, None, &shared, ""));
+    let began = Instant::now();
+    t.a.apply().expect(0);
+    eprintln!(
+        "hyperpod restarts: 1 controller + 2 workers with Slurm in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    let script = workspace_root().join("tests/fixtures/slurm/restarts/train-ranks.sbatch");
+    t.a.p.write(
+        "train.sbatch",
+        &std::fs::read_to_string(&script).expect("the stand-in training"),
+    );
+    let controller = t.controller();
+    let mut wf = workflow(2, None, &shared, "");
+    wf.push_str(&train(&controller, &shared));
+    t.a.p.write("wf.toml", &wf);
+}
+
+/// The training's jobs Slurm knows (MinJobAge keeps them): (id, comment,
+/// nodes, state).
+fn training_jobs(t: &HostCluster) -> Vec<(String, String, String, String)> {
+    t.on_controller("squeue -h --states=all -n train -o '%i|%k|%N|%T'")
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            (f.len() == 4).then(|| (f[0].into(), f[1].into(), f[2].into(), f[3].into()))
+        })
+        .collect()
+}
+
+/// Once attempt 1 has written its second checkpoint and waits in its
+/// all-ranks step: the host of the job's last node stopped. Its Slurm name
+/// and instance id.
+fn kill_a_worker_mid_training(t: &HostCluster) -> (String, String, Instant) {
+    let ckpt = t.a.p.path().join("shared/ckpt");
+    let mut nodes = String::new();
+    wait_until(
+        Duration::from_secs(120),
+        "attempt 1's second checkpoint",
+        || {
+            nodes = training_jobs(t)
+                .first()
+                .filter(|j| j.3 == "RUNNING")
+                .map(|j| j.2.clone())
+                .unwrap_or_default();
+            ckpt.join("step-2").exists() && !nodes.is_empty()
+        },
+    );
+    let listed = t.on_controller(&format!("scontrol show hostnames '{nodes}'"));
+    let dead = listed.lines().last().expect("a node").trim().to_string();
+    let host = t
+        .hosts
+        .list()
+        .into_iter()
+        .find(|h| h["hostname"].as_str().unwrap_or_default().split('.').next() == Some(&dead))
+        .unwrap_or_else(|| panic!("no host for node {dead}"));
+    let id = host["id"].as_str().expect("id").to_string();
+    t.hosts.call(&json!({"op": "stop", "ids": [id]}));
+    eprintln!("hyperpod restarts: stopped the host of {dead} ({id}) mid-training");
+    (dead, id, Instant::now())
+}
+
+fn attempts(t: &HostCluster) -> Vec<Value> {
+    let out =
+        t.a.run(&["output", "wf.toml", "train.attempts", "--json"])
+            .expect(0);
+    serde_json::from_str(out.stdout.trim()).expect("JSON")
+}
+
+/// What is true once the dead node was replaced and the training resumed,
+/// however the run went: one BatchReplaceClusterNodes, for its instance;
+/// attempt 1 NODE_FAIL naming it, its replacement recorded; attempt 2 (one
+/// job) on the new node, resumed from a checkpoint, to the end; the run
+/// history's attempt line naming the replacement.
+fn replaced_once_and_resumed(t: &HostCluster, dead: &str, dead_id: &str) {
+    assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), 1);
+    let nodes = t.nodes();
+    assert!(!nodes.iter().any(|n| n.0 == dead_id), "{nodes:?}");
+    let a = attempts(t);
+    assert_eq!(a.len(), 2, "{a:?}");
+    let (first, second) = (&a[0], &a[1]);
+    assert_eq!(first["state"], "NODE_FAIL", "{first}");
+    assert_eq!(first["suspect_nodes"], json!([dead]), "{first}");
+    let replaced = &first["replaced"];
+    assert_eq!(replaced.as_array().map(Vec::len), Some(1), "{first}");
+    assert_eq!(replaced[0]["node"], dead, "{first}");
+    assert_eq!(replaced[0]["instance_id"], dead_id, "{first}");
+    let by = replaced[0]["by"].as_str().expect("by").to_string();
+    let by_id = replaced[0]["by_instance_id"]
+        .as_str()
+        .expect("by_instance_id");
+    let new = nodes
+        .iter()
+        .find(|n| n.0 == by_id)
+        .expect("the new instance");
+    assert_eq!(new.1, "worker-group-1");
+    assert_eq!(new.3.split('.').next(), Some(by.as_str()));
+    assert_eq!(second["state"], "COMPLETED", "{second}");
+    let ckpt = t.a.p.path().join("shared/ckpt");
+    let resumed = second["resumed_from"].as_str().expect("resumed_from");
+    assert!(
+        resumed.starts_with(&ckpt.join("step-").display().to_string()),
+        "{second}"
+    );
+    // One job per attempt, attempt 2's on the new node and not the dead one.
+    let jobs = training_jobs(t);
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    let again = jobs
+        .iter()
+        .find(|j| j.0 == second["job_id"].as_str().unwrap_or_default())
+        .expect("attempt 2's job");
+    assert!(again.1.ends_with("-a2"), "{again:?}");
+    let hosts = t.on_controller(&format!("scontrol show hostnames '{}'", again.2));
+    assert!(hosts.lines().any(|h| h == by), "{again:?} {hosts}");
+    assert!(!hosts.lines().any(|h| h == dead), "{again:?} {hosts}");
+    // The training's own word: a rank on the new node, resumed, done.
+    let log = t.a.run(&["logs", "wf.toml", "train"]).expect(0).stdout;
+    assert!(log.contains(&format!("rank on {by}")), "{log}");
+    assert!(
+        log.contains(&format!("resumed from {resumed} at epoch")),
+        "{log}"
+    );
+    assert!(log.contains("training done at epoch 5"), "{log}");
+    let runs = t.a.run(&["runs", "wf.toml", "train", "--json"]).expect(0);
+    let runs: Value = serde_json::from_str(&runs.stdout).expect("JSON");
+    let last = runs.as_array().and_then(|r| r.last()).expect("a run");
+    let line = last["values"]["attempt_1"].as_str().unwrap_or_default();
+    assert!(
+        line.contains(&format!("replaced {dead} ({dead_id}) by {by} ({by_id})")),
+        "{last}"
+    );
+}
+
+#[test]
+fn a_worker_that_dies_mid_training_is_replaced_through_hyperpod_and_the_training_resumes_on_its_replacement()
+ {
+    let t = HostCluster::new(ON_CREATE, &[]);
+    cluster_with_training(&t);
+    let plan = t.a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("then its instance replaced through HyperPod cluster `ml-cluster` (BatchReplaceClusterNodes, once), the new node waited for (up to 5m); the next attempt is submitted once it is in service"),
+        "{}",
+        plan.stdout
+    );
+    let began = Instant::now();
+    let child = t.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let (dead, dead_id, killed) = kill_a_worker_mid_training(&t);
+    let run = finish(child);
+    assert_eq!(run.code, 0, "{}", run.all());
+    eprintln!(
+        "hyperpod restarts: node death to training done in {:.1} s (apply {:.1} s)",
+        killed.elapsed().as_secs_f64(),
+        began.elapsed().as_secs_f64()
+    );
+    let all = run.all();
+    assert!(
+        all.contains(&format!("BatchReplaceClusterNodes for {dead_id}")),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!("drained node {dead}: flow: train job")),
+        "{all}"
+    );
+    replaced_once_and_resumed(&t, &dead, &dead_id);
+    // flow's events, as they were timed, for the measure of each phase.
+    let log = t.a.run(&["logs", "wf.toml", "train"]).expect(0).stdout;
+    for line in log.lines().filter(|l| l.contains("[event]")) {
+        eprintln!("hyperpod restarts: {line}");
+    }
+}
+
+#[test]
+fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once_and_submits_attempt_2_once()
+ {
+    // BatchReplaceClusterNodes' old instance stays ShuttingDown for 10 s.
+    let table = tempfile::NamedTempFile::new().expect("table");
+    std::fs::write(
+        table.path(),
+        "scale = 60\n[operations]\n\"sagemaker.hyperpod.replace\" = 600\n",
+    )
+    .expect("write table");
+    let t = HostCluster::new(
+        ON_CREATE,
+        &[("FLOW_LATENCY_MODEL", &table.path().to_string_lossy())],
+    );
+    cluster_with_training(&t);
+    let child = t.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let (dead, dead_id, _) = kill_a_worker_mid_training(&t);
+    wait_until(
+        Duration::from_secs(180),
+        "flow to send BatchReplaceClusterNodes",
+        || t.proxy.forwarded("BatchReplaceClusterNodes") == 1,
+    );
+    let listed = t.proxy.forwarded("ListClusterNodes");
+    wait_until(
+        Duration::from_secs(20),
+        "flow to wait for the replacement",
+        || t.proxy.forwarded("ListClusterNodes") > listed,
+    );
+    signal(&child, libc::SIGKILL);
+    assert_eq!(finish(child).code, -1);
+    let old = t.nodes().into_iter().find(|n| n.0 == dead_id).map(|n| n.2);
+    assert_eq!(old.as_deref(), Some("ShuttingDown"), "still being replaced");
+    assert_eq!(training_jobs(&t).len(), 1, "no attempt 2 yet");
+
+    let run = t.a.apply();
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert!(
+        run.all()
+            .contains(&format!("resuming the replacement of {dead} ({dead_id})")),
+        "{}",
+        run.all()
+    );
+    assert!(
+        !run.all().contains("BatchReplaceClusterNodes for"),
+        "asked again: {}",
+        run.all()
+    );
+    replaced_once_and_resumed(&t, &dead, &dead_id);
+    let again = t.a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "{}", again.all());
+}
