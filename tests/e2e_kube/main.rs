@@ -36,6 +36,7 @@ mod reservations;
 mod restarts;
 mod restarts_kill;
 mod restarts_replace;
+mod restarts_replace_kill;
 mod upstream;
 mod urls;
 

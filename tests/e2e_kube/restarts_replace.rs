@@ -24,7 +24,7 @@ use crate::support::{Project, finish, wait_until};
 const NODES: usize = 5;
 
 /// The Ready nodes of group `gpu`, sorted by name.
-fn ready_nodes(k: &KubeServer) -> Vec<Value> {
+pub(super) fn ready_nodes(k: &KubeServer) -> Vec<Value> {
     let all = k.get("/api/v1/nodes").unwrap_or_default();
     let mut nodes: Vec<Value> = all["items"]
         .as_array()
@@ -48,7 +48,8 @@ fn ready_nodes(k: &KubeServer) -> Vec<Value> {
     nodes
 }
 
-fn pods(k: &KubeServer, job: &str) -> Vec<Value> {
+/// The pods of job `job`.
+pub(super) fn pods(k: &KubeServer, job: &str) -> Vec<Value> {
     k.get(&format!(
         "/api/v1/namespaces/default/pods?labelSelector=training.kubeflow.org/job-name={job}"
     ))
@@ -56,13 +57,40 @@ fn pods(k: &KubeServer, job: &str) -> Vec<Value> {
     .unwrap_or_default()
 }
 
-fn nodes_of(k: &KubeServer, job: &str) -> Vec<String> {
+/// The nodes job `job`'s pods were bound to, sorted.
+pub(super) fn nodes_of(k: &KubeServer, job: &str) -> Vec<String> {
     let mut n: Vec<String> = pods(k, job)
         .iter()
         .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
         .collect();
     n.sort();
     n
+}
+
+/// The operator and the training step, `restarts = 1`, `policy =
+/// "replace"`, after the node group's steps.
+pub(super) fn train_steps(kubeconfig: &str) -> String {
+    format!(
+        r#"
+[steps.operator]
+provider = "kube.manifest"
+depends_on = ["ng"]
+[steps.operator.inputs]
+kubeconfig = "{kc}"
+files = ["pytorchjob-crd.yaml"]
+
+[steps.train]
+provider = "kube.job"
+depends_on = ["operator"]
+[steps.train.inputs]
+kubeconfig = "{kc}"
+files = ["train.yaml"]
+restarts = 1
+policy = "replace"
+replace_timeout = "2m"
+"#,
+        kc = kubeconfig
+    )
 }
 
 #[test]
@@ -91,27 +119,7 @@ fn policy_replace_terminates_the_dead_nodes_instance_before_attempt_2() {
         wait_until(Duration::from_secs(30), "the group's nodes", || {
             ready_nodes(&k).len() == NODES
         });
-        let train = format!(
-            r#"
-[steps.operator]
-provider = "kube.manifest"
-depends_on = ["ng"]
-[steps.operator.inputs]
-kubeconfig = "{kc}"
-files = ["pytorchjob-crd.yaml"]
-
-[steps.train]
-provider = "kube.job"
-depends_on = ["operator"]
-[steps.train.inputs]
-kubeconfig = "{kc}"
-files = ["train.yaml"]
-restarts = 1
-policy = "replace"
-replace_timeout = "2m"
-"#,
-            kc = k.kubeconfig_path()
-        );
+        let train = train_steps(&k.kubeconfig_path());
         p.write("wf.toml", &format!("{infra}{train}"));
         let plan = p.run_env(&["plan", "wf.toml"], &env).expect(0).all();
         assert!(

@@ -276,7 +276,7 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
             .flatten()
             .filter(|g| !marked.iter().any(|r| r.group == *g))
             .collect();
-        let known = all.iter().map(|m| m.name.clone()).collect();
+        let known = replace::Known::nodes(all.iter().map(|m| m.name.clone()).collect());
         replace::wait_for_strength(ctx, &client, aws, &groups, &known, spec.replace_timeout)
             .await?;
         listed = list_nodes(&client, &spec.nodes).await?;
@@ -354,7 +354,7 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
             }
             replace::terminate(ctx, aws, &all).await?;
             let groups: BTreeSet<String> = all.iter().map(|r| r.group.clone()).collect();
-            let known: BTreeSet<String> = names.iter().cloned().collect();
+            let known = replace::Known::nodes(names.iter().cloned().collect());
             let new = replace::wait_for_strength(
                 ctx,
                 &client,

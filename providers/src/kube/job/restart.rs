@@ -14,18 +14,20 @@
 //! (its uid) and once it ended and its nodes were dealt with (its line).
 //! A resume (kill -9 of flow anywhere) walks the recorded attempts, skips
 //! those with a line, and follows the job of the attempt in flight or
-//! creates it; a node cordoned already is cordoned again to no effect, and
-//! an instance Auto Scaling no longer has in service is not terminated
-//! again.
+//! creates it; a node cordoned already is cordoned again to no effect. With
+//! policy replace the replacement under way is in the id before any
+//! instance is terminated ([`record::Pending`]): a resume carries it out
+//! from there, terminating only an instance Auto Scaling still has in
+//! service, and names each new node as an uninterrupted run does.
 
 mod checkpoint;
+mod fault;
 mod record;
 mod resume;
 mod spec;
 mod suspects;
 mod watch;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -35,7 +37,7 @@ use super::{Ended, JobState, Run, STEP_ANNOTATION, annotation, failed};
 use crate::contract::{Applied, ProviderError};
 use crate::fleet::restarts::Keep;
 use crate::fleet::spec::Policy;
-use crate::kube::node_check::for_job::{self, Bad};
+use crate::kube::node_check::for_job;
 use crate::kube::objects::{Kinds, Record};
 use crate::kube::render::Doc;
 use record::{Attempt, Recorded, attempt_name, attempt_token, decode, encode, every};
@@ -252,123 +254,6 @@ impl Driver<'_, '_> {
         Ok(found)
     }
 
-    /// Attempt `n` failed or hung (`ended`): its suspects named, checked
-    /// and dealt with by the policy.
-    async fn fault(
-        &mut self,
-        n: u32,
-        record: &Record,
-        ended: &Ended,
-    ) -> Result<(Attempt, Vec<String>, bool), ProviderError> {
-        let ctx = self.run.ctx;
-        let mut attempt = Attempt {
-            number: n,
-            job: record.name.clone(),
-            state: if ended.hung.is_some() {
-                "Hung"
-            } else {
-                "Failed"
-            }
-            .into(),
-            nodes: nodes_of(&ended.pods),
-            ..Attempt::default()
-        };
-        attempt.cause = Some(match (&ended.hung, &ended.state) {
-            (Some(h), _) => format!("hung: {h}"),
-            (None, JobState::Failed(why)) => failed(record, why, &ended.pods).message,
-            (None, _) => "ended".into(),
-        });
-        ctx.reporter.event(&format!(
-            "attempt {n} ({}) {}: {}",
-            record.label(),
-            if ended.hung.is_some() {
-                "hung"
-            } else {
-                "failed"
-            },
-            attempt.cause.as_deref().unwrap_or_default()
-        ));
-        let at = (n - 1) as usize;
-        if ended.hung.is_some() && self.recorded[at].hung_on.is_none() {
-            // Its pods stop before its nodes are checked; its nodes are
-            // recorded first, for a resume to check them.
-            self.recorded[at].hung_on = Some(attempt.nodes.clone());
-            self.record().await?;
-            self.run.delete_job(&mut self.kinds, record).await?;
-        }
-        if let Some(nodes) = &self.recorded[at].hung_on {
-            attempt.nodes = nodes.clone();
-        }
-        let found = suspects::find(&self.client, &ended.pods, &attempt.nodes, &ended.text).await?;
-        let mut said = found.said();
-        let checkable: Vec<_> = found
-            .suspect_nodes()
-            .iter()
-            .filter(|n| !found.is_bad(n))
-            .filter_map(|n| found.listed.get(n).cloned())
-            .collect();
-        let verdicts = match (&self.spec.common.check, checkable.is_empty()) {
-            (Some(_), false) => {
-                for_job::check(
-                    ctx,
-                    &self.client,
-                    record.namespace.as_deref().unwrap_or("default"),
-                    &self.spec.common,
-                    &checkable,
-                    format!("a{n}-"),
-                )
-                .await?
-            }
-            _ => BTreeMap::new(),
-        };
-        let mut bad: Vec<Bad> = found
-            .bad
-            .iter()
-            .map(|(name, why, short)| Bad {
-                node: found.listed.get(name).cloned(),
-                name: name.clone(),
-                short: short.clone(),
-                reason: why.clone(),
-            })
-            .collect();
-        for (node, v) in &verdicts {
-            let status = v["status"].as_str().unwrap_or("unknown");
-            let reason = v["reason"].as_str().unwrap_or_default();
-            said.push_str(&format!("; check {node}: {status} ({reason})"));
-            if status == "bad" {
-                bad.push(Bad {
-                    node: found.listed.get(node).cloned(),
-                    name: node.clone(),
-                    short: v["short"].as_str().unwrap_or("check-failed").into(),
-                    reason: reason.into(),
-                });
-            }
-        }
-        attempt.suspects = said;
-        attempt.suspect_nodes = found.suspect_nodes();
-        ctx.reporter
-            .event(&format!("attempt {n}: {}", attempt.suspects));
-        let bad_names: Vec<String> = bad.iter().map(|b| b.name.clone()).collect();
-        // More bad nodes than the set fraction of the attempt's: none is
-        // taken out (a partition, not a fleet gone bad at once).
-        let too_many = !attempt.nodes.is_empty()
-            && bad.len() as f64 > self.spec.common.max_bad_fraction * attempt.nodes.len() as f64;
-        if self.spec.common.policy == Policy::TakeOut && !bad.is_empty() && !too_many {
-            let taken = for_job::take_out(
-                ctx,
-                &self.client,
-                &bad,
-                self.spec.common.replace,
-                self.spec.drain_timeout,
-                self.spec.replace_timeout,
-            )
-            .await?;
-            attempt.cordoned = taken.cordoned;
-            attempt.replaced = taken.replaced;
-        }
-        Ok((attempt, bad_names, too_many))
-    }
-
     /// From the attempts recorded to one that succeeds or the last restart.
     async fn drive(&mut self) -> Result<Applied, ProviderError> {
         let base_name = self.base.name().to_string();
@@ -447,6 +332,7 @@ impl Driver<'_, '_> {
             let (mut attempt, bad, too_many) = self.fault(n, &record, &ended).await?;
             attempt.resumed_from = self.recorded[at].resumed_from.clone();
             self.recorded[at].line = Some(attempt.line());
+            self.recorded[at].pending = None;
             self.attempts.push(attempt);
             let stop = if too_many {
                 Some(

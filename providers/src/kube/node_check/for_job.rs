@@ -4,7 +4,8 @@
 //! (cordoned, tainted and drained; with `replace`, their instances
 //! terminated through their Auto Scaling groups, desired count kept, and
 //! the new nodes waited for), by the same code as `kube.node_check`'s, so
-//! a resumed run cordons nothing twice and terminates no instance twice.
+//! a resumed run cordons nothing twice and terminates no instance twice
+//! ([`Replacement`] is what the job step keeps to take a replacement up).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -73,22 +74,68 @@ pub(in crate::kube) struct Bad {
 pub(in crate::kube) struct TakenOut {
     /// The nodes cordoned (and tainted, drained).
     pub cordoned: Vec<String>,
-    /// Policy replace: per node, `node`, `instance`, `group`, `new_node`.
-    pub replaced: Vec<Value>,
+    /// Policy replace: the replacement prepared, its instances not yet
+    /// terminated ([`replace`] does that).
+    pub replacement: Option<Replacement>,
+}
+
+/// A replacement [`take_out`] prepared: its old nodes cordoned, marked and
+/// drained, their instances not yet terminated, and the instances their
+/// groups had then. The caller keeps it durably before [`replace`]
+/// terminates anything, so that a run killed after the termination is
+/// taken up by the next (the Node, and the mark on it, goes with its
+/// instance).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::kube) struct Replacement {
+    replacing: Vec<replace::Replacing>,
+    /// Every instance the groups had before the termination: a Ready node
+    /// of another is a new one.
+    before: BTreeSet<String>,
+}
+
+impl Replacement {
+    /// As a step's record keeps it.
+    pub fn json(&self) -> Value {
+        json!({
+            "replacing": self.replacing.iter().map(|r| json!({
+                "node": r.node, "instance": r.instance, "group": r.group})).collect::<Vec<_>>(),
+            "before": self.before,
+        })
+    }
+
+    /// [`Replacement::json`] read back.
+    pub fn from_json(v: &Value) -> Option<Replacement> {
+        let text = |r: &Value, k: &str| r[k].as_str().map(str::to_string);
+        let replacing = v["replacing"]
+            .as_array()?
+            .iter()
+            .map(|r| {
+                Some(replace::Replacing {
+                    node: text(r, "node")?,
+                    instance: text(r, "instance")?,
+                    group: text(r, "group")?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let before = v["before"]
+            .as_array()?
+            .iter()
+            .map(|i| i.as_str().map(str::to_string))
+            .collect::<Option<BTreeSet<_>>>()?;
+        Some(Replacement { replacing, before })
+    }
 }
 
 /// Cordons, taints and drains each of `bad` that still exists; with
-/// `replace`, then terminates its instance through its Auto Scaling group
-/// (desired count kept; not when Auto Scaling no longer has it in service)
-/// and waits until the group has a new Ready node. A node with no instance
-/// in a group fails before any is touched.
+/// `replace`, marks each as being replaced first and returns what
+/// [`replace`] then does: its instance terminated through its Auto Scaling
+/// group. A node with no instance in a group fails before any is touched.
 pub(in crate::kube) async fn take_out(
     ctx: &OpContext,
     client: &Client,
     bad: &[Bad],
     replacing: bool,
     drain_timeout: Duration,
-    replace_timeout: Duration,
 ) -> Result<TakenOut, ProviderError> {
     let mut out = TakenOut::default();
     let present: Vec<&Bad> = bad.iter().filter(|b| b.node.is_some()).collect();
@@ -127,23 +174,66 @@ pub(in crate::kube) async fn take_out(
     let Some(aws) = aws else {
         return Ok(out);
     };
-    // The nodes there before the termination: the group's others are new.
-    let known: BTreeSet<String> = super::list_nodes(client, "")
-        .await?
-        .iter()
-        .filter_map(|n| n.metadata.name.clone())
-        .collect();
-    replace::terminate(ctx, &aws, &located).await?;
-    let groups: BTreeSet<String> = located.iter().map(|r| r.group.clone()).collect();
+    // The instances there before the termination: the groups' others are new.
+    let mut before = BTreeSet::new();
+    let groups: BTreeSet<&String> = located.iter().map(|r| &r.group).collect();
+    for g in groups {
+        before.extend(aws.group(g).await?.members.into_iter().map(|m| m.instance));
+    }
+    out.replacement = Some(Replacement {
+        replacing: located,
+        before,
+    });
+    Ok(out)
+}
+
+/// Carries `r` out: each old node's instance terminated through its group
+/// (desired count kept; not when Auto Scaling no longer has it in service:
+/// an earlier run's termination went through, and none is sent twice), the
+/// groups waited for until each has its desired count of Ready nodes, and
+/// each old node given a Ready node of its group whose instance was not
+/// there before. Per node: `node`, `instance`, `group`, `new_node`.
+pub(in crate::kube) async fn replace(
+    ctx: &OpContext,
+    client: &Client,
+    r: &Replacement,
+    replace_timeout: Duration,
+) -> Result<Vec<Value>, ProviderError> {
+    let aws = Aws::new(ctx).await?;
+    replace::terminate(ctx, &aws, &r.replacing).await?;
+    let groups: BTreeSet<String> = r.replacing.iter().map(|r| r.group.clone()).collect();
+    let known = replace::Known {
+        nodes: BTreeSet::new(),
+        instances: r.before.clone(),
+    };
     let new =
         replace::wait_for_strength(ctx, client, &aws, &groups, &known, replace_timeout).await?;
-    out.replaced = replace::attribute(&located, &new);
-    for r in &out.replaced {
+    let replaced = replace::attribute(&r.replacing, &new);
+    for r in &replaced {
         ctx.reporter.event(&format!(
             "node {} replaced: {}",
             r["node"].as_str().unwrap_or("?"),
             json!(r["new_node"])
         ));
     }
-    Ok(out)
+    Ok(replaced)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replacement_reads_back_as_it_was_kept() {
+        let r = Replacement {
+            replacing: vec![replace::Replacing {
+                node: "ip-10-0-1-5.ec2.internal".into(),
+                instance: "i-0abc".into(),
+                group: "eks-gpu-1234".into(),
+            }],
+            before: BTreeSet::from(["i-0abc".to_string(), "i-0def".to_string()]),
+        };
+        assert_eq!(Replacement::from_json(&r.json()), Some(r.clone()));
+        assert_eq!(Replacement::from_json(&json!({"before": []})), None);
+    }
 }

@@ -59,6 +59,31 @@ impl Replacing {
     }
 }
 
+/// What was there before a termination: a node named in `nodes`, or one
+/// whose instance is in `instances`, is not new.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(in crate::kube) struct Known {
+    /// Node names.
+    pub nodes: BTreeSet<String>,
+    /// EC2 instance ids.
+    pub instances: BTreeSet<String>,
+}
+
+impl Known {
+    /// The nodes `nodes` names.
+    pub fn nodes(nodes: BTreeSet<String>) -> Known {
+        Known {
+            nodes,
+            instances: BTreeSet::new(),
+        }
+    }
+
+    /// Whether node `name` of instance `instance` was there before.
+    fn has(&self, name: &str, instance: &str) -> bool {
+        self.nodes.contains(name) || self.instances.contains(instance)
+    }
+}
+
 /// Whether a Node is Ready (its `Ready` condition is `True`).
 pub(super) fn ready(n: &Node) -> bool {
     n.status
@@ -178,14 +203,15 @@ async fn nodes_by_instance(client: &Client) -> Result<BTreeMap<String, Node>, Pr
 
 /// Waits until each of `groups` is at strength: its desired count of
 /// instances in service, each with a Ready Node. Returns the Ready Nodes
-/// of those groups that `known` does not name (the new ones), as members
-/// with their group. Fails after `timeout`, naming what is missing.
+/// of those groups that `known` does not name, by node or by instance (the
+/// new ones), as members with their group. Fails after `timeout`, naming
+/// what is missing.
 pub(super) async fn wait_for_strength(
     ctx: &OpContext,
     client: &Client,
     aws: &Aws,
     groups: &BTreeSet<String>,
-    known: &BTreeSet<String>,
+    known: &Known,
     timeout: Duration,
 ) -> Result<Vec<(Member, String)>, ProviderError> {
     let deadline = Instant::now() + timeout;
@@ -236,7 +262,7 @@ async fn look(
     client: &Client,
     aws: &Aws,
     groups: &BTreeSet<String>,
-    known: &BTreeSet<String>,
+    known: &Known,
 ) -> Result<Strength, ProviderError> {
     let nodes = nodes_by_instance(client).await?;
     let mut short = Vec::new();
@@ -249,10 +275,10 @@ async fn look(
             .filter(|m| m.lifecycle == "InService")
             .map(|m| m.instance.as_str())
             .collect();
-        let ready: Vec<&Node> = serving
+        let ready: Vec<(&str, &Node)> = serving
             .iter()
-            .filter_map(|i| nodes.get(*i))
-            .filter(|n| ready(n))
+            .filter_map(|i| Some((*i, nodes.get(*i)?)))
+            .filter(|(_, n)| ready(n))
             .collect();
         if ready.len() < g.desired {
             short.push(format!(
@@ -263,9 +289,9 @@ async fn look(
             ));
             continue;
         }
-        for n in ready {
+        for (instance, n) in ready {
             let m = Member::of(n);
-            if !known.contains(&m.name) {
+            if !known.has(&m.name, instance) {
                 new.push((m, name.clone()));
             }
         }

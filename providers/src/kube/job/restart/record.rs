@@ -6,11 +6,17 @@
 //! from, `#` and its nodes (`;`-joined) when it hung and is being deleted,
 //! then, once it ended, `!` and its line
 //! (`uid1!job train Failed: …; cordoned gpu-2,uid2@/fsx/ckpt/epoch-4.pt`),
-//! `,` `@` `#` `;` `!` and `%` escaped. A resume (kill -9 of flow anywhere) reads it:
-//! attempts with a line are done with (their nodes taken out already),
-//! the first without one is followed or created.
+//! `,` `@` `#` `;` `^` `!` and `%` escaped. With policy replace, before the
+//! attempt's bad nodes' instances are terminated, `^` and its [`Pending`]
+//! (as JSON) come before the line: the attempt as it will read, and the
+//! replacement under way. A resume (kill -9 of flow anywhere) reads it:
+//! attempts with a line are done with (their nodes taken out already); the
+//! first without one is followed or created, and one with a pending
+//! replacement has it carried out (never terminating twice) and recorded.
 
 use serde_json::{Value, json};
+
+use crate::kube::node_check::for_job::Replacement;
 
 /// One attempt as the step's id keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -22,8 +28,35 @@ pub(crate) struct Recorded {
     /// A hung attempt's nodes, recorded before its job is deleted (a
     /// resume then checks them though the job and its pods are gone).
     pub hung_on: Option<Vec<String>>,
+    /// Policy replace: the attempt and the replacement of its bad nodes,
+    /// kept before their instances are terminated, until its line is.
+    pub pending: Option<Pending>,
     /// Its line, once it ended and its nodes were dealt with.
     pub line: Option<String>,
+}
+
+/// An attempt whose bad nodes were cordoned and drained and whose
+/// instances are being terminated: what a resume needs to finish and
+/// record it as an uninterrupted run does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pending {
+    /// The attempt as it reads without its replacements.
+    pub attempt: Attempt,
+    /// The replacement under way.
+    pub replacement: Replacement,
+}
+
+impl Pending {
+    fn json(&self) -> Value {
+        json!({"attempt": self.attempt.json(), "replacement": self.replacement.json()})
+    }
+
+    fn from_json(v: &Value) -> Option<Pending> {
+        Some(Pending {
+            attempt: Attempt::from_json(&v["attempt"])?,
+            replacement: Replacement::from_json(&v["replacement"])?,
+        })
+    }
 }
 
 fn escape(s: &str) -> String {
@@ -32,11 +65,13 @@ fn escape(s: &str) -> String {
         .replace('@', "%40")
         .replace('#', "%23")
         .replace(';', "%3B")
+        .replace('^', "%5E")
         .replace('!', "%21")
 }
 
 fn unescape(s: &str) -> String {
     s.replace("%21", "!")
+        .replace("%5E", "^")
         .replace("%3B", ";")
         .replace("%23", "#")
         .replace("%40", "@")
@@ -59,6 +94,10 @@ pub(crate) fn encode(attempts: &[Recorded]) -> String {
                 let nodes: Vec<String> = nodes.iter().map(|n| escape(n)).collect();
                 s.push_str(&nodes.join(";"));
             }
+            if let Some(p) = &a.pending {
+                s.push('^');
+                s.push_str(&escape(&p.json().to_string()));
+            }
             if let Some(l) = &a.line {
                 s.push('!');
                 s.push_str(&escape(l));
@@ -78,6 +117,16 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
             let (head, line) = match p.split_once('!') {
                 Some((u, l)) => (u, Some(unescape(l))),
                 None => (p, None),
+            };
+            let (head, pending) = match head.split_once('^') {
+                Some((h, p)) => (
+                    h,
+                    serde_json::from_str(&unescape(p))
+                        .ok()
+                        .as_ref()
+                        .and_then(Pending::from_json),
+                ),
+                None => (head, None),
             };
             let (head, hung_on) = match head.split_once('#') {
                 Some((h, n)) => (
@@ -99,6 +148,7 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
                 uid: (uid != "-" && !uid.is_empty()).then(|| uid.to_string()),
                 resumed_from,
                 hung_on,
+                pending,
                 line,
             }
         })
@@ -123,7 +173,7 @@ pub(crate) fn attempt_token(token: &str, n: u32) -> String {
 }
 
 /// One attempt as the step's outputs and messages tell it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Attempt {
     pub number: u32,
     /// Its job's name.
@@ -166,6 +216,31 @@ impl Attempt {
             "cordoned": self.cordoned,
             "replaced": self.replaced,
             "resumed_from": self.resumed_from,
+        })
+    }
+
+    /// [`Attempt::json`] of an attempt that ended (not an earlier run's)
+    /// read back.
+    fn from_json(v: &Value) -> Option<Attempt> {
+        let text = |k: &str| v[k].as_str().map(str::to_string);
+        let list = |k: &str| -> Option<Vec<String>> {
+            v[k].as_array()?
+                .iter()
+                .map(|n| n.as_str().map(str::to_string))
+                .collect()
+        };
+        Some(Attempt {
+            number: u32::try_from(v["attempt"].as_u64()?).ok()?,
+            job: text("job")?,
+            state: text("state")?,
+            cause: text("cause"),
+            suspects: text("suspects").unwrap_or_default(),
+            nodes: list("nodes")?,
+            suspect_nodes: list("suspect_nodes")?,
+            cordoned: list("cordoned")?,
+            replaced: v["replaced"].as_array()?.clone(),
+            resumed_from: text("resumed_from"),
+            earlier: None,
         })
     }
 
@@ -219,18 +294,21 @@ mod tests {
                 uid: Some("u1".into()),
                 resumed_from: None,
                 hung_on: None,
+                pending: None,
                 line: Some("job train Failed: a, b! 100%".into()),
             },
             Recorded {
                 uid: Some("u2".into()),
                 resumed_from: None,
                 hung_on: Some(vec!["n1".into(), "n;2".into()]),
+                pending: None,
                 line: None,
             },
             Recorded {
                 uid: None,
                 resumed_from: Some("/fsx/a@b#c".into()),
                 hung_on: None,
+                pending: None,
                 line: None,
             },
         ];
@@ -250,6 +328,42 @@ mod tests {
         assert_eq!(attempt_name("train", 1), "train");
         assert_eq!(attempt_name("train", 3), "train-a3");
         assert_eq!(attempt_token("tok", 2), "tok-a2");
+    }
+
+    /// A replacement under way is kept with the attempt as it will read,
+    /// and read back whole, whatever its text holds.
+    #[test]
+    fn a_pending_replacement_is_kept_until_the_line_is() {
+        let attempt = Attempt {
+            number: 1,
+            job: "train".into(),
+            state: "Failed".into(),
+            cause: Some("NCCL error: peer 10.0.1.5, lost!".into()),
+            suspects: "node ip-10-0-1-5 NotReady; 100% ^".into(),
+            nodes: vec!["ip-10-0-1-4".into(), "ip-10-0-1-5".into()],
+            suspect_nodes: vec!["ip-10-0-1-5".into()],
+            cordoned: vec!["ip-10-0-1-5".into()],
+            resumed_from: Some("/fsx/ckpt/e4".into()),
+            ..Attempt::default()
+        };
+        let replacement = Replacement::from_json(&json!({
+            "replacing": [{"node": "ip-10-0-1-5", "instance": "i-5", "group": "eks-gpu"}],
+            "before": ["i-4", "i-5"]}))
+        .unwrap();
+        let recorded = vec![Recorded {
+            uid: Some("u1".into()),
+            resumed_from: Some("/fsx/ckpt/e4".into()),
+            hung_on: None,
+            pending: Some(Pending {
+                attempt,
+                replacement,
+            }),
+            line: None,
+        }];
+        let id = encode(&recorded);
+        assert_eq!(id.matches(',').count(), 0, "{id}");
+        assert_eq!(id.matches('!').count(), 0, "{id}");
+        assert_eq!(decode(&id), recorded);
     }
 
     #[test]
