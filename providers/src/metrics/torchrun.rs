@@ -253,6 +253,30 @@ mod tests {
         );
     }
 
+    /// The `losses = "decreasing"` gate on the DDP test case's real runs
+    /// (H100 and H200, killed after epoch 3) and on llama-recipes' (H200):
+    /// it holds; a run whose loss went up fails it, naming the means.
+    #[test]
+    fn the_decreasing_gate_holds_on_the_real_runs_and_fails_a_rising_loss() {
+        use crate::capture::Matchers;
+        let gate = crate::testing::values(
+            json!({"parse": "torchrun", "expect": {"losses": "decreasing"}}),
+        );
+        let m = Matchers::from_values(&gate).unwrap();
+        for file in [
+            "h100-2026-11-27/ddp-attempt1.txt",
+            "h200-2026-11-28/ddp-attempt1.txt",
+            "../tests/fixtures/published/llama-recipes/finetuning-h200.txt",
+        ] {
+            let text = super::super::sample(file);
+            assert!(m.check(&text).is_ok(), "{file}: {:?}", m.check(&text).err());
+        }
+        let rising = "[RANK 0] Epoch 0 | Batchsize: 64 | Steps: 188 | Loss: 0.5\n\
+                      [RANK 0] Epoch 1 | Batchsize: 64 | Steps: 188 | Loss: 0.7\n";
+        let e = m.check(rising).unwrap_err().to_string();
+        assert!(e.contains("not decreasing"), "{e}");
+    }
+
     /// Two ranks writing to one pipe run lines together; a loss stops at
     /// the number.
     #[test]
