@@ -3,6 +3,8 @@
 //! workflow in two folders, each with its own local copy, run as users
 //! would run `flow`.
 
+#[path = "e2e_shared_state/hands.rs"]
+mod hands;
 #[path = "e2e_shared_state/log.rs"]
 mod log;
 mod support;

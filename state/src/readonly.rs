@@ -140,6 +140,15 @@ impl ReadOnlyStore {
         }
     }
 
+    /// Whether a reader refused the lock of the state at `root` (the local
+    /// copy of an S3 state too), its file naming `holder`, should open it
+    /// again: the lock is changing hands (see [`changes_hands`]) and the
+    /// reader, which began at `started`, has waited less than a holder is
+    /// waited for.
+    pub fn lock_changing_hands(root: &Path, holder: Option<&LockInfo>, started: Instant) -> bool {
+        started.elapsed() < HOLDER_WAIT && changes_hands(&StateLayout::new(root), holder)
+    }
+
     fn read_live(
         root: &Path,
         command: &str,

@@ -3,7 +3,7 @@
 //! else in the engine knows where a state is kept.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flow_state::remote::LockOptions;
 use flow_state::{
@@ -209,16 +209,30 @@ pub async fn open_if_exists(
         Some(loc) => {
             let client = s3_client(loc).await?;
             let opts = s3_options(target, args, command, access);
-            match S3Backend::open_if_exists(&target.dir, client, loc.clone(), &opts).await {
-                // Its local copy is held by an apply on this machine: what
-                // that apply last committed (written to S3 before that).
-                Err(StateError::Locked { path, info }) if access == Access::Read => {
-                    match ReadOnlyStore::read_from_holder(&target.dir, command, info.clone())? {
-                        Some(s) => Some(read_live(s)),
-                        None => return Err(StateError::Locked { path, info }.into()),
+            let started = Instant::now();
+            loop {
+                match S3Backend::open_if_exists(&target.dir, client.clone(), loc.clone(), &opts)
+                    .await
+                {
+                    // Its local copy is held by an apply on this machine:
+                    // what that apply last committed (written to S3 before
+                    // that); a lock changing hands is opened again.
+                    Err(StateError::Locked { path, info }) if access == Access::Read => {
+                        match ReadOnlyStore::read_from_holder(&target.dir, command, info.clone())? {
+                            Some(s) => break Some(read_live(s)),
+                            None if ReadOnlyStore::lock_changing_hands(
+                                &target.dir,
+                                info.as_ref(),
+                                started,
+                            ) =>
+                            {
+                                tokio::time::sleep(Duration::from_millis(10)).await
+                            }
+                            None => return Err(StateError::Locked { path, info }.into()),
+                        }
                     }
+                    opened => break opened?.map(|s| Box::new(s) as Backend),
                 }
-                opened => opened?.map(|s| Box::new(s) as Backend),
             }
         }
     };
