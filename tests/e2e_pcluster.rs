@@ -27,6 +27,8 @@ mod support;
 mod hosts;
 #[path = "e2e_pcluster/https.rs"]
 mod https;
+#[path = "e2e_pcluster/job_replace.rs"]
+mod job_replace;
 #[path = "e2e_pcluster/live.rs"]
 mod live;
 #[path = "e2e_pcluster/node_replace.rs"]

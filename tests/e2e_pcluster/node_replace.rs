@@ -56,19 +56,21 @@ environment = {{ PATH = "{fleet}:/usr/sbin:/usr/bin:/sbin:/bin", FLOW_TEST_FAULT
     )
 }
 
-/// A cluster of 4 static nodes on hosts, made by flow.
-struct Cluster {
-    hosts: Hosts,
+/// A cluster of 4 static nodes on hosts, made by flow (job_replace.rs
+/// runs a training on one too).
+pub(super) struct Cluster {
+    pub(super) hosts: Hosts,
     _inside: Inside,
-    moto: Cloud,
-    a: Aws,
-    key: PathBuf,
-    head: Value,
-    values: String,
+    pub(super) moto: Cloud,
+    pub(super) a: Aws,
+    pub(super) key: PathBuf,
+    pub(super) head: Value,
+    pub(super) values: String,
 }
 
 impl Cluster {
-    fn sinfo(&self) -> Vec<(String, String, String)> {
+    /// `sinfo -N` on the head node: (node, address, state) of each.
+    pub(super) fn sinfo(&self) -> Vec<(String, String, String)> {
         let out = self
             .hosts
             .ssh(&self.head, &self.key, "sinfo -h -N -o '%N %o %T'");
@@ -109,7 +111,7 @@ impl Cluster {
     }
 
     /// The model's clustermgtd log.
-    fn clustermgtd_log(&self) -> String {
+    pub(super) fn clustermgtd_log(&self) -> String {
         self.log("clustermgtd.log")
     }
 
@@ -121,7 +123,7 @@ impl Cluster {
     }
 
     /// (instance id, state, private ip) of the cluster's compute instances.
-    fn computes(&self) -> Vec<(String, String, String)> {
+    pub(super) fn computes(&self) -> Vec<(String, String, String)> {
         let xml = self.moto.query_call(
             "ec2",
             "Action=DescribeInstances&Version=2016-11-15\
@@ -164,7 +166,9 @@ impl Cluster {
     }
 }
 
-fn cluster() -> Cluster {
+/// The cluster's hosts, the local cloud and the project, before flow
+/// makes the cluster.
+pub(super) fn cluster() -> Cluster {
     ensure_installed("slurmctld", "slurmctld");
     ensure_installed("slurmd", "slurmd");
     ensure_installed("munged", "munge");

@@ -101,10 +101,24 @@ fn at<'a>(fleet: &'a [Instance], address: &str) -> Option<&'a Instance> {
     fleet.iter().find(|i| i.ip == address && i.up())
 }
 
+/// The instance a node at `address` is: the one up there, else one
+/// shutting down or terminated there (clustermgtd took the node before
+/// flow looked: a static node Slurm set DOWN, as a dead node's is, is
+/// replaced without being asked).
+fn of_node<'a>(fleet: &'a [Instance], address: &str) -> Option<&'a Instance> {
+    at(fleet, address).or_else(|| {
+        fleet
+            .iter()
+            .find(|i| i.ip == address && !address.is_empty())
+    })
+}
+
 /// The instances of the drained `names` in ParallelCluster cluster
 /// `cluster` (by each node's `NodeAddr`), each with why it is bad
 /// (`reason_of`); an error naming a dynamic node (ParallelCluster replaces
-/// static ones) or a node that is no instance of the cluster.
+/// static ones) or a node that is no instance of the cluster. A node whose
+/// instance clustermgtd is terminating already is recorded with it, and
+/// [`send`] then sees it taken.
 pub(super) async fn instances_of(
     remote: &Remote,
     fleet: &Fleet,
@@ -125,7 +139,7 @@ pub(super) async fn instances_of(
         .iter()
         .map(|name| {
             let address = addresses.get(name).map_or("", |a| a.0.as_str());
-            let instance = at(&listed, address).ok_or_else(|| {
+            let instance = of_node(&listed, address).ok_or_else(|| {
                 ProviderError::fatal(format!(
                     "Slurm node {name} (address {address}) is no instance of ParallelCluster cluster `{cluster}`: none of its {} compute instances is up at that address",
                     listed.len()
@@ -332,6 +346,25 @@ mod tests {
             features: vec![],
             reason: None,
         }
+    }
+
+    #[test]
+    fn a_node_is_the_instance_up_at_its_address_else_the_one_leaving_it() {
+        let fleet = vec![
+            i("i-gone", "terminated", "10.0.0.5"),
+            i("i-up", "running", "10.0.0.5"),
+        ];
+        assert_eq!(
+            of_node(&fleet, "10.0.0.5").map(|i| i.id.as_str()),
+            Some("i-up")
+        );
+        let fleet = vec![i("i-leaving", "shutting-down", "10.0.0.5")];
+        assert_eq!(
+            of_node(&fleet, "10.0.0.5").map(|i| i.id.as_str()),
+            Some("i-leaving")
+        );
+        assert!(of_node(&fleet, "10.0.0.6").is_none());
+        assert!(of_node(&[i("i-x", "terminated", "")], "").is_none());
     }
 
     #[test]

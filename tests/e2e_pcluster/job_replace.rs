@@ -1,0 +1,238 @@
+//! `slurm.job` restarts with policy `replace` on a ParallelCluster cluster
+//! whose head node and 4 static nodes are hosts (issue 40 parts 3–4): a
+//! training across the 4 nodes (the stand-in
+//! tests/fixtures/slurm/restarts/train-ranks.sbatch: a rank per node, a
+//! checkpoint per epoch in a shared folder) loses a node mid-training: the
+//! test stops that node's host, Slurm ends the job NODE_FAIL after
+//! SlurmdTimeout and sets the node DOWN; flow names it from Slurm's own
+//! word, drains it and has ParallelCluster replace it (a static node DOWN
+//! is replaced by clustermgtd: scripts/local-cloud/cloud_pcluster_static.py
+//! terminates its instance and launches one under the same Slurm node name
+//! at a new address), waits for the node back in service on its new
+//! instance, and attempt 2 runs on all 4 nodes, the new machine among them,
+//! resumed from the newest checkpoint.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::node_replace::{Cluster, cluster};
+use super::support::{finish, wait_until, workspace_root};
+use super::workflow;
+
+/// The training step over SSH on the head node, bad nodes replaced by
+/// ParallelCluster.
+fn train(c: &Cluster) -> String {
+    let shared = c.a.p.path().join("shared");
+    format!(
+        r#"
+[vars.ssh_key]
+description = "The head node's SSH private key"
+sensitive = true
+env = "HEAD_NODE_SSH_KEY"
+
+[steps.train]
+provider = "slurm.job"
+depends_on = ["cluster"]
+[steps.train.inputs]
+script = "train.sbatch"
+job_name = "train"
+nodes = 4
+partition = "compute-gpu"
+sbatch_args = ["--no-requeue"]
+host = "${{steps.cluster.outputs.head_node_ip}}"
+ssh_user = "{user}"
+ssh_private_key = "${{vars.ssh_key}}"
+ssh_host_key = "{host_key}"
+chdir = "{shared}"
+restarts = 1
+checkpoint_dir = "{shared}/ckpt"
+policy = "replace"
+pcluster_cluster = "${{steps.cluster.outputs.cluster_name}}"
+replace_timeout = "10m"
+success_pattern = "training done"
+environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1" }}
+"#,
+        user = c.head["user"].as_str().expect("user"),
+        host_key = c.head["host_key"].as_str().expect("host key"),
+        shared = shared.display(),
+    )
+}
+
+/// `COMMAND` over SSH on the head node: its stdout.
+fn on_head(c: &Cluster, command: &str) -> String {
+    let out = c.hosts.ssh(&c.head, &c.key, command);
+    assert!(out.status.success(), "{command}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The training's jobs Slurm knows: (id, comment, nodes, state).
+fn training_jobs(c: &Cluster) -> Vec<(String, String, String, String)> {
+    on_head(c, "squeue -h --states=all -n train -o '%i|%k|%N|%T'")
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            (f.len() == 4).then(|| (f[0].into(), f[1].into(), f[2].into(), f[3].into()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_static_node_that_dies_mid_training_is_replaced_by_clustermgtd_and_the_training_resumes_on_it()
+{
+    let mut c = cluster();
+    let _log = super::live::LogOnFailure(&c.moto);
+    let began = Instant::now();
+    c.a.apply().expect(0);
+    eprintln!(
+        "pcluster job restarts: 4 static nodes on hosts in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    let ip =
+        c.a.run(&["output", "wf.toml", "cluster.head_node_ip"])
+            .expect(0)
+            .stdout
+            .trim()
+            .to_string();
+    c.head = c.hosts.at(&ip).expect("the head node's host");
+    std::fs::create_dir_all(c.a.p.path().join("shared")).expect("mkdir shared");
+    let script = workspace_root().join("tests/fixtures/slurm/restarts/train-ranks.sbatch");
+    c.a.p.write(
+        "train.sbatch",
+        &std::fs::read_to_string(&script).expect("the stand-in training"),
+    );
+    c.a.p
+        .write("wf.toml", &format!("{}{}", workflow(&c.values), train(&c)));
+    let plan = c.a.run(&["plan", "wf.toml"]).expect(0);
+    assert!(
+        plan.stdout.contains("then its instance replaced by ParallelCluster cluster `flow-p5` (the node set DOWN, once"),
+        "{}",
+        plan.stdout
+    );
+
+    let began = Instant::now();
+    let child = c.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let ckpt = c.a.p.path().join("shared/ckpt");
+    let mut nodes = String::new();
+    wait_until(
+        Duration::from_secs(120),
+        "attempt 1's second checkpoint",
+        || {
+            nodes = training_jobs(&c)
+                .first()
+                .filter(|j| j.3 == "RUNNING")
+                .map(|j| j.2.clone())
+                .unwrap_or_default();
+            ckpt.join("step-2").exists() && !nodes.is_empty()
+        },
+    );
+    let listed = on_head(&c, &format!("scontrol show hostnames '{nodes}'"));
+    let dead = listed.lines().last().expect("a node").trim().to_string();
+    let sinfo = c.sinfo();
+    let old_ip = sinfo
+        .iter()
+        .find(|s| s.0 == dead)
+        .map(|s| s.1.clone())
+        .expect("the node's address");
+    let host = c.hosts.at(&old_ip).expect("the node's host");
+    let old = host["id"].as_str().expect("id").to_string();
+    c.hosts.call(&json!({"op": "stop", "ids": [old]}));
+    let killed = Instant::now();
+    eprintln!("pcluster job restarts: stopped the host of {dead} ({old}, {old_ip})");
+    let run = finish(child);
+    assert_eq!(
+        run.code,
+        0,
+        "{}\nclustermgtd: {}",
+        run.all(),
+        c.clustermgtd_log()
+    );
+    eprintln!(
+        "pcluster job restarts: node death to training done in {:.1} s (apply {:.1} s)",
+        killed.elapsed().as_secs_f64(),
+        began.elapsed().as_secs_f64()
+    );
+    for line in run.all().lines().filter(|l| {
+        ["attempt", "NODE_FAIL", "replac", "DOWN", "drained"]
+            .iter()
+            .any(|w| l.contains(w))
+    }) {
+        eprintln!("pcluster job restarts: {line}");
+    }
+
+    // ParallelCluster replaced it once: one instance launched for the
+    // node, its old one terminated, the node idle at the new address.
+    let log = c.clustermgtd_log();
+    assert_eq!(
+        log.matches(&format!("{dead}: launched i-")).count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("{dead}: set DOWN; terminating {old} ({old_ip})")),
+        "{log}"
+    );
+    let out =
+        c.a.run(&["output", "wf.toml", "train.attempts", "--json"])
+            .expect(0);
+    let attempts: Vec<Value> = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    let (first, second) = (&attempts[0], &attempts[1]);
+    assert_eq!(first["state"], "NODE_FAIL", "{first}");
+    assert_eq!(first["suspect_nodes"], json!([dead]), "{first}");
+    let r = &first["replaced"][0];
+    assert_eq!(r["node"], dead, "{first}");
+    assert_eq!(r["instance_id"], old, "{first}");
+    assert_eq!(r["by"], dead, "the node keeps its name: {first}");
+    let new = r["by_instance_id"].as_str().expect("by_instance_id");
+    assert_ne!(new, old);
+    assert!(
+        log.contains(&format!("{dead}: launched {new} at ")),
+        "{log}"
+    );
+    let computes = c.computes();
+    let (_, new_state, new_ip) = computes
+        .iter()
+        .find(|i| i.0 == new)
+        .cloned()
+        .expect("the new instance");
+    assert_eq!(new_state, "running");
+    assert!(
+        c.sinfo()
+            .iter()
+            .any(|(n, addr, s)| *n == dead && *addr == new_ip && s == "idle"),
+        "{:?}",
+        c.sinfo()
+    );
+    // Attempt 2: one job, on the 4 nodes, a rank on the new machine,
+    // resumed from a checkpoint, to the end.
+    assert_eq!(second["state"], "COMPLETED", "{second}");
+    let resumed = second["resumed_from"].as_str().expect("resumed_from");
+    assert!(
+        resumed.starts_with(&ckpt.join("step-").display().to_string()),
+        "{second}"
+    );
+    let jobs = training_jobs(&c);
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    let new_host = c.hosts.at(&new_ip).expect("the new instance's host");
+    let short = new_host["hostname"]
+        .as_str()
+        .and_then(|h| h.split('.').next())
+        .expect("hostname")
+        .to_string();
+    let text = c.a.run(&["logs", "wf.toml", "train"]).expect(0).stdout;
+    assert!(text.contains(&format!("rank on {short}")), "{text}");
+    assert!(
+        text.contains(&format!("resumed from {resumed} at epoch")),
+        "{text}"
+    );
+    assert!(text.contains("training done at epoch 5"), "{text}");
+    let runs = c.a.run(&["runs", "wf.toml", "train", "--json"]).expect(0);
+    let runs: Value = serde_json::from_str(&runs.stdout).expect("JSON");
+    let last = runs.as_array().and_then(|r| r.last()).expect("a run");
+    let line = last["values"]["attempt_1"].as_str().unwrap_or_default();
+    assert!(
+        line.contains(&format!("replaced {dead} ({old}) by {dead} ({new})")),
+        "{last}"
+    );
+}
