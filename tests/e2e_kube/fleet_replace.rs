@@ -11,13 +11,13 @@
 //! launches instead, and checks it. Every AWS call goes through the fault
 //! proxy, whose log of forwarded calls is what the tests count.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::fleet::{CHECK, PAIR, seven_gpus};
 use super::nodegroup_replace::{cluster_and_group, line_of};
-use crate::support::fault_proxy::FaultProxy;
+use crate::support::fault_proxy::{FaultProxy, Landing};
 use crate::support::kube::KubeServer;
 use crate::support::kube::kubelets::{Kubelets, instances};
 use crate::support::moto::{Moto, between_all};
@@ -389,10 +389,10 @@ impl Group {
 
 /// kill -9 of flow while it waits for the new node (the kubelet's boot and
 /// the old node's removal held), then apply again: the second run finds the
-/// node it marked, sees its instance already leaving the group and does not
-/// terminate it again; exactly one TerminateInstanceInAutoScalingGroup
-/// reached the cloud (the proxy's log), one instance was launched, and the
-/// new node is checked.
+/// node it marked and the replacement its id kept, sees its instance
+/// already leaving the group and does not terminate it again; exactly one
+/// TerminateInstanceInAutoScalingGroup reached the cloud (the proxy's log),
+/// one instance was launched, and the new node is checked.
 #[test]
 fn a_replacement_killed_midway_resumes_without_a_second_termination() {
     with_group(|g| {
@@ -431,11 +431,10 @@ fn a_replacement_killed_midway_resumes_without_a_second_termination() {
         let new = g.one_replacement(from, &before, 4);
         let verdicts = g.output("verdicts");
         assert_eq!(verdicts[&name(&new)]["status"], "healthy", "{verdicts}");
-        assert!(
-            verdicts[&bad_name]["reason"]
-                .as_str()
-                .unwrap()
-                .starts_with("being replaced since an earlier run of this step"),
+        // The verdict it was taken out for, kept with the replacement.
+        assert_eq!(
+            verdicts[&bad_name]["reason"],
+            "nvidia-smi lists 7 GPUs, the GPUs of a p4d.24xlarge is 8",
             "{verdicts}"
         );
         assert_eq!(g.output("replaced")[0]["new_node"], json!(name(&new)));
@@ -469,9 +468,10 @@ fn a_node_outside_an_auto_scaling_group_is_refused_by_name() {
 
 /// kill -9 while flow waits for the new node, and the old Node deleted
 /// meanwhile (its instance is terminated) with the new one not yet Ready:
-/// the next apply finds no marked node, but a group short of Ready nodes,
-/// waits for it before checking, and checks the new node with the fleet;
-/// still one termination and one instance launched.
+/// the next apply finds no marked node, but the replacement its id kept;
+/// it waits for the group, checks the new node as a new one and records
+/// which node replaced which; still one termination and one instance
+/// launched.
 #[test]
 fn a_replacement_whose_old_node_is_gone_is_waited_for_not_made_again() {
     with_group(|g| {
@@ -499,7 +499,101 @@ fn a_replacement_whose_old_node_is_gone_is_waited_for_not_made_again() {
         finish(child).expect(0);
         let new = g.one_replacement(from, &before, 4);
         assert_eq!(g.output("verdicts")[&name(&new)]["status"], "healthy");
-        assert_eq!(g.output("nodes").as_array().unwrap().len(), 4);
-        assert_eq!(g.output("replaced"), json!([]));
+        assert_eq!(g.output("nodes").as_array().unwrap().len(), 5);
+        assert_eq!(
+            g.output("replaced")[0]["node"],
+            json!(bad_name),
+            "{}",
+            log(&g.p, "fleet")
+        );
+        assert_eq!(g.output("replaced")[0]["new_node"], json!(name(&new)));
+    });
+}
+
+/// kill -9 once moto has terminated the bad node's instance but before
+/// flow heard so (the fault proxy holds the answer); the old Node, and
+/// flow's mark on it, is removed with its instance, and the new node
+/// registers before the next apply. The id kept the replacement before the
+/// termination: the next apply sends no second one, checks the new node as
+/// a new one, and records which node replaced which, with the old node's
+/// verdict, as an uninterrupted run does.
+#[test]
+fn a_kill_after_the_termination_records_the_replacement_the_id_kept() {
+    with_group(|g| {
+        g.make(4);
+        let nodes = g.nodes();
+        let (bad_name, bad_instance) = (name(&nodes[2]), instance_of(&nodes[2]));
+        let (group, _, before) = g.asg();
+        g.plant_seven_gpus(&bad_name);
+        g.proxy.hold(TERMINATE, Duration::from_secs(300));
+        let from = g.proxy.calls().len();
+        let child = g.spawn_apply();
+        wait_until(Duration::from_secs(120), "moto to terminate", || {
+            g.proxy
+                .calls_from(from)
+                .iter()
+                .any(|c| c.op == TERMINATE && c.replied.is_some())
+        });
+        let killed_at = Instant::now();
+        signal(&child, libc::SIGKILL);
+        let _ = finish(child);
+        assert!(g.proxy.settle(from, killed_at, Duration::from_secs(10)));
+        let landings: Vec<Landing> = g
+            .proxy
+            .calls_from(from)
+            .iter()
+            .filter(|c| c.op == TERMINATE)
+            .filter_map(|c| c.landing(killed_at))
+            .collect();
+        assert_eq!(
+            landings,
+            vec![Landing::AfterAnswer],
+            "moto did it, flow had no answer"
+        );
+        let shown = g
+            .run(&["state", "show", "wf.toml", "fleet", "--full"])
+            .expect(0)
+            .stdout;
+        let shown: Value = serde_json::from_str(&shown).unwrap();
+        assert!(
+            shown["in_flight"]["id"]
+                .as_str()
+                .is_some_and(|id| id.contains(&bad_instance)),
+            "the replacement kept before the termination: {shown}"
+        );
+        g.proxy.calm();
+        wait_until(
+            Duration::from_secs(60),
+            "the old node gone, the new one Ready",
+            || g.k.get(&format!("/api/v1/nodes/{bad_name}")).is_none() && g.nodes().len() == 4,
+        );
+        let said = log(&g.p, "fleet").len();
+        g.run(&["apply", "wf.toml", "--auto-approve"]).expect(0);
+        let new = g.one_replacement(from, &before, 4);
+        let new_name = name(&new);
+        assert_eq!(
+            g.output("replaced"),
+            json!([{"node": bad_name, "instance": bad_instance, "group": group, "new_node": new_name}])
+        );
+        let verdicts = g.output("verdicts");
+        assert_eq!(
+            verdicts[&bad_name]["reason"],
+            "nvidia-smi lists 7 GPUs, the GPUs of a p4d.24xlarge is 8",
+            "{verdicts}"
+        );
+        assert_eq!(verdicts[&bad_name]["replaced_by"], json!(new_name));
+        assert_eq!(verdicts[&new_name]["status"], "healthy", "{verdicts}");
+        assert_eq!(g.output("bad"), json!([bad_name]));
+        let l = log(&g.p, "fleet")[said..].to_string();
+        assert!(
+            l.contains(&format!(
+                "instance {bad_instance} of node {bad_name} is already leaving group"
+            )),
+            "{l}"
+        );
+        assert!(
+            l.contains(&format!("checking the new node(s) {new_name}")),
+            "{l}"
+        );
     });
 }

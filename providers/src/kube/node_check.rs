@@ -21,6 +21,7 @@ pub(super) mod for_job;
 mod jobs;
 mod policy;
 mod replace;
+mod resume;
 mod spec;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -244,7 +245,13 @@ fn instances(members: &[&Member]) -> Vec<String> {
         .collect()
 }
 
-async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
+/// Checks the nodes and applies the policy; `kept`: the replacement an
+/// interrupted run of the operation kept as its id, taken up first.
+async fn apply(
+    ctx: &OpContext,
+    inputs: &Values,
+    kept: Option<resume::Pending>,
+) -> Result<Applied, ProviderError> {
     let spec = Spec::from_values(inputs)?;
     let conn = super::connection::Connection::new(ctx, inputs)?;
     let client = conn.client().await?;
@@ -262,11 +269,18 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
         false => None,
     };
     let mut earlier = Vec::new();
+    // The new nodes of the kept replacement: checked as new ones below.
+    let mut kept_new = BTreeSet::new();
     if let Some(aws) = &aws {
         // A group whose old node is gone already (its replacement not yet
-        // Ready) is waited for; one whose old node is still marked is taken
-        // up below, its new node checked as a new one.
+        // Ready) is waited for; one whose old node is still marked, or that
+        // the kept replacement names, is taken up below, its new node
+        // checked as a new one.
         let marked = replace::in_flight(&listed);
+        let kept_groups = kept
+            .as_ref()
+            .map(|k| k.replacement.groups())
+            .unwrap_or_default();
         let all: Vec<Member> = listed.iter().map(Member::of).collect();
         let groups = aws
             .groups_of(&instances(&all.iter().collect::<Vec<_>>()))
@@ -274,18 +288,21 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
         let groups: BTreeSet<String> = groups
             .into_values()
             .flatten()
-            .filter(|g| !marked.iter().any(|r| r.group == *g))
+            .filter(|g| !marked.iter().any(|r| r.group == *g) && !kept_groups.contains(g.as_str()))
             .collect();
         let known = replace::Known::nodes(all.iter().map(|m| m.name.clone()).collect());
         replace::wait_for_strength(ctx, &client, aws, &groups, &known, spec.replace_timeout)
             .await?;
         listed = list_nodes(&client, &spec.nodes).await?;
         earlier = replace::in_flight(&listed);
+        if let Some(k) = &kept {
+            (earlier, kept_new) = resume::take_up(aws, k, &listed, earlier).await?;
+        }
     }
     let members: Vec<Member> = listed
         .iter()
         .map(Member::of)
-        .filter(|m| !earlier.iter().any(|r| r.node == m.name))
+        .filter(|m| !earlier.iter().any(|r| r.node == m.name) && !kept_new.contains(&m.name))
         .collect();
     if members.is_empty() && earlier.is_empty() {
         return Err(ProviderError::fatal(format!("no node matches `{}`: nothing to check", spec.nodes))
@@ -313,7 +330,9 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     let mut rounds = run.checks(&mut verdicts).await?;
     // A node an earlier run was replacing keeps the verdict it was taken out for.
     for r in &earlier {
-        verdicts.insert(r.node.clone(), replace::earlier_verdict(&listed, r));
+        let kept_verdict = kept.as_ref().and_then(|k| k.verdicts.get(&r.node).cloned());
+        let v = kept_verdict.unwrap_or_else(|| replace::earlier_verdict(&listed, r));
+        verdicts.insert(r.node.clone(), v);
         names.push(r.node.clone());
     }
     let judged = Judged::new(ctx, &names, &verdicts, run.spec.common.max_bad_fraction)?;
@@ -352,25 +371,43 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
             if !olds.is_empty() {
                 policy::drain(ctx, &client, &olds, run.spec.drain_timeout).await?;
             }
-            replace::terminate(ctx, aws, &all).await?;
-            let groups: BTreeSet<String> = all.iter().map(|r| r.group.clone()).collect();
-            let known = replace::Known::nodes(names.iter().cloned().collect());
-            let new = replace::wait_for_strength(
-                ctx,
-                &client,
-                aws,
-                &groups,
-                &known,
-                run.spec.replace_timeout,
-            )
-            .await?;
-            replaced = replace::attribute(&all, &new);
-            let new: Vec<Member> = new.into_iter().map(|(m, _)| m).collect();
+            let mut new = Vec::new();
+            if !all.is_empty() {
+                let pending = resume::Pending {
+                    replacement: resume::Replacement::of(
+                        aws,
+                        all,
+                        kept.as_ref().map(|k| &k.replacement),
+                    )
+                    .await?,
+                    verdicts: olds
+                        .iter()
+                        .filter_map(|n| Some((n.clone(), verdicts.get(n)?.clone())))
+                        .collect(),
+                };
+                // Durable before any instance is terminated: the Node, and
+                // the mark on it, goes with its instance.
+                ctx.checkpoint.made(&pending.encode()).await?;
+                let found = resume::carry_out(
+                    ctx,
+                    &client,
+                    aws,
+                    &pending.replacement,
+                    run.spec.replace_timeout,
+                )
+                .await?;
+                replaced = found.0;
+                new = found.1.into_iter().map(|(m, _)| m).collect();
+            }
             rounds += replace::check_new(&run, &new, &mut verdicts).await?;
             names.extend(new.iter().map(|m| m.name.clone()));
             replace::note_replaced(&mut verdicts, &replaced);
             report::record(ctx, &verdicts);
-            replace::new_ones_fail(&verdicts, &new, &fresh_bad)?;
+            if let Err(e) = replace::new_ones_fail(&verdicts, &new, &fresh_bad) {
+                // Done with: the next apply checks the fleet afresh.
+                ctx.checkpoint.made("").await?;
+                return Err(e);
+            }
         }
     }
     let judged = Judged {
@@ -477,7 +514,7 @@ impl Provider for KubeNodeCheck {
     }
 
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
-        apply(ctx, inputs).await
+        apply(ctx, inputs, None).await
     }
 
     async fn update(
@@ -486,7 +523,7 @@ impl Provider for KubeNodeCheck {
         _prior: Prior<'_>,
         inputs: &Values,
     ) -> Result<Applied, ProviderError> {
-        apply(ctx, inputs).await
+        apply(ctx, inputs, None).await
     }
 
     /// The jobs are deleted as soon as they are read, and a cordoned node
@@ -495,16 +532,23 @@ impl Provider for KubeNodeCheck {
         Ok(())
     }
 
-    /// An interrupted check is run again (cordoning twice changes nothing;
-    /// a replacement under way is taken up from its node's mark and its
-    /// group, never terminating an instance twice: see [`replace`]).
+    /// An interrupted check is run again (cordoning twice changes nothing).
+    /// A replacement under way is taken up from what the id kept of it
+    /// ([`resume`]) and from the nodes' marks, never terminating an
+    /// instance twice: this read runs the check again with it, and an
+    /// error leaves the id for the next apply to take up.
     async fn read(
         &self,
-        _ctx: &OpContext,
-        _id: Option<&str>,
-        _inputs: &Values,
+        ctx: &OpContext,
+        id: Option<&str>,
+        inputs: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
-        Ok(ReadOutcome::Missing)
+        match id.and_then(resume::Pending::decode) {
+            Some(kept) if !ctx.destroying => apply(ctx, inputs, Some(kept))
+                .await
+                .map(ReadOutcome::Present),
+            _ => Ok(ReadOutcome::Missing),
+        }
     }
 }
 

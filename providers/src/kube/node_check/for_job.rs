@@ -7,7 +7,7 @@
 //! a resumed run cordons nothing twice and terminates no instance twice
 //! ([`Replacement`] is what the job step keeps to take a replacement up).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ::kube::Client;
@@ -17,8 +17,9 @@ use serde_json::{Value, json};
 use super::asg::Aws;
 use super::jobs::Batch;
 pub(in crate::kube) use super::jobs::pod_templates;
+pub(in crate::kube) use super::resume::Replacement;
 use super::spec::Spec;
-use super::{Member, Run, instances, policy, replace};
+use super::{Member, Run, instances, policy, replace, resume};
 use crate::contract::{OpContext, ProviderError};
 use crate::fleet::spec::Common;
 
@@ -79,53 +80,6 @@ pub(in crate::kube) struct TakenOut {
     pub replacement: Option<Replacement>,
 }
 
-/// A replacement [`take_out`] prepared: its old nodes cordoned, marked and
-/// drained, their instances not yet terminated, and the instances their
-/// groups had then. The caller keeps it durably before [`replace`]
-/// terminates anything, so that a run killed after the termination is
-/// taken up by the next (the Node, and the mark on it, goes with its
-/// instance).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(in crate::kube) struct Replacement {
-    replacing: Vec<replace::Replacing>,
-    /// Every instance the groups had before the termination: a Ready node
-    /// of another is a new one.
-    before: BTreeSet<String>,
-}
-
-impl Replacement {
-    /// As a step's record keeps it.
-    pub fn json(&self) -> Value {
-        json!({
-            "replacing": self.replacing.iter().map(|r| json!({
-                "node": r.node, "instance": r.instance, "group": r.group})).collect::<Vec<_>>(),
-            "before": self.before,
-        })
-    }
-
-    /// [`Replacement::json`] read back.
-    pub fn from_json(v: &Value) -> Option<Replacement> {
-        let text = |r: &Value, k: &str| r[k].as_str().map(str::to_string);
-        let replacing = v["replacing"]
-            .as_array()?
-            .iter()
-            .map(|r| {
-                Some(replace::Replacing {
-                    node: text(r, "node")?,
-                    instance: text(r, "instance")?,
-                    group: text(r, "group")?,
-                })
-            })
-            .collect::<Option<Vec<_>>>()?;
-        let before = v["before"]
-            .as_array()?
-            .iter()
-            .map(|i| i.as_str().map(str::to_string))
-            .collect::<Option<BTreeSet<_>>>()?;
-        Some(Replacement { replacing, before })
-    }
-}
-
 /// Cordons, taints and drains each of `bad` that still exists; with
 /// `replace`, marks each as being replaced first and returns what
 /// [`replace`] then does: its instance terminated through its Auto Scaling
@@ -174,25 +128,12 @@ pub(in crate::kube) async fn take_out(
     let Some(aws) = aws else {
         return Ok(out);
     };
-    // The instances there before the termination: the groups' others are new.
-    let mut before = BTreeSet::new();
-    let groups: BTreeSet<&String> = located.iter().map(|r| &r.group).collect();
-    for g in groups {
-        before.extend(aws.group(g).await?.members.into_iter().map(|m| m.instance));
-    }
-    out.replacement = Some(Replacement {
-        replacing: located,
-        before,
-    });
+    out.replacement = Some(Replacement::of(&aws, located, None).await?);
     Ok(out)
 }
 
-/// Carries `r` out: each old node's instance terminated through its group
-/// (desired count kept; not when Auto Scaling no longer has it in service:
-/// an earlier run's termination went through, and none is sent twice), the
-/// groups waited for until each has its desired count of Ready nodes, and
-/// each old node given a Ready node of its group whose instance was not
-/// there before. Per node: `node`, `instance`, `group`, `new_node`.
+/// Carries `r` out ([`resume::carry_out`]): per old node, `node`,
+/// `instance`, `group`, `new_node`.
 pub(in crate::kube) async fn replace(
     ctx: &OpContext,
     client: &Client,
@@ -200,15 +141,7 @@ pub(in crate::kube) async fn replace(
     replace_timeout: Duration,
 ) -> Result<Vec<Value>, ProviderError> {
     let aws = Aws::new(ctx).await?;
-    replace::terminate(ctx, &aws, &r.replacing).await?;
-    let groups: BTreeSet<String> = r.replacing.iter().map(|r| r.group.clone()).collect();
-    let known = replace::Known {
-        nodes: BTreeSet::new(),
-        instances: r.before.clone(),
-    };
-    let new =
-        replace::wait_for_strength(ctx, client, &aws, &groups, &known, replace_timeout).await?;
-    let replaced = replace::attribute(&r.replacing, &new);
+    let (replaced, _) = resume::carry_out(ctx, client, &aws, r, replace_timeout).await?;
     for r in &replaced {
         ctx.reporter.event(&format!(
             "node {} replaced: {}",
@@ -217,23 +150,4 @@ pub(in crate::kube) async fn replace(
         ));
     }
     Ok(replaced)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_replacement_reads_back_as_it_was_kept() {
-        let r = Replacement {
-            replacing: vec![replace::Replacing {
-                node: "ip-10-0-1-5.ec2.internal".into(),
-                instance: "i-0abc".into(),
-                group: "eks-gpu-1234".into(),
-            }],
-            before: BTreeSet::from(["i-0abc".to_string(), "i-0def".to_string()]),
-        };
-        assert_eq!(Replacement::from_json(&r.json()), Some(r.clone()));
-        assert_eq!(Replacement::from_json(&json!({"before": []})), None);
-    }
 }

@@ -5,12 +5,14 @@
 //! to be Ready and checks it.
 //!
 //! A node is marked `flow.dev/replacing: INSTANCE@GROUP` before its
-//! instance is terminated, so that a run killed at any point is taken up by
-//! the next: a marked node is not checked again, and its instance is
-//! terminated only while Auto Scaling still has it in service (never twice);
-//! and before checking, the step waits for every group of the fleet to have
-//! its desired count of Ready nodes (a replacement an earlier run started,
-//! whose old Node is gone already, is waited for, not missed).
+//! instance is terminated, and the replacement is kept durably (in the
+//! step's id: [`super::resume`]), so that a run killed at any point is
+//! taken up by the next: a node being replaced is not checked again, and
+//! its instance is terminated only while Auto Scaling still has it in
+//! service (never twice); the Node and its mark go with the instance, so
+//! what was kept names it and its group's new node; and before checking,
+//! the step waits for every other group of the fleet to have its desired
+//! count of Ready nodes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
