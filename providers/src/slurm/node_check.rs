@@ -260,7 +260,7 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
                     verdicts[n]["reason"].as_str().unwrap_or_default()
                 )
             };
-            replacement::instances_of(ctx, &remote, through, &judged.bad, reason_of).await?
+            replacement::instances_of(ctx, &remote, through, &judged.bad, reason_of, None).await?
         }
         _ => Vec::new(),
     };

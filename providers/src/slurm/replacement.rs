@@ -279,19 +279,23 @@ pub(super) fn problems(platform: &Platform, inputs: &[(String, InputValue)]) -> 
 
 /// The instances of the bad `names` in the cluster `through` names, each
 /// with why it is bad (`reason_of`), found before any node is touched: an
-/// error naming a node the cluster does not have.
+/// error naming a node the cluster does not have. With `launched_before`
+/// (a job's start, seconds since the epoch), an instance launched later is
+/// not the one the job ran on (ParallelCluster keeps a replaced node's
+/// name: see [`pcluster::instances_of`]).
 pub(super) async fn instances_of(
     ctx: &OpContext,
     remote: &Remote,
     through: &Through,
     names: &[String],
     reason_of: impl Fn(&str) -> String,
+    launched_before: Option<u64>,
 ) -> Result<Vec<Replacing>, ProviderError> {
     match through {
         Through::HyperPod(cluster) => hyperpod::instances_of(ctx, cluster, names, reason_of).await,
         Through::ParallelCluster(cluster) => {
             let fleet = pcluster::Fleet::new(ctx, cluster).await?;
-            pcluster::instances_of(remote, &fleet, names, reason_of).await
+            pcluster::instances_of(remote, &fleet, names, reason_of, launched_before).await
         }
     }
 }

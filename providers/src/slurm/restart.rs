@@ -289,8 +289,17 @@ pub(crate) async fn drive(
         // (a replaced node is gone from the cluster; looking again would
         // guess).
         let (suspects, listed) = if recorded[at].replacing.is_empty() {
-            let (mut suspects, listed) =
-                fault::find(remote, &ctx.step, &ended.seen, output.text()).await?;
+            // A NODE_FAIL whose nodes Slurm lists none down is no reason to
+            // replace them all.
+            let all_when_none_down = spec.replace_through.is_none();
+            let (mut suspects, listed) = fault::find(
+                remote,
+                &ctx.step,
+                &ended.seen,
+                output.text(),
+                all_when_none_down,
+            )
+            .await?;
             fault::check(
                 ctx,
                 remote,
@@ -323,8 +332,9 @@ pub(crate) async fn drive(
                     through,
                     partition: fault::partition(values),
                 };
+                let started = fault::started_at(remote, &ended.seen).await;
                 attempt.replaced = replacer
-                    .replace(&mut recorded, at, &id, &suspects.bad)
+                    .replace(&mut recorded, at, &id, &suspects.bad, started)
                     .await?;
                 attempt.drained = attempt.replaced.iter().map(|r| r.node.clone()).collect();
             }

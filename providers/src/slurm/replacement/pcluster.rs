@@ -39,6 +39,8 @@ struct Instance {
     state: String,
     /// Its private address.
     ip: String,
+    /// When it was launched, seconds since the epoch.
+    launched: Option<u64>,
 }
 
 impl Instance {
@@ -89,6 +91,7 @@ impl Fleet {
                         .map_or("", |n| n.as_str())
                         .to_string(),
                     ip: i.private_ip_address().unwrap_or_default().to_string(),
+                    launched: i.launch_time().and_then(|t| u64::try_from(t.secs()).ok()),
                 });
             }
         }
@@ -99,6 +102,18 @@ impl Fleet {
 /// The instance up at `address`, if any.
 fn at<'a>(fleet: &'a [Instance], address: &str) -> Option<&'a Instance> {
     fleet.iter().find(|i| i.ip == address && i.up())
+}
+
+/// The old instance of a node clustermgtd replaced before flow looked.
+pub(super) const UNKNOWN: &str = "-";
+
+/// Whether `i` was launched by `t` (seconds since the epoch, a second's
+/// slack), or either time is unknown.
+fn launched_by(i: &Instance, t: Option<u64>) -> bool {
+    match (t, i.launched) {
+        (Some(t), Some(l)) => l <= t + 1,
+        _ => true,
+    }
 }
 
 /// The instance a node at `address` is: the one up there, else one
@@ -118,12 +133,18 @@ fn of_node<'a>(fleet: &'a [Instance], address: &str) -> Option<&'a Instance> {
 /// (`reason_of`); an error naming a dynamic node (ParallelCluster replaces
 /// static ones) or a node that is no instance of the cluster. A node whose
 /// instance clustermgtd is terminating already is recorded with it, and
-/// [`send`] then sees it taken.
+/// [`send`] then sees it taken. With `launched_before` (the failed job's
+/// start), an instance launched since is not the node the job ran on: a
+/// node that is on one already was replaced by clustermgtd before flow
+/// looked (a dead node is DOWN, which clustermgtd replaces unasked), and
+/// its old instance, no longer at its address, is recorded as
+/// [`UNKNOWN`].
 pub(super) async fn instances_of(
     remote: &Remote,
     fleet: &Fleet,
     names: &[String],
     reason_of: impl Fn(&str) -> String,
+    launched_before: Option<u64>,
 ) -> Result<Vec<Replacing>, ProviderError> {
     let cluster = &fleet.cluster;
     if let Some(name) = names.iter().find(|n| n.contains("-dy-")) {
@@ -134,21 +155,30 @@ pub(super) async fn instances_of(
     }
     let addresses = nodes::addresses(remote).await?;
     let listed = fleet.instances().await?;
+    let earlier: Vec<Instance> = listed
+        .iter()
+        .filter(|i| launched_by(i, launched_before))
+        .cloned()
+        .collect();
     let since = now();
     names
         .iter()
         .map(|name| {
             let address = addresses.get(name).map_or("", |a| a.0.as_str());
-            let instance = of_node(&listed, address).ok_or_else(|| {
-                ProviderError::fatal(format!(
-                    "Slurm node {name} (address {address}) is no instance of ParallelCluster cluster `{cluster}`: none of its {} compute instances is up at that address",
-                    listed.len()
-                ))
-                .with_help("check `pcluster_cluster`: the nodes checked must be that cluster's (pcluster describe-cluster-instances)")
-            })?;
+            let instance_id = match of_node(&earlier, address) {
+                Some(i) => i.id.clone(),
+                None if at(&listed, address).is_some() => UNKNOWN.to_string(),
+                None => {
+                    return Err(ProviderError::fatal(format!(
+                        "Slurm node {name} (address {address}) is no instance of ParallelCluster cluster `{cluster}`: none of its {} compute instances is up at that address",
+                        listed.len()
+                    ))
+                    .with_help("check `pcluster_cluster`: the nodes checked must be that cluster's (pcluster describe-cluster-instances)"));
+                }
+            };
             Ok(Replacing {
                 node: name.clone(),
-                instance_id: instance.id.clone(),
+                instance_id,
                 group: address.to_string(),
                 since,
                 sent: false,
@@ -336,6 +366,7 @@ mod tests {
             id: id.into(),
             state: state.into(),
             ip: ip.into(),
+            launched: None,
         }
     }
 
@@ -365,6 +396,14 @@ mod tests {
         );
         assert!(of_node(&fleet, "10.0.0.6").is_none());
         assert!(of_node(&[i("i-x", "terminated", "")], "").is_none());
+        // Launched since the job started: not the node the job ran on.
+        let new = Instance {
+            launched: Some(2000),
+            ..i("i-new", "running", "10.0.0.9")
+        };
+        assert!(!launched_by(&new, Some(1000)));
+        assert!(launched_by(&new, Some(1999)));
+        assert!(launched_by(&new, None));
     }
 
     #[test]

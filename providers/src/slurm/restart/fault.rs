@@ -88,14 +88,16 @@ fn reason_for(step: &str, job: &str, why: &str) -> String {
 }
 
 /// The suspects of a failed attempt: with NODE_FAIL the job's nodes Slurm
-/// lists down or not responding now (all of them, when it lists none so),
-/// found bad; the nodes `text` points at; and a node flow drained already
-/// for this very job (before a kill -9), bad as it was found then.
+/// lists down or not responding now (all of them, when it lists none so
+/// and `all_when_none_down`; policy `replace` replaces only a node Slurm
+/// names), found bad; the nodes `text` points at; and a node flow drained
+/// already for this very job (before a kill -9), bad as it was found then.
 pub(crate) async fn find(
     remote: &Remote,
     step: &str,
     seen: &Seen,
     text: &str,
+    all_when_none_down: bool,
 ) -> Result<(Suspects, Vec<SlurmNode>), ProviderError> {
     let names = job_nodes(remote, seen).await?;
     let listed = nodes::list(remote, None).await?;
@@ -112,9 +114,10 @@ pub(crate) async fn find(
             .iter()
             .filter(|l| s.nodes.contains(&l.name) && !l.usable())
             .collect();
-        let failed: Vec<String> = match down.is_empty() {
-            true => s.nodes.clone(),
-            false => down.iter().map(|d| d.name.clone()).collect(),
+        let failed: Vec<String> = match (down.is_empty(), all_when_none_down) {
+            (true, true) => s.nodes.clone(),
+            (true, false) => Vec::new(),
+            (false, _) => down.iter().map(|d| d.name.clone()).collect(),
         };
         s.bad = failed
             .into_iter()
@@ -243,6 +246,24 @@ pub(crate) async fn drain(
         drained.push(node.clone());
     }
     Ok(drained)
+}
+
+/// When the job of `seen` started, in seconds since the epoch: its
+/// `StartTime`, which Slurm prints in the local time of the machine its
+/// commands run on, read by `date` there; `None` when Slurm gives none or
+/// `date` cannot read it.
+pub(crate) async fn started_at(remote: &Remote, seen: &Seen) -> Option<u64> {
+    let start = seen
+        .lines
+        .iter()
+        .filter_map(|l| l.get("StartTime"))
+        .find(|t| t.contains('T'))?
+        .to_string();
+    let ran = remote
+        .run(&["date", "-d", &start, "+%s"], None)
+        .await
+        .ok()?;
+    ran.ok().then(|| ran.stdout.trim().parse().ok()).flatten()
 }
 
 /// The newest entry of `dir` on the cluster (by modification time, `find`

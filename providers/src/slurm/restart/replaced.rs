@@ -57,17 +57,18 @@ pub(super) struct Replacer<'a> {
 }
 
 impl Replacer<'_> {
-    /// Replaces the `bad` nodes of attempt `at` (job `job`), carrying on
-    /// what `recorded` holds of it already: drained (unless the platform
-    /// was asked already), replaced once, each new node waited for; every
-    /// step durable in the step's id. The replacements, each with its new
-    /// node.
+    /// Replaces the `bad` nodes of attempt `at` (job `job`, which started
+    /// at `started`, seconds since the epoch), carrying on what `recorded`
+    /// holds of it already: drained (unless the platform was asked
+    /// already), replaced once, each new node waited for; every step
+    /// durable in the step's id. The replacements, each with its new node.
     pub async fn replace(
         &self,
         recorded: &mut [Recorded],
         at: usize,
         job: &str,
         bad: &[(String, String)],
+        started: Option<u64>,
     ) -> Result<Vec<Replacing>, ProviderError> {
         let ctx = self.ctx;
         if recorded[at].replacing.is_empty() {
@@ -77,9 +78,15 @@ impl Replacer<'_> {
                     .find(|(b, _)| b == n)
                     .map_or(String::new(), |(_, why)| why.clone())
             };
-            recorded[at].replacing =
-                replacement::instances_of(ctx, self.remote, self.through, &names, reason_of)
-                    .await?;
+            recorded[at].replacing = replacement::instances_of(
+                ctx,
+                self.remote,
+                self.through,
+                &names,
+                reason_of,
+                started,
+            )
+            .await?;
             // Durable before any node is touched.
             ctx.checkpoint.made(&encode(recorded)).await?;
         } else {
