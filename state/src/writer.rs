@@ -43,7 +43,7 @@ thread_local! {
     /// What a writer spawned from this thread takes for [`FOLD_AFTER`]: a
     /// test that must not see the writer go idle makes it long.
     static TEST_FOLD_AFTER: std::cell::Cell<Duration> = const { std::cell::Cell::new(FOLD_AFTER) };
-    /// A fixed hold of queued results for writers spawned from this thread
+    /// A fixed hold of each batch for writers spawned from this thread
     /// (`None`: as [`GATHER_MAX`] says).
     static TEST_GATHER: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
 }
@@ -143,7 +143,7 @@ pub(crate) fn spawn(
 struct Writer {
     /// How long without a request counts as idle ([`FOLD_AFTER`]).
     fold_after: Duration,
-    /// A fixed hold of queued results (tests), else see [`GATHER_MAX`].
+    /// A fixed hold of each batch (tests), else see [`GATHER_MAX`].
     gather: Option<Duration>,
     /// How long the last batch took to sync (and publish).
     last_write: Duration,
