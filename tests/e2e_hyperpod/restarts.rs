@@ -232,9 +232,22 @@ fn a_worker_that_dies_mid_training_is_replaced_through_hyperpod_and_the_training
     }
 }
 
-#[test]
-fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once_and_submits_attempt_2_once()
- {
+/// Where the kill lands.
+#[derive(Clone, Copy, PartialEq)]
+enum KillIn {
+    /// In the wait for the replacement: BatchReplaceClusterNodes answered
+    /// and recorded, flow's ListClusterNodes seen after it.
+    Wait,
+    /// Inside BatchReplaceClusterNodes: HyperPod took the call (the old
+    /// instance ShuttingDown), its answer held by the proxy, so flow has
+    /// recorded the call about to go out but not that it was answered.
+    Call,
+}
+
+/// The training with its second worker dying, flow killed -9 where `kill`
+/// says, then applied again: the replacement is taken up (one
+/// BatchReplaceClusterNodes in all) and attempt 2 submitted once.
+fn killed_then_applied_again(kill: KillIn) {
     // BatchReplaceClusterNodes' old instance stays ShuttingDown for 10 s.
     let table = tempfile::NamedTempFile::new().expect("table");
     std::fs::write(
@@ -247,6 +260,10 @@ fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once_and
         &[("FLOW_LATENCY_MODEL", &table.path().to_string_lossy())],
     );
     cluster_with_training(&t);
+    if kill == KillIn::Call {
+        t.proxy
+            .hold("BatchReplaceClusterNodes", Duration::from_secs(120));
+    }
     let child = t.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
     let (dead, dead_id, _) = kill_a_worker_mid_training(&t);
     wait_until(
@@ -254,16 +271,37 @@ fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once_and
         "flow to send BatchReplaceClusterNodes",
         || t.proxy.forwarded("BatchReplaceClusterNodes") == 1,
     );
-    let listed = t.proxy.forwarded("ListClusterNodes");
-    wait_until(
-        Duration::from_secs(20),
-        "flow to wait for the replacement",
-        || t.proxy.forwarded("ListClusterNodes") > listed,
-    );
+    let status = || t.nodes().into_iter().find(|n| n.0 == dead_id).map(|n| n.2);
+    match kill {
+        KillIn::Wait => {
+            let listed = t.proxy.forwarded("ListClusterNodes");
+            wait_until(
+                Duration::from_secs(20),
+                "flow to wait for the replacement",
+                || t.proxy.forwarded("ListClusterNodes") > listed,
+            );
+        }
+        KillIn::Call => wait_until(Duration::from_secs(20), "HyperPod to take the call", || {
+            status().as_deref() == Some("ShuttingDown")
+        }),
+    }
+    let at = Instant::now();
     signal(&child, libc::SIGKILL);
     assert_eq!(finish(child).code, -1);
-    let old = t.nodes().into_iter().find(|n| n.0 == dead_id).map(|n| n.2);
-    assert_eq!(old.as_deref(), Some("ShuttingDown"), "still being replaced");
+    let in_flight = t.proxy.in_flight_at(at);
+    assert_eq!(
+        in_flight
+            .iter()
+            .any(|o| o.contains("BatchReplaceClusterNodes")),
+        kill == KillIn::Call,
+        "{in_flight:?}"
+    );
+    t.proxy.calm();
+    assert_eq!(
+        status().as_deref(),
+        Some("ShuttingDown"),
+        "still being replaced"
+    );
     assert_eq!(training_jobs(&t).len(), 1, "no attempt 2 yet");
 
     let run = t.a.apply();
@@ -279,7 +317,28 @@ fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once_and
         "asked again: {}",
         run.all()
     );
+    if kill == KillIn::Call {
+        assert!(
+            run.all().contains(&format!(
+                "node {dead} ({dead_id}) is already being replaced: not asking again"
+            )),
+            "{}",
+            run.all()
+        );
+    }
     replaced_once_and_resumed(&t, &dead, &dead_id);
     let again = t.a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "{}", again.all());
+}
+
+#[test]
+fn kill_9_while_the_replacement_is_waited_for_then_apply_again_replaces_once_and_submits_attempt_2_once()
+ {
+    killed_then_applied_again(KillIn::Wait);
+}
+
+#[test]
+fn kill_9_inside_batch_replace_cluster_nodes_after_hyperpod_took_it_then_apply_again_asks_no_more()
+{
+    killed_then_applied_again(KillIn::Call);
 }
