@@ -26,8 +26,9 @@ const ON_CREATE: &str = "#!/bin/bash\nset -euo pipefail\nmkdir -p ~ubuntu/.ssh\n
     cat authorized_keys >> ~ubuntu/.ssh/authorized_keys\necho \"on_create: $(hostname)\"\n";
 
 /// The training step: both workers, one restart, bad nodes replaced
-/// through the cluster.
-fn train(c: &Controller, shared: &std::path::Path) -> String {
+/// through the cluster; `env` more of its environment's entries, `more`
+/// more inputs.
+fn train(c: &Controller, shared: &std::path::Path, env: &str, more: &str) -> String {
     format!(
         r#"
 [steps.train]
@@ -49,8 +50,8 @@ policy = "replace"
 hyperpod_cluster = "${{steps.hp.outputs.cluster_name}}"
 replace_timeout = "5m"
 success_pattern = "training done"
-environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1" }}
-"#,
+environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1"{env} }}
+{more}"#,
         ip = c.ip,
         host_key = c.host["host_key"].as_str().expect("host key"),
         shared = shared.display(),
@@ -58,8 +59,8 @@ environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1" }}
 }
 
 /// A cluster of 1 controller and 2 workers, up, and the workflow with the
-/// training written.
-fn cluster_with_training(t: &HostCluster) {
+/// training written (`env` and `more` as [`train`] takes them).
+fn cluster_with(t: &HostCluster, env: &str, more: &str) {
     let shared = t.a.p.path().join("shared");
     t.a.p.write("wf.toml", &workflow(2, None, &shared, ""));
     let began = Instant::now();
@@ -75,7 +76,7 @@ fn cluster_with_training(t: &HostCluster) {
     );
     let controller = t.controller();
     let mut wf = workflow(2, None, &shared, "");
-    wf.push_str(&train(&controller, &shared));
+    wf.push_str(&train(&controller, &shared, env, more));
     t.a.p.write("wf.toml", &wf);
 }
 
@@ -89,6 +90,11 @@ fn training_jobs(t: &HostCluster) -> Vec<(String, String, String, String)> {
             (f.len() == 4).then(|| (f[0].into(), f[1].into(), f[2].into(), f[3].into()))
         })
         .collect()
+}
+
+/// [`cluster_with`] the training as it is.
+fn cluster_with_training(t: &HostCluster) {
+    cluster_with(t, "", "");
 }
 
 /// Once attempt 1 has written its second checkpoint and waits in its
@@ -230,6 +236,77 @@ fn a_worker_that_dies_mid_training_is_replaced_through_hyperpod_and_the_training
     for line in log.lines().filter(|l| l.contains("[event]")) {
         eprintln!("hyperpod restarts: {line}");
     }
+}
+
+/// An Xid line names the job's second worker, whose nvidia-smi then lists
+/// 7 GPUs (the fault table, by hostname): the attempt fails, flow runs the
+/// check (the shipped nvidia-smi.sbatch) on the named node alone, which
+/// finds it bad; it is drained and replaced through HyperPod (a live node:
+/// Slurm had it idle), and attempt 2 runs on the new node, whose check
+/// the fault does not follow, resumed from the checkpoint.
+#[test]
+fn an_xid_node_the_check_finds_bad_is_replaced_through_hyperpod_and_the_training_resumes() {
+    let t = HostCluster::new(ON_CREATE, &[]);
+    let faults = tempfile::NamedTempFile::new().expect("faults");
+    let fleet = workspace_root().join("tests/fixtures/slurm/fleet");
+    let check = std::fs::read_to_string(workspace_root().join("workflows/slurm/nvidia-smi.sbatch"))
+        .expect("workflows/slurm/nvidia-smi.sbatch");
+    t.a.p.write("nvidia-smi.sbatch", &check);
+    let env = format!(
+        ", FAULT = \"xid\", FLOW_TEST_FAULTS = \"{}\"",
+        faults.path().display()
+    );
+    let more = format!(
+        "[steps.train.inputs.check]\nscript = \"nvidia-smi.sbatch\"\ngpus = 8\nsuccess_pattern = \"NVIDIA-SMI\"\n\
+         environment = {{ PATH = \"{}:/usr/sbin:/usr/bin:/sbin:/bin\", FLOW_TEST_FAULTS = \"{}\" }}\n",
+        fleet.display(),
+        faults.path().display()
+    );
+    cluster_with(&t, &env, &more);
+    let began = Instant::now();
+    let run = t.a.apply();
+    assert_eq!(run.code, 0, "{}", run.all());
+    eprintln!(
+        "hyperpod restarts: Xid, check, replacement and attempt 2 in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    let planted = std::fs::read_to_string(faults.path()).expect("faults");
+    let bad = planted
+        .split_whitespace()
+        .next()
+        .expect("the node the training named")
+        .to_string();
+    let bad_id = t
+        .hosts
+        .list()
+        .iter()
+        .find(|h| h["hostname"].as_str().unwrap_or_default().split('.').next() == Some(&bad))
+        .map(|h| h["id"].as_str().unwrap_or_default().to_string());
+    assert!(bad_id.is_none(), "{bad}'s host is gone: {bad_id:?}");
+    let all = run.all();
+    assert!(
+        all.contains(&format!("check {bad}: bad: nvidia-smi lists 7 GPUs")),
+        "{all}"
+    );
+    let a = attempts(&t);
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!(a[0]["state"], "FAILED", "{}", a[0]);
+    assert_eq!(a[0]["suspect_nodes"], json!([bad]), "{}", a[0]);
+    let r = &a[0]["replaced"][0];
+    assert_eq!(r["node"], bad, "{}", a[0]);
+    let old = r["instance_id"].as_str().expect("instance_id");
+    assert!(
+        all.contains(&format!("BatchReplaceClusterNodes for {old}")),
+        "{all}"
+    );
+    assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), 1);
+    let by = r["by"].as_str().expect("by").to_string();
+    assert_eq!(a[1]["state"], "COMPLETED", "{}", a[1]);
+    let log = t.a.run(&["logs", "wf.toml", "train"]).expect(0).stdout;
+    assert!(log.contains(&format!("{bad}: NVRM: Xid")), "{log}");
+    assert!(log.contains(&format!("rank on {by}")), "{log}");
+    assert!(log.contains("resumed from "), "{log}");
+    assert!(log.contains("training done at epoch 5"), "{log}");
 }
 
 /// Where the kill lands.
