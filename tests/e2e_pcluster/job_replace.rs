@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::node_replace::{Cluster, cluster};
-use super::support::{finish, wait_until, workspace_root};
+use super::support::{finish, signal, wait_until, workspace_root};
 use super::workflow;
 
 /// The training step over SSH on the head node, bad nodes replaced by
-/// ParallelCluster.
-fn train(c: &Cluster) -> String {
+/// ParallelCluster; `env` more of its environment's entries, `more` more
+/// inputs.
+fn train(c: &Cluster, env: &str, more: &str) -> String {
     let shared = c.a.p.path().join("shared");
     format!(
         r#"
@@ -51,8 +52,8 @@ policy = "replace"
 pcluster_cluster = "${{steps.cluster.outputs.cluster_name}}"
 replace_timeout = "10m"
 success_pattern = "training done"
-environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1" }}
-"#,
+environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1"{env} }}
+{more}"#,
         user = c.head["user"].as_str().expect("user"),
         host_key = c.head["host_key"].as_str().expect("host key"),
         shared = shared.display(),
@@ -77,11 +78,10 @@ fn training_jobs(c: &Cluster) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
-#[test]
-fn a_static_node_that_dies_mid_training_is_replaced_by_clustermgtd_and_the_training_resumes_on_it()
-{
+/// The cluster made by flow, its head node known, and the workflow with
+/// the training (`env` and `more` as [`train`] takes them).
+fn up(env: &str, more: &str) -> Cluster {
     let mut c = cluster();
-    let _log = super::live::LogOnFailure(&c.moto);
     let began = Instant::now();
     c.a.apply().expect(0);
     eprintln!(
@@ -101,8 +101,18 @@ fn a_static_node_that_dies_mid_training_is_replaced_by_clustermgtd_and_the_train
         "train.sbatch",
         &std::fs::read_to_string(&script).expect("the stand-in training"),
     );
-    c.a.p
-        .write("wf.toml", &format!("{}{}", workflow(&c.values), train(&c)));
+    c.a.p.write(
+        "wf.toml",
+        &format!("{}{}", workflow(&c.values), train(&c, env, more)),
+    );
+    c
+}
+
+#[test]
+fn a_static_node_that_dies_mid_training_is_replaced_by_clustermgtd_and_the_training_resumes_on_it()
+{
+    let c = up("", "");
+    let _log = super::live::LogOnFailure(&c.moto);
     let plan = c.a.run(&["plan", "wf.toml"]).expect(0);
     assert!(
         plan.stdout.contains("then its instance replaced by ParallelCluster cluster `flow-p5` (the node set DOWN, once"),
@@ -235,4 +245,107 @@ fn a_static_node_that_dies_mid_training_is_replaced_by_clustermgtd_and_the_train
         line.contains(&format!("replaced {dead} ({old}) by {dead} ({new})")),
         "{last}"
     );
+}
+
+/// A live node an Xid line names, found bad by the check (its stand-in
+/// nvidia-smi lists 7 GPUs): flow drains it and sets it DOWN for
+/// clustermgtd, and is killed -9 once Slurm has it DOWN; the next apply
+/// takes the recorded replacement up without setting it DOWN again,
+/// clustermgtd replaces it once, and attempt 2 (one job) resumes.
+#[test]
+fn a_static_node_the_check_finds_bad_is_replaced_once_across_a_kill_9_and_the_training_resumes() {
+    let faults = tempfile::NamedTempFile::new().expect("faults");
+    let fleet = workspace_root().join("tests/fixtures/slurm/fleet");
+    let env = format!(
+        ", FAULT = \"xid\", FLOW_TEST_FAULTS = \"{}\"",
+        faults.path().display()
+    );
+    let more = format!(
+        "[steps.train.inputs.check]\nscript = \"nvidia-smi.sbatch\"\ngpus = 8\nsuccess_pattern = \"NVIDIA-SMI\"\n\
+         environment = {{ PATH = \"{}:/usr/sbin:/usr/bin:/sbin:/bin\", FLOW_TEST_FAULTS = \"{}\" }}\n",
+        fleet.display(),
+        faults.path().display()
+    );
+    let c = up(&env, &more);
+    let _log = super::live::LogOnFailure(&c.moto);
+    let addresses: Vec<(String, String)> = c.sinfo().into_iter().map(|s| (s.0, s.1)).collect();
+    let child = c.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let mut bad = String::new();
+    wait_until(Duration::from_secs(120), "the Xid line's node", || {
+        bad = std::fs::read_to_string(faults.path())
+            .unwrap_or_default()
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        !bad.is_empty()
+    });
+    let old_ip = addresses
+        .iter()
+        .find(|a| a.0 == bad)
+        .map(|a| a.1.clone())
+        .expect("the node's address");
+    let old = c.hosts.at(&old_ip).expect("its host")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    wait_until(
+        Duration::from_secs(120),
+        "flow to set the node DOWN",
+        || c.state(&bad).contains("DOWN"),
+    );
+    signal(&child, libc::SIGKILL);
+    let killed = finish(child);
+    assert_eq!(killed.code, -1);
+    assert!(
+        killed.all().contains(&format!(
+            "set node {bad} ({old}) DOWN for ParallelCluster to replace"
+        )),
+        "{}",
+        killed.all()
+    );
+    assert_eq!(training_jobs(&c).len(), 1, "no attempt 2 yet");
+
+    let run = c.a.apply();
+    assert_eq!(
+        run.code,
+        0,
+        "{}\nclustermgtd: {}",
+        run.all(),
+        c.clustermgtd_log()
+    );
+    assert!(
+        run.all()
+            .contains(&format!("resuming the replacement of {bad} ({old})")),
+        "{}",
+        run.all()
+    );
+    assert!(
+        !run.all().contains(&format!("set node {bad} (")),
+        "set DOWN again: {}",
+        run.all()
+    );
+    let log = c.clustermgtd_log();
+    assert_eq!(
+        log.matches(&format!("{bad}: launched i-")).count(),
+        1,
+        "{log}"
+    );
+    let out =
+        c.a.run(&["output", "wf.toml", "train.attempts", "--json"])
+            .expect(0);
+    let attempts: Vec<Value> = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[0]["state"], "FAILED", "{}", attempts[0]);
+    let r = &attempts[0]["replaced"][0];
+    assert_eq!(r["node"], bad, "{}", attempts[0]);
+    assert_eq!(r["instance_id"], old, "{}", attempts[0]);
+    assert_eq!(r["by"], bad, "{}", attempts[0]);
+    let new = r["by_instance_id"].as_str().expect("by_instance_id");
+    assert!(log.contains(&format!("{bad}: launched {new} at ")), "{log}");
+    assert_eq!(attempts[1]["state"], "COMPLETED", "{}", attempts[1]);
+    assert_eq!(training_jobs(&c).len(), 2, "one job per attempt");
+    let text = c.a.run(&["logs", "wf.toml", "train"]).expect(0).stdout;
+    assert!(text.contains("resumed from "), "{text}");
+    assert!(text.contains("training done at epoch 5"), "{text}");
 }

@@ -85,7 +85,7 @@ impl Cluster {
     }
 
     /// `node`'s State as `scontrol show node` gives it (`DOWN+DRAIN`).
-    fn state(&self, node: &str) -> String {
+    pub(super) fn state(&self, node: &str) -> String {
         let out = self.hosts.ssh(
             &self.head,
             &self.key,
