@@ -35,6 +35,7 @@ mod report;
 mod reservations;
 mod restarts;
 mod restarts_kill;
+mod restarts_loss;
 mod restarts_replace;
 mod restarts_replace_kill;
 mod upstream;

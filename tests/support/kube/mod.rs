@@ -44,6 +44,7 @@ mod eks_token;
 pub mod emulated;
 pub mod kubelets;
 pub mod pace;
+pub mod pod_logs;
 pub mod training;
 
 pub use driver::Driver;
@@ -202,6 +203,22 @@ impl KubeServer {
     /// The audit events of writes to jobs (batch Jobs, Kubeflow jobs) so
     /// far: `verb`, `objectRef`, `responseStatus.code` (201: created).
     pub fn job_writes(&self) -> Vec<Value> {
+        self.audit()
+            .into_iter()
+            .filter(|e| e["objectRef"]["resource"] != "nodes")
+            .collect()
+    }
+
+    /// The audit events of changes to Node `name` itself (a cordon, a
+    /// taint; not its `/status`) so far, as [`KubeServer::job_writes`].
+    pub fn node_writes(&self, name: &str) -> Vec<Value> {
+        self.audit()
+            .into_iter()
+            .filter(|e| e["objectRef"]["resource"] == "nodes" && e["objectRef"]["name"] == name)
+            .collect()
+    }
+
+    fn audit(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.path().join("audit.log"))
             .unwrap_or_default()
             .lines()
@@ -561,6 +578,11 @@ rules:
         resources: [jobs]
       - group: kubeflow.org
         resources: [pytorchjobs, mpijobs]
+  - level: Metadata
+    verbs: [update, patch]
+    resources:
+      - group: \"\"
+        resources: [nodes]
   - level: None
 ";
 

@@ -174,12 +174,18 @@ impl Batch<'_> {
         results.into_iter().collect()
     }
 
-    /// Creates the job unless this operation already did; one an earlier
-    /// run of the step left is deleted first.
+    /// Creates the job unless this operation already did for the same
+    /// nodes; one an earlier run of the step left, or one this operation
+    /// made for other nodes (a resumed run that numbers its suspects
+    /// otherwise), is deleted first: its verdict is not these nodes'.
     async fn start(&self, kinds: &mut Kinds, doc: &Doc) -> Result<Record, ProviderError> {
         let mut record = Kinds::record_of(doc);
+        let nodes = doc.object["metadata"]["annotations"][NODES_ANNOTATION].as_str();
         match kinds.get(&record).await? {
-            Some(o) if annotation(&o, super::super::TOKEN_ANNOTATION) == Some(&self.ctx.token) => {
+            Some(o)
+                if annotation(&o, super::super::TOKEN_ANNOTATION) == Some(&self.ctx.token)
+                    && annotation(&o, NODES_ANNOTATION) == nodes =>
+            {
                 record.uid = o.metadata.uid.unwrap_or_default();
                 return Ok(record);
             }

@@ -40,16 +40,15 @@ impl Driver<'_, '_> {
             (None, JobState::Failed(why)) => failed(record, why, &ended.pods).message,
             (None, _) => "ended".into(),
         });
-        ctx.reporter.event(&format!(
-            "attempt {n} ({}) {}: {}",
-            record.label(),
-            if ended.hung.is_some() {
-                "hung"
-            } else {
-                "failed"
-            },
-            attempt.cause.as_deref().unwrap_or_default()
-        ));
+        // The cause of a hung attempt starts with `hung:` already.
+        ctx.reporter.event(&match &ended.hung {
+            Some(h) => format!("attempt {n} ({}) hung: {h}", record.label()),
+            None => format!(
+                "attempt {n} ({}) failed: {}",
+                record.label(),
+                attempt.cause.as_deref().unwrap_or_default()
+            ),
+        });
         let at = (n - 1) as usize;
         if let Some(pending) = self.recorded[at].pending.clone() {
             ctx.reporter.event(&format!(
