@@ -233,12 +233,15 @@ fn flow_node_writes(c: &Cluster, name: &str) -> usize {
 /// Flow is killed -9 while the suspect named by NCCL's warnings is being
 /// checked (attempt 1 found hung, its job deleted): the resumed apply
 /// creates attempt 2 once and cordons the hung node once (the audit log
-/// counts the job's creations and the node's writes). The resume has
-/// no log to read, so it checks all 4 nodes, and its `gpu-check-a1-node-0`
-/// is then for `gpu-node-0`: before a check job was followed only when
-/// made for the same nodes, the interrupted run's job of that name (for
-/// the 7-GPU `gpu-node-2`) was read as `gpu-node-0`'s verdict, two of four
-/// nodes were bad, the step stopped and `train` was created again.
+/// counts the job's creations and the node's writes), telling the same
+/// cause and checking the same one suspect: the step's id keeps why the
+/// attempt hung and the log lines that named a node. Before it did, the
+/// resume had no log to read and checked all 4 nodes, its
+/// `gpu-check-a1-node-0` then for `gpu-node-0`; and before a check job was
+/// followed only when made for the same nodes, the interrupted run's job
+/// of that name (for the 7-GPU `gpu-node-2`) was read as `gpu-node-0`'s
+/// verdict, two of four nodes were bad, the step stopped and `train` was
+/// created again.
 #[test]
 fn kill_9_while_the_hung_attempts_suspect_is_checked_resumes_without_a_second_attempt_or_cordon() {
     let c = cluster(INPUTS, a_peer_hangs());
@@ -288,7 +291,20 @@ fn kill_9_while_the_hung_attempts_suspect_is_checked_resumes_without_a_second_at
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     assert_eq!(attempts[0]["state"], "Hung", "{attempts:?}");
     assert_eq!(attempts[0]["cordoned"], json!([HUNG]), "{attempts:?}");
-    println!("attempt 1 after the resume: {}", attempts[0]);
+    // The id kept why it hung and the warning naming the peer: the resume
+    // tells the same cause and checks the same one suspect.
+    assert_eq!(
+        attempts[0]["cause"],
+        json!(format!("hung: no new loss for 3s (after {LOSSES} logged)")),
+        "{attempts:?}"
+    );
+    assert_eq!(attempts[0]["suspect_nodes"], json!([HUNG]), "{attempts:?}");
+    let suspects = attempts[0]["suspects"].as_str().unwrap();
+    assert!(
+        suspects.contains(&format!("NCCL names peer {HUNG}"))
+            && suspects.contains(&format!("check {HUNG}: bad")),
+        "{suspects}"
+    );
     assert_eq!(attempts[1]["state"], "Succeeded", "{attempts:?}");
     assert_eq!(attempts[1]["resumed_from"], "/fsx/ckpt/epoch-10.pt");
     assert!(!c.nodes_of("train-a2").contains(&HUNG.to_string()));

@@ -296,18 +296,22 @@ impl Driver<'_, '_> {
                 }
                 None => {
                     let doc = attempt_doc(&self.base, n, "", self.spec, None);
-                    // Deleted as hung by the interrupted run (its nodes
-                    // recorded), or by someone (its nodes unknown).
+                    // Deleted as hung by the interrupted run (its nodes,
+                    // cause and the log lines naming a node recorded), or
+                    // by someone (its nodes unknown).
+                    let log = self.recorded[at].hung_log.clone();
                     let gone = Ended {
                         state: JobState::Failed(
                             "its job is gone (deleted by someone): its nodes are unknown".into(),
                         ),
-                        hung: self.recorded[at]
-                            .hung_on
-                            .as_ref()
-                            .map(|_| "found hung by the interrupted run, which deleted it".into()),
+                        hung: match &log {
+                            Some(l) => Some(l.why.clone()),
+                            None => self.recorded[at].hung_on.as_ref().map(|_| {
+                                "found hung by the interrupted run, which deleted it".into()
+                            }),
+                        },
                         pods: Vec::new(),
-                        text: String::new(),
+                        text: log.map(|l| l.lines.join("\n")).unwrap_or_default(),
                     };
                     (Kinds::record_of(&doc), gone)
                 }

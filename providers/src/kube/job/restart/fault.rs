@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::record::{Attempt, Pending};
+use super::record::{Attempt, HungLog, Pending};
 use super::{Driver, nodes_of, suspects};
 use crate::contract::ProviderError;
 use crate::fleet::spec::Policy;
@@ -61,6 +61,10 @@ impl Driver<'_, '_> {
             // Its pods stop before its nodes are checked; its nodes are
             // recorded first, for a resume to check them.
             self.recorded[at].hung_on = Some(attempt.nodes.clone());
+            self.recorded[at].hung_log = ended.hung.as_ref().map(|why| HungLog {
+                why: why.clone(),
+                lines: suspects::naming_lines(&ended.text, &attempt.nodes),
+            });
             self.record().await?;
             self.run.delete_job(&mut self.kinds, record).await?;
         }

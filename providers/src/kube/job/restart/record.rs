@@ -4,9 +4,11 @@
 //! The id lists each attempt, comma-joined: the job's uid (`-` while the
 //! attempt is being created), `@` and the checkpoint it was told to resume
 //! from, `#` and its nodes (`;`-joined) when it hung and is being deleted,
-//! then, once it ended, `!` and its line
+//! with `~` and [`HungLog`] (as JSON): why it hung and the lines of its
+//! log that named a node, which a resume has no other way to read (the
+//! job and its pods are deleted); then, once it ended, `!` and its line
 //! (`uid1!job train Failed: …; cordoned gpu-2,uid2@/fsx/ckpt/epoch-4.pt`),
-//! `,` `@` `#` `;` `^` `!` and `%` escaped. With policy replace, before the
+//! `,` `@` `#` `;` `~` `^` `!` and `%` escaped. With policy replace, before the
 //! attempt's bad nodes' instances are terminated, `^` and its [`Pending`]
 //! (as JSON) come before the line: the attempt as it will read, and the
 //! replacement under way. A resume (kill -9 of flow anywhere) reads it:
@@ -28,11 +30,41 @@ pub(crate) struct Recorded {
     /// A hung attempt's nodes, recorded before its job is deleted (a
     /// resume then checks them though the job and its pods are gone).
     pub hung_on: Option<Vec<String>>,
+    /// A hung attempt's cause and the log lines that named its nodes,
+    /// recorded with `hung_on`.
+    pub hung_log: Option<HungLog>,
     /// Policy replace: the attempt and the replacement of its bad nodes,
     /// kept before their instances are terminated, until its line is.
     pub pending: Option<Pending>,
     /// Its line, once it ended and its nodes were dealt with.
     pub line: Option<String>,
+}
+
+/// What a hung attempt's log said, kept for a resume: the job's pods,
+/// and so its log, are deleted before its nodes are checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct HungLog {
+    /// Why it is hung (`no new loss for 30m (after 812 logged)`).
+    pub why: String,
+    /// The lines of its log that named a node (an Xid, NCCL's peer).
+    pub lines: Vec<String>,
+}
+
+impl HungLog {
+    fn json(&self) -> Value {
+        json!({"why": self.why, "lines": self.lines})
+    }
+
+    fn from_json(v: &Value) -> Option<HungLog> {
+        Some(HungLog {
+            why: v["why"].as_str()?.to_string(),
+            lines: v["lines"]
+                .as_array()?
+                .iter()
+                .filter_map(|l| l.as_str().map(str::to_string))
+                .collect(),
+        })
+    }
 }
 
 /// An attempt whose bad nodes were cordoned and drained and whose
@@ -65,6 +97,7 @@ fn escape(s: &str) -> String {
         .replace('@', "%40")
         .replace('#', "%23")
         .replace(';', "%3B")
+        .replace('~', "%7E")
         .replace('^', "%5E")
         .replace('!', "%21")
 }
@@ -72,6 +105,7 @@ fn escape(s: &str) -> String {
 fn unescape(s: &str) -> String {
     s.replace("%21", "!")
         .replace("%5E", "^")
+        .replace("%7E", "~")
         .replace("%3B", ";")
         .replace("%23", "#")
         .replace("%40", "@")
@@ -93,6 +127,10 @@ pub(crate) fn encode(attempts: &[Recorded]) -> String {
                 s.push('#');
                 let nodes: Vec<String> = nodes.iter().map(|n| escape(n)).collect();
                 s.push_str(&nodes.join(";"));
+            }
+            if let Some(h) = &a.hung_log {
+                s.push('~');
+                s.push_str(&escape(&h.json().to_string()));
             }
             if let Some(p) = &a.pending {
                 s.push('^');
@@ -128,6 +166,16 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
                 ),
                 None => (head, None),
             };
+            let (head, hung_log) = match head.split_once('~') {
+                Some((h, l)) => (
+                    h,
+                    serde_json::from_str(&unescape(l))
+                        .ok()
+                        .as_ref()
+                        .and_then(HungLog::from_json),
+                ),
+                None => (head, None),
+            };
             let (head, hung_on) = match head.split_once('#') {
                 Some((h, n)) => (
                     h,
@@ -148,6 +196,7 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
                 uid: (uid != "-" && !uid.is_empty()).then(|| uid.to_string()),
                 resumed_from,
                 hung_on,
+                hung_log,
                 pending,
                 line,
             }
@@ -294,6 +343,7 @@ mod tests {
                 uid: Some("u1".into()),
                 resumed_from: None,
                 hung_on: None,
+                hung_log: None,
                 pending: None,
                 line: Some("job train Failed: a, b! 100%".into()),
             },
@@ -301,6 +351,12 @@ mod tests {
                 uid: Some("u2".into()),
                 resumed_from: None,
                 hung_on: Some(vec!["n1".into(), "n;2".into()]),
+                hung_log: Some(HungLog {
+                    why: "no new loss for 3s (after 6 logged)".into(),
+                    lines: vec![
+                        "n0: NCCL WARN peer n;2<43562> ~ 100% silent, still waiting".into(),
+                    ],
+                }),
                 pending: None,
                 line: None,
             },
@@ -308,15 +364,21 @@ mod tests {
                 uid: None,
                 resumed_from: Some("/fsx/a@b#c".into()),
                 hung_on: None,
+                hung_log: None,
                 pending: None,
                 line: None,
             },
         ];
         let id = encode(&attempts);
-        assert_eq!(
-            id,
-            "u1!job train Failed: a%2C b%21 100%25,u2#n1;n%3B2,-@/fsx/a%40b%23c"
+        let parts: Vec<&str> = id.split(',').collect();
+        assert_eq!(parts[0], "u1!job train Failed: a%2C b%21 100%25");
+        assert!(parts[1].starts_with("u2#n1;n%3B2~{"), "{id}");
+        assert!(
+            parts[1].contains("n%3B2<43562> %7E 100%25 silent%2C still"),
+            "the hung log's line escaped: {id}"
         );
+        assert_eq!(parts[2], "-@/fsx/a%40b%23c");
+        assert_eq!(parts.len(), 3, "{id}");
         assert_eq!(decode(&id), attempts);
         assert_eq!(
             decode("u9"),
@@ -354,6 +416,7 @@ mod tests {
             uid: Some("u1".into()),
             resumed_from: Some("/fsx/ckpt/e4".into()),
             hung_on: None,
+            hung_log: None,
             pending: Some(Pending {
                 attempt,
                 replacement,

@@ -108,6 +108,24 @@ fn node_word(name: &str, node: Option<&Node>) -> Option<(String, String)> {
     }
 }
 
+/// The lines of `text` that name one of `nodes` (an Xid line, an NCCL
+/// warning naming a peer), the first for each node: what a hung
+/// attempt's record keeps for a resume to name the same suspects.
+pub(crate) fn naming_lines(text: &str, nodes: &[String]) -> Vec<String> {
+    let mut named = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let fresh = pointed(line, nodes)
+            .into_iter()
+            .filter(|p| named.insert(p.node.clone()))
+            .count();
+        if fresh > 0 {
+            out.push(line.to_string());
+        }
+    }
+    out
+}
+
 /// Why `pod` failed, in short, when it did: a container that exited
 /// non-zero, the pod failed as a whole (evicted), or deleted under the job.
 fn pod_failure(pod: &Pod) -> Option<String> {
@@ -218,6 +236,24 @@ mod tests {
         );
         assert_eq!(short, "node-not-ready");
         assert_eq!(node_word("n", None).unwrap().1, "node-gone");
+    }
+
+    #[test]
+    fn a_hung_attempts_record_keeps_the_first_line_naming_each_node() {
+        let nodes: Vec<String> = ["g0", "g1", "g2"].map(String::from).to_vec();
+        let text = "[RANK 0] Epoch 3 | Loss: 0.5\n\
+            g0:41:77 [0] NCCL WARN NET/Socket : peer g2<43562> sent nothing for 0 ms\n\
+            g1:41:77 [0] NCCL WARN NET/Socket : peer g2<43562> sent nothing for 0 ms\n\
+            g0:41:77 [0] NCCL WARN NET/Socket : peer g2<43562> sent nothing for 250 ms\n";
+        let lines = naming_lines(text, &nodes);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("peer g2<43562> sent nothing for 0 ms"));
+        // What a resume reads from them names the same node.
+        let again: Vec<String> = pointed(&lines.join("\n"), &nodes)
+            .into_iter()
+            .map(|p| p.node)
+            .collect();
+        assert_eq!(again, ["g2"]);
     }
 
     #[test]
