@@ -29,7 +29,7 @@ pub fn settle(req: &PlanRequest<'_>, reload: &Reload<'_>) -> Result<Loaded, Diag
             loaded: &loaded,
             ..*req
         })?;
-        let known = PlannedOutputs::of_plan(req.records, &plan);
+        let known = PlannedOutputs::of_plan(req.records, &plan).keeping(req.registry);
         let next = reload(&|step, key| known.lookup(step, key))?;
         if next.workflow.deferred.len() >= loaded.workflow.deferred.len() {
             break;

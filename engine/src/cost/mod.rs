@@ -187,7 +187,7 @@ pub fn estimate_with_env(
         ..PlanCost::default()
     };
     let mut regions: BTreeMap<Option<String>, RegionPriced> = BTreeMap::new();
-    let outputs = PlannedOutputs::of_plan(records, plan);
+    let outputs = PlannedOutputs::of_plan(records, plan).keeping(registry);
     let mut costs = Vec::new();
     for (index, change) in plan.changes.iter().enumerate() {
         if change.action == Action::NoOp {

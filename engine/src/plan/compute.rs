@@ -73,7 +73,7 @@ pub fn compute_plan(req: &PlanRequest<'_>) -> Result<Plan, Diagnostics> {
     let selected: Option<BTreeSet<String>> =
         (!targets.is_empty()).then(|| req.loaded.dag.with_ancestors(targets));
     let order = req.loaded.dag.topo_order().unwrap_or_default();
-    let mut outputs = PlannedOutputs::new(req.records);
+    let mut outputs = PlannedOutputs::new(req.records).keeping(req.registry);
     let mut changes = Vec::new();
     let deferred = deferred_steps(req.loaded);
     for name in order {

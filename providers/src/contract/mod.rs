@@ -256,6 +256,13 @@ pub trait Provider: Send + Sync {
         default_diff(self.schema(), prior, desired)
     }
 
+    /// Outputs an in-place update never changes (a cluster's head node
+    /// address): planning takes them as recorded for a step it updates, so
+    /// what reads only these is not planned anew. The default: none.
+    fn outputs_kept_on_update(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Create the object (or run the task) and wait until it is ready.
     async fn create(&self, ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError>;
 
