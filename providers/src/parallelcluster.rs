@@ -8,6 +8,7 @@ mod config;
 mod efa_online;
 mod efa_rules;
 mod errors;
+mod ops;
 mod reservations;
 mod wait;
 

@@ -4,8 +4,6 @@
 //! `substitute`). The copy pcluster gets carries the tag `flow:token`, so
 //! a cluster of that name is known to be the step's own.
 
-use std::io::Write;
-
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -13,6 +11,7 @@ use super::cli::Pcluster;
 use super::config;
 use super::efa_rules;
 use super::errors;
+use super::ops::{fleet_stopped, load, no_changes, rendered, settle};
 use super::wait;
 use crate::contract::{
     Applied, Capacity, ErrorKind, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
@@ -73,64 +72,6 @@ impl Default for ParallelCluster {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// The step's configuration, read and parsed: `(path, text, parsed)`.
-fn load(
-    ctx_workdir: &crate::Workdir,
-    values: &Values,
-) -> Result<(String, String, Value), ProviderError> {
-    let path = inputs::req_str(values, "config")?;
-    let text = config::read(ctx_workdir, &path, &Substitutions::from_values(values)?)?;
-    let parsed =
-        config::parse(&text).map_err(|why| ProviderError::bad_input(format!("{path}: {why}")))?;
-    Ok((path, text, parsed))
-}
-
-/// The configuration pcluster is handed: `parsed` with the token tag, as
-/// JSON (which is YAML), in a temporary file.
-fn rendered(parsed: &Value, token: &str) -> Result<tempfile::NamedTempFile, ProviderError> {
-    let mut file = tempfile::Builder::new()
-        .prefix("flow-pcluster-")
-        .suffix(".yaml")
-        .tempfile()
-        .map_err(|e| {
-            ProviderError::fatal(format!("could not write the cluster configuration: {e}"))
-        })?;
-    let body = serde_json::to_vec_pretty(&config::with_token_tag(parsed, token))
-        .expect("JSON values serialise");
-    file.write_all(&body)
-        .and_then(|()| file.flush())
-        .map_err(|e| {
-            ProviderError::fatal(format!("could not write the cluster configuration: {e}"))
-        })?;
-    Ok(file)
-}
-
-/// Where the cluster stands and its outputs, once pcluster says it is up.
-async fn settle(
-    ctx: &OpContext,
-    pc: &Pcluster,
-    name: &str,
-    parsed: &Value,
-) -> Result<Applied, ProviderError> {
-    let cluster = wait::until_done(ctx, pc, name).await?;
-    Ok(wait::applied(name, &cluster, &config::summary(parsed)))
-}
-
-/// pcluster's answer to an update that changes nothing.
-fn no_changes(answer: &super::cli::Answer) -> bool {
-    answer.message().contains("No changes found")
-}
-
-/// Whether the compute fleet of `name` is stopped or stopping.
-async fn fleet_stopped(pc: &Pcluster, name: &str) -> Result<bool, ProviderError> {
-    Ok(pc.describe(name).await?.is_some_and(|c| {
-        matches!(
-            c.get("computeFleetStatus").and_then(Value::as_str),
-            Some("STOPPED" | "STOPPING" | "STOP_REQUESTED")
-        )
-    }))
 }
 
 #[async_trait]
@@ -267,6 +208,23 @@ impl Provider for ParallelCluster {
         true
     }
 
+    /// `pcluster update-cluster` changes queues, storage and settings, never
+    /// the head node (its instance, addresses and user), the name, the
+    /// region or the scheduler ("Using pcluster update-cluster",
+    /// https://docs.aws.amazon.com/parallelcluster/latest/ug/using-pcluster-update-cluster-v3.html:
+    /// a head node setting's update policy is "cannot be updated").
+    fn outputs_kept_on_update(&self) -> &'static [&'static str] {
+        &[
+            "cluster_name",
+            "region",
+            "scheduler",
+            "head_node_instance_id",
+            "head_node_ip",
+            "head_node_public_ip",
+            "ssh_user",
+        ]
+    }
+
     /// For an update whose queues change: that pcluster allows it only with
     /// the compute fleet stopped, and who stops it.
     async fn plan_detail(
@@ -277,12 +235,18 @@ impl Provider for ParallelCluster {
     ) -> Result<PlanDetail, ProviderError> {
         let mut lines = Vec::new();
         let creating = prior.is_none();
-        if let Some(prior) = prior
-            && let (Ok((_, _, before)), Ok((_, _, after))) = (
-                load(&ctx.workdir, prior.inputs),
-                load(&ctx.workdir, desired),
-            )
-            && config::summary(&before).queues != config::summary(&after).queues
+        // The queues before: as the last apply kept them (the file itself
+        // may have been edited since), else read with the recorded inputs.
+        let before = prior.and_then(|p| {
+            wait::recorded_queues(p.private).or_else(|| {
+                load(&ctx.workdir, p.inputs)
+                    .ok()
+                    .map(|(_, _, b)| config::summary(&b).queues)
+            })
+        });
+        if let Some(before) = before
+            && let Ok((_, _, after)) = load(&ctx.workdir, desired)
+            && before != config::summary(&after).queues
         {
             lines.push(if inputs::bool_or(desired, "stop_compute_fleet", false)? {
                 "queues change: flow stops the compute fleet, updates, and starts it again".into()

@@ -15,7 +15,7 @@ use crate::substitute::Substitutions;
 const DEFAULT_MAX_COUNT: u64 = 10;
 
 /// One compute resource of a Slurm queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ComputeResource {
     /// Its name.
     pub name: String,
@@ -32,7 +32,7 @@ pub(crate) struct ComputeResource {
 }
 
 /// One Slurm queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Queue {
     /// Its name (the Slurm partition's).
     pub name: String,

@@ -224,8 +224,15 @@ pub(crate) fn applied(name: &str, cluster: &Value, summary: &Summary) -> Applied
     Applied {
         id: Some(name.to_string()),
         outputs: outputs.as_object().cloned().unwrap_or_default(),
-        private: Value::Null,
+        // The queues it was applied with: the next plan compares an edited
+        // configuration file with them (state keeps only its digest).
+        private: json!({ "queues": summary.queues }),
     }
+}
+
+/// The queues a cluster was last applied with, as [`applied`] kept them.
+pub(crate) fn recorded_queues(private: &Value) -> Option<Vec<super::config::Queue>> {
+    serde_json::from_value(private.get("queues")?.clone()).ok()
 }
 
 #[cfg(test)]
@@ -245,6 +252,20 @@ mod tests {
         let applied = applied("c", &json!({}), &summary);
         let keys: std::collections::BTreeSet<&String> = applied.outputs.keys().collect();
         assert_eq!(keys, declared().keys.iter().collect());
+    }
+
+    /// The queues an apply kept come back as they were, for the next plan
+    /// to compare an edited file with; a record without them gives none.
+    #[test]
+    fn the_queues_an_apply_kept_are_read_back() {
+        let text = "HeadNode:\n  InstanceType: c5.xlarge\nScheduling:\n  Scheduler: slurm\n  SlurmQueues:\n  - Name: gpu\n    ComputeResources:\n    - Name: p5\n      InstanceType: p5.48xlarge\n      MinCount: 0\n      MaxCount: 4\n";
+        let summary = crate::parallelcluster::config::summary(
+            &crate::parallelcluster::config::parse(text).unwrap(),
+        );
+        assert_eq!(summary.queues[0].resources[0].max, 4);
+        let applied = applied("c", &json!({}), &summary);
+        assert_eq!(recorded_queues(&applied.private), Some(summary.queues));
+        assert_eq!(recorded_queues(&Value::Null), None);
     }
 
     #[test]
