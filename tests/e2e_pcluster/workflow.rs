@@ -220,7 +220,11 @@ fn the_pcluster_p5_workflow_applies_whole_on_hosts() {
         std::fs::read_to_string(&key).expect("private key"),
     ));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let wf = workspace_root().join("workflows/pcluster-p5.toml");
+    // The shipped workflow, copied as a user's checkout: its cluster
+    // configuration is edited below, as a user edits it.
+    let workflows = p.path().join("workflows");
+    super::support::copy_dir(&workspace_root().join("workflows"), &workflows);
+    let wf = workflows.join("pcluster-p5.toml");
     let wf = wf.to_string_lossy().into_owned();
     let state = p.path().join("state").to_string_lossy().into_owned();
     let stand_in = workspace_root().join("tests/fixtures/pcluster/all_reduce_perf");
@@ -394,6 +398,99 @@ fn the_pcluster_p5_workflow_applies_whole_on_hosts() {
 
     let plan = flow(&["plan", "--detailed-exitcode"]);
     assert_eq!(plan.code, 0, "{}", plan.all());
+
+    // The queue's MaxCount 4 → 3 in the workflow's configuration, with
+    // every validator on: pcluster needs the compute fleet stopped; flow
+    // stops it (the powered-up nodes terminated), updates, starts it again.
+    let yaml = workflows.join("pcluster/distributed-training-p5.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    assert!(text.contains("MaxCount: 4 #"), "{text}");
+    std::fs::write(&yaml, text.replacen("MaxCount: 4 #", "MaxCount: 3 #", 1)).unwrap();
+    let plan = flow(&["plan", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 2, "{}", plan.all());
+    assert!(
+        plan.stdout
+            .contains("queues change: flow stops the compute fleet, updates, and starts it again"),
+        "{}",
+        plan.stdout
+    );
+    // The jobs reach the head node, which an update keeps: none of them is
+    // planned anew.
+    assert!(
+        plan.stdout
+            .contains("Plan: 0 to create, 1 to update, 0 to replace, 0 to delete"),
+        "{}",
+        plan.stdout
+    );
+    let started = Instant::now();
+    let update = flow(&["apply", "--auto-approve"]);
+    eprintln!(
+        "pcluster-p5 update (MaxCount 4 → 3): {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(update.code, 0, "{}", update.all());
+    let all = update.all();
+    for said in [
+        "stopping the compute fleet for the update",
+        "MaxCount \"4\" → \"3\"",
+        "starting the compute fleet again",
+    ] {
+        assert!(all.contains(said), "{said:?} missing from\n{all}");
+    }
+    let updated = outputs("cluster");
+    assert_eq!(updated["status"], "UPDATE_COMPLETE", "{updated}");
+    assert_eq!(updated["compute_fleet_status"], "RUNNING", "{updated}");
+    let plan = flow(&["plan", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "{}", plan.all());
+
+    // Another state adopts the live cluster as it is: what its inputs read
+    // first (the VPC's stack, the file system), then the cluster.
+    let other = p.path().join("state-import").to_string_lossy().into_owned();
+    let fsx_id = outputs("fsx")["file_system_id"]
+        .as_str()
+        .expect("file system id")
+        .to_string();
+    for (step, id) in [
+        ("vpc", "ml-p5-vpc"),
+        ("fsx", fsx_id.as_str()),
+        ("cluster", "ml-p5"),
+    ] {
+        let mut args = vec![
+            "import",
+            wf.as_str(),
+            step,
+            id,
+            "--state-dir",
+            other.as_str(),
+        ];
+        for v in &vars {
+            args.extend(["--var", v.as_str()]);
+        }
+        let import = p.run_env(&args, &env);
+        assert_eq!(import.code, 0, "import {step} {id}: {}", import.all());
+    }
+    let show = p
+        .run_env(
+            &[
+                "state",
+                "show",
+                wf.as_str(),
+                "cluster",
+                "--state-dir",
+                other.as_str(),
+            ],
+            &env,
+        )
+        .expect(0);
+    let imported: serde_json::Value = serde_json::from_str(&show.stdout).expect("state show JSON");
+    assert_eq!(
+        imported["outputs"]["status"], "UPDATE_COMPLETE",
+        "{imported}"
+    );
+    assert_eq!(
+        imported["outputs"]["head_node_instance_id"], updated["head_node_instance_id"],
+        "{imported}"
+    );
 
     let started = Instant::now();
     let destroy = flow(&["destroy", "--auto-approve"]);
