@@ -309,6 +309,51 @@ fn an_xid_node_the_check_finds_bad_is_replaced_through_hyperpod_and_the_training
     assert!(log.contains("training done at epoch 5"), "{log}");
 }
 
+/// Both workers die under the training: Slurm ends the job NODE_FAIL
+/// with both down, more than `max_bad_fraction` (0.25 of 2 nodes, one
+/// always allowed) lets flow replace: the step fails naming them, and
+/// nothing is asked of HyperPod.
+#[test]
+fn more_dead_nodes_than_max_bad_fraction_allows_fail_the_step_replacing_none() {
+    let t = HostCluster::new(ON_CREATE, &[]);
+    cluster_with_training(&t);
+    let child = t.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let ckpt = t.a.p.path().join("shared/ckpt");
+    wait_until(
+        Duration::from_secs(120),
+        "attempt 1's second checkpoint",
+        || ckpt.join("step-2").exists(),
+    );
+    let workers: Vec<(String, String)> = t
+        .nodes()
+        .into_iter()
+        .filter(|n| n.1 == "worker-group-1")
+        .map(|n| (n.0, n.3.split('.').next().unwrap_or_default().to_string()))
+        .collect();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let ids: Vec<&str> = workers.iter().map(|w| w.0.as_str()).collect();
+    t.hosts.call(&json!({"op": "stop", "ids": ids}));
+    let run = finish(child);
+    assert_eq!(run.code, 1, "{}", run.all());
+    let all = run.all();
+    assert!(
+        all.contains("stops at attempt 1: 2 of its 2 nodes found bad ("),
+        "{all}"
+    );
+    assert!(
+        all.contains("more than max_bad_fraction 0.25 allows (1): none was replaced"),
+        "{all}"
+    );
+    for (_, name) in &workers {
+        assert!(
+            all.contains(&format!("NODE_FAIL: Slurm ended the job for node {name}")),
+            "{all}"
+        );
+    }
+    assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), 0);
+    assert_eq!(training_jobs(&t).len(), 1, "no attempt 2");
+}
+
 /// Where the kill lands.
 #[derive(Clone, Copy, PartialEq)]
 enum KillIn {

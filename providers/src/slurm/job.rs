@@ -88,6 +88,7 @@ impl SlurmJob {
                     s("policy", "What a node a failed attempt's check (or NODE_FAIL) finds bad gets: fail (the default: the step fails naming it), drain (scontrol update State=DRAIN; the next attempts exclude it), or, with hyperpod_cluster or pcluster_cluster, replace (drained, its instance replaced by the platform, the new node waited for before the next attempt)"),
                     s("hyperpod_cluster", "The SageMaker HyperPod cluster (name or ARN) whose instances the job's nodes are: policy `replace` replaces a bad node through it (BatchReplaceClusterNodes)"),
                     s("pcluster_cluster", "The ParallelCluster cluster (its name) whose static nodes the job's nodes are: policy `replace` sets a bad node DOWN and its clustermgtd replaces the node's instance under the same node name"),
+                    InputSpec::optional("max_bad_fraction", InputType::Number, "Policy replace: more bad nodes than this fraction of a failed attempt's (one always may be replaced) fails the step, replacing none (0.25)"),
                     s("replace_timeout", "Policy replace: how long the platform may take to put each new node in service, e.g. \"30m\" (45m)"),
                     InputSpec::optional("check", InputType::Map(Box::new(InputType::Any)), "A batch script each suspect node of a failed attempt runs alone, as slurm.node_check's `check`: { script, args, environment, sbatch_args, success_pattern, capture, parse, expect, gpus }; $NODE is the node's name"),
                 ]

@@ -300,6 +300,27 @@ pub(super) async fn instances_of(
     }
 }
 
+/// The nodes of `names` the platform has replaced on its own since
+/// `started` (a failed job's start), each recorded as asked for: on
+/// ParallelCluster, clustermgtd replaces a static node Slurm set DOWN (a
+/// node that died) unasked, and may be done before flow looks. HyperPod's
+/// replacement gives a node a new name, so none is found there.
+pub(super) async fn replaced_since(
+    ctx: &OpContext,
+    remote: &Remote,
+    through: &Through,
+    names: &[String],
+    started: u64,
+) -> Result<Vec<Replacing>, ProviderError> {
+    match through {
+        Through::HyperPod(_) => Ok(Vec::new()),
+        Through::ParallelCluster(cluster) => {
+            let fleet = pcluster::Fleet::new(ctx, cluster).await?;
+            pcluster::replaced_since(remote, &fleet, names, started).await
+        }
+    }
+}
+
 /// Has the platform replace `replacing` (asked for once, each record made
 /// durable with `record` before and after the call), then waits for every
 /// new node to be in service (at most `limit`): the replacements as sent,

@@ -36,7 +36,7 @@ use crate::contract::{Applied, OpContext, ProviderError, Values};
 use crate::fleet::restarts::Keep;
 use crate::fleet::spec::Policy;
 use crate::inputs;
-use crate::slurm::replacement::Replacing;
+use crate::slurm::replacement::{self, Replacing};
 
 pub(crate) use spec::{INPUTS, Spec, last_job, problems};
 use spec::{Recorded, decode, encode};
@@ -288,7 +288,7 @@ pub(crate) async fn drive(
         // Replacements recorded before a kill: their nodes as found then
         // (a replaced node is gone from the cluster; looking again would
         // guess).
-        let (suspects, listed) = if recorded[at].replacing.is_empty() {
+        let (mut suspects, listed) = if recorded[at].replacing.is_empty() {
             // A NODE_FAIL whose nodes Slurm lists none down is no reason to
             // replace them all.
             let all_when_none_down = spec.replace_through.is_none();
@@ -314,6 +314,29 @@ pub(crate) async fn drive(
         } else {
             (replaced::suspects_of(&recorded[at].replacing), Vec::new())
         };
+        // Policy replace: when the job failed, and a NODE_FAIL whose nodes
+        // Slurm lists none down now, the platform may have replaced the
+        // dead node already (ParallelCluster's clustermgtd replaces a DOWN
+        // static node unasked): a node of the job on an instance launched
+        // since it started is that one.
+        let started = match spec.replace_through {
+            Some(_) if spec.policy == Policy::TakeOut => {
+                fault::started_at(remote, &ended.seen).await
+            }
+            _ => None,
+        };
+        let mut already = Vec::new();
+        if let (Some(through), Some(started)) = (&spec.replace_through, started)
+            && recorded[at].replacing.is_empty()
+            && suspects.bad.is_empty()
+            && ended.seen.state() == "NODE_FAIL"
+        {
+            already =
+                replacement::replaced_since(ctx, remote, through, &suspects.nodes, started).await?;
+            suspects
+                .bad
+                .extend(already.iter().map(|r| (r.node.clone(), r.reason.clone())));
+        }
         attempt.suspects = suspects.said();
         attempt.suspect_nodes = if suspects.unknown() {
             Vec::new()
@@ -325,6 +348,21 @@ pub(crate) async fn drive(
         let last = n > spec.restarts;
         match (spec.policy, &spec.replace_through) {
             (Policy::TakeOut, Some(through)) if !suspects.bad.is_empty() => {
+                let of = suspects.nodes.len().max(suspects.bad.len());
+                let allowed = allowed_to_replace(spec.max_bad_fraction, of);
+                if recorded[at].replacing.is_empty() && suspects.bad.len() > allowed {
+                    attempts.push(attempt);
+                    tell(ctx, &keep, &attempts);
+                    let bad: Vec<&str> = suspects.bad.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(ProviderError::fatal(format!(
+                        "job `{name}` stops at attempt {n}: {} of its {of} nodes found bad ({}), more than max_bad_fraction {} allows ({allowed}): none was replaced — {}",
+                        bad.len(),
+                        bad.join(", "),
+                        spec.max_bad_fraction,
+                        every(&attempts)
+                    ))
+                    .with_help("a fault this wide is rarely the nodes' own: look at the fabric and the cluster before replacing them (raise max_bad_fraction to allow it)"));
+                }
                 let replacer = replaced::Replacer {
                     ctx,
                     remote,
@@ -332,9 +370,8 @@ pub(crate) async fn drive(
                     through,
                     partition: fault::partition(values),
                 };
-                let started = fault::started_at(remote, &ended.seen).await;
                 attempt.replaced = replacer
-                    .replace(&mut recorded, at, &id, &suspects.bad, started)
+                    .replace(&mut recorded, at, &id, &suspects.bad, started, already)
                     .await?;
                 attempt.drained = attempt.replaced.iter().map(|r| r.node.clone()).collect();
             }
@@ -380,6 +417,13 @@ pub(crate) async fn drive(
     }
 }
 
+/// How many of a failed attempt's `of` nodes policy `replace` may replace:
+/// `max_bad_fraction` of them, and one always (a node that dies is what
+/// restarts are for).
+fn allowed_to_replace(max_bad_fraction: f64, of: usize) -> usize {
+    ((max_bad_fraction * of as f64).floor() as usize).max(1)
+}
+
 /// Every attempt in a line: `attempt 1: job 12 FAILED: …; attempt 2: …`.
 fn every(attempts: &[Attempt]) -> String {
     attempts
@@ -392,6 +436,14 @@ fn every(attempts: &[Attempt]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_node_may_always_be_replaced_more_only_within_the_fraction() {
+        assert_eq!(allowed_to_replace(0.25, 2), 1);
+        assert_eq!(allowed_to_replace(0.25, 16), 4);
+        assert_eq!(allowed_to_replace(0.5, 4), 2);
+        assert_eq!(allowed_to_replace(0.25, 0), 1);
+    }
 
     #[test]
     fn each_attempt_has_its_own_comment_the_first_the_operations() {

@@ -189,6 +189,42 @@ pub(super) async fn instances_of(
         .collect()
 }
 
+/// The nodes of `names` ParallelCluster has replaced since `started` (a
+/// failed job's start, seconds since the epoch): each on an instance
+/// launched after it, as clustermgtd leaves a static node it replaced
+/// when Slurm set it DOWN (a node that died) before flow looked. Each is
+/// recorded as asked for, its old instance [`UNKNOWN`] (no longer at the
+/// node's address), so [`wait`] only waits for it in service.
+pub(super) async fn replaced_since(
+    remote: &Remote,
+    fleet: &Fleet,
+    names: &[String],
+    started: u64,
+) -> Result<Vec<Replacing>, ProviderError> {
+    let addresses = nodes::addresses(remote).await?;
+    let listed = fleet.instances().await?;
+    let since = now();
+    Ok(names
+        .iter()
+        .filter_map(|name| {
+            let address = addresses.get(name).map(|a| a.0.clone())?;
+            let now_on = at(&listed, &address)?;
+            (!launched_by(now_on, Some(started))).then(|| Replacing {
+                node: name.clone(),
+                instance_id: UNKNOWN.to_string(),
+                group: address.clone(),
+                since,
+                sent: true,
+                reason: format!(
+                    "NODE_FAIL: ParallelCluster replaced node {name} since the job started (now on {} at {address})",
+                    now_on.id
+                ),
+                by: None,
+            })
+        })
+        .collect())
+}
+
 /// Sets DOWN the nodes of the replacements not known to be asked for,
 /// unless clustermgtd took them already (the node is down, or on another
 /// instance), recording each before and after with `record` (the step's

@@ -59,7 +59,8 @@ pub(super) struct Replacer<'a> {
 impl Replacer<'_> {
     /// Replaces the `bad` nodes of attempt `at` (job `job`, which started
     /// at `started`, seconds since the epoch), carrying on what `recorded`
-    /// holds of it already: drained (unless the platform was asked
+    /// holds of it already, or `already` (those the platform replaced on
+    /// its own, to wait for): drained (unless the platform was asked
     /// already), replaced once, each new node waited for; every step
     /// durable in the step's id. The replacements, each with its new node.
     pub async fn replace(
@@ -69,9 +70,19 @@ impl Replacer<'_> {
         job: &str,
         bad: &[(String, String)],
         started: Option<u64>,
+        already: Vec<Replacing>,
     ) -> Result<Vec<Replacing>, ProviderError> {
         let ctx = self.ctx;
-        if recorded[at].replacing.is_empty() {
+        if recorded[at].replacing.is_empty() && !already.is_empty() {
+            for r in &already {
+                ctx.reporter.event(&format!(
+                    "node {}: {}: waiting for it in service",
+                    r.node, r.reason
+                ));
+            }
+            recorded[at].replacing = already;
+            ctx.checkpoint.made(&encode(recorded)).await?;
+        } else if recorded[at].replacing.is_empty() {
             let names: Vec<String> = bad.iter().map(|(n, _)| n.clone()).collect();
             let reason_of = |n: &str| {
                 bad.iter()

@@ -17,13 +17,14 @@ use crate::metrics::Program;
 use crate::slurm::replacement::{self, Replacing, Through};
 
 /// The inputs this module reads; any of them given turns restarts on.
-pub(crate) const INPUTS: [&str; 9] = [
+pub(crate) const INPUTS: [&str; 10] = [
     "restarts",
     "hang_after",
     "hang_without_loss",
     "checkpoint_dir",
     "policy",
     "check",
+    "max_bad_fraction",
     replacement::INPUTS[0],
     replacement::INPUTS[1],
     replacement::INPUTS[2],
@@ -70,6 +71,9 @@ pub(crate) struct Spec {
     /// Policy `replace`: how long the platform may take to put a new node
     /// in service.
     pub replace_timeout: Duration,
+    /// Policy `replace`: the most of a failed attempt's nodes that may be
+    /// replaced (one always may); more fails the step, replacing none.
+    pub max_bad_fraction: f64,
 }
 
 impl Spec {
@@ -90,8 +94,8 @@ impl Spec {
             no_loss,
         } = Bounds::read(v).map_err(invalid)?;
         let mut shared = Values::new();
-        for k in ["policy", "check"] {
-            if let Some(x) = v.get(k) {
+        for k in ["policy", "check", "max_bad_fraction"] {
+            if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
                 shared.insert(k.into(), x.clone());
             }
         }
@@ -115,6 +119,7 @@ impl Spec {
             check: common.check,
             replace_through,
             replace_timeout,
+            max_bad_fraction: common.max_bad_fraction,
         }))
     }
 
@@ -154,8 +159,9 @@ impl Spec {
         lines.push(match (self.policy, &self.replace_through) {
             (Policy::Fail, _) => "a node found bad fails the step, naming it (policy fail)".into(),
             (Policy::TakeOut, Some(through)) => format!(
-                "a node found bad (NODE_FAIL or the check, never a guess) is drained (scontrol update State=DRAIN Reason=\"flow: …\"), then {}; the next attempt is submitted once it is in service, and may run on it",
-                through.plan_text(self.replace_timeout)
+                "a node found bad (NODE_FAIL or the check, never a guess) is drained (scontrol update State=DRAIN Reason=\"flow: …\"), then {}; the next attempt is submitted once it is in service, and may run on it; more bad nodes than {} % of the job's (one always may be) fails the step, replacing none",
+                through.plan_text(self.replace_timeout),
+                self.max_bad_fraction * 100.0
             ),
             (Policy::TakeOut, None) => "a node found bad is drained (scontrol update State=DRAIN Reason=\"flow: …\") and excluded from the next attempts".into(),
         });
@@ -179,7 +185,10 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir
     // `check` or `pairs` does not apply (a job's check is optional).
     let shared: Vec<(String, InputValue)> = inputs
         .iter()
-        .filter(|(k, _)| k == "policy" || k == "check" || replacement::INPUTS.contains(&k.as_str()))
+        .filter(|(k, _)| {
+            ["policy", "check", "max_bad_fraction"].contains(&k.as_str())
+                || replacement::INPUTS.contains(&k.as_str())
+        })
         .cloned()
         .collect();
     out.extend(
@@ -187,6 +196,14 @@ pub(crate) fn problems(inputs: &[(String, InputValue)], workdir: &crate::Workdir
             .into_iter()
             .filter(|p| !p.path.is_empty()),
     );
+    if known.contains_key("max_bad_fraction")
+        && known.get("policy").and_then(Value::as_str) != Some("replace")
+    {
+        out.push(Problem::at(
+            "max_bad_fraction",
+            "`max_bad_fraction` is for policy `replace`: it bounds how many of a failed attempt's nodes are replaced",
+        ));
+    }
     if let Some(path) = known
         .get("check")
         .and_then(|c| c.get("script"))
@@ -409,6 +426,25 @@ mod tests {
             "{last}"
         );
         assert!(Spec::from_values(&v(json!({"restarts": 1, "policy": "replace"}))).is_err());
+        assert_eq!(s.max_bad_fraction, 0.25);
+        let paths = |j: Value| {
+            problems(&known(j), &dir.path().into())
+                .into_iter()
+                .map(|p| p.path.join("."))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            paths(json!({"policy": "drain", "max_bad_fraction": 0.5})),
+            ["max_bad_fraction"]
+        );
+        assert_eq!(
+            paths(json!({"policy": "replace", "hyperpod_cluster": "ml", "max_bad_fraction": 1.5})),
+            ["max_bad_fraction"]
+        );
+        assert!(
+            paths(json!({"policy": "replace", "hyperpod_cluster": "ml", "max_bad_fraction": 0.5}))
+                .is_empty()
+        );
     }
 
     #[test]
