@@ -309,3 +309,75 @@ fn kill_9_while_the_hung_attempts_suspect_is_checked_resumes_without_a_second_at
     assert_eq!(attempts[1]["resumed_from"], "/fsx/ckpt/epoch-10.pt");
     assert!(!c.nodes_of("train-a2").contains(&HUNG.to_string()));
 }
+
+/// Two peers' GPUs hang: the ranks on `gpu-node-1` and [`HUNG`] go
+/// silent, the others' NCCL warnings name both.
+fn two_peers_hang() -> Arc<Voice> {
+    Arc::new(|pod: &str, node: &str, i: usize| {
+        if pod.starts_with("train-a2-") {
+            return Some(loss_line(rank(pod), 10 + i));
+        }
+        if i < LOSSES {
+            Some(loss_line(rank(pod), i))
+        } else if node == "gpu-node-1" || node == HUNG {
+            None
+        } else {
+            Some(format!(
+                "{node}:41:77 [0] NCCL WARN NET/Socket : peers gpu-node-1<43562> {HUNG}<43562> sent nothing, still waiting"
+            ))
+        }
+    })
+}
+
+/// Flow is killed -9 while the two peers NCCL named are checked
+/// (`gpu-check-a1-node-0` for `gpu-node-1`, `-node-1` for [`HUNG`]); then
+/// `gpu-node-1`'s Node is deleted (its instance gone). The resume finds it
+/// bad by Kubernetes' word and checks only [`HUNG`], as
+/// `gpu-check-a1-node-0`: the interrupted run's job of that name, made
+/// for `gpu-node-1` (8 GPUs), is not its verdict; its own check finds 7
+/// GPUs and cordons it. Before a check job was followed only when made
+/// for the same nodes, [`HUNG`] read healthy and stayed in service.
+#[test]
+fn a_resume_that_checks_other_nodes_does_not_take_the_interrupted_checks_verdicts() {
+    let c = cluster(
+        &format!("{INPUTS}\nmax_bad_fraction = 0.5"),
+        two_peers_hang(),
+    );
+    c.k.driver().hold("train");
+    c.k.driver().hold("train-a2");
+    c.k.driver().hold("gpu-check-a1-node-0");
+    c.k.driver().hold("gpu-check-a1-node-1");
+    let child = c.p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let check = |i: usize| {
+        c.k.get(&format!(
+            "/apis/batch/v1/namespaces/default/jobs/gpu-check-a1-node-{i}"
+        ))
+    };
+    wait_until(Duration::from_secs(60), "the two suspects' checks", || {
+        check(0).is_some() && check(1).is_some()
+    });
+    assert_eq!(
+        check(0).unwrap()["metadata"]["annotations"]["flow.dev/nodes"],
+        "gpu-node-1"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, libc::SIGKILL);
+    assert_eq!(finish(child).code, -1);
+    c.k.delete("/api/v1/nodes/gpu-node-1");
+    c.k.driver().release("gpu-check-a1-node-0");
+    c.k.driver().release("gpu-check-a1-node-1");
+    let child = c.p.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    let_attempt_2_learn(&c, 3);
+    let run = finish(child).expect(0);
+    let attempts = c.attempts();
+    let suspects = attempts[0]["suspects"].as_str().unwrap();
+    assert!(
+        suspects.contains("node gpu-node-1 is gone from the cluster")
+            && suspects.contains(&format!("check {HUNG}: bad")),
+        "{suspects}\n{}",
+        run.all()
+    );
+    assert_eq!(c.node(HUNG)["spec"]["unschedulable"], true, "{}", run.all());
+    assert_eq!(c.created("train-a2"), 1);
+    assert!(!c.nodes_of("train-a2").contains(&HUNG.to_string()));
+}
