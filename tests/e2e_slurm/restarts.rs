@@ -340,6 +340,48 @@ fn a_training_that_prints_but_logs_no_loss_is_hung() {
     assert_eq!(loss.trim(), "0.95", "epoch 5's loss");
 }
 
+/// kill -9 of flow once it has cancelled a hung attempt (Slurm lists it
+/// CANCELLED), before it records that attempt: the next apply tells
+/// attempt 1 as flow found it (HUNG, with its cause, recorded before the
+/// cancel), not as the CANCELLED job it finds; one job per attempt.
+#[test]
+fn kill_9_after_a_hung_attempt_is_cancelled_keeps_why_it_hung() {
+    let t = Test::new(
+        "restarts = 1\nhang_after = \"1m\"\nhang_without_loss = \"5s\"\nparse = \"torchrun\"",
+        "FAULT = \"stall\"",
+    );
+    let mut cmd = t.p.cmd(&["apply", "--auto-approve", "wf.toml"]);
+    for (k, v) in t.env(None) {
+        cmd.env(k, v);
+    }
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("spawn flow");
+    wait_until(
+        Duration::from_secs(120),
+        "attempt 1 cancelled as hung",
+        || {
+            t.slurm
+                .jobs_named("train")
+                .iter()
+                .any(|j| j.2 == "CANCELLED")
+        },
+    );
+    signal(&child, libc::SIGKILL);
+    let killed = finish(child);
+    assert_eq!(killed.code, -1, "{}", killed.all());
+    let resumed = t.flow(&["apply", "--auto-approve", "wf.toml"]);
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.all(), t.slurm.logs());
+    let attempts = t.attempts();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[0]["state"], "HUNG", "{attempts:?}");
+    assert_eq!(
+        attempts[0]["cause"], "hung: no new loss for 5s (after 2 logged), cancelled",
+        "{attempts:?}"
+    );
+    assert_eq!(t.training_jobs().len(), 2, "one job per attempt");
+}
+
 /// A training that fails on every attempt: the step fails after
 /// `restarts` + 1 attempts, naming each one's cause.
 #[test]

@@ -205,6 +205,7 @@ pub(crate) async fn drive(
                     job: None,
                     resumed_from: resumed_from.clone(),
                     replacing: Vec::new(),
+                    hung: None,
                 });
                 let id = match by_comment(remote, &token).await? {
                     Some(id) => {
@@ -254,8 +255,37 @@ pub(crate) async fn drive(
             id: &id,
             hang_after: spec.hang_after,
             no_loss: spec.no_loss,
+            leave_cancel: true,
         };
-        let ended = run::follow_watched(ctx, remote, &mut output, &followed).await?;
+        let at = (n - 1) as usize;
+        if recorded[at].hung.is_some() {
+            // Found hung by a run a kill ended, maybe before its cancel.
+            if let Err(e) = super::control::cancel(remote, &id).await {
+                ctx.reporter.log(&format!(
+                    "cancelling job {id}, found hung before: {}",
+                    e.message
+                ));
+            }
+        }
+        let mut ended = run::follow_watched(ctx, remote, &mut output, &followed).await?;
+        if let Some(why) = ended.hung.clone().filter(|_| !ended.seen.finished()) {
+            // Why it hung is durable before the cancel: a run resumed after
+            // a kill tells this cause, not the CANCELLED it will find.
+            recorded[at].hung = Some(why.clone());
+            ctx.checkpoint.made(&encode(&recorded)).await?;
+            ctx.reporter.event(&format!(
+                "job `{name}` ({id}): {why}: cancelling it as hung"
+            ));
+            super::control::cancel(remote, &id).await?;
+            let after = run::Followed {
+                hang_after: None,
+                no_loss: None,
+                ..followed
+            };
+            ended = run::follow_watched(ctx, remote, &mut output, &after).await?;
+        }
+        // Found hung by this run or by the one a kill ended.
+        ended.hung = ended.hung.or_else(|| recorded[at].hung.clone());
         let mut attempt = Attempt {
             number: n,
             job_id: id.clone(),
@@ -284,7 +314,6 @@ pub(crate) async fn drive(
             "attempt {n} (job {id}) failed: {}",
             attempt.cause.as_deref().unwrap_or_default()
         ));
-        let at = (n - 1) as usize;
         // Replacements recorded before a kill: their nodes as found then
         // (a replaced node is gone from the cluster; looking again would
         // guess).

@@ -134,6 +134,7 @@ pub(crate) async fn run_to_end(
         id,
         hang_after: None,
         no_loss: None,
+        leave_cancel: false,
     };
     Ok(follow_watched(ctx, remote, output, &job).await?.seen)
 }
@@ -152,6 +153,9 @@ pub(crate) struct Followed<'a> {
     /// No new loss (read by this program) for this long while it runs:
     /// cancelled as hung.
     pub no_loss: Option<(Duration, crate::metrics::Program)>,
+    /// A job found hung is returned still running, its cancel left to the
+    /// caller (which records why first); otherwise it is cancelled here.
+    pub leave_cancel: bool,
 }
 
 /// How a followed job ended.
@@ -224,6 +228,12 @@ pub(crate) async fn follow_watched(
                         _ => None,
                     };
                     if let Some(why) = why {
+                        if job.leave_cancel {
+                            return Ok(Ended {
+                                seen,
+                                hung: Some(why),
+                            });
+                        }
                         ctx.reporter
                             .event(&format!("{what}: {why}: cancelling it as hung"));
                         control::cancel(remote, id).await?;

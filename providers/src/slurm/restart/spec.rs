@@ -229,6 +229,9 @@ pub(crate) struct Recorded {
     /// Its bad nodes being replaced, or replaced (each with its new node
     /// once in service).
     pub replacing: Vec<Replacing>,
+    /// Why flow found it hung, recorded before its cancel (so that a run
+    /// resumed after a kill tells the same cause, not `CANCELLED`).
+    pub hung: Option<String>,
 }
 
 /// `,`, `@` and `|` (the id's separators) and `%` escaped.
@@ -265,6 +268,10 @@ pub(crate) fn encode(attempts: &[Recorded]) -> String {
                 s.push('|');
                 s.push_str(&r.encoded());
             }
+            if let Some(why) = &a.hung {
+                s.push_str("|~");
+                s.push_str(&escape(why));
+            }
             s
         })
         .collect::<Vec<_>>()
@@ -282,10 +289,16 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
                 Some((j, f)) => (j, Some(unescape(f))),
                 None => (first, None),
             };
+            let (hung, replacing): (Vec<&str>, Vec<&str>) =
+                pieces.partition(|piece| piece.starts_with('~'));
             Recorded {
                 job: (job != "-" && !job.is_empty()).then(|| job.to_string()),
                 resumed_from: from,
-                replacing: pieces.filter_map(Replacing::decoded).collect(),
+                replacing: replacing
+                    .into_iter()
+                    .filter_map(Replacing::decoded)
+                    .collect(),
+                hung: hung.first().map(|h| unescape(&h[1..])),
             }
         })
         .collect()
@@ -311,6 +324,7 @@ mod tests {
                 job: Some("812".into()),
                 resumed_from: None,
                 replacing: Vec::new(),
+                hung: Some("no new loss for 30m (after 412 logged)".into()),
             },
             Recorded {
                 job: Some("815".into()),
@@ -324,23 +338,30 @@ mod tests {
                     reason: "NODE_FAIL: Slurm ended the job for node ip-10-1-0-5".into(),
                     by: Some(("i-0b".into(), "ip-10-1-0-9".into())),
                 }],
+                hung: None,
             },
             Recorded {
                 job: None,
                 resumed_from: Some("/fsx/step-3".into()),
                 replacing: Vec::new(),
+                hung: None,
             },
         ];
         let id = encode(&attempts);
         assert_eq!(
             id,
-            "812,815@/fsx/a%2Cb%40c%25d%7Ce|ip-10-1-0-5=i-0a@worker-group-1@1764300000+\
+            "812|~no new loss for 30m (after 412 logged),815@/fsx/a%2Cb%40c%25d%7Ce|ip-10-1-0-5=i-0a@worker-group-1@1764300000+\
              @NODE_FAIL: Slurm ended the job for node ip-10-1-0-5@i-0b@ip-10-1-0-9,-@/fsx/step-3"
         );
         assert_eq!(decode(&id), attempts);
         assert_eq!(last_job(&id).as_deref(), Some("815"));
-        assert_eq!(encode(&attempts[..1]), "812");
+        assert_eq!(
+            encode(&attempts[..1]),
+            "812|~no new loss for 30m (after 412 logged)"
+        );
         assert_eq!(last_job("812").as_deref(), Some("812"));
+        // An id written before the hung cause was kept reads as before.
+        assert_eq!(decode("812")[0].hung, None);
         assert_eq!(last_job("-"), None);
     }
 
