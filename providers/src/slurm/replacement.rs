@@ -277,6 +277,59 @@ pub(super) fn problems(platform: &Platform, inputs: &[(String, InputValue)]) -> 
     out
 }
 
+/// The first half of a platform's `send`: of the replacements not yet
+/// sent, those whose node `taken` says the platform took already (the
+/// answer to an earlier call was lost to a kill) are said and marked sent;
+/// the rest are stamped with the time and recorded with `record` before the
+/// platform is asked. Their indices, to ask for.
+pub(super) async fn claim<F, Fut>(
+    ctx: &OpContext,
+    replacing: &mut [Replacing],
+    taken: impl Fn(&Replacing) -> bool,
+    record: &F,
+) -> Result<Vec<usize>, ProviderError>
+where
+    F: Fn(Vec<Replacing>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), ProviderError>>,
+{
+    let mut ask = Vec::new();
+    for (i, r) in replacing.iter_mut().enumerate().filter(|(_, r)| !r.sent) {
+        if taken(r) {
+            ctx.reporter.event(&format!(
+                "node {} ({}) is already being replaced: not asking again",
+                r.node, r.instance_id
+            ));
+            r.sent = true;
+        } else {
+            ask.push(i);
+        }
+    }
+    if !ask.is_empty() {
+        let since = now();
+        for r in replacing.iter_mut().filter(|r| !r.sent) {
+            r.since = since;
+        }
+        record(replacing.to_vec()).await?;
+    }
+    Ok(ask)
+}
+
+/// The second half: every replacement marked sent, and recorded.
+pub(super) async fn all_sent<F, Fut>(
+    mut replacing: Vec<Replacing>,
+    record: &F,
+) -> Result<Vec<Replacing>, ProviderError>
+where
+    F: Fn(Vec<Replacing>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), ProviderError>>,
+{
+    for r in &mut replacing {
+        r.sent = true;
+    }
+    record(replacing.clone()).await?;
+    Ok(replacing)
+}
+
 /// The instances of the bad `names` in the cluster `through` names, each
 /// with why it is bad (`reason_of`), found before any node is touched: an
 /// error naming a node the cluster does not have. With `launched_before`

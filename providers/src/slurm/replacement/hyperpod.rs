@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Replaced, Replacing, now};
+use super::{Replaced, Replacing, all_sent, claim, now};
 use crate::aws::hyperpod::nodes::{self as cluster_nodes, Node};
 use crate::contract::{OpContext, ProviderError};
 use crate::slurm::nodes;
@@ -75,38 +75,31 @@ where
         return Ok(replacing);
     }
     let listed = cluster_nodes::list(ctx, cluster).await?;
-    let mut to_send = Vec::new();
-    for r in replacing.iter_mut().filter(|r| !r.sent) {
-        match listed.iter().find(|n| n.instance_id == r.instance_id) {
-            Some(n) if n.status == "Running" => to_send.push(r.instance_id.clone()),
-            // Shutting down or gone: HyperPod took the call before the
-            // answer was recorded.
-            _ => {
-                ctx.reporter.event(&format!(
-                    "node {} ({}) is already being replaced: not asking again",
-                    r.node, r.instance_id
-                ));
-                r.sent = true;
-            }
-        }
-    }
-    if !to_send.is_empty() {
-        let since = now();
-        for r in replacing.iter_mut().filter(|r| !r.sent) {
-            r.since = since;
-        }
-        record(replacing.clone()).await?;
+    // Shutting down or gone: HyperPod took the call before the answer was
+    // recorded.
+    let ask = claim(
+        ctx,
+        &mut replacing,
+        |r| {
+            !listed
+                .iter()
+                .any(|n| n.instance_id == r.instance_id && n.status == "Running")
+        },
+        &record,
+    )
+    .await?;
+    if !ask.is_empty() {
+        let to_send: Vec<String> = ask
+            .iter()
+            .map(|&i| replacing[i].instance_id.clone())
+            .collect();
         cluster_nodes::replace(ctx, cluster, &to_send).await?;
         ctx.reporter.event(&format!(
             "BatchReplaceClusterNodes for {} of HyperPod cluster `{cluster}`",
             to_send.join(", ")
         ));
     }
-    for r in &mut replacing {
-        r.sent = true;
-    }
-    record(replacing.clone()).await?;
-    Ok(replacing)
+    all_sent(replacing, &record).await
 }
 
 /// Waits until each replaced instance is gone and a new instance of its

@@ -23,7 +23,7 @@ use std::time::Duration;
 use aws_sdk_ec2::types::Filter;
 use tokio::time::Instant;
 
-use super::{Replaced, Replacing, now};
+use super::{Replaced, Replacing, all_sent, claim, now};
 use crate::aws::config::sdk_config;
 use crate::aws::error;
 use crate::contract::{OpContext, ProviderError};
@@ -245,42 +245,30 @@ where
     }
     let listed = fleet.instances().await?;
     let addresses = nodes::addresses(remote).await?;
-    let mut to_send = Vec::new();
-    for r in replacing.iter_mut().filter(|r| !r.sent) {
-        let slurm = addresses.get(&r.node);
-        let on_old = slurm.is_some_and(|(a, _)| *a == r.group)
-            && at(&listed, &r.group).is_some_and(|i| i.id == r.instance_id);
-        let down = slurm.is_some_and(|(_, state)| state.contains("DOWN"));
-        if on_old && !down {
-            to_send.push(r.node.clone());
-        } else {
-            ctx.reporter.event(&format!(
-                "node {} ({}) is already being replaced: not asking again",
-                r.node, r.instance_id
-            ));
-            r.sent = true;
-        }
+    // Still on its old instance and not down: clustermgtd has not taken it.
+    let ask = claim(
+        ctx,
+        &mut replacing,
+        |r| {
+            let slurm = addresses.get(&r.node);
+            let on_old = slurm.is_some_and(|(a, _)| *a == r.group)
+                && at(&listed, &r.group).is_some_and(|i| i.id == r.instance_id);
+            let down = slurm.is_some_and(|(_, state)| state.contains("DOWN"));
+            !on_old || down
+        },
+        &record,
+    )
+    .await?;
+    for &i in &ask {
+        let r = &replacing[i];
+        let why = r.reason.split_once(": ").map_or(r.reason.as_str(), |x| x.1);
+        nodes::down(remote, &r.node, &nodes::reason(why)).await?;
+        ctx.reporter.event(&format!(
+            "set node {} ({}) DOWN for ParallelCluster to replace: its clustermgtd terminates a DOWN static node's instance and launches another under the node's name",
+            r.node, r.instance_id
+        ));
     }
-    if !to_send.is_empty() {
-        let since = now();
-        for r in replacing.iter_mut().filter(|r| !r.sent) {
-            r.since = since;
-        }
-        record(replacing.clone()).await?;
-        for r in replacing.iter().filter(|r| to_send.contains(&r.node)) {
-            let why = r.reason.split_once(": ").map_or(r.reason.as_str(), |x| x.1);
-            nodes::down(remote, &r.node, &nodes::reason(why)).await?;
-            ctx.reporter.event(&format!(
-                "set node {} ({}) DOWN for ParallelCluster to replace: its clustermgtd terminates a DOWN static node's instance and launches another under the node's name",
-                r.node, r.instance_id
-            ));
-        }
-    }
-    for r in &mut replacing {
-        r.sent = true;
-    }
-    record(replacing.clone()).await?;
-    Ok(replacing)
+    all_sent(replacing, &record).await
 }
 
 /// What one replacement is at: its new instance once the old one is no
