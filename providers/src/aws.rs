@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use crate::contract::Provider;
 
-pub use batch::BatchJob;
+pub use batch::{BatchJob, BatchNodeCheck};
 pub use cloudformation::{CloudFormationStack, template_digest};
 pub use config::state_s3_client;
 pub use ecr::EcrRepository;
@@ -51,6 +51,7 @@ pub fn providers() -> Vec<Arc<dyn Provider>> {
         Arc::new(CloudFormationStack::new()),
         Arc::new(FsxLustre::new()),
         Arc::new(BatchJob::new()),
+        Arc::new(BatchNodeCheck::new()),
         Arc::new(SecretsManagerSecret::new()),
         Arc::new(S3Bucket::new()),
         Arc::new(S3Sync::new()),

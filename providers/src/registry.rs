@@ -136,6 +136,7 @@ mod tests {
             registry.names(),
             vec![
                 "batch.job",
+                "batch.node_check",
                 "cloudformation.stack",
                 "ec2.image",
                 "ecr.repository",

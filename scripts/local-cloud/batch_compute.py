@@ -25,6 +25,11 @@ from providers/data/efa-instance-types.csv. A first line says the output is
 emulated (`# flow local cloud: emulated ...`), which flow's readers keep
 as the run's `emulated` value and `flow report` shows.
 
+A multi-node parallel job's nodes (`JOBID#N`, which cloud_batch_mnp.py
+gives moto's jobs) each get their own stream: what the node's container
+prints (batch_nodes.py: each program its command names, in order, and the
+faults a test plants on node N in the table $FLOW_TEST_FAULTS names).
+
 It changes nothing else: the job's status, its tags and its log stream's
 name are moto's. Run with the same endpoint and credentials as flow:
 
@@ -39,6 +44,8 @@ import random
 import re
 import sys
 import time
+
+import batch_nodes
 
 OUTPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "outputs")
 LOG_GROUP = "/aws/batch/job"
@@ -370,6 +377,36 @@ def run_once(batch, logs, done, known, types):
                 f"ran {job['jobName']} ({job['jobId']}): {' '.join(command)[:80]}",
                 flush=True,
             )
+            write_node_logs(batch, logs, job, known, kind)
+
+
+def write_node_logs(batch, logs, job, known, instance_type):
+    """Each node's stream of a multi-node parallel job (`JOBID#N`, as
+    cloud_batch_mnp.py gives moto's jobs nodes): what its container prints
+    (batch_nodes.py, with the faults planted on node N as `#N`)."""
+    num = int((job.get("nodeProperties") or {}).get("numNodes") or 0)
+    if num == 0:
+        return
+    ids = [f"{job['jobId']}#{i}" for i in range(num)]
+    for node in batch.describe_jobs(jobs=ids)["jobs"]:
+        container = node.get("container") or {}
+        stream = container.get("logStreamName")
+        index = (node.get("nodeDetails") or {}).get("nodeIndex")
+        if not stream or index is None:
+            continue
+        command = container.get("command") or []
+        env = {e["name"]: e["value"] for e in container.get("environment") or []}
+        text = batch_nodes.node_output(
+            command,
+            env,
+            known,
+            [f"#{index}"],
+            instance_type,
+            efa_interfaces(instance_type) if instance_type else None,
+            lambda name: output_for(command, env, {name: known[name]}, instance_type),
+        )
+        write_log(logs, stream, text)
+        print(f"ran node {node['jobId']}: {' '.join(command)[:80]}", flush=True)
 
 
 def render_command(argv):

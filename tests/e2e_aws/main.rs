@@ -17,6 +17,7 @@
 mod support;
 
 mod batch;
+mod batch_node_check;
 mod faults;
 mod fsx;
 mod protected;

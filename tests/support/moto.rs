@@ -205,12 +205,20 @@ impl Moto {
     /// that end get what their program prints in their log stream. Killed
     /// when the returned guard drops.
     pub fn batch_compute(&self) -> BatchCompute {
+        self.batch_compute_with(&[])
+    }
+
+    /// [`Moto::batch_compute`] with these variables in the emulator's
+    /// environment (`FLOW_TEST_FAULTS`: the fault table of the nodes of
+    /// multi-node jobs, `scripts/local-cloud/batch_nodes.py`).
+    pub fn batch_compute_with(&self, env: &[(&str, &str)]) -> BatchCompute {
         let root = workspace_root();
         let log = self._dir.path().join("batch-compute.log");
         let out = File::create(&log).expect("batch compute log");
         let child = Command::new(root.join(".venv/bin/python"))
             .arg(root.join("scripts/local-cloud/batch_compute.py"))
             .args(["--endpoint", &self.endpoint()])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("dup log"))
             .stderr(out)

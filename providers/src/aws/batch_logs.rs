@@ -150,6 +150,20 @@ impl JobLogs {
         reporter: &dyn Reporter,
         cancel: &Cancel,
     ) -> Result<(), ProviderError> {
+        let done = |text: &str| matchers.is_empty() || matchers.satisfied(text);
+        self.settle_until(batch, job, done, reporter, cancel).await
+    }
+
+    /// [`JobLogs::settle`] until `done` says the text read is enough (a
+    /// node check's output that its rules can read).
+    pub async fn settle_until(
+        &mut self,
+        batch: &aws_sdk_batch::Client,
+        job: &JobDetail,
+        done: impl Fn(&str) -> bool,
+        reporter: &dyn Reporter,
+        cancel: &Cancel,
+    ) -> Result<(), ProviderError> {
         let start = Instant::now();
         let mut last_news = start;
         loop {
@@ -159,7 +173,7 @@ impl JobLogs {
             if self.text.len() > before {
                 last_news = Instant::now();
             }
-            if matchers.is_empty() || matchers.satisfied(&self.text) {
+            if done(&self.text) {
                 return read;
             }
             let waited_enough = if self.text.is_empty() {

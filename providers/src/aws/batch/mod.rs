@@ -17,7 +17,10 @@ use async_trait::async_trait;
 use aws_sdk_batch::types::{JobTimeout, NodeOverrides, NodePropertyOverride};
 use serde_json::Value;
 
+mod node_check;
 mod run;
+
+pub use node_check::BatchNodeCheck;
 
 use super::poll::{Pace, Waiter};
 use super::{error, inputs, tags};

@@ -1,0 +1,271 @@
+//! `batch.node_check`: every node of a Batch multi-node parallel job
+//! checked on its own instance, through the `flow` binary against moto.
+//!
+//! The local cloud gives moto's MNP jobs their nodes (`JOBID#N`, each on an
+//! instance of the compute environment: scripts/local-cloud/
+//! cloud_batch_mnp.py) and writes each node's log stream
+//! (batch_compute.py, batch_nodes.py) with the faults this test plants by
+//! node index in the fault table the local Slurm fleet's stand-ins read
+//! (lines "NODE KEY VALUE", NODE `#N`). The assertions are on what flow
+//! named, checked against what Batch and EC2 say of that node.
+
+use serde_json::{Value, json};
+
+use crate::support::aws::Aws;
+use crate::support::moto::{BatchCompute, Moto, between_all};
+
+const NODES: usize = 8;
+
+/// The Batch stacks of the Batch chain and a node check of their queue,
+/// with `policy`.
+fn workflow(policy: &str) -> String {
+    format!(
+        r#"
+[workflow]
+name = "batch-fleet"
+region = "us-east-1"
+
+[steps.vpc]
+provider = "cloudformation.stack"
+[steps.vpc.inputs]
+stack_name = "flow-vpc"
+template = "vpc.yaml"
+
+[steps.batch]
+provider = "cloudformation.stack"
+depends_on = ["vpc"]
+[steps.batch.inputs]
+stack_name = "flow-batch"
+template = "batch.yaml"
+capabilities = ["CAPABILITY_NAMED_IAM"]
+parameters = {{ VPCStackParameter = "flow-vpc" }}
+
+[steps.health]
+provider = "batch.node_check"
+[steps.health.inputs]
+job_queue = "${{steps.batch.outputs.DistributedDeepLearningJQ}}"
+job_definition = "node-health"
+num_nodes = {NODES}
+policy = "{policy}"
+
+[steps.health.inputs.check]
+command = ["/bin/sh", "-c", "nvidia-smi; fi_info -p efa -t FI_EP_RDM; dcgmi diag -r 2"]
+gpus = "instance-type"
+efa = "instance-type"
+dcgm = true
+"#
+    )
+}
+
+/// moto, the Batch compute emulator reading the test's fault table, the
+/// project, and the multi-node job definition the check runs (registered
+/// as a user would with RegisterJobDefinition).
+struct Fleet {
+    moto: Moto,
+    _compute: BatchCompute,
+    a: Aws,
+    faults: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let moto = Moto::start();
+        let dir = tempfile::tempdir().unwrap();
+        let faults = dir.path().join("faults");
+        std::fs::write(&faults, "").unwrap();
+        let compute = moto.batch_compute_with(&[("FLOW_TEST_FAULTS", faults.to_str().unwrap())]);
+        let a = Aws::new(&moto, None);
+        a.p.write("wf.toml", &workflow("fail"));
+        let (status, body) = moto.rest_call(
+            "batch",
+            "POST",
+            "/v1/registerjobdefinition",
+            &json!({
+                "jobDefinitionName": "node-health",
+                "type": "multinode",
+                "nodeProperties": {"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [
+                    {"targetNodes": "0:", "container": {
+                        "image": "public.ecr.aws/hpc-cloud/nccl-tests:latest",
+                        "vcpus": 96, "memory": 1000000, "command": ["true"]}}]}
+            })
+            .to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        Fleet {
+            moto,
+            _compute: compute,
+            a,
+            faults,
+            _dir: dir,
+        }
+    }
+
+    fn plant(&self, table: &str) {
+        std::fs::write(&self.faults, table).unwrap();
+    }
+
+    fn apply(&self, code: i32) -> String {
+        self.a
+            .run(&["apply", "wf.toml", "--auto-approve"])
+            .expect(code)
+            .all()
+    }
+
+    /// The verdicts of the newest run of the check, as `flow runs` keeps them.
+    fn last_verdicts(&self) -> Value {
+        let runs = self.a.run(&["runs", "wf.toml", "--json"]).expect(0);
+        let runs: Value = serde_json::from_str(&runs.stdout).expect("JSON");
+        runs.as_array()
+            .and_then(|r| r.iter().rfind(|r| r["step"] == "health"))
+            .map(|r| r["values"].clone())
+            .unwrap_or_else(|| panic!("no run of the check in {runs}"))
+    }
+
+    /// The instance EC2 has at the address Batch gives node `index` of
+    /// `job`: found without flow.
+    fn instance_of_node(&self, job: &str, index: usize) -> String {
+        let (status, body) = self.moto.rest_call(
+            "batch",
+            "POST",
+            "/v1/describejobs",
+            &json!({"jobs": [format!("{job}#{index}")]}).to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let node: Value = serde_json::from_str(&body).unwrap();
+        let address = node["jobs"][0]["container"]["networkInterfaces"][0]["privateIpv4Address"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no address for node {index}: {body}"))
+            .to_string();
+        let xml = self.moto.query_call(
+            "ec2",
+            &format!(
+                "Action=DescribeNetworkInterfaces&Version=2016-11-15&Filter.1.Name=addresses.private-ip-address&Filter.1.Value.1={address}"
+            ),
+        );
+        between_all(&xml, "<instanceId>", "</instanceId>")
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no instance at {address}: {xml}"))
+    }
+}
+
+/// The job a run of the check submitted, from its verdicts.
+fn job_of(verdicts: &Value) -> String {
+    let any = verdicts.as_object().unwrap().values().next().unwrap();
+    let job = any["job"].as_str().unwrap();
+    job[..job.find('#').unwrap()].to_string()
+}
+
+/// A healthy fleet passes, each node named by its own instance; then one
+/// node's GPU 7 gone: that node, and only it, is named bad with its
+/// evidence (the value, the instance type's count, nvidia-smi's line) in
+/// the step's error and `flow runs`; then one node whose nvidia-smi
+/// prints an error instead of its table: unknown, not healthy, failing
+/// the step.
+#[test]
+fn each_node_of_a_multi_node_job_is_checked_and_only_the_planted_one_is_named() {
+    let f = Fleet::new();
+
+    // The control: no fault, all healthy, each on its own instance.
+    let all = f.apply(0);
+    assert!(all.contains("checking its 8 nodes"), "{all}");
+    let healthy: Vec<String> = serde_json::from_str(
+        &f.a.run(&["output", "wf.toml", "health.healthy", "--json"])
+            .expect(0)
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(healthy.len(), NODES, "{healthy:?}");
+    assert_eq!(
+        f.a.run(&["output", "wf.toml", "health.bad", "--json"])
+            .expect(0)
+            .stdout
+            .trim(),
+        "[]"
+    );
+    let v = f.last_verdicts();
+    let job = job_of(&v);
+    for index in [0, 5] {
+        let instance = f.instance_of_node(&job, index);
+        assert_eq!(v[&instance]["node_index"], json!(index), "{v}");
+        assert_eq!(v[&instance]["status"], "healthy", "{v}");
+        assert_eq!(v[&instance]["instance_type"], "p4d.24xlarge", "{v}");
+    }
+
+    // Node 2's instance lists 7 GPUs.
+    f.plant("#2 gpus 7\n");
+    let all =
+        f.a.run(&["apply", "wf.toml", "--auto-approve", "--replace", "health"])
+            .expect(1)
+            .all();
+    let v = f.last_verdicts();
+    let job = job_of(&v);
+    let planted = f.instance_of_node(&job, 2);
+    assert!(all.contains(&format!("bad node(s) {planted}: {planted}: nvidia-smi lists 7 GPUs, the GPUs of a p4d.24xlarge is 8 (line: `|   6  NVIDIA A100-SXM4-40GB")), "{all}");
+    let bad: Vec<&String> = v
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, n)| n["status"] != "healthy")
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(bad, [&planted], "{v}");
+    let seven = &v[&planted];
+    assert_eq!(
+        (seven["value"].clone(), seven["threshold"].clone()),
+        (json!(7), json!(8))
+    );
+    assert_eq!(seven["job"], format!("{job}#2"));
+    assert!(
+        seven["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("|   6  NVIDIA A100"),
+        "{v}"
+    );
+
+    // Node 5's nvidia-smi prints its failure, not its table: unknown.
+    let broken = f._dir.path().join("nvidia-smi-failed.txt");
+    std::fs::write(
+        &broken,
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
+    )
+    .unwrap();
+    f.plant(&format!("#5 nvidia-smi {}\n", broken.display()));
+    let all = f.apply(1);
+    let v = f.last_verdicts();
+    let job = job_of(&v);
+    let unknown = f.instance_of_node(&job, 5);
+    assert!(all.contains(&format!("node(s) {unknown} are unknown, not known healthy: {unknown}: its check's output lists no GPUs: it is not nvidia-smi's (line: `NVIDIA-SMI has failed")), "{all}");
+    assert_eq!(v[&unknown]["status"], "unknown", "{v}");
+    let not_healthy = v
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|n| n["status"] != "healthy")
+        .count();
+    assert_eq!(not_healthy, 1, "{v}");
+}
+
+/// `cordon`, `drain` and `replace` cannot be carried out on Batch: validate
+/// refuses each at its line, before anything runs.
+#[test]
+fn policies_batch_cannot_carry_out_are_refused_at_validate() {
+    let p = crate::support::Project::new();
+    for (policy, says) in [
+        ("replace", "policy `replace` cannot be carried out on Batch"),
+        ("cordon", "policy `cordon` is EKS's (kube.node_check)"),
+        ("drain", "policy `drain` is Slurm's (slurm.node_check)"),
+    ] {
+        let wf = workflow(policy);
+        p.write("wf.toml", &wf);
+        let line = wf.lines().position(|l| l.starts_with("policy =")).unwrap() + 1;
+        let out = p.run(&["validate", "wf.toml"]).expect(1).all();
+        assert!(out.contains(says), "{out}");
+        assert!(
+            out.contains(&format!("wf.toml:{line}:")),
+            "{policy}: line {line}: {out}"
+        );
+    }
+}
