@@ -7,7 +7,8 @@
 //! that are hosts running the lifecycle scripts and Slurm in
 //! `hyperpod_hosts`; slurm.node_check's policy `replace` through
 //! BatchReplaceClusterNodes in `replace`; slurm.job's restarts with policy
-//! `replace` (a worker that dies mid-training) in `restarts`.
+//! `replace` (a worker that dies mid-training) in `restarts`; a slow node
+//! found by NCCL pairs and replaced in `planted`.
 
 // The hosts harness; ImportKeyPair is not used here (HyperPod nodes take
 // no key pair).
@@ -18,6 +19,8 @@ mod hosts;
 mod hyperpod_hosts;
 #[path = "e2e_hyperpod/nodes.rs"]
 mod nodes;
+#[path = "e2e_hyperpod/planted.rs"]
+mod planted;
 #[path = "e2e_hyperpod/replace.rs"]
 mod replace;
 #[path = "e2e_hyperpod/restarts.rs"]

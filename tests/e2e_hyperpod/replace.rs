@@ -19,12 +19,14 @@ use super::hyperpod_hosts::{Controller, HostCluster, workflow};
 use crate::support::{finish, signal, wait_until, workspace_root};
 
 /// The lifecycle script: the test's key for ubuntu.
-const ON_CREATE: &str = "#!/bin/bash\nset -euo pipefail\nmkdir -p ~ubuntu/.ssh\n\
+pub(super) const ON_CREATE: &str = "#!/bin/bash\nset -euo pipefail\nmkdir -p ~ubuntu/.ssh\n\
     cat authorized_keys >> ~ubuntu/.ssh/authorized_keys\necho \"on_create: $(hostname)\"\n";
 
 /// The node check step: every node of the cluster's partition, 8 GPUs
-/// each, bad ones replaced through the cluster.
-fn node_check(c: &Controller, faults: &std::path::Path) -> String {
+/// each, bad ones replaced through the cluster; `more` more of its tables
+/// (`pairs`), whose scripts may use `{fleet}` (the stand-ins' folder) and
+/// `{faults}` (the fault table).
+fn node_check(c: &Controller, faults: &std::path::Path, more: &str) -> String {
     let fleet = workspace_root().join("tests/fixtures/slurm/fleet");
     format!(
         r#"
@@ -44,7 +46,10 @@ script = "nvidia-smi.sbatch"
 gpus = 8
 success_pattern = "NVIDIA-SMI"
 environment = {{ PATH = "{fleet}:/usr/sbin:/usr/bin:/sbin:/bin", FLOW_TEST_FAULTS = "{faults}" }}
-"#,
+{more}"#,
+        more = more
+            .replace("{fleet}", &fleet.display().to_string())
+            .replace("{faults}", &faults.display().to_string()),
         ip = c.ip,
         host_key = c.host["host_key"].as_str().expect("host key"),
         fleet = fleet.display(),
@@ -56,6 +61,21 @@ environment = {{ PATH = "{fleet}:/usr/sbin:/usr/bin:/sbin:/bin", FLOW_TEST_FAULT
 /// (by name) planted with 7 GPUs; the workflow with the node check
 /// written. Its Slurm name and instance id.
 fn planted(t: &HostCluster, faults: &tempfile::NamedTempFile, workers: u32) -> (String, String) {
+    planted_with(t, faults, workers, 0, "gpus 7", "")
+}
+
+/// A cluster of 1 controller and `workers` workers, up; the `nth` worker
+/// (by name) planted with `fault` (`KEY VALUE` of the fault table); the
+/// workflow with the node check (and `more` of its tables: see
+/// [`node_check`]) written. Its Slurm name and instance id.
+pub(super) fn planted_with(
+    t: &HostCluster,
+    faults: &tempfile::NamedTempFile,
+    workers: u32,
+    nth: usize,
+    fault: &str,
+    more: &str,
+) -> (String, String) {
     let shared = t.a.p.path().join("shared");
     t.a.p
         .write("wf.toml", &workflow(workers, None, &shared, ""));
@@ -71,9 +91,9 @@ fn planted(t: &HostCluster, faults: &tempfile::NamedTempFile, workers: u32) -> (
         .filter(|n| n.1 == "worker-group-1")
         .collect();
     group.sort_by(|a, b| a.3.cmp(&b.3));
-    let bad = group[0].clone();
+    let bad = group[nth].clone();
     let name = bad.3.split('.').next().unwrap().to_string();
-    writeln!(faults.as_file(), "{name} gpus 7").unwrap();
+    writeln!(faults.as_file(), "{name} {fault}").unwrap();
     let check = std::fs::read_to_string(workspace_root().join("workflows/slurm/nvidia-smi.sbatch"))
         .expect("workflows/slurm/nvidia-smi.sbatch");
     t.a.p.write("nvidia-smi.sbatch", &check);
@@ -84,13 +104,14 @@ fn planted(t: &HostCluster, faults: &tempfile::NamedTempFile, workers: u32) -> (
             workers,
             Some(&controller),
             &shared,
-            &node_check(&controller, faults.path()),
+            &node_check(&controller, faults.path(), more),
         ),
     );
     (name, bad.0)
 }
 
-fn output(t: &HostCluster, key: &str) -> Value {
+/// The step's output `key`.
+pub(super) fn output(t: &HostCluster, key: &str) -> Value {
     let out =
         t.a.run(&["output", "wf.toml", &format!("fleet.{key}"), "--json"])
             .expect(0);
@@ -101,7 +122,7 @@ fn output(t: &HostCluster, key: &str) -> Value {
 /// one BatchReplaceClusterNodes for its instance, its instance gone, the
 /// `replaced` output naming the node in its place, healthy, which Slurm
 /// lists idle while the bad one is gone from Slurm.
-fn replaced_once(t: &HostCluster, bad: &str, bad_id: &str, workers: usize) -> String {
+pub(super) fn replaced_once(t: &HostCluster, bad: &str, bad_id: &str, workers: usize) -> String {
     assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), 1);
     // Its instance, and only it, was replaced: gone, the others there.
     let nodes = t.nodes();
@@ -135,7 +156,7 @@ fn replaced_once(t: &HostCluster, bad: &str, bad_id: &str, workers: usize) -> St
 /// The last run of step `fleet` in the run history, which holds the
 /// verdicts of the replaced node `bad` (bad) and of its replacement `by`
 /// (healthy).
-fn last_run_of_the_replacement(t: &HostCluster, bad: &str, by: &str) -> Value {
+pub(super) fn last_run_of_the_replacement(t: &HostCluster, bad: &str, by: &str) -> Value {
     let runs =
         t.a.run(&["runs", "wf.toml", "fleet", "--json"])
             .expect(0)

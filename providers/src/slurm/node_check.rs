@@ -20,6 +20,7 @@
 //! ([`crate::slurm::replacement`]).
 
 pub(super) mod jobs;
+mod new_pairs;
 mod replace;
 mod replaced;
 mod spec;
@@ -43,6 +44,7 @@ use super::nodes::{self, SlurmNode};
 use super::remote::Remote;
 use super::replacement;
 use jobs::{Batch, Pinned, values_for};
+use new_pairs::Partners;
 use replaced::{replaced_and_checked, replacements_healthy, resume_replacing};
 use spec::{SLURM, Spec};
 
@@ -298,7 +300,10 @@ async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderErro
     if let Some(through) = &run.spec.replace_through
         && !replacing.is_empty()
     {
-        let done = replaced_and_checked(ctx, &remote, &run.spec, through, &held, replacing).await?;
+        let partners = Partners::of_run(&verdicts, rounds);
+        let done =
+            replaced_and_checked(ctx, &remote, &run.spec, through, &held, replacing, partners)
+                .await?;
         id = Some(done.id);
         new_verdicts = done.verdicts;
         replaced = done.replaced;

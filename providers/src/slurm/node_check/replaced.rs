@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::jobs::Batch;
+use super::new_pairs::{Partners, pair_new_nodes};
 use super::replace;
 use super::spec::Spec;
 use super::{Run, report};
@@ -40,7 +41,8 @@ fn verdict_key(d: &Replaced) -> String {
 
 /// Replaces `replacing` through the cluster `through` names (asked for
 /// once: see [`crate::slurm::replacement`]), waits for the new nodes, and
-/// checks them.
+/// checks them: `check` alone, then, with `pairs`, in an NCCL pair with
+/// one of `partners`.
 pub(super) async fn replaced_and_checked(
     ctx: &OpContext,
     remote: &Remote,
@@ -48,6 +50,7 @@ pub(super) async fn replaced_and_checked(
     through: &Through,
     held: &[String],
     replacing: Vec<Replacing>,
+    partners: Partners,
 ) -> Result<ReplacedAndChecked, ProviderError> {
     let record =
         |r: Vec<Replacing>| async move { ctx.checkpoint.made(&replace::encode(held, &r)).await };
@@ -64,17 +67,17 @@ pub(super) async fn replaced_and_checked(
     let id = replace::encode(held, &sent);
     let members: Vec<SlurmNode> = done.iter().map(|d| d.node.clone()).collect();
     let mut verdicts = BTreeMap::new();
-    if let Some(table) = &spec.common.check {
-        let run = Run {
+    let run = Run {
+        ctx,
+        batch: Batch {
             ctx,
-            batch: Batch {
-                ctx,
-                remote,
-                partition: spec.partition.clone(),
-            },
-            members: members.clone(),
-            spec: spec.clone(),
-        };
+            remote,
+            partition: spec.partition.clone(),
+        },
+        members: members.clone(),
+        spec: spec.clone(),
+    };
+    if let Some(table) = &spec.common.check {
         let mut checked = BTreeMap::new();
         run.check(table, &members, &mut checked).await?;
         for d in &done {
@@ -82,6 +85,13 @@ pub(super) async fn replaced_and_checked(
                 verdicts.insert(verdict_key(d), v);
             }
         }
+    }
+    if let Some(table) = &spec.common.pairs {
+        let new: Vec<(String, String)> = done
+            .iter()
+            .map(|d| (d.node.name.clone(), verdict_key(d)))
+            .collect();
+        pair_new_nodes(&run, table, &new, &partners, &mut verdicts).await?;
     }
     let replaced = done
         .iter()
@@ -166,7 +176,19 @@ pub(super) async fn resume_replacing(
             (r.node.clone(), v)
         })
         .collect();
-    let done = replaced_and_checked(ctx, &remote, &spec, &through, &held, replacing).await?;
+    // The nodes to pair a new one with: those Slurm can run a job on that
+    // were not replaced (this run measured none healthy).
+    let partners = Partners {
+        nodes: crate::slurm::nodes::list(&remote, spec.partition.as_deref())
+            .await?
+            .into_iter()
+            .filter(|n| n.usable() && !held.contains(&n.name))
+            .map(|n| n.name)
+            .collect(),
+        ..Partners::default()
+    };
+    let done =
+        replaced_and_checked(ctx, &remote, &spec, &through, &held, replacing, partners).await?;
     verdicts.extend(done.verdicts);
     report::record(ctx, &verdicts);
     let names: Vec<String> = verdicts.keys().cloned().collect();
