@@ -225,6 +225,39 @@ fn each_node_of_a_multi_node_job_is_checked_and_only_the_planted_one_is_named() 
         "{v}"
     );
 
+    // `flow report` draws both runs in the fleet's heatmap: the planted
+    // node's row first, healthy then bad; every other node healthy twice.
+    f.a.run(&["report", "wf.toml", "-o", "report.html"])
+        .expect(0);
+    let page = std::fs::read_to_string(f.a.p.path().join("report.html")).unwrap();
+    let from = page
+        .find("Fleet health: health</h2>")
+        .unwrap_or_else(|| panic!("no fleet section: {page}"));
+    let svg = &page[from..from + page[from..].find("</svg>").unwrap()];
+    let cells: Vec<(&str, &str)> = svg
+        .split("<rect class=\"cell\" ")
+        .skip(1)
+        .map(|c| {
+            let attr = |name: &str| {
+                let at = c.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                &c[at..at + c[at..].find('"').unwrap()]
+            };
+            (attr("data-node"), attr("data-status"))
+        })
+        .collect();
+    assert_eq!(cells.len(), 2 * NODES, "{svg}");
+    assert_eq!(
+        cells[..2],
+        [(planted.as_str(), "healthy"), (planted.as_str(), "bad")],
+        "{svg}"
+    );
+    assert!(
+        cells[2..]
+            .iter()
+            .all(|(n, s)| *n != planted && *s == "healthy"),
+        "{svg}"
+    );
+
     // Node 5's nvidia-smi prints its failure, not its table: unknown.
     let broken = f._dir.path().join("nvidia-smi-failed.txt");
     std::fs::write(
