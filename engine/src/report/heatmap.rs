@@ -1,6 +1,6 @@
 //! The fleet's health over time for `flow report`: one row per node, one
 //! column per run of a node check step (`kube.node_check`,
-//! `slurm.node_check`), each cell the node's verdict in that run (healthy,
+//! `slurm.node_check`, `batch.node_check`), each cell the node's verdict in that run (healthy,
 //! bad, unknown, or not checked), its reason in the cell's tooltip.
 //!
 //! A fleet of more than [`ALL_ROWS`] nodes keeps a row for each node that
