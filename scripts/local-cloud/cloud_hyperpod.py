@@ -104,6 +104,11 @@ class RowNodes:
     def terminate(self, cluster, node):
         """`node` leaves `cluster`; a host backend stops its host here."""
 
+    def faulty(self, cluster, node):
+        """Whether `node`'s instance fails HyperPod's health checks (a host
+        backend: its host is gone); rows never do."""
+        return False
+
 
 NODES = RowNodes()
 
@@ -225,9 +230,16 @@ def _ops(cluster):
     return cluster.flow_pending
 
 
+# Called with each cluster at every look, before its operations are settled
+# (cloud_hyperpod_recovery.py's automatic node recovery).
+SETTLE_HOOKS = []
+
+
 def settle(cluster):
     """Ends the operations of `cluster` whose time has come."""
     with _LOCK:
+        for hook in SETTLE_HOOKS:
+            hook(cluster)
         now = time.time()
         pending = _ops(cluster)
         for op in [op for op in pending if op.ready <= now]:

@@ -142,6 +142,15 @@ class HostNodes(cloud_hyperpod.RowNodes):
         except (cloud_slurm_hosts.SlurmHostsError, client.HostError) as e:
             print("cloud_hyperpod_hosts: Slurm on %s: %s" % (name, e), file=sys.stderr)
 
+    def faulty(self, cluster, node):
+        """A node whose host is gone (the test stopped it: the machine died)
+        fails HyperPod's basic health checks."""
+        try:
+            listed = client.call({"op": "list"})["hosts"]
+        except client.HostError:
+            return False
+        return not any(h["id"] == node.instance_id for h in listed)
+
     def terminate(self, cluster, node):
         if node.instance_id in getattr(cluster, "flow_slurm_ids", ()):
             self._resize(cluster, leaving=node)

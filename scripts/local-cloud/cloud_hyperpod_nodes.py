@@ -68,6 +68,30 @@ def batch_delete_nodes(backend, name, node_ids, logical_ids):
         return _batch_answer(results, "Code")
 
 
+def replace_nodes(backend, cluster, chosen):
+    """The nodes `chosen` (Running) of `cluster` replaced, as
+    BatchReplaceClusterNodes replaces them (also HyperPod's automatic node
+    recovery, cloud_hyperpod_recovery.py): each `ShuttingDown`, a new
+    instance of its group `Pending` beside it, then `Running` alone once
+    the `sagemaker.hyperpod.replace` operation ends. The new nodes."""
+    groups = {g["InstanceGroupName"]: g for g in cluster.instance_groups}
+    new = []
+    for n in chosen:
+        n.status = "ShuttingDown"
+        new.append(launch(backend, cluster, groups[n.instance_group_name]))
+
+    def replaced():
+        for n in chosen:
+            terminate(cluster, n)
+        for n in new:
+            if n.status == "Pending":  # not one whose lifecycle script failed
+                n.status = "Running"
+
+    if chosen:
+        _ops(cluster).append(Pending("sagemaker.hyperpod.replace", replaced))
+    return new
+
+
 def batch_reboot_or_replace(backend, name, node_ids, logical_ids, replace):
     """BatchRebootClusterNodes or BatchReplaceClusterNodes: its answer."""
     with _LOCK:
@@ -82,21 +106,8 @@ def batch_reboot_or_replace(backend, name, node_ids, logical_ids, replace):
             else:
                 results.append((asked, logical, None))
                 chosen.append(node)
-        groups = {g["InstanceGroupName"]: g for g in cluster.instance_groups}
         if replace:
-            new = []
-            for n in chosen:
-                n.status = "ShuttingDown"
-                new.append(launch(backend, cluster, groups[n.instance_group_name]))
-
-            def replaced():
-                for n in chosen:
-                    terminate(cluster, n)
-                for n in new:
-                    if n.status == "Pending":  # not one whose lifecycle script failed
-                        n.status = "Running"
-
-            kind, finish = "sagemaker.hyperpod.replace", replaced
+            replace_nodes(backend, cluster, chosen)
         else:
             for n in chosen:
                 n.status = "Pending"
@@ -106,9 +117,8 @@ def batch_reboot_or_replace(backend, name, node_ids, logical_ids, replace):
                     if n.instance_id in cluster.nodes:
                         n.status = "Running"
 
-            kind, finish = "sagemaker.hyperpod.reboot", rebooted
-        if chosen:
-            _ops(cluster).append(Pending(kind, finish))
+            if chosen:
+                _ops(cluster).append(Pending("sagemaker.hyperpod.reboot", rebooted))
         _recount(cluster)
         return _batch_answer(results, "ErrorCode")
 

@@ -22,7 +22,7 @@ use super::hyperpod_hosts::{Controller, HostCluster, workflow};
 use crate::support::{finish, signal, wait_until, workspace_root};
 
 /// The lifecycle script: the test's key for ubuntu.
-const ON_CREATE: &str = "#!/bin/bash\nset -euo pipefail\nmkdir -p ~ubuntu/.ssh\n\
+pub(super) const ON_CREATE: &str = "#!/bin/bash\nset -euo pipefail\nmkdir -p ~ubuntu/.ssh\n\
     cat authorized_keys >> ~ubuntu/.ssh/authorized_keys\necho \"on_create: $(hostname)\"\n";
 
 /// The training step: both workers, one restart, bad nodes replaced
@@ -60,8 +60,26 @@ environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1"{env} }}
 
 /// A cluster of 1 controller and 2 workers, up, and the workflow with the
 /// training written (`env` and `more` as [`train`] takes them).
-fn cluster_with(t: &HostCluster, env: &str, more: &str) {
+pub(super) fn cluster_with(t: &HostCluster, env: &str, more: &str) {
+    cluster_recovering(t, env, more, None);
+}
+
+/// [`cluster_with`], the cluster made with `node_recovery` (HyperPod's
+/// automatic node recovery with `"Automatic"`) when given.
+pub(super) fn cluster_recovering(t: &HostCluster, env: &str, more: &str, recovery: Option<&str>) {
     let shared = t.a.p.path().join("shared");
+    let workflow =
+        |workers: u32, controller: Option<&Controller>, shared: &std::path::Path, more: &str| {
+            let wf = workflow(workers, controller, shared, more);
+            match recovery {
+                Some(r) => wf.replacen(
+                    "cluster_name = \"ml-cluster\"\n",
+                    &format!("cluster_name = \"ml-cluster\"\nnode_recovery = \"{r}\"\n"),
+                    1,
+                ),
+                None => wf,
+            }
+        };
     t.a.p.write("wf.toml", &workflow(2, None, &shared, ""));
     let began = Instant::now();
     t.a.apply().expect(0);
@@ -82,7 +100,7 @@ fn cluster_with(t: &HostCluster, env: &str, more: &str) {
 
 /// The training's jobs Slurm knows (MinJobAge keeps them): (id, comment,
 /// nodes, state).
-fn training_jobs(t: &HostCluster) -> Vec<(String, String, String, String)> {
+pub(super) fn training_jobs(t: &HostCluster) -> Vec<(String, String, String, String)> {
     t.on_controller("squeue -h --states=all -n train -o '%i|%k|%N|%T'")
         .lines()
         .filter_map(|l| {
@@ -100,7 +118,7 @@ fn cluster_with_training(t: &HostCluster) {
 /// Once attempt 1 has written its second checkpoint and waits in its
 /// all-ranks step: the host of the job's last node stopped. Its Slurm name
 /// and instance id.
-fn kill_a_worker_mid_training(t: &HostCluster) -> (String, String, Instant) {
+pub(super) fn kill_a_worker_mid_training(t: &HostCluster) -> (String, String, Instant) {
     let ckpt = t.a.p.path().join("shared/ckpt");
     let mut nodes = String::new();
     wait_until(
@@ -129,7 +147,7 @@ fn kill_a_worker_mid_training(t: &HostCluster) -> (String, String, Instant) {
     (dead, id, Instant::now())
 }
 
-fn attempts(t: &HostCluster) -> Vec<Value> {
+pub(super) fn attempts(t: &HostCluster) -> Vec<Value> {
     let out =
         t.a.run(&["output", "wf.toml", "train.attempts", "--json"])
             .expect(0);
@@ -137,12 +155,13 @@ fn attempts(t: &HostCluster) -> Vec<Value> {
 }
 
 /// What is true once the dead node was replaced and the training resumed,
-/// however the run went: one BatchReplaceClusterNodes, for its instance;
+/// however the run went: `calls` BatchReplaceClusterNodes (one, for its
+/// instance, unless HyperPod replaced it on its own);
 /// attempt 1 NODE_FAIL naming it, its replacement recorded; attempt 2 (one
 /// job) on the new node, resumed from a checkpoint, to the end; the run
 /// history's attempt line naming the replacement.
-fn replaced_once_and_resumed(t: &HostCluster, dead: &str, dead_id: &str) {
-    assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), 1);
+pub(super) fn replaced_once_and_resumed(t: &HostCluster, dead: &str, dead_id: &str, calls: usize) {
+    assert_eq!(t.proxy.forwarded("BatchReplaceClusterNodes"), calls);
     let nodes = t.nodes();
     assert!(!nodes.iter().any(|n| n.0 == dead_id), "{nodes:?}");
     let a = attempts(t);
@@ -230,7 +249,7 @@ fn a_worker_that_dies_mid_training_is_replaced_through_hyperpod_and_the_training
         all.contains(&format!("drained node {dead}: flow: train job")),
         "{all}"
     );
-    replaced_once_and_resumed(&t, &dead, &dead_id);
+    replaced_once_and_resumed(&t, &dead, &dead_id, 1);
     // flow's events, as they were timed, for the measure of each phase.
     let log = t.a.run(&["logs", "wf.toml", "train"]).expect(0).stdout;
     for line in log.lines().filter(|l| l.contains("[event]")) {
@@ -448,7 +467,7 @@ fn killed_then_applied_again(kill: KillIn) {
             run.all()
         );
     }
-    replaced_once_and_resumed(&t, &dead, &dead_id);
+    replaced_once_and_resumed(&t, &dead, &dead_id, 1);
     let again = t.a.run(&["plan", "wf.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "{}", again.all());
 }

@@ -335,7 +335,8 @@ where
 /// error naming a node the cluster does not have. With `launched_before`
 /// (a job's start, seconds since the epoch), an instance launched later is
 /// not the one the job ran on (ParallelCluster keeps a replaced node's
-/// name: see [`pcluster::instances_of`]).
+/// name: see [`pcluster::instances_of`]); a node the platform is replacing
+/// on its own is recorded as asked for (see [`hyperpod::instances_of`]).
 pub(super) async fn instances_of(
     ctx: &OpContext,
     remote: &Remote,
@@ -345,19 +346,23 @@ pub(super) async fn instances_of(
     launched_before: Option<u64>,
 ) -> Result<Vec<Replacing>, ProviderError> {
     match through {
-        Through::HyperPod(cluster) => hyperpod::instances_of(ctx, cluster, names, reason_of).await,
+        Through::HyperPod(cluster) => {
+            hyperpod::instances_of(ctx, cluster, names, reason_of, launched_before).await
+        }
         Through::ParallelCluster(cluster) => {
             let fleet = pcluster::Fleet::new(ctx, cluster).await?;
-            pcluster::instances_of(remote, &fleet, names, reason_of, launched_before).await
+            pcluster::instances_of(ctx, remote, &fleet, names, reason_of, launched_before).await
         }
     }
 }
 
-/// The nodes of `names` the platform has replaced on its own since
-/// `started` (a failed job's start), each recorded as asked for: on
-/// ParallelCluster, clustermgtd replaces a static node Slurm set DOWN (a
-/// node that died) unasked, and may be done before flow looks. HyperPod's
-/// replacement gives a node a new name, so none is found there.
+/// The nodes of `names` the platform is replacing, or has replaced, on its
+/// own since `started` (a failed job's start), each recorded as asked for:
+/// on ParallelCluster, clustermgtd replaces a static node Slurm set DOWN (a
+/// node that died) unasked, and may be done before flow looks; on
+/// HyperPod, automatic node recovery (`NodeRecovery = "Automatic"`)
+/// replaces a faulty node, its instance `ShuttingDown`, then gone and out
+/// of Slurm's configuration, the new one under a new hostname.
 pub(super) async fn replaced_since(
     ctx: &OpContext,
     remote: &Remote,
@@ -366,7 +371,7 @@ pub(super) async fn replaced_since(
     started: u64,
 ) -> Result<Vec<Replacing>, ProviderError> {
     match through {
-        Through::HyperPod(_) => Ok(Vec::new()),
+        Through::HyperPod(cluster) => hyperpod::replaced_since(ctx, cluster, names, started).await,
         Through::ParallelCluster(cluster) => {
             let fleet = pcluster::Fleet::new(ctx, cluster).await?;
             pcluster::replaced_since(remote, &fleet, names, started).await

@@ -106,13 +106,32 @@ fn left_the_cluster(e: &ProviderError) -> bool {
     e.kind == crate::contract::ErrorKind::NotFound || e.message.contains("Could not find node")
 }
 
-/// BatchReplaceClusterNodes for `ids` of `cluster`: an error naming each
-/// node SageMaker would not replace, with its code and message.
+/// A node BatchReplaceClusterNodes would not replace: its Failed entry.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refused {
+    /// The node asked for.
+    pub node_id: String,
+    /// SageMaker's code (`InvalidInstanceStatus`, `InstanceIdNotFound`).
+    pub code: String,
+    /// SageMaker's message.
+    pub message: String,
+}
+
+impl Refused {
+    /// `i-…: message (code)`.
+    pub fn said(&self) -> String {
+        format!("{}: {} ({})", self.node_id, self.message, self.code)
+    }
+}
+
+/// BatchReplaceClusterNodes for `ids` of `cluster`: the nodes SageMaker
+/// would not replace (its per-node Failed answer), each with its code and
+/// message; an error for a call refused whole.
 pub(crate) async fn replace(
     ctx: &OpContext,
     cluster: &str,
     ids: &[String],
-) -> Result<(), ProviderError> {
+) -> Result<Vec<Refused>, ProviderError> {
     let out = client(ctx)
         .await?
         .batch_replace_cluster_nodes()
@@ -129,26 +148,15 @@ pub(crate) async fn replace(
                 e,
             )
         })?;
-    let failed: Vec<String> = out
+    Ok(out
         .failed()
         .iter()
-        .map(|f| {
-            format!(
-                "{}: {} ({})",
-                f.node_id().unwrap_or("?"),
-                f.message().unwrap_or_default(),
-                f.error_code().map_or("?", |c| c.as_str())
-            )
+        .map(|f| Refused {
+            node_id: f.node_id().unwrap_or("?").to_string(),
+            code: f.error_code().map_or("?", |c| c.as_str()).to_string(),
+            message: f.message().unwrap_or_default().to_string(),
         })
-        .collect();
-    if !failed.is_empty() {
-        return Err(ProviderError::fatal(format!(
-            "HyperPod would not replace {}",
-            failed.join("; ")
-        ))
-        .with_help("a node that is not Running (being rebooted, replaced or updated) cannot be replaced: look at it with `aws sagemaker describe-cluster-node`"));
-    }
-    Ok(())
+        .collect())
 }
 
 #[cfg(test)]

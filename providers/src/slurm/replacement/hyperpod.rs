@@ -23,44 +23,148 @@ use crate::slurm::remote::Remote;
 
 /// The instances of the bad `names` in HyperPod cluster `cluster`,
 /// found by hostname, each with why it is bad (`reason_of`); an error
-/// naming a node that is no instance of it.
+/// naming a node that is no instance of it. A node HyperPod is replacing
+/// already, or has replaced, on its own (automatic node recovery:
+/// [`taken_by_hyperpod`]) is recorded as asked for, so that it is waited
+/// for and not asked again. `started` (a failed job's start, seconds since
+/// the epoch) bounds when its new instance was launched.
 pub(super) async fn instances_of(
     ctx: &OpContext,
     cluster: &str,
     names: &[String],
     reason_of: impl Fn(&str) -> String,
+    started: Option<u64>,
 ) -> Result<Vec<Replacing>, ProviderError> {
     let listed = cluster_nodes::list(ctx, cluster).await?;
     let since = now();
     names
         .iter()
         .map(|name| {
-            let n = listed
+            let live = listed
                 .iter()
-                .find(|n| n.short_name() == Some(name.as_str()) && n.status != "ShuttingDown")
-                .ok_or_else(|| {
-                    ProviderError::fatal(format!(
-                        "Slurm node {name} is no instance of HyperPod cluster `{cluster}`: none of its {} nodes has the hostname {name}",
-                        listed.len()
-                    ))
-                    .with_help("check `hyperpod_cluster`: the nodes checked must be that cluster's (aws sagemaker list-cluster-nodes)")
-                })?;
+                .find(|n| n.short_name() == Some(name.as_str()) && n.status != "ShuttingDown");
+            if let Some(n) = live {
+                return Ok(Replacing {
+                    node: name.clone(),
+                    instance_id: n.instance_id.clone(),
+                    group: n.group.clone(),
+                    since,
+                    sent: false,
+                    reason: reason_of(name),
+                    by: None,
+                });
+            }
+            let taken = taken_by_hyperpod(&listed, name, started).ok_or_else(|| {
+                ProviderError::fatal(format!(
+                    "Slurm node {name} is no instance of HyperPod cluster `{cluster}`: none of its {} nodes has the hostname {name}",
+                    listed.len()
+                ))
+                .with_help("check `hyperpod_cluster`: the nodes checked must be that cluster's (aws sagemaker list-cluster-nodes)")
+            })?;
+            ctx.reporter.event(&format!("node {name}: {}: not asking again, waiting for its new node", taken.1));
             Ok(Replacing {
-                node: name.clone(),
-                instance_id: n.instance_id.clone(),
-                group: n.group.clone(),
-                since,
-                sent: false,
                 reason: reason_of(name),
-                by: None,
+                ..taken.0
             })
         })
         .collect()
 }
 
+/// Node `name` as HyperPod's own replacement left it (automatic node
+/// recovery, `NodeRecovery = "Automatic"`: HyperPod replaces a faulty node
+/// without being asked): its instance `ShuttingDown`, or no node of the
+/// cluster with its hostname while one was launched since `started` (the
+/// replacement done; its old instance unknown, [`UNKNOWN`], its group that
+/// of any new node). The replacement, recorded as asked for, and what was
+/// seen; `None` for a node that is not being replaced.
+fn taken_by_hyperpod(
+    listed: &[Node],
+    name: &str,
+    started: Option<u64>,
+) -> Option<(Replacing, String)> {
+    let leaving = listed
+        .iter()
+        .find(|n| n.short_name() == Some(name) && n.status == "ShuttingDown");
+    let (instance_id, group, since, seen) = match leaving {
+        Some(n) => (
+            n.instance_id.clone(),
+            n.group.clone(),
+            started.unwrap_or(n.launched as u64 + 1),
+            format!(
+                "HyperPod is replacing it already ({} ShuttingDown)",
+                n.instance_id
+            ),
+        ),
+        None => {
+            let started = started?;
+            if listed.iter().any(|n| n.short_name() == Some(name))
+                || !listed.iter().any(|n| n.launched + 2.0 >= started as f64)
+            {
+                return None;
+            }
+            (
+                UNKNOWN.to_string(),
+                String::new(),
+                started,
+                "HyperPod replaced it already (no node of the cluster has its hostname now)"
+                    .to_string(),
+            )
+        }
+    };
+    let r = Replacing {
+        node: name.to_string(),
+        instance_id,
+        group,
+        since,
+        sent: true,
+        reason: String::new(),
+        by: None,
+    };
+    Some((r, seen))
+}
+
+/// The old instance of a node HyperPod replaced before flow looked.
+pub(super) const UNKNOWN: &str = "-";
+
+/// The nodes of `names` (a failed job's, which started at `started`)
+/// HyperPod is replacing or has replaced on its own
+/// ([`taken_by_hyperpod`]), each recorded as asked for with why: a
+/// NODE_FAIL whose dead node Slurm no longer lists (HyperPod's replacement
+/// takes it out of Slurm's configuration) is named so. None when no node
+/// of `names` is a node of the cluster (not this cluster's job).
+pub(super) async fn replaced_since(
+    ctx: &OpContext,
+    cluster: &str,
+    names: &[String],
+    started: u64,
+) -> Result<Vec<Replacing>, ProviderError> {
+    let listed = cluster_nodes::list(ctx, cluster).await?;
+    let ours = names.iter().any(|name| {
+        listed
+            .iter()
+            .any(|n| n.short_name() == Some(name.as_str()) && n.status == "Running")
+    });
+    if !ours {
+        return Ok(Vec::new());
+    }
+    Ok(names
+        .iter()
+        .filter_map(|name| {
+            let (r, seen) = taken_by_hyperpod(&listed, name, Some(started))?;
+            Some(Replacing {
+                reason: format!("NODE_FAIL: node {name}: {seen}: automatic node recovery"),
+                ..r
+            })
+        })
+        .collect())
+}
+
 /// Sends BatchReplaceClusterNodes for the replacements not known to be sent
 /// (unless HyperPod already took their instance), recording each before
 /// and after the call with `record` (the step's id); returns them all sent.
+/// A node HyperPod refuses because it is no longer `Running` (its own
+/// automatic node recovery took it between the look and the call) is
+/// taken, not an error.
 pub(super) async fn send<F, Fut>(
     ctx: &OpContext,
     cluster: &str,
@@ -76,7 +180,7 @@ where
     }
     let listed = cluster_nodes::list(ctx, cluster).await?;
     // Shutting down or gone: HyperPod took the call before the answer was
-    // recorded.
+    // recorded, or replaces the node on its own.
     let ask = claim(
         ctx,
         &mut replacing,
@@ -93,13 +197,48 @@ where
             .iter()
             .map(|&i| replacing[i].instance_id.clone())
             .collect();
-        cluster_nodes::replace(ctx, cluster, &to_send).await?;
-        ctx.reporter.event(&format!(
-            "BatchReplaceClusterNodes for {} of HyperPod cluster `{cluster}`",
-            to_send.join(", ")
-        ));
+        let refused = cluster_nodes::replace(ctx, cluster, &to_send).await?;
+        let sent: Vec<&String> = to_send
+            .iter()
+            .filter(|id| !refused.iter().any(|f| &f.node_id == *id))
+            .collect();
+        if !sent.is_empty() {
+            ctx.reporter.event(&format!(
+                "BatchReplaceClusterNodes for {} of HyperPod cluster `{cluster}`",
+                sent.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !refused.is_empty() {
+            let now_listed = cluster_nodes::list(ctx, cluster).await?;
+            let (taken, not): (Vec<_>, Vec<_>) = refused
+                .iter()
+                .partition(|f| !still_running(&now_listed, &f.node_id));
+            if !not.is_empty() {
+                return Err(ProviderError::fatal(format!(
+                    "HyperPod would not replace {}",
+                    not.iter().map(|f| f.said()).collect::<Vec<_>>().join("; ")
+                ))
+                .with_help("a node that is not Running (being rebooted, replaced or updated) cannot be replaced: look at it with `aws sagemaker describe-cluster-node`"));
+            }
+            for f in taken {
+                ctx.reporter.event(&format!(
+                    "HyperPod would not replace {}: it is replacing it already, not asking again",
+                    f.said()
+                ));
+            }
+        }
     }
     all_sent(replacing, &record).await
+}
+
+/// Whether `id` is a `Running` node of `listed`.
+fn still_running(listed: &[Node], id: &str) -> bool {
+    listed
+        .iter()
+        .any(|n| n.instance_id == id && n.status == "Running")
 }
 
 /// Waits until each replaced instance is gone and a new instance of its
@@ -206,7 +345,7 @@ fn new_instances(
             return Ok(None);
         }
         let candidates = listed.iter().filter(|n| {
-            n.group == r.group
+            (n.group == r.group || r.group.is_empty())
                 && n.launched + 2.0 >= r.since as f64
                 && !taken.contains(&n.instance_id.as_str())
         });
@@ -249,7 +388,9 @@ fn progress(listed: &[Node], replacing: &[Replacing]) -> String {
                 .map_or("gone".to_string(), |n| n.status.clone());
             let new: Vec<String> = listed
                 .iter()
-                .filter(|n| n.group == r.group && n.launched + 2.0 >= r.since as f64)
+                .filter(|n| {
+                    (n.group == r.group || r.group.is_empty()) && n.launched + 2.0 >= r.since as f64
+                })
                 .map(|n| format!("{} {}", n.instance_id, n.status))
                 .collect();
             format!(
@@ -317,5 +458,40 @@ mod tests {
         failed.message = "Lifecycle script did not run successfully".into();
         let e = new_instances(&[failed], rs).unwrap_err();
         assert!(e.message.contains("Lifecycle script"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_node_hyperpod_is_replacing_or_replaced_on_its_own_is_taken() {
+        // Its instance ShuttingDown (automatic node recovery): taken, with
+        // its instance and group, waited for from the job's start.
+        let listed = vec![
+            node("i-old", "w", "ShuttingDown", "ip-a", 10.0),
+            node("i-new", "w", "Pending", "", 1001.0),
+            node("i-peer", "w", "Running", "ip-c", 10.0),
+        ];
+        let (r, seen) = taken_by_hyperpod(&listed, "ip-a", Some(1000)).unwrap();
+        assert_eq!((r.instance_id.as_str(), r.group.as_str()), ("i-old", "w"));
+        assert_eq!((r.since, r.sent), (1000, true));
+        assert!(seen.contains("i-old ShuttingDown"), "{seen}");
+        // A live node is not taken.
+        assert!(taken_by_hyperpod(&listed, "ip-c", Some(1000)).is_none());
+        // Gone, a node launched since the job started: replaced already,
+        // its old instance unknown; the new one found in any group.
+        let listed = vec![
+            node("i-peer", "w", "Running", "ip-c", 10.0),
+            node("i-new", "w", "Running", "ip-b", 1001.0),
+        ];
+        let (r, _) = taken_by_hyperpod(&listed, "ip-a", Some(1000)).unwrap();
+        assert_eq!((r.instance_id.as_str(), r.group.as_str()), (UNKNOWN, ""));
+        let found = new_instances(&listed, std::slice::from_ref(&r))
+            .unwrap()
+            .unwrap();
+        assert_eq!(found[0].1.instance_id, "i-new");
+        // Gone with nothing launched since, or no job start to go by: not
+        // taken (the step fails naming it, as for a node of another cluster).
+        assert!(taken_by_hyperpod(&listed, "ip-a", Some(5000)).is_none());
+        assert!(taken_by_hyperpod(&listed, "ip-a", None).is_none());
+        assert!(still_running(&listed, "i-new"));
+        assert!(!still_running(&listed, "i-old"));
     }
 }

@@ -138,8 +138,12 @@ fn of_node<'a>(fleet: &'a [Instance], address: &str) -> Option<&'a Instance> {
 /// node that is on one already was replaced by clustermgtd before flow
 /// looked (a dead node is DOWN, which clustermgtd replaces unasked), and
 /// its old instance, no longer at its address, is recorded as
-/// [`UNKNOWN`].
+/// [`UNKNOWN`]. A DOWN node with no instance at its address at all (its
+/// old one gone from EC2's listing, the new one not there yet) is that
+/// replacement under way ([`taken_by_clustermgtd`]): recorded as asked
+/// for, old instance [`UNKNOWN`], and waited for.
 pub(super) async fn instances_of(
+    ctx: &OpContext,
     remote: &Remote,
     fleet: &Fleet,
     names: &[String],
@@ -164,10 +168,20 @@ pub(super) async fn instances_of(
     names
         .iter()
         .map(|name| {
-            let address = addresses.get(name).map_or("", |a| a.0.as_str());
+            let (address, state) = addresses
+                .get(name)
+                .map_or(("", ""), |a| (a.0.as_str(), a.1.as_str()));
+            let mut sent = false;
             let instance_id = match of_node(&earlier, address) {
                 Some(i) => i.id.clone(),
                 None if at(&listed, address).is_some() => UNKNOWN.to_string(),
+                None if taken_by_clustermgtd(&listed, state) => {
+                    ctx.reporter.event(&format!(
+                        "node {name}: ParallelCluster is replacing it already (Slurm has it {state}; no instance of the cluster is at its address {address} any more): not setting it DOWN again, waiting for its new instance"
+                    ));
+                    sent = true;
+                    UNKNOWN.to_string()
+                }
                 None => {
                     return Err(ProviderError::fatal(format!(
                         "Slurm node {name} (address {address}) is no instance of ParallelCluster cluster `{cluster}`: none of its {} compute instances is up at that address",
@@ -181,12 +195,22 @@ pub(super) async fn instances_of(
                 instance_id,
                 group: address.to_string(),
                 since,
-                sent: false,
+                sent,
                 reason: reason_of(name),
                 by: None,
             })
         })
         .collect()
+}
+
+/// Whether a node with no instance of the cluster at its address (its old
+/// one terminated and gone from EC2's listing: EC2 drops a terminated
+/// instance's tags, by which the fleet is listed, and later the instance)
+/// is clustermgtd's replacement under way: Slurm has the node DOWN (as
+/// clustermgtd sets a static node it replaces, and Slurm a dead one),
+/// and the cluster has compute instances (it is the node's cluster).
+fn taken_by_clustermgtd(listed: &[Instance], state: &str) -> bool {
+    !listed.is_empty() && state.to_ascii_uppercase().contains("DOWN")
 }
 
 /// The nodes of `names` ParallelCluster has replaced since `started` (a
@@ -459,5 +483,16 @@ mod tests {
         // Idle but still at the old instance's address (not replaced): no.
         let listed = vec![i("i-old", "running", "10.0.0.5")];
         assert!(settled(&r, &listed, addr("10.0.0.5").as_ref(), Some(&node("idle"))).is_err());
+    }
+
+    #[test]
+    fn a_down_node_with_no_instance_left_at_its_address_is_clustermgtds_replacement() {
+        let fleet = vec![i("i-peer", "running", "10.0.0.6")];
+        assert!(taken_by_clustermgtd(&fleet, "DOWN+NOT_RESPONDING"));
+        assert!(taken_by_clustermgtd(&fleet, "DOWN+DRAIN"));
+        // Up in Slurm: not being replaced (a node of another cluster).
+        assert!(!taken_by_clustermgtd(&fleet, "IDLE"));
+        // No instance at all: not this node's cluster.
+        assert!(!taken_by_clustermgtd(&[], "DOWN"));
     }
 }
