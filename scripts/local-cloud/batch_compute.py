@@ -287,15 +287,16 @@ def fill(template, names):
     return "\n".join(out)
 
 
-def output_for(command, env, known, instance_type=None):
-    """What the program in `command` prints, or a note that none is known."""
+def output_for(command, env, known, instance_type=None, slowdown=1.0):
+    """What the program in `command` prints, or a note that none is known
+    (an NCCL test's figures times `slowdown` too: a slow node's)."""
     text = " ".join(command + list(env.values()))
     for name, template in known.items():
         if name in text:
             filled = fill(template, names_for(name, text, env))
             if name == "all_reduce_perf" and instance_type:
                 family = instance_type.split(".")[0]
-                return scaled_nccl(filled, FABRIC.get(family, 1.0), instance_type)
+                return scaled_nccl(filled, FABRIC.get(family, 1.0) * slowdown, instance_type)
             return filled
     return f"local cloud: no output is emulated for `{' '.join(command)}`\n"
 
@@ -403,7 +404,7 @@ def write_node_logs(batch, logs, job, known, instance_type):
             [f"#{index}"],
             instance_type,
             efa_interfaces(instance_type) if instance_type else None,
-            lambda name: output_for(command, env, {name: known[name]}, instance_type),
+            lambda name, slowdown: output_for(command, env, {name: known[name]}, instance_type, slowdown),
         )
         write_log(logs, stream, text)
         print(f"ran node {node['jobId']}: {' '.join(command)[:80]}", flush=True)

@@ -26,7 +26,8 @@ any multi-node job (Batch's `JOBID#N`). KEY is as there:
 `gpus N` (nvidia-smi lists GPUs 0 to N-1), `nvidia-smi FILE` (nvidia-smi
 prints FILE instead), `efa N` (fi_info lists N devices; 0 prints
 libfabric's "no data" answer), `dcgm TEST` (that test's row fails, TEST a
-name with `_` for ` `, e.g. GPU_Memory).
+name with `_` for ` `, e.g. GPU_Memory), `busbw F` (an NCCL test's
+figures, all_reduce_perf's, times F: a slow node).
 """
 
 import os
@@ -108,8 +109,9 @@ def named_programs(text, names):
 
 def node_output(command, env, known, keys, instance_type, efa_devices, other):
     """What a node whose container runs `command` with `env` prints: each
-    program it names, in order (`other(name)` prints one of outputs/ that is
-    not a stand-in here). `keys` name the node in the fault table."""
+    program it names, in order (`other(name, slowdown)` prints one of outputs/ that is
+    not a stand-in here, given its `busbw` fault's factor). `keys` name the
+    node in the fault table."""
     text = " ".join(command + list(env.values()))
     faults = faults_for(keys)
     programs = named_programs(text, list(STAND_INS) + [n for n in known if n not in STAND_INS])
@@ -124,5 +126,5 @@ def node_output(command, env, known, keys, instance_type, efa_devices, other):
         elif name == "dcgmi":
             out.append(dcgmi(faults))
         else:
-            out.append(other(name))
+            out.append(other(name, float(faults.get("busbw", "1"))))
     return "".join(o if o.endswith("\n") else o + "\n" for o in out)

@@ -47,12 +47,15 @@ job_queue = "${{steps.batch.outputs.DistributedDeepLearningJQ}}"
 job_definition = "node-health"
 num_nodes = {NODES}
 policy = "{policy}"
+max_bad_fraction = 0.5
 
 [steps.health.inputs.check]
-command = ["/bin/sh", "-c", "nvidia-smi; fi_info -p efa -t FI_EP_RDM; dcgmi diag -r 2"]
+command = ["/bin/sh", "-c", "nvidia-smi; fi_info -p efa -t FI_EP_RDM; dcgmi diag -r 2; all_reduce_perf -b 8 -e 1G -g 8"]
 gpus = "instance-type"
 efa = "instance-type"
 dcgm = true
+parse = "nccl-tests"
+expect = {{ busbw = ">= 10" }}
 "#
     )
 }
@@ -256,6 +259,58 @@ fn each_node_of_a_multi_node_job_is_checked_and_only_the_planted_one_is_named() 
             .iter()
             .all(|(n, s)| *n != planted && *s == "healthy"),
         "{svg}"
+    );
+
+    // Node 3 with an EFA device missing, node 4's NVLink slow, node 6
+    // failing a DCGM test: those three named, each with its own evidence.
+    f.plant("#3 efa 3\n#4 busbw 0.25\n#6 dcgm GPU_Memory\n");
+    let all = f.apply(1);
+    let v = f.last_verdicts();
+    let job = job_of(&v);
+    let [efa, slow, dcgm] = [3, 4, 6].map(|i| f.instance_of_node(&job, i));
+    let mut bad: Vec<&String> = v
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, n)| n["status"] != "healthy")
+        .map(|(name, _)| name)
+        .collect();
+    bad.sort();
+    let mut want = vec![&efa, &slow, &dcgm];
+    want.sort();
+    assert_eq!(bad, want, "{v}");
+    assert!(
+        all.contains(&format!("{efa}: fi_info lists 3 EFA devices, the EFA interfaces of a p4d.24xlarge is 4 (line: `domain: efa_2-rdm`)")),
+        "{all}"
+    );
+    assert_eq!(
+        (v[&efa]["value"].clone(), v[&efa]["threshold"].clone()),
+        (json!(3), json!(4))
+    );
+    assert!(
+        all.contains(&format!(
+            "{dcgm}: dcgmi diag: GPU Memory Fail - GPU: 5: GPU 5 failed the test on this node"
+        )),
+        "{all}"
+    );
+    assert!(
+        v[&dcgm]["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("| GPU Memory "),
+        "{v}"
+    );
+    let gate = v[&slow]["reason"].as_str().unwrap();
+    assert!(
+        gate.starts_with("busbw = ") && gate.ends_with(" is not >= 10"),
+        "{v}"
+    );
+    assert!(
+        v[&slow]["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Avg bus bandwidth    : "),
+        "{v}"
     );
 
     // Node 5's nvidia-smi prints its failure, not its table: unknown.
