@@ -8,15 +8,12 @@
 //! `hyperpod_hosts`; slurm.node_check's policy `replace` through
 //! BatchReplaceClusterNodes in `replace`; slurm.job's restarts with policy
 //! `replace` (a worker that dies mid-training) in `restarts`; a slow node
-//! found by NCCL pairs and replaced in `planted`; a node whose rank hangs
-//! a training in `hang`.
+//! found by NCCL pairs and replaced in `planted`.
 
 #[path = "e2e_hyperpod/auto_recovery.rs"]
 mod auto_recovery;
 // The hosts harness; ImportKeyPair is not used here (HyperPod nodes take
 // no key pair).
-#[path = "e2e_hyperpod/hang.rs"]
-mod hang;
 #[allow(dead_code)]
 #[path = "support/hosts.rs"]
 mod hosts;
