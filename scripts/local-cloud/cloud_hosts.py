@@ -44,11 +44,19 @@ What AWS behaviour is modelled, and the page each part follows:
   Bitnami `bitnami`, anything else (Amazon Linux, RHEL, SUSE, an AMI
   unknown to moto) `ec2-user`. On the host it is uid 0, as if every
   command went through its passwordless sudo.
+- The host has a root volume of its own (hosts/manager.py: a writable
+  layer over /etc, /home, /opt, /root, /srv, /usr and /var): what is
+  written there stays on the instance, as on its EBS root volume, and
+  never reaches this machine's /. Launched from an AMI made by CreateImage
+  of a host, it starts with that image's content under its own layer
+  (cloud_hosts_images.py).
 - TerminateInstances (and a CloudFormation stack's delete of its instance)
   shuts the host down: its address stops answering at once
-  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/terminating-instances.html).
-  StopInstances shuts it down too; StartInstances boots it again at the
-  same private address, which a stopped instance keeps
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/terminating-instances.html),
+  and its root volume is deleted (DeleteOnTermination, true for the root
+  volume by default). StopInstances shuts it down too and keeps the
+  volume; StartInstances boots it again at the same private address,
+  which a stopped instance keeps, on the same volume
   (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Stop_Start.html).
 - An instance with a public IPv4 address (its subnet's
   MapPublicIpOnLaunch, or AssociatePublicIpAddress at launch: "Amazon EC2
@@ -131,6 +139,15 @@ def default_user(instance):
     return "ec2-user"
 
 
+def image_snapshot(instance):
+    """The snapshot behind the instance's AMI (its root device's), whose
+    captured layers the host starts on (cloud_hosts_images.py); None for
+    an AMI moto does not hold."""
+    image = getattr(instance.ec2_backend, "amis", {}).get(instance.image_id)
+    snapshot = getattr(image, "ebs_snapshot", None)
+    return getattr(snapshot, "id", None)
+
+
 def _spec(instance):
     keys = ""
     if instance.key_name:
@@ -147,6 +164,7 @@ def _spec(instance):
         "user": default_user(instance),
         "authorized_keys": keys,
         "daemons": daemons,
+        "image": image_snapshot(instance),
     }
 
 
@@ -185,12 +203,12 @@ def _start(instances):
             _route("replace", public)
 
 
-def _stop(ids):
+def _stop(ids, keep_volumes=False):
     # A shutdown is not refused on AWS: a manager that cannot be reached is
     # said in moto's log, and the instance ends all the same.
     if ids:
         try:
-            client.call({"op": "stop", "ids": list(ids)})
+            client.call({"op": "stop", "ids": list(ids), "keep_volumes": keep_volumes})
             for address in filter(None, (_PUBLIC.pop(i, None) for i in ids)):
                 _route("del", address)
         except client.HostError as e:
@@ -228,7 +246,8 @@ def _run_instances_as_hosts(self, *args, **kwargs):
 def _terminate_host(self):
     was = self._state.name
     answer = _terminate(self)
-    if enabled() and was not in ("terminated", "stopped"):
+    if enabled() and was != "terminated":
+        # A stopped instance has no host, but it still has its volume.
         with _LOCK:
             _stop([self.id])
     return answer
@@ -238,7 +257,7 @@ def _stop_host(self):
     answer = _stop_instance(self)
     if enabled():
         with _LOCK:
-            _stop([self.id])
+            _stop([self.id], keep_volumes=True)
     return answer
 
 

@@ -6,7 +6,7 @@
 //! snapshots. A failing playbook and a builder that refuses the key fail
 //! with what happened, leaving no image, no builder and nothing applied.
 
-use super::hosts::{Hosts, ensure_installed, keygen};
+use super::hosts::{Hosts, Inside, ensure_installed, keygen};
 use super::support::moto::{Moto, between_all};
 use super::support::{Project, Run};
 
@@ -49,18 +49,44 @@ const PLAYBOOK: &str = r#"- hosts: all
         msg: "marker written on {{ where.stdout }}"
 "#;
 
-fn flow(p: &Project, moto: &Moto, args: &[&str]) -> Run {
+/// What an image build needs: Debian's `ansible-playbook`, local hosts, and
+/// a moto inside their sealed namespace whose instances are hosts. Drops
+/// moto, then leaves the namespace, then ends the hosts.
+pub(super) struct BuildCloud {
+    pub moto: Moto,
+    _inside: Inside,
+    pub hosts: Hosts,
+}
+
+impl BuildCloud {
+    /// Installs `ansible` when missing, starts the hosts and moto.
+    pub fn start() -> BuildCloud {
+        ensure_installed("ansible-playbook", "ansible");
+        let hosts = Hosts::start();
+        let inside = hosts.enter();
+        let moto = Moto::start_with(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
+        BuildCloud {
+            moto,
+            _inside: inside,
+            hosts,
+        }
+    }
+}
+
+/// `flow ARGS` in `p` against `moto`.
+pub(super) fn flow(p: &Project, moto: &Moto, args: &[&str]) -> Run {
     let env = moto.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     p.run_env(args, &env)
 }
 
-fn ec2(moto: &Moto, params: &str) -> String {
+/// One EC2 query call; its XML.
+pub(super) fn ec2(moto: &Moto, params: &str) -> String {
     moto.query_call("ec2", &format!("Version=2016-11-15&{params}"))
 }
 
 /// The images this account owns.
-fn own_images(moto: &Moto) -> Vec<String> {
+pub(super) fn own_images(moto: &Moto) -> Vec<String> {
     between_all(
         &ec2(moto, "Action=DescribeImages&Owner.1=self"),
         "<imageId>",
@@ -69,7 +95,7 @@ fn own_images(moto: &Moto) -> Vec<String> {
 }
 
 /// All snapshot ids moto holds.
-fn snapshots(moto: &Moto) -> Vec<String> {
+pub(super) fn snapshots(moto: &Moto) -> Vec<String> {
     between_all(
         &ec2(moto, "Action=DescribeSnapshots&Owner.1=self"),
         "<snapshotId>",
@@ -98,7 +124,7 @@ fn key_pairs(moto: &Moto) -> Vec<String> {
 }
 
 /// The image's snapshot ids, as DescribeImages gives them.
-fn snapshots_of(moto: &Moto, image: &str) -> Vec<String> {
+pub(super) fn snapshots_of(moto: &Moto, image: &str) -> Vec<String> {
     between_all(
         &ec2(moto, &format!("Action=DescribeImages&ImageId.1={image}")),
         "<snapshotId>",
@@ -106,7 +132,8 @@ fn snapshots_of(moto: &Moto, image: &str) -> Vec<String> {
     )
 }
 
-fn output(p: &Project, moto: &Moto, key: &str) -> String {
+/// `flow output wf.toml KEY`, trimmed.
+pub(super) fn output(p: &Project, moto: &Moto, key: &str) -> String {
     flow(p, moto, &["output", "wf.toml", key])
         .expect(0)
         .stdout
@@ -117,19 +144,17 @@ fn output(p: &Project, moto: &Moto, key: &str) -> String {
 #[test]
 fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregistered_on_destroy()
 {
-    ensure_installed("ansible-playbook", "ansible");
-    let hosts = Hosts::start();
-    let _inside = hosts.enter();
-    let moto = Moto::start_with(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
+    let cloud = BuildCloud::start();
+    let (hosts, moto) = (&cloud.hosts, &cloud.moto);
     let p = Project::new();
     p.write("wf.toml", WORKFLOW);
     p.write("ansible/base.yml", PLAYBOOK);
 
-    let run = flow(&p, &moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
-    let image = output(&p, &moto, "base.image_id");
+    let run = flow(&p, moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let image = output(&p, moto, "base.image_id");
     assert!(image.starts_with("ami-"), "{image}\n{}", run.all());
-    assert_eq!(own_images(&moto), std::slice::from_ref(&image));
-    let described = ec2(&moto, &format!("Action=DescribeImages&ImageId.1={image}"));
+    assert_eq!(own_images(moto), std::slice::from_ref(&image));
+    let described = ec2(moto, &format!("Action=DescribeImages&ImageId.1={image}"));
     assert!(described.contains("<name>flow-base</name>"), "{described}");
     assert!(described.contains("<key>flow:token</key>"), "{described}");
     assert!(described.contains("<key>team</key>"), "{described}");
@@ -137,11 +162,11 @@ fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregi
         described.contains("<imageState>available</imageState>"),
         "{described}"
     );
-    let first_snapshots = snapshots_of(&moto, &image);
+    let first_snapshots = snapshots_of(moto, &image);
     assert_eq!(first_snapshots.len(), 1, "{described}");
     // The playbook ran on the builder host (its hostname is the builder's
     // private DNS name), and the builder is gone: terminated, no host.
-    let logs = flow(&p, &moto, &["logs", "wf.toml", "base"]).expect(0);
+    let logs = flow(&p, moto, &["logs", "wf.toml", "base"]).expect(0);
     assert!(
         logs.stdout.contains("TASK [write the marker]"),
         "{}",
@@ -152,67 +177,65 @@ fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregi
         "{}",
         logs.all()
     );
-    assert_eq!(builders(&moto), ["terminated"]);
+    assert_eq!(builders(moto), ["terminated"]);
     assert!(
         hosts.list().is_empty(),
         "a builder host is left: {:?}",
         hosts.list()
     );
     assert!(
-        key_pairs(&moto).is_empty(),
+        key_pairs(moto).is_empty(),
         "the build's key pair is left: {:?}",
-        key_pairs(&moto)
+        key_pairs(moto)
     );
-    assert_eq!(output(&p, &moto, "cluster.custom_ami"), image);
+    assert_eq!(output(&p, moto, "cluster.custom_ami"), image);
 
     // Unchanged: nothing is built again.
-    let again = flow(&p, &moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let again = flow(&p, moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
     assert_eq!(
-        own_images(&moto),
+        own_images(moto),
         std::slice::from_ref(&image),
         "{}",
         again.all()
     );
-    assert_eq!(builders(&moto), ["terminated"], "{}", again.all());
+    assert_eq!(builders(moto), ["terminated"], "{}", again.all());
 
     // An edited playbook replaces the image, and its user follows.
     p.write(
         "ansible/base.yml",
         &PLAYBOOK.replace("MARKER-ONE", "MARKER-TWO"),
     );
-    let plan = flow(&p, &moto, &["plan", "wf.toml"]).expect(0);
+    let plan = flow(&p, moto, &["plan", "wf.toml"]).expect(0);
     assert!(
         plan.stdout.contains("base") && plan.stdout.contains(" 1 to replace"),
         "{}",
         plan.all()
     );
-    flow(&p, &moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
-    let second = output(&p, &moto, "base.image_id");
+    flow(&p, moto, &["apply", "wf.toml", "--auto-approve"]).expect(0);
+    let second = output(&p, moto, "base.image_id");
     assert_ne!(second, image);
-    assert_eq!(own_images(&moto), std::slice::from_ref(&second));
+    assert_eq!(own_images(moto), std::slice::from_ref(&second));
     for s in &first_snapshots {
         assert!(
-            !snapshots(&moto).contains(s),
+            !snapshots(moto).contains(s),
             "the replaced image's snapshot {s} is left"
         );
     }
-    assert_eq!(output(&p, &moto, "cluster.custom_ami"), second);
+    assert_eq!(output(&p, moto, "cluster.custom_ami"), second);
     assert!(hosts.list().is_empty(), "{:?}", hosts.list());
 
-    let second_snapshots = snapshots_of(&moto, &second);
-    flow(&p, &moto, &["destroy", "wf.toml", "--auto-approve"]).expect(0);
-    assert!(own_images(&moto).is_empty(), "{:?}", own_images(&moto));
+    let second_snapshots = snapshots_of(moto, &second);
+    flow(&p, moto, &["destroy", "wf.toml", "--auto-approve"]).expect(0);
+    assert!(own_images(moto).is_empty(), "{:?}", own_images(moto));
     for s in &second_snapshots {
-        assert!(!snapshots(&moto).contains(s), "destroy left snapshot {s}");
+        assert!(!snapshots(moto).contains(s), "destroy left snapshot {s}");
     }
 }
 
 #[test]
 fn a_failing_playbook_and_a_refused_key_leave_no_image_no_builder_and_nothing_applied() {
-    ensure_installed("ansible-playbook", "ansible");
-    let hosts = Hosts::start();
-    let _inside = hosts.enter();
-    let moto = Moto::start_with(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
+    let cloud = BuildCloud::start();
+    let (hosts, moto) = (&cloud.hosts, &cloud.moto);
 
     // A task that fails: its name and output come back; the builder goes.
     let p = Project::new();
@@ -232,17 +255,17 @@ fn a_failing_playbook_and_a_refused_key_leave_no_image_no_builder_and_nothing_ap
       command: "true"
 "#,
     );
-    let failed = flow(&p, &moto, &["apply", "wf.toml", "--auto-approve"]);
+    let failed = flow(&p, moto, &["apply", "wf.toml", "--auto-approve"]);
     assert_ne!(failed.code, 0, "{}", failed.all());
     let all = failed.all();
     assert!(all.contains("failed at task `install the driver`"), "{all}");
     assert!(all.contains("no driver for this card"), "{all}");
     assert!(!all.contains("never reached"), "{all}");
-    assert!(own_images(&moto).is_empty(), "{:?}", own_images(&moto));
-    assert_eq!(builders(&moto), ["terminated"]);
+    assert!(own_images(moto).is_empty(), "{:?}", own_images(moto));
+    assert_eq!(builders(moto), ["terminated"]);
     assert!(hosts.list().is_empty(), "{:?}", hosts.list());
-    assert!(key_pairs(&moto).is_empty(), "{:?}", key_pairs(&moto));
-    let out = flow(&p, &moto, &["output", "wf.toml", "base.image_id"]);
+    assert!(key_pairs(moto).is_empty(), "{:?}", key_pairs(moto));
+    let out = flow(&p, moto, &["output", "wf.toml", "base.image_id"]);
     assert_ne!(out.code, 0, "an image id was recorded: {}", out.all());
 
     // A builder that refuses the key: one error naming the address, the
@@ -253,7 +276,7 @@ fn a_failing_playbook_and_a_refused_key_leave_no_image_no_builder_and_nothing_ap
     let public = std::fs::read_to_string(allowed.with_extension("pub")).expect("public key");
     let material = base64_url(public.trim());
     ec2(
-        &moto,
+        moto,
         &format!("Action=ImportKeyPair&KeyName=builders&PublicKeyMaterial={material}"),
     );
     q.write(
@@ -278,7 +301,7 @@ fn a_failing_playbook_and_a_refused_key_leave_no_image_no_builder_and_nothing_ap
     let all = refused.all();
     let ips = between_all(
         &ec2(
-            &moto,
+            moto,
             "Action=DescribeInstances&Filter.1.Name=tag-key&Filter.1.Value.1=flow:image-builder",
         ),
         "<privateIpAddress>",
@@ -297,9 +320,9 @@ fn a_failing_playbook_and_a_refused_key_leave_no_image_no_builder_and_nothing_ap
     for line in secret {
         assert!(!all.contains(line), "the private key reached the output");
     }
-    assert!(own_images(&moto).is_empty(), "{:?}", own_images(&moto));
+    assert!(own_images(moto).is_empty(), "{:?}", own_images(moto));
     assert!(hosts.list().is_empty(), "{:?}", hosts.list());
-    assert_eq!(key_pairs(&moto), ["builders"]);
+    assert_eq!(key_pairs(moto), ["builders"]);
     let out = q.run_env(&["output", "wf.toml", "base.image_id"], &env);
     assert_ne!(out.code, 0, "an image id was recorded: {}", out.all());
 }

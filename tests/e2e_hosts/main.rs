@@ -16,6 +16,7 @@ mod support;
 mod hosts;
 
 mod image;
+mod image_content;
 mod instances;
 mod sealed;
 mod slurm;

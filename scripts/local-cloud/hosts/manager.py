@@ -12,6 +12,18 @@ script) adds a user's key as it would on an instance. Killing a
 host's PID 1 ends every process of the host, and its network namespace and
 veth with them.
 
+Each host has a root volume (WORK/volumes/ID): a writable layer over each
+of the system's folders in LAYERED (/etc, /home, /opt, /root, /srv, /usr
+with /usr/local, /var with /var/lib; host-init mounts them as overlays in
+the host's own mount namespace). What the host writes there stays in its
+volume and never reaches the machine's /. A start may name an image
+("image": a snapshot id): the layers captured for that snapshot ("capture")
+lie, read-only, between the volume and the machine's folders. A stop
+removes the volume unless asked to keep it (a stopped instance's root
+volume, which its next start finds). What is not layered is shared with
+the machine: /tmp (where this manager's work folder and the hosts' homes
+are) and new folders at /.
+
 Protocol: one JSON request per connection on the Unix socket
 (FLOW_LOCAL_HOSTS), one JSON answer, then the connection closes. Every
 answer has "ok"; a failed one has "error" (what went wrong, and where to
@@ -27,13 +39,19 @@ look).
     {"op": "daemon", "id": "i-…", "name": "munged", "argv": [...],
         "env": {...}}                   -> {"ok": true, "host": HOST}
     {"op": "list"}                      -> {"ok": true, "hosts": [HOST, …]}
+    {"op": "stop", "ids": [...], "keep_volumes": true}   (the volumes stay)
+    {"op": "capture", "id": "i-…", "snapshot": "snap-…"}
+        -> {"ok": true, "captured": true, "layers": [DIR, …]}  (newest first;
+           "captured": false when ID has no volume: not a host)
+    {"op": "forget", "snapshot": "snap-…"} -> {"ok": true, "forgot": bool}
 
 HOST is {"id", "ip", "hostname", "user", "pid" (the host's PID 1, in the
 manager's PID namespace: enter the host with `nsenter -t PID -n -u -m -p`),
 "netns" ("/proc/PID/ns/net"), "dir" (its files: sshd.log, DAEMON.log),
 "host_key" (the host's public key, made for this host on this run),
 "daemons" ([names]), "start_s" (seconds from the request to sshd
-accepting)}. A start is answered once sshd accepts TCP on the address.
+accepting), "volume" (its root volume's folder), "image_layers" ([DIR, …],
+the newest first)}. A start is answered once sshd accepts TCP on the address.
 
 Run: python3 manager.py --socket PATH --work DIR --bridge flowbr0
 """
@@ -42,6 +60,8 @@ import argparse
 import ipaddress
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import socketserver
@@ -51,6 +71,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOST_INIT = os.path.join(HERE, "host-init")
+
+# The folders of a host's root volume: where a playbook or a package
+# installs (/etc, /usr with /usr/local, /opt, /var with /var/lib and
+# /var/log, /srv) and the users' homes (/home, /root). /tmp is left shared
+# (the work folder and the hosts' homes are there, written after a host
+# starts), and so is / itself.
+LAYERED = ("etc", "home", "opt", "root", "srv", "usr", "var")
 
 # The private ranges (RFC 1918) the bridge carries, with the bridge's own
 # address in each: the first address of the range, which AWS reserves in
@@ -93,6 +120,9 @@ class Host:
         self.keys = spec.get("authorized_keys", "")
         self.daemons = []
         self.dir = os.path.join(work, "hosts", "%s-%d" % (self.id, index))
+        self.volume = _volume(work, self.id)
+        self.image_layers = []
+        self.volume_was_there = os.path.isdir(self.volume)
         self.bridge_end = "fh%d" % index
         self.host_end = "fp%d" % index
         self.process = None
@@ -112,7 +142,33 @@ class Host:
             "host_key": self.host_key,
             "daemons": list(self.daemons),
             "start_s": self.start_s,
+            "volume": self.volume,
+            "image_layers": list(self.image_layers),
         }
+
+
+def _checked_id(text, what):
+    """TEXT when it is a plain id (letters, digits, '-', '_', '.'): it
+    names a folder."""
+    if not isinstance(text, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", text) or text in (".", ".."):
+        raise Failed("%s is not an id: %r" % (what, text))
+    return text
+
+
+def _volume(work, host_id):
+    return os.path.join(work, "volumes", _checked_id(host_id, "a host id"))
+
+
+def _snapshot(work, snapshot_id):
+    return os.path.join(work, "snapshots", _checked_id(snapshot_id, "a snapshot id"))
+
+
+def _layers_of(snapshot_dir):
+    """The layers captured for a snapshot, newest first."""
+    layers = os.path.join(snapshot_dir, "layers")
+    if not os.path.isdir(layers):
+        return []
+    return [os.path.join(layers, n) for n in sorted(os.listdir(layers), key=int)]
 
 
 def _range_of(ip):
@@ -153,6 +209,14 @@ class Manager:
     """Every host of this run, by instance id."""
 
     def __init__(self, work, bridge):
+        real = os.path.realpath(work)
+        for folder in LAYERED:
+            if real == "/" + folder or real.startswith("/%s/" % folder):
+                # overlayfs refuses a writable layer inside its lower one.
+                raise SystemExit(
+                    "manager: the work folder %s is under /%s, a folder of the hosts' root"
+                    " volumes: use one under /tmp" % (work, folder)
+                )
         self.work = work
         self.bridge = bridge
         self.hosts = {}
@@ -174,6 +238,8 @@ class Manager:
             if spec["ip"] in taken:
                 raise Failed("address %s is already a host's on the bridge" % spec["ip"])
             taken.add(spec["ip"])
+            if spec.get("image") is not None:
+                _checked_id(spec["image"], "image")
             self.count += 1
             new.append(Host(spec, self.count, self.work))
         try:
@@ -181,15 +247,51 @@ class Manager:
         except BaseException:
             for host in new:
                 self._end(host)
+                if not host.volume_was_there:
+                    shutil.rmtree(host.volume, ignore_errors=True)
             raise
         for host in new:
             self.hosts[host.id] = host
         return [h.describe() for h in new]
 
+    def _volume_of(self, host, image):
+        """Makes HOST's root volume (or finds it: a stopped instance's),
+        its image's layers linked into it: the volume is the instance's
+        own, whatever later happens to the snapshot it was made from."""
+        linked = os.path.join(host.volume, "image")
+        if not host.volume_was_there:
+            os.makedirs(host.volume)
+            os.makedirs(linked)
+            snapshot_layers = _layers_of(_snapshot(self.work, image)) if image else []
+            for number, layer in enumerate(snapshot_layers):
+                # Captured layers are never written again: hard links share
+                # their files at no cost (cp -l), and outlive the snapshot.
+                _run(["cp", "-al", layer, os.path.join(linked, str(number))])
+        host.image_layers = [
+            os.path.join(linked, n) for n in sorted(os.listdir(linked), key=int)
+        ]
+        # host-init mounts these: for each folder, the volume's writable
+        # layer over the image's layers (newest first) over the machine's.
+        lines = []
+        for folder in LAYERED:
+            upper = os.path.join(host.volume, "upper", folder)
+            work = os.path.join(host.volume, "work", folder)
+            os.makedirs(upper, exist_ok=True)
+            os.makedirs(work, exist_ok=True)
+            lower = [os.path.join(layer, folder) for layer in host.image_layers]
+            lower = [d for d in lower if os.path.isdir(d)] + ["/" + folder]
+            lines.append(
+                "volume-%s /%s overlay lowerdir=%s,upperdir=%s,workdir=%s 0 0\n"
+                % (folder, folder, ":".join(lower), upper, work)
+            )
+        with open(os.path.join(host.dir, "volume.fstab"), "w") as f:
+            f.writelines(lines)
+
     def _boot(self, new, specs, began, limit_s):
         keygens = []
-        for host in new:
+        for host, spec in zip(new, specs):
             os.makedirs(os.path.join(host.dir, "home", host.user), exist_ok=True)
+            self._volume_of(host, spec.get("image"))
             with open(os.path.join(host.dir, "authorized_keys"), "w") as f:
                 f.write(host.keys)
             with open(os.path.join(host.dir, "sshd_config"), "w") as f:
@@ -334,14 +436,47 @@ class Manager:
 
     # -- stop ----------------------------------------------------------
 
-    def stop(self, ids):
+    def stop(self, ids, keep_volumes=False):
         stopped = []
         for host_id in ids:
             host = self.hosts.pop(host_id, None)
             if host is not None:
                 self._end(host)
                 stopped.append(host_id)
+            if not keep_volumes:
+                # A terminated instance's root volume goes with it
+                # (DeleteOnTermination, the root volume's default).
+                shutil.rmtree(_volume(self.work, host_id), ignore_errors=True)
         return stopped
+
+    # -- images --------------------------------------------------------
+
+    def capture(self, host_id, snapshot_id):
+        """The snapshot of HOST_ID's root volume: its writable layer, copied
+        as it is now, over the layers of its own image (linked)."""
+        volume = _volume(self.work, host_id)
+        if not os.path.isdir(volume):
+            return {"captured": False, "layers": []}
+        final = _snapshot(self.work, snapshot_id)
+        if os.path.exists(final):
+            raise Failed("snapshot %s is already captured" % snapshot_id)
+        making = final + ".making"
+        shutil.rmtree(making, ignore_errors=True)
+        os.makedirs(os.path.join(making, "layers"))
+        # A copy, not links: the instance goes on writing its layer.
+        _run(["cp", "-a", os.path.join(volume, "upper"), os.path.join(making, "layers", "0")])
+        below = os.path.join(volume, "image")
+        for number, name in enumerate(sorted(os.listdir(below), key=int), start=1):
+            _run(["cp", "-al", os.path.join(below, name), os.path.join(making, "layers", str(number))])
+        os.rename(making, final)
+        return {"captured": True, "layers": _layers_of(final)}
+
+    def forget(self, snapshot_id):
+        """Removes a snapshot's layers (its instances keep their links)."""
+        found = _snapshot(self.work, snapshot_id)
+        there = os.path.isdir(found)
+        shutil.rmtree(found, ignore_errors=True)
+        return there
 
     def _end(self, host):
         subprocess.run(["ip", "link", "del", host.bridge_end], capture_output=True)
@@ -376,13 +511,21 @@ class Handler(socketserver.StreamRequestHandler):
             if op == "start":
                 answer = {"ok": True, "hosts": manager.start(request.get("hosts") or [])}
             elif op == "stop":
-                answer = {"ok": True, "stopped": manager.stop(request.get("ids") or [])}
+                stopped = manager.stop(request.get("ids") or [], bool(request.get("keep_volumes")))
+                answer = {"ok": True, "stopped": stopped}
+            elif op == "capture":
+                answer = {"ok": True, **manager.capture(request.get("id"), request.get("snapshot"))}
+            elif op == "forget":
+                answer = {"ok": True, "forgot": manager.forget(request.get("snapshot"))}
             elif op == "daemon":
                 answer = {"ok": True, "host": manager.daemon(request.get("id"), request)}
             elif op == "list":
                 answer = {"ok": True, "hosts": [h.describe() for h in manager.hosts.values()]}
             else:
-                answer = {"ok": False, "error": "unknown op %r (start, stop, daemon, list)" % op}
+                answer = {
+                    "ok": False,
+                    "error": "unknown op %r (start, stop, daemon, list, capture, forget)" % op,
+                }
         except Failed as e:
             answer = {"ok": False, "error": str(e)}
         except (ValueError, AttributeError, TypeError) as e:
