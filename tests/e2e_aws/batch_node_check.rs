@@ -11,8 +11,12 @@
 
 use serde_json::{Value, json};
 
+use std::time::Duration;
+
 use crate::support::aws::Aws;
+use crate::support::fault_proxy::FaultProxy;
 use crate::support::moto::{BatchCompute, Moto, between_all};
+use crate::support::{finish, signal, wait_until};
 
 const NODES: usize = 8;
 
@@ -65,6 +69,7 @@ expect = {{ busbw = ">= 10" }}
 /// as a user would with RegisterJobDefinition).
 struct Fleet {
     moto: Moto,
+    proxy: Option<FaultProxy>,
     _compute: BatchCompute,
     a: Aws,
     faults: std::path::PathBuf,
@@ -73,12 +78,18 @@ struct Fleet {
 
 impl Fleet {
     fn new() -> Fleet {
+        Fleet::start(false)
+    }
+
+    /// With `proxy`, flow reaches moto through a fault proxy.
+    fn start(proxy: bool) -> Fleet {
         let moto = Moto::start();
+        let proxy = proxy.then(|| FaultProxy::start(moto.addr));
         let dir = tempfile::tempdir().unwrap();
         let faults = dir.path().join("faults");
         std::fs::write(&faults, "").unwrap();
         let compute = moto.batch_compute_with(&[("FLOW_TEST_FAULTS", faults.to_str().unwrap())]);
-        let a = Aws::new(&moto, None);
+        let a = Aws::new(&moto, proxy.as_ref().map(|p| p.endpoint()).as_deref());
         a.p.write("wf.toml", &workflow("fail"));
         let (status, body) = moto.rest_call(
             "batch",
@@ -97,6 +108,7 @@ impl Fleet {
         assert_eq!(status, 200, "{body}");
         Fleet {
             moto,
+            proxy,
             _compute: compute,
             a,
             faults,
@@ -356,4 +368,45 @@ fn policies_batch_cannot_carry_out_are_refused_at_validate() {
             "{policy}: line {line}: {out}"
         );
     }
+}
+
+/// kill -9 while flow finds where the nodes ran (EC2's answer held by the
+/// fault proxy after moto gave it): the next apply takes up the job the
+/// killed run recorded, judges its nodes and submits no second job.
+#[test]
+fn a_check_killed_while_it_reads_the_nodes_is_taken_up_without_a_second_job() {
+    let f = Fleet::start(true);
+    let proxy = f.proxy.as_ref().unwrap();
+    proxy.hold("DescribeNetworkInterfaces", Duration::from_secs(60));
+    let child = f.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(
+        Duration::from_secs(60),
+        "flow to look up the nodes' instances",
+        || proxy.forwarded("DescribeNetworkInterfaces") >= 1,
+    );
+    signal(&child, libc::SIGKILL);
+    let killed = finish(child);
+    assert!(
+        killed.all().contains("submitted, 8 nodes checking"),
+        "{}",
+        killed.all()
+    );
+    proxy.calm();
+    let all = f.apply(0);
+    assert!(all.contains("checking its 8 nodes"), "{all}");
+    assert_eq!(
+        proxy.forwarded("batch:submitjob"),
+        1,
+        "{:?}",
+        proxy.counts().forwarded
+    );
+    let healthy: Vec<String> = serde_json::from_str(
+        &f.a.run(&["output", "wf.toml", "health.healthy", "--json"])
+            .expect(0)
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(healthy.len(), NODES, "{healthy:?}");
+    f.a.run(&["plan", "wf.toml", "--detailed-exitcode"])
+        .expect(0);
 }

@@ -178,26 +178,48 @@ async fn run_job(
         "job `{name}` ({id}): submitted, {} nodes checking",
         spec.num_nodes
     ));
+    // Recorded before the wait: a run killed from here on is taken up by
+    // `read`, which judges this job instead of submitting another.
+    ctx.checkpoint.made(&id).await?;
     run_to_end(ctx, client, logs, name, &id).await
+}
+
+/// The log group the job definition logs to.
+fn group_of(inputs: &Values) -> Result<String, ProviderError> {
+    Ok(inputs::opt_str(inputs, "log_group")?
+        .unwrap_or_else(|| batch_logs::DEFAULT_GROUP.to_string()))
 }
 
 async fn apply(ctx: &OpContext, inputs: &Values) -> Result<Applied, ProviderError> {
     let spec = Spec::from_values(inputs, &ctx.step)?;
+    let sdk = config::sdk_config(ctx).await?;
+    let batch = client(ctx).await?;
+    let mut main_logs = JobLogs::new(&sdk, group_of(inputs)?);
+    let job = run_job(ctx, &batch, &mut main_logs, &spec, inputs).await?;
+    judge_job(ctx, inputs, &spec, &job).await
+}
+
+/// Each node of the finished `job` found and judged: the step's outputs,
+/// or its failure naming the bad and unknown nodes (their verdicts sent to
+/// the run history first).
+async fn judge_job(
+    ctx: &OpContext,
+    inputs: &Values,
+    spec: &Spec,
+    job: &aws_sdk_batch::types::JobDetail,
+) -> Result<Applied, ProviderError> {
     let matchers = Matchers::from_values(&spec.check)
         .map_err(|p| ProviderError::invalid(format!("check: {}", p.message)))?;
     let sdk = config::sdk_config(ctx).await?;
     let batch = client(ctx).await?;
-    let group = inputs::opt_str(inputs, "log_group")?
-        .unwrap_or_else(|| batch_logs::DEFAULT_GROUP.to_string());
-    let mut main_logs = JobLogs::new(&sdk, group.clone());
-    let job = run_job(ctx, &batch, &mut main_logs, &spec, inputs).await?;
+    let group = group_of(inputs)?;
     let id = job.job_id().unwrap_or_default().to_string();
     let nodes = nodes::describe(&sdk, &batch, &id, spec.num_nodes).await?;
     let names = nodes::names(&id, &nodes);
     ctx.reporter.event(&format!(
         "job `{}` ({id}) {}: checking its {} nodes: {}",
         spec.job_name,
-        status(&job),
+        status(job),
         names.len(),
         names.join(", ")
     ));
@@ -324,15 +346,56 @@ impl Provider for BatchNodeCheck {
         }
     }
 
-    /// A check is run again rather than read back; an interrupted one's job
-    /// is found by its token and followed by the create that follows.
+    /// The job an interrupted run submitted (by its recorded id, else by
+    /// its token), followed to its end if it still runs, and its nodes
+    /// judged: the step's outputs, or `Failed` with why (the engine then
+    /// checks anew under a new token). For destroy, a job is handed over at
+    /// once, so that delete stops one still running.
     async fn read(
         &self,
-        _ctx: &OpContext,
-        _id: Option<&str>,
-        _inputs: &Values,
+        ctx: &OpContext,
+        id: Option<&str>,
+        inputs: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
-        Ok(ReadOutcome::Missing)
+        let spec = Spec::from_values(inputs, &ctx.step)?;
+        let batch = client(ctx).await?;
+        let found = match id {
+            Some(id) => describe(&batch, id).await?,
+            None if !ctx.token.is_empty() => {
+                find_by_token(&batch, &spec.job_queue, &spec.job_name, &ctx.token).await?
+            }
+            None => None,
+        };
+        let Some(job) = found else {
+            return Ok(ReadOutcome::Missing);
+        };
+        let id = job.job_id().unwrap_or_default().to_string();
+        if ctx.destroying {
+            return Ok(ReadOutcome::Failed {
+                reason: format!("the check's job {id} is {}", status(&job)),
+                id: Some(id),
+            });
+        }
+        let job = if finished(status(&job)) {
+            job
+        } else {
+            ctx.reporter.event(&format!(
+                "job `{}` ({id}) is still {}: waiting for it",
+                spec.job_name,
+                status(&job)
+            ));
+            let sdk = config::sdk_config(ctx).await?;
+            let mut logs = JobLogs::new(&sdk, group_of(inputs)?);
+            run_to_end(ctx, &batch, &mut logs, &spec.job_name, &id).await?
+        };
+        match judge_job(ctx, inputs, &spec, &job).await {
+            Ok(applied) => Ok(ReadOutcome::Present(applied)),
+            Err(e) if e.is_retryable() => Err(e),
+            Err(e) => Ok(ReadOutcome::Failed {
+                id: Some(id),
+                reason: e.message,
+            }),
+        }
     }
 }
 
