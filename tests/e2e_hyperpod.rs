@@ -8,10 +8,13 @@
 //! `hyperpod_hosts`; slurm.node_check's policy `replace` through
 //! BatchReplaceClusterNodes in `replace`; slurm.job's restarts with policy
 //! `replace` (a worker that dies mid-training) in `restarts`; a slow node
-//! found by NCCL pairs and replaced in `planted`.
+//! found by NCCL pairs and replaced in `planted`; a node whose rank hangs
+//! a training in `hang`.
 
 #[path = "e2e_hyperpod/auto_recovery.rs"]
 mod auto_recovery;
+#[path = "e2e_hyperpod/hang.rs"]
+mod hang;
 // The hosts harness; ImportKeyPair is not used here (HyperPod nodes take
 // no key pair).
 #[allow(dead_code)]

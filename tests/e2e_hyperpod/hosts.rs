@@ -187,6 +187,49 @@ impl HostCluster {
             .collect()
     }
 
+    /// `sinfo -N` on the controller `c`: (node, state, reason) of each.
+    pub fn states(&self, c: &Controller) -> Vec<(String, String, String)> {
+        let out = self
+            .hosts
+            .ssh(&c.host, &self.key, "sinfo -h -N -o '%N|%T|%E'");
+        assert!(out.status.success(), "sinfo on {}: {out:?}", c.ip);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.splitn(3, '|');
+                Some((p.next()?.into(), p.next()?.into(), p.next()?.trim().into()))
+            })
+            .collect()
+    }
+
+    /// `flow apply`, with Slurm watched meanwhile until it lists `node`
+    /// drained (or the apply ends): the run, and every node's (state,
+    /// reason) when `node` was first seen drained (empty if it never was).
+    pub fn apply_watching_the_drain_of(
+        &self,
+        node: &str,
+    ) -> (crate::support::Run, Vec<(String, String, String)>) {
+        // Found once: a node replaced meanwhile leaves ListClusterNodes.
+        let controller = self.controller();
+        let mut child = self.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+        let mut seen = Vec::new();
+        loop {
+            let states = self.states(&controller);
+            if states
+                .iter()
+                .any(|(n, s, _)| n == node && s.starts_with("drain"))
+            {
+                seen = states;
+                break;
+            }
+            if child.try_wait().expect("flow's state").is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        (crate::support::finish(child), seen)
+    }
+
     /// The lifecycle output of `node` (its instance id and group) in the
     /// cluster's CloudWatch log group.
     pub fn lifecycle_log(&self, id: &str, group: &str) -> String {

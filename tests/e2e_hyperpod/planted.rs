@@ -9,13 +9,13 @@
 //! BatchReplaceClusterNodes, and its replacement is paired with a healthy
 //! node and found healthy.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
 
 use super::hyperpod_hosts::HostCluster;
 use super::replace::{ON_CREATE, last_run_of_the_replacement, output, planted_with, replaced_once};
-use crate::support::{finish, wait_until, workspace_root};
+use crate::support::workspace_root;
 
 /// The `pairs` table: the srun NCCL script, a floor the stand-in's
 /// published 17.9 GB/s passes and a quarter of it does not.
@@ -24,17 +24,6 @@ script = "nccl-pair.sbatch"
 floor = 10
 environment = { PATH = "{fleet}:/usr/sbin:/usr/bin:/sbin:/bin", FLOW_TEST_FAULTS = "{faults}" }
 "#;
-
-/// Each node's (state, reason) as `sinfo` on the controller lists it.
-fn states(t: &HostCluster) -> Vec<(String, String, String)> {
-    t.on_controller("sinfo -h -N -o '%N|%T|%E'")
-        .lines()
-        .filter_map(|l| {
-            let mut p = l.splitn(3, '|');
-            Some((p.next()?.into(), p.next()?.into(), p.next()?.trim().into()))
-        })
-        .collect()
-}
 
 #[test]
 fn a_slow_node_of_4_is_named_by_its_nccl_pairs_drained_replaced_through_hyperpod_and_its_replacement_paired_healthy()
@@ -59,25 +48,19 @@ fn a_slow_node_of_4_is_named_by_its_nccl_pairs_drained_replaced_through_hyperpod
     let faults = tempfile::NamedTempFile::new().unwrap();
     let (slow, slow_id) = planted_with(&t, &faults, 4, 1, "busbw 0.25", PAIRS);
     let began = Instant::now();
-    let child = t.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
     // Slurm's word while HyperPod replaces it: the slow node, and it alone,
     // drained with flow's reason.
-    let mut seen = Vec::new();
-    wait_until(
-        Duration::from_secs(60),
-        "the slow node drained in Slurm",
-        || {
-            seen = states(&t);
-            seen.iter()
-                .any(|(n, s, _)| *n == slow && s.starts_with("drain"))
-        },
-    );
-    let run = finish(child);
+    let (run, seen) = t.apply_watching_the_drain_of(&slow);
     eprintln!(
         "hyperpod planted: slow node of 4 found, drained, replaced and its replacement paired in {:.1} s",
         began.elapsed().as_secs_f64()
     );
     assert_eq!(run.code, 0, "{}", run.all());
+    assert!(
+        !seen.is_empty(),
+        "the slow node was never drained: {}",
+        run.all()
+    );
     for (n, s, reason) in &seen {
         if *n == slow {
             assert!(
