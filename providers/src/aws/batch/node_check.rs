@@ -122,12 +122,12 @@ async fn run_job(
     inputs: &Values,
 ) -> Result<aws_sdk_batch::types::JobDetail, ProviderError> {
     let name = &spec.job_name;
-    // A job of this operation still running (the run was killed) is
-    // followed; one that ended was judged by the run that saw it end (a
-    // failed check applied again checks the nodes anew).
+    // SubmitJob has no idempotency token: a retry after a lost answer
+    // follows the job this operation's token tags instead of submitting a
+    // second (a failed check is never retried under its token: `read`
+    // answers it failed, and the engine starts over under a new one).
     if !ctx.token.is_empty()
         && let Some(job) = find_by_token(client, &spec.job_queue, name, &ctx.token).await?
-        && !finished(status(&job))
     {
         let id = job.job_id().unwrap_or_default().to_string();
         ctx.reporter.event(&format!(
