@@ -21,8 +21,9 @@ and a CreateCluster whose nodes' scripts fail ends `Failed` with a
 FailureMessage (DescribeCluster); cloud_hyperpod.py sets that.
 
 Here: the objects are read from moto's own S3 (this module runs in moto's
-process) into the host's folder (HOST["dir"]/lifecycle; the hosts share the
-machine's file system, so /opt/ml would be every node's at once), OnCreate
+process) into the host's folder (HOST["dir"]/lifecycle, under the manager's
+work folder in /tmp, which the host shares with this process; its /opt is
+its own root volume's, hosts/manager.py), OnCreate
 runs there with `bash` in the host's namespaces (nsenter), as root, and its
 output (stdout and stderr, in order) becomes the stream's events in moto's
 CloudWatch Logs. What HyperPod also gives its scripts

@@ -59,8 +59,10 @@ From outside moto (a test, a shell under scripts/local-hosts), the same:
 prints the cluster's JSON (as start_cluster returns it) on one line.
 
 What is made, on the hosts' own views of the file system (each host has
-its own mount namespace and /run; the rest of the file system is the
-machine's, shared by every host, as a cluster's shared /home would be):
+its own mount namespace, /run and root volume over /etc, /usr, /var and
+the other system folders, hosts/manager.py; /tmp, where the manager's work
+folder is, is the machine's, shared by every host, as a cluster's shared
+/home would be):
 
 - One slurm.conf for the cluster, in DIR (the manager's work folder's
   slurm/NAME/etc), bind-mounted over /etc/slurm in every host (each
