@@ -218,3 +218,78 @@ fn run_instances_makes_hosts_terminate_ends_them_and_a_taken_address_is_refused(
     );
     assert_eq!(hosts.list().len(), 1, "the refused launch left a host");
 }
+
+/// Each host's root volume is its own (scripts/local-cloud/hosts/manager.py):
+/// what one host writes under /etc and /var/lib another does not see, nor
+/// does this machine; StopInstances and StartInstances keep it, as an EBS
+/// root volume is kept; TerminateInstances deletes it.
+#[test]
+fn a_hosts_root_volume_is_its_own_kept_over_stop_and_start_and_deleted_on_terminate() {
+    let hosts = Hosts::start();
+    let _inside = hosts.enter();
+    let moto = Moto::start_with(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
+    let p = Project::new();
+    let key = keygen(p.path(), "k");
+    import_key_pair(&moto, "k", &key);
+    let ec2 = |params: &str| moto.query_call("ec2", &format!("Version=2016-11-15&{params}"));
+    let run = ec2("Action=RunInstances&ImageId=ami-760aaa0f&MinCount=2&MaxCount=2&KeyName=k");
+    let ids = super::support::moto::between_all(&run, "<instanceId>", "</instanceId>");
+    assert_eq!(ids.len(), 2, "{run}");
+    let host_of = |id: &str| {
+        hosts
+            .list()
+            .into_iter()
+            .find(|h| h["id"] == id)
+            .unwrap_or_else(|| panic!("no host for {id}: {:?}", hosts.list()))
+    };
+    let (first, second) = (host_of(&ids[0]), host_of(&ids[1]));
+    let mark = "/etc/flow-volume-mark";
+    let sh = |host: &serde_json::Value, command: &str| {
+        let out = hosts.ssh(host, &key, command);
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let wrote = sh(
+        &first,
+        &format!("echo one > {mark} && mkdir -p /var/lib/flow-mark && cat {mark}"),
+    );
+    assert_eq!(wrote, "one\n");
+    assert!(
+        sh(&second, &format!("cat {mark}")).contains("No such file"),
+        "another host sees the first one's /etc"
+    );
+    assert!(
+        !std::path::Path::new(mark).exists(),
+        "{mark} reached this machine"
+    );
+    assert!(!std::path::Path::new("/var/lib/flow-mark").exists());
+
+    // Stopped and started: a new host at the same address, the same volume.
+    let volume = first["volume"].as_str().expect("volume").to_string();
+    ec2(&format!("Action=StopInstances&InstanceId.1={}", ids[0]));
+    assert!(hosts.list().iter().all(|h| h["id"] != ids[0].as_str()));
+    assert!(
+        std::path::Path::new(&volume).is_dir(),
+        "a stop lost the volume"
+    );
+    ec2(&format!("Action=StartInstances&InstanceId.1={}", ids[0]));
+    let again = host_of(&ids[0]);
+    assert_ne!(again["pid"], first["pid"], "not a new host");
+    assert_eq!(again["ip"], first["ip"]);
+    assert_eq!(
+        sh(&again, &format!("cat {mark}; ls -d /var/lib/flow-mark")),
+        "one\n/var/lib/flow-mark\n"
+    );
+
+    ec2(&format!(
+        "Action=TerminateInstances&InstanceId.1={}",
+        ids[0]
+    ));
+    assert!(
+        !std::path::Path::new(&volume).exists(),
+        "a terminated instance's volume is left"
+    );
+}

@@ -7,7 +7,10 @@
 //! One test binary, a module per subject: `sealed` (no route but the
 //! bridge, a host is a network namespace of its own), `instances` (a
 //! CloudFormation stack's instance, SSH to it, destroy ends it; RunInstances
-//! and TerminateInstances; an address two instances cannot share).
+//! and TerminateInstances; an address two instances cannot share; a root
+//! volume of its own, kept over stop and start), `image` (`ec2.image` on a
+//! builder host), `image_content` (what an image holds on the instances
+//! launched from it), `slurm` (a cluster across hosts).
 
 #[path = "../support/mod.rs"]
 mod support;
