@@ -7,8 +7,8 @@
 //! arrives and says nothing; the other prints NCCL's warning naming it and
 //! no loss, so `hang_without_loss` fires, flow cancels the job, names the
 //! node from the warnings, checks it (the shipped node-health.sbatch:
-//! its stand-in `dcgmi diag` fails PCIe there), drains it (read from
-//! Slurm while HyperPod replaces it), replaces it through
+//! its stand-in `dcgmi diag` fails PCIe there), drains it (slurmctld's
+//! log says so), replaces it through
 //! BatchReplaceClusterNodes, and attempt 2 runs on the new node, passes
 //! the same all_reduce and resumes from the newest checkpoint.
 
@@ -24,18 +24,7 @@ use crate::support::workspace_root;
 #[test]
 fn a_node_whose_rank_hangs_is_named_by_nccl_checked_drained_replaced_through_hyperpod_and_the_training_resumes()
  {
-    // The replaced instance stays ShuttingDown for 5 s, its node drained in
-    // Slurm meanwhile, where the test reads it.
-    let table = tempfile::NamedTempFile::new().expect("table");
-    std::fs::write(
-        table.path(),
-        "scale = 60\n[operations]\n\"sagemaker.hyperpod.replace\" = 300\n",
-    )
-    .expect("write table");
-    let t = HostCluster::new(
-        ON_CREATE,
-        &[("FLOW_LATENCY_MODEL", &table.path().to_string_lossy())],
-    );
+    let t = HostCluster::new(ON_CREATE, &[]);
     let faults = tempfile::NamedTempFile::new().expect("faults");
     let root = workspace_root();
     let check = std::fs::read_to_string(root.join("workflows/slurm/node-health.sbatch"))
@@ -67,26 +56,22 @@ fn a_node_whose_rank_hangs_is_named_by_nccl_checked_drained_replaced_through_hyp
     std::fs::write(faults.path(), format!("{hung} hang 1\n{hung} dcgm PCIe\n")).expect("plant");
 
     let began = Instant::now();
-    let (run, seen) = t.apply_watching_the_drain_of(&hung);
+    let run = t.a.apply();
     eprintln!(
         "hyperpod hang: hung, named, checked, replaced and resumed in {:.1} s",
         began.elapsed().as_secs_f64()
     );
     assert_eq!(run.code, 0, "{}", run.all());
-    // Slurm drained the hung node, and it alone, with flow's reason.
+    // Slurm's word (slurmctld's log): the hung node, and it alone, drained
+    // with flow's reason.
+    let drained = t.drained_in_slurm();
+    assert_eq!(drained.len(), 1, "{drained:?}");
+    assert_eq!(drained[0].0, hung, "{drained:?}");
     assert!(
-        !seen.is_empty(),
-        "the hung node was never drained: {}",
-        run.all()
+        drained[0].1.starts_with("flow: train job ")
+            && drained[0].1.contains("dcgmi diag: PCIe Fail"),
+        "{drained:?}"
     );
-    for (n, s, reason) in &seen {
-        if *n == hung {
-            assert!(reason.starts_with("flow: train job "), "{seen:?}");
-            assert!(reason.contains("dcgmi diag: PCIe Fail"), "{seen:?}");
-        } else {
-            assert_eq!((s.as_str(), reason.as_str()), ("idle", "none"), "{seen:?}");
-        }
-    }
     let all = run.all();
     assert!(
         all.contains(&format!("check {hung}: bad: dcgmi diag: PCIe Fail")),

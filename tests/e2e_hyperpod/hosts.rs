@@ -187,47 +187,39 @@ impl HostCluster {
             .collect()
     }
 
-    /// `sinfo -N` on the controller `c`: (node, state, reason) of each.
-    pub fn states(&self, c: &Controller) -> Vec<(String, String, String)> {
-        let out = self
-            .hosts
-            .ssh(&c.host, &self.key, "sinfo -h -N -o '%N|%T|%E'");
-        assert!(out.status.success(), "sinfo on {}: {out:?}", c.ip);
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| {
-                let mut p = l.splitn(3, '|');
-                Some((p.next()?.into(), p.next()?.into(), p.next()?.trim().into()))
-            })
-            .collect()
-    }
-
-    /// `flow apply`, with Slurm watched meanwhile until it lists `node`
-    /// drained (or the apply ends): the run, and every node's (state,
-    /// reason) when `node` was first seen drained (empty if it never was).
-    pub fn apply_watching_the_drain_of(
-        &self,
-        node: &str,
-    ) -> (crate::support::Run, Vec<(String, String, String)>) {
-        // Found once: a node replaced meanwhile leaves ListClusterNodes.
-        let controller = self.controller();
-        let mut child = self.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
-        let mut seen = Vec::new();
-        loop {
-            let states = self.states(&controller);
-            if states
-                .iter()
-                .any(|(n, s, _)| n == node && s.starts_with("drain"))
+    /// The nodes Slurm drained, by slurmctld's own log (on the shared file
+    /// system, beside the cluster's slurm.conf): each drained node with
+    /// the reason it was given, in order. A node that was replaced since,
+    /// and left Slurm, is still there.
+    pub fn drained_in_slurm(&self) -> Vec<(String, String)> {
+        let dir = self.controller().host["dir"]
+            .as_str()
+            .expect("the controller's dir")
+            .to_string();
+        let log = std::path::Path::new(&dir)
+            .parent()
+            .and_then(std::path::Path::parent)
+            .expect("the hosts' work folder")
+            .join("slurm/ml-cluster/log/slurmctld.log");
+        let log =
+            std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+        let mut reasons = Vec::new();
+        let mut drained = Vec::new();
+        for line in log.lines() {
+            let Some((_, rest)) = line.split_once("update_node: node ") else {
+                continue;
+            };
+            if let Some((node, reason)) = rest.split_once(" reason set to: ") {
+                reasons.push((node.to_string(), reason.to_string()));
+            } else if let Some((node, state)) = rest.split_once(" state set to ")
+                && state.starts_with("DRAIN")
+                && let Some(r) = reasons.iter().rev().find(|r| r.0 == node)
+                && !drained.contains(r)
             {
-                seen = states;
-                break;
+                drained.push(r.clone());
             }
-            if child.try_wait().expect("flow's state").is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(200));
         }
-        (crate::support::finish(child), seen)
+        drained
     }
 
     /// The lifecycle output of `node` (its instance id and group) in the

@@ -4,10 +4,13 @@
 //! them. A slow node, found only by `slurm.node_check`'s NCCL pairs (the
 //! stand-in all_reduce_perf of tests/fixtures/slurm/fleet, launched by a
 //! real `srun` on both nodes of a pair, scales its bus bandwidth by the
-//! fault table), is named with its evidence, drained (read from Slurm
-//! while HyperPod replaces it) and replaced through the local cloud's
+//! fault table), is named with its evidence, drained (slurmctld's log
+//! says so) and replaced through the local cloud's
 //! BatchReplaceClusterNodes, and its replacement is paired with a healthy
-//! node and found healthy.
+//! node and found healthy. A node whose `fi_info` lists one EFA device
+//! too few (the stand-in of tests/fixtures/slurm/fleet, by the node it
+//! runs on), found by the shipped node-health.sbatch with `check.efa`, is
+//! named, drained and replaced the same way.
 
 use std::time::Instant;
 
@@ -28,18 +31,7 @@ environment = { PATH = "{fleet}:/usr/sbin:/usr/bin:/sbin:/bin", FLOW_TEST_FAULTS
 #[test]
 fn a_slow_node_of_4_is_named_by_its_nccl_pairs_drained_replaced_through_hyperpod_and_its_replacement_paired_healthy()
  {
-    // The replaced instance stays ShuttingDown for 5 s, its node drained in
-    // Slurm meanwhile, where the test reads it.
-    let table = tempfile::NamedTempFile::new().expect("table");
-    std::fs::write(
-        table.path(),
-        "scale = 60\n[operations]\n\"sagemaker.hyperpod.replace\" = 300\n",
-    )
-    .expect("write table");
-    let t = HostCluster::new(
-        ON_CREATE,
-        &[("FLOW_LATENCY_MODEL", &table.path().to_string_lossy())],
-    );
+    let t = HostCluster::new(ON_CREATE, &[]);
     let script = workspace_root().join("tests/fixtures/slurm/hosts/nccl-pair.sbatch");
     t.a.p.write(
         "nccl-pair.sbatch",
@@ -48,29 +40,23 @@ fn a_slow_node_of_4_is_named_by_its_nccl_pairs_drained_replaced_through_hyperpod
     let faults = tempfile::NamedTempFile::new().unwrap();
     let (slow, slow_id) = planted_with(&t, &faults, 4, 1, "busbw 0.25", PAIRS);
     let began = Instant::now();
-    // Slurm's word while HyperPod replaces it: the slow node, and it alone,
-    // drained with flow's reason.
-    let (run, seen) = t.apply_watching_the_drain_of(&slow);
+    let run = t.a.apply();
     eprintln!(
         "hyperpod planted: slow node of 4 found, drained, replaced and its replacement paired in {:.1} s",
         began.elapsed().as_secs_f64()
     );
     assert_eq!(run.code, 0, "{}", run.all());
+    // Slurm's word (slurmctld's log): the slow node, and it alone, drained
+    // with flow's reason.
+    let drained = t.drained_in_slurm();
+    assert_eq!(drained.len(), 1, "{drained:?}");
+    assert_eq!(drained[0].0, slow, "{drained:?}");
     assert!(
-        !seen.is_empty(),
-        "the slow node was never drained: {}",
-        run.all()
+        drained[0]
+            .1
+            .starts_with("flow: busbw 4.4763 GB/s < 10 (floor) with healthy node ip-"),
+        "{drained:?}"
     );
-    for (n, s, reason) in &seen {
-        if *n == slow {
-            assert!(
-                reason.starts_with("flow: busbw 4.4763 GB/s < 10 (floor) with healthy node ip-"),
-                "{reason}"
-            );
-        } else {
-            assert_eq!((s.as_str(), reason.as_str()), ("idle", "none"), "{seen:?}");
-        }
-    }
     let all = run.all();
     assert!(all.contains("NCCL round 1: "), "{all}");
     assert!(all.contains("NCCL round 2: "), "{all}");
@@ -116,4 +102,64 @@ fn a_slow_node_of_4_is_named_by_its_nccl_pairs_drained_replaced_through_hyperpod
         "{all}"
     );
     last_run_of_the_replacement(&t, &slow, &by);
+}
+
+#[test]
+fn a_node_missing_an_efa_device_is_named_by_its_check_drained_and_replaced_through_hyperpod() {
+    let t = HostCluster::new(ON_CREATE, &[]);
+    let faults = tempfile::NamedTempFile::new().unwrap();
+    let (bad, bad_id) = planted_with(&t, &faults, 4, 2, "efa 3", "");
+    // The shipped node health script, with its EFA rule: 4 devices, a
+    // p4d's (the hosts' instance type has none).
+    let health =
+        std::fs::read_to_string(workspace_root().join("workflows/slurm/node-health.sbatch"))
+            .expect("workflows/slurm/node-health.sbatch");
+    t.a.p.write("node-health.sbatch", &health);
+    let wf = t.a.p.read("wf.toml");
+    let line = "script = \"nvidia-smi.sbatch\"\n";
+    assert!(wf.contains(line));
+    t.a.p.write(
+        "wf.toml",
+        &wf.replace(line, "script = \"node-health.sbatch\"\nefa = 4\n"),
+    );
+    let began = Instant::now();
+    let run = t.a.apply();
+    eprintln!(
+        "hyperpod planted: EFA node of 4 found, drained, replaced and its replacement checked in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    assert_eq!(run.code, 0, "{}", run.all());
+    // Slurm's word (slurmctld's log): that node, and it alone, drained with
+    // flow's reason.
+    let drained = t.drained_in_slurm();
+    assert_eq!(drained.len(), 1, "{drained:?}");
+    assert_eq!(drained[0].0, bad, "{drained:?}");
+    assert!(
+        drained[0]
+            .1
+            .starts_with("flow: fi_info lists 3 EFA devices, check.efa is 4"),
+        "{drained:?}"
+    );
+    let verdicts = output(&t, "verdicts");
+    let v = &verdicts[&bad];
+    assert_eq!(
+        (&v["status"], &v["by"]),
+        (&json!("bad"), &json!("check")),
+        "{v}"
+    );
+    assert_eq!(
+        (&v["value"], &v["threshold"]),
+        (&json!(3), &json!(4)),
+        "{v}"
+    );
+    assert_eq!(v["line"], "domain: efa_2-rdm", "{v}");
+    let by = replaced_once(&t, &bad, &bad_id, 4);
+    assert!(
+        run.all()
+            .contains(&format!("BatchReplaceClusterNodes for {bad_id}")),
+        "{}",
+        run.all()
+    );
+    assert_eq!(verdicts[&by]["status"], "healthy", "{verdicts}");
+    last_run_of_the_replacement(&t, &bad, &by);
 }
