@@ -29,6 +29,8 @@ mod hosts;
 mod https;
 #[path = "e2e_pcluster/job_replace.rs"]
 mod job_replace;
+#[path = "e2e_pcluster/job_replace_gone.rs"]
+mod job_replace_gone;
 #[path = "e2e_pcluster/live.rs"]
 mod live;
 #[path = "e2e_pcluster/node_replace.rs"]

@@ -21,7 +21,8 @@ What AWS documents, and what is modelled here:
   draining is left until they end.
 - Each unhealthy static node is set DOWN with the reason "Static node
   maintenance: unhealthy node is being replaced", its instance terminated
-  (the host goes), and a new instance launched from the compute
+  (the host goes; its tags dropped at once, as EC2 drops a terminated
+  instance's "after a short while": `_untag`), and a new instance launched from the compute
   resource's launch template (cloud_pcluster_slurm.launch: tagged as
   ParallelCluster tags compute nodes), a new host at a new private
   address; which instance is which node is written to the cluster's
@@ -52,7 +53,8 @@ node:
     HH:MM:SS N: launched i-NEW at 10.0.0.9 (ip-10-0-0-9.ec2.internal)
     HH:MM:SS N: resumed on i-NEW
 
-Not modelled: EC2 health checks and scheduled events, Slurm nodes that
+The loop's period and a held launch are set by FLOW_CLUSTERMGTD_LOOP_S and
+FLOW_CLUSTERMGTD_LAUNCH_S (above). Not modelled: EC2 health checks and scheduled events, Slurm nodes that
 fail to register (node_replacement_timeout), the protected mode's count
 of failed launches, dynamic nodes (cloud_pcluster_power.py's).
 """
@@ -69,8 +71,16 @@ import cloud_pcluster_head_node as head_node
 import cloud_pcluster_slurm
 import cloud_slurm_hosts as slurm
 
-# clustermgtd's loop_time default (seconds).
-LOOP_S = 60
+# clustermgtd's loop_time (seconds): 60 by default, as clustermgtd's; a
+# cluster's clustermgtd configuration may set another, and so may a test
+# (FLOW_CLUSTERMGTD_LOOP_S).
+LOOP_S = float(os.environ.get("FLOW_CLUSTERMGTD_LOOP_S") or 60)
+# How long a replacement's new instance takes to launch after the old one is
+# terminated: none by default (AWS gives no figure); a test may hold it
+# (FLOW_CLUSTERMGTD_LAUNCH_S), as a launch clustermgtd retries after an
+# InsufficientInstanceCapacity would: the node DOWN at its old address, no
+# instance of the cluster there.
+LAUNCH_S = float(os.environ.get("FLOW_CLUSTERMGTD_LAUNCH_S") or 0)
 REASON = "Static node maintenance: unhealthy node is being replaced"
 
 
@@ -101,6 +111,24 @@ def _record(account_id, region_name, cluster, node, instance_id):
         )
     except Exception as e:  # a stack without its table: nothing to record
         _log(cluster, "no table for %s: %s" % (node, e))
+
+
+def _untag(ec2, instance_id):
+    """A terminated instance's tags gone: "Resources (such as tags) are
+    gradually disassociated from the terminated instance and may no longer
+    be visible on the terminated instance after a short while" ("Terminate
+    Amazon EC2 instances",
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/terminating-instances.html).
+    AWS gives no figure for the while; here they are gone at once, so the
+    old instance is gone from a listing by the cluster's tags (what
+    clustermgtd and `pcluster describe-cluster-instances` list) as soon as
+    clustermgtd terminated it."""
+    try:
+        keys = list(ec2.tags.get(instance_id, {}))
+        if keys:
+            ec2.delete_tag_keys([instance_id], keys)
+    except Exception as e:  # the replacement goes on; the tags stay
+        print("cloud_pcluster_static: untagging %s: %s" % (instance_id, e), flush=True)
 
 
 def unhealthy(states):
@@ -137,6 +165,10 @@ def _replace(account_id, region_name, cluster, name, why):
     _scontrol(cluster, "update", "nodename=%s" % name, "state=down", "reason=%s" % REASON)
     _log(cluster, "%s: set DOWN; terminating %s (%s)" % (name, old["id"], old["ip"]))
     ec2.terminate_instances([old["id"]])
+    _untag(ec2, old["id"])
+    if LAUNCH_S:
+        _log(cluster, "%s: launching its new instance (%.0f s)" % (name, LAUNCH_S))
+        time.sleep(LAUNCH_S)
     (new,) = cloud_pcluster_slurm.launch(ec2, cluster["name"], queue, resource, subnet, 1)
     _record(account_id, region_name, cluster, name, new.id)
     _log(cluster, "%s: launched %s at %s (%s)" % (name, new.id, new.private_ip, new.private_dns_name))

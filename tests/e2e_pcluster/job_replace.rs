@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::node_replace::{Cluster, cluster};
+use super::node_replace::{Cluster, cluster_with};
 use super::support::{finish, signal, wait_until, workspace_root};
 use super::workflow;
 
@@ -61,14 +61,14 @@ environment = {{ CKPT = "{shared}/ckpt", EPOCHS = "5", EPOCH_SECS = "1"{env} }}
 }
 
 /// `COMMAND` over SSH on the head node: its stdout.
-fn on_head(c: &Cluster, command: &str) -> String {
+pub(super) fn on_head(c: &Cluster, command: &str) -> String {
     let out = c.hosts.ssh(&c.head, &c.key, command);
     assert!(out.status.success(), "{command}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The training's jobs Slurm knows: (id, comment, nodes, state).
-fn training_jobs(c: &Cluster) -> Vec<(String, String, String, String)> {
+pub(super) fn training_jobs(c: &Cluster) -> Vec<(String, String, String, String)> {
     on_head(c, "squeue -h --states=all -n train -o '%i|%k|%N|%T'")
         .lines()
         .filter_map(|l| {
@@ -81,7 +81,12 @@ fn training_jobs(c: &Cluster) -> Vec<(String, String, String, String)> {
 /// The cluster made by flow, its head node known, and the workflow with
 /// the training (`env` and `more` as [`train`] takes them).
 fn up(env: &str, more: &str) -> Cluster {
-    let mut c = cluster();
+    up_with(env, more, &[])
+}
+
+/// [`up`], `moto_env` more of the local cloud's environment.
+pub(super) fn up_with(env: &str, more: &str, moto_env: &[(&str, &str)]) -> Cluster {
+    let mut c = cluster_with(moto_env);
     let began = Instant::now();
     c.a.apply().expect(0);
     eprintln!(
@@ -372,7 +377,7 @@ fn a_static_node_the_check_finds_bad_is_replaced_once_across_a_kill_9_and_the_tr
 
 /// Once attempt 1 has written its second checkpoint: the host of the
 /// job's last node stopped. Its Slurm name, instance and address.
-fn stop_a_node_mid_training(c: &Cluster) -> (String, String, String) {
+pub(super) fn stop_a_node_mid_training(c: &Cluster) -> (String, String, String) {
     let ckpt = c.a.p.path().join("shared/ckpt");
     let mut nodes = String::new();
     wait_until(

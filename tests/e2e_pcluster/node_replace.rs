@@ -169,13 +169,21 @@ impl Cluster {
 /// The cluster's hosts, the local cloud and the project, before flow
 /// makes the cluster.
 pub(super) fn cluster() -> Cluster {
+    cluster_with(&[])
+}
+
+/// [`cluster`], `moto_env` more of the local cloud's environment.
+pub(super) fn cluster_with(moto_env: &[(&str, &str)]) -> Cluster {
     ensure_installed("slurmctld", "slurmctld");
     ensure_installed("slurmd", "slurmd");
     ensure_installed("munged", "munge");
     ensure_installed("srun", "slurm-client");
     let hosts = Hosts::start();
     let inside = hosts.enter();
-    let moto = Cloud::start(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
+    let socket = hosts.socket.to_string_lossy().into_owned();
+    let mut env = vec![("FLOW_LOCAL_HOSTS", socket.as_str())];
+    env.extend_from_slice(moto_env);
+    let moto = Cloud::start(&env);
     let (pcluster, values) = prepared(&moto);
     let mut a = moto.aws();
     let key = keygen(a.p.path(), "flow-key");
