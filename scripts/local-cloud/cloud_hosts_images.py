@@ -68,8 +68,7 @@ def _create_image_of_host(self, instance_id, *args, **kwargs):
     if cloud_hosts.enabled():
         snapshot = image.ebs_snapshot.id
         try:
-            with cloud_hosts._LOCK:
-                client.call({"op": "capture", "id": instance_id, "snapshot": snapshot})
+            client.call({"op": "capture", "id": instance_id, "snapshot": snapshot})
         except client.HostError as e:
             # No half-made image: the AMI and its snapshot go.
             self.deregister_image(image.id)
@@ -84,8 +83,7 @@ def _delete_snapshot_and_layers(self, snapshot_id):
     answer = _delete_snapshot(self, snapshot_id)
     if cloud_hosts.enabled():
         try:
-            with cloud_hosts._LOCK:
-                client.call({"op": "forget", "snapshot": snapshot_id})
+            client.call({"op": "forget", "snapshot": snapshot_id})
         except client.HostError as e:
             # The snapshot is gone in the API; its layers are left in the
             # manager's work folder, which goes when local-hosts ends.

@@ -59,6 +59,25 @@ pub(super) struct BuildCloud {
 }
 
 impl BuildCloud {
+    /// The snapshots whose layers the local cloud keeps (in the host
+    /// manager's work folder, `snapshots/ID`), sorted.
+    pub fn captured(&self) -> Vec<String> {
+        let work = self
+            .hosts
+            .socket
+            .parent()
+            .expect("the manager's work folder");
+        let mut found: Vec<String> = std::fs::read_dir(work.join("snapshots"))
+            .map(|entries| {
+                entries
+                    .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort();
+        found
+    }
+
     /// Installs `ansible` when missing, starts the hosts and moto.
     pub fn start() -> BuildCloud {
         ensure_installed("ansible-playbook", "ansible");
@@ -164,6 +183,9 @@ fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregi
     );
     let first_snapshots = snapshots_of(moto, &image);
     assert_eq!(first_snapshots.len(), 1, "{described}");
+    // The builder's root volume, captured under the image's snapshot
+    // (scripts/local-cloud/cloud_hosts_images.py).
+    assert_eq!(cloud.captured(), first_snapshots, "the layers kept");
     // The playbook ran on the builder host (its hostname is the builder's
     // private DNS name), and the builder is gone: terminated, no host.
     let logs = flow(&p, moto, &["logs", "wf.toml", "base"]).expect(0);
@@ -227,6 +249,11 @@ fn a_playbook_on_a_builder_host_makes_a_tagged_image_replaced_on_edit_and_deregi
     let second_snapshots = snapshots_of(moto, &second);
     flow(&p, moto, &["destroy", "wf.toml", "--auto-approve"]).expect(0);
     assert!(own_images(moto).is_empty(), "{:?}", own_images(moto));
+    assert!(
+        cloud.captured().is_empty(),
+        "DeleteSnapshot left the layers of {:?}",
+        cloud.captured()
+    );
     for s in &second_snapshots {
         assert!(!snapshots(moto).contains(s), "destroy left snapshot {s}");
     }

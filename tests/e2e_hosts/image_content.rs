@@ -10,7 +10,7 @@
 //! replaces its instances, and they run the new program.
 
 use super::hosts::{import_key_pair, keygen};
-use super::image::{BuildCloud, ec2, output, own_images};
+use super::image::{BuildCloud, ec2, output, own_images, snapshots_of};
 use super::support::Project;
 use super::support::moto::between_all;
 
@@ -177,6 +177,11 @@ fn an_images_content_reaches_its_instances_and_never_this_machine_and_an_edit_ch
     let mut expected = vec![new_tool.clone(), new_plugin.clone()];
     expected.sort();
     assert_eq!(images, expected, "the replaced images are left");
+    // Their snapshots' layers went with them (DeleteSnapshot).
+    let mut kept = snapshots_of(moto, &new_tool);
+    kept.extend(snapshots_of(moto, &new_plugin));
+    kept.sort();
+    assert_eq!(cloud.captured(), kept, "the layers the local cloud keeps");
     let new_instance = output(&p, moto, "nodes.ToolId");
     assert_ne!(new_instance, tool_instance, "{}", second.all());
     assert!(
