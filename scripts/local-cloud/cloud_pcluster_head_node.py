@@ -27,7 +27,9 @@ the fleet status on. Here:
 
 - the wait condition of a stack that has a `parallelcluster-STACK` table is
   complete once the head node "booted": the status RUNNING is written
-  first, as the cookbook writes it, then every function in
+  first, as the cookbook writes it at first boot (a wait condition made by
+  a stack update leaves the status as it is: a fleet stopped for the
+  update stays stopped), then every function in
   `HEAD_NODE_HOOKS` is called with (account, region, cluster name, head
   node instance id). This is the seam for instances that are hosts: a host
   layer (cloud_hosts.py) that backs the head node appends its own function,
@@ -259,7 +261,13 @@ def _boot_head_node(account_id, region_name, stack_id, cluster):
         return False
     resources[table_id]  # made now if not yet
     head = resources[head_id] if head_id else None
-    _write_status(account_id, region_name, cluster, "RUNNING")
+    # The cookbook writes RUNNING at the head node's first boot. A stack
+    # update makes a new wait condition too (pcluster names each update's
+    # after its time), which the head node signals once cfn-hup has applied
+    # the update: the fleet keeps the status it has (a fleet stopped for
+    # the update stays STOPPED until someone starts it).
+    if fleet_status(account_id, region_name, cluster) is None:
+        _write_status(account_id, region_name, cluster, "RUNNING")
     for hook in list(HEAD_NODE_HOOKS):
         hook(account_id, region_name, cluster, getattr(head, "id", None))
     return True

@@ -178,6 +178,8 @@ fn a_cluster_is_created_updated_through_a_fleet_stop_imported_and_destroyed() {
     }
     let out = record(&a, &env)["outputs"].clone();
     assert_eq!(out["status"], "UPDATE_COMPLETE", "{out}");
+    // Recorded once the fleet runs again, not as it was before the start.
+    assert_eq!(out["compute_fleet_status"], "RUNNING", "{out}");
     let plan = run(&a, &env, &["plan", "--detailed-exitcode", "wf.toml"]);
     assert_eq!(plan.code, 0, "{}", plan.all());
 
@@ -322,6 +324,7 @@ fn kill_9_inside_create_update_and_delete_then_apply_again_converges() {
     assert_eq!(again.code, 0, "{}", again.all());
     let out = record(&a, &env)["outputs"].clone();
     assert_eq!(out["status"], "UPDATE_COMPLETE", "{out}");
+    assert_eq!(out["compute_fleet_status"], "RUNNING", "{out}");
     assert_eq!(fleet(), "RUNNING");
     assert_eq!(live_stacks(&moto, "flow-p5"), 1);
     let plan = run(&a, &env, &["plan", "--detailed-exitcode", "wf.toml"]);

@@ -422,21 +422,73 @@ fn the_pcluster_p5_workflow_applies_whole_on_hosts() {
         "{}",
         plan.stdout
     );
+    // kill -9 of flow inside the update: once pcluster's compute fleet
+    // was asked to stop (flow's stop answered) and before the update went
+    // to CloudFormation (the stack not yet updating), then apply again.
+    let fleet = || {
+        let item = moto.json_call(
+            "dynamodb",
+            "DynamoDB_20120810.GetItem",
+            r#"{"TableName": "parallelcluster-ml-p5", "Key": {"Id": {"S": "COMPUTE_FLEET"}}}"#,
+        );
+        item["Item"]["Data"]["M"]["status"]["S"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let stack = || {
+        let xml = moto.query_call(
+            "cloudformation",
+            "Action=DescribeStacks&StackName=ml-p5&Version=2010-05-15",
+        );
+        super::support::moto::between_all(&xml, "<StackStatus>", "</StackStatus>").join(",")
+    };
+    assert_eq!(fleet(), "RUNNING");
     let started = Instant::now();
+    let mut args: Vec<&str> = vec!["apply", "--auto-approve", &wf, "--state-dir", &state];
+    for v in &vars {
+        args.extend(["--var", v.as_str()]);
+    }
+    let mut killed = p.cmd(&args);
+    let killed = killed
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn flow");
+    super::support::wait_until(
+        std::time::Duration::from_secs(180),
+        "the compute fleet asked to stop",
+        || fleet() != "RUNNING",
+    );
+    let (fleet_at_kill, stack_at_kill) = (fleet(), stack());
+    super::support::signal(&killed, 9);
+    let killed = super::support::finish(killed);
+    eprintln!("kill -9 inside the update: fleet {fleet_at_kill}, stack {stack_at_kill}");
+    assert_ne!(killed.code, 0, "{}", killed.all());
+    assert!(
+        killed
+            .all()
+            .contains("stopping the compute fleet for the update"),
+        "{}",
+        killed.all()
+    );
+    assert_eq!(
+        stack_at_kill, "CREATE_COMPLETE",
+        "the kill came after the update's call"
+    );
     let update = flow(&["apply", "--auto-approve"]);
     eprintln!(
-        "pcluster-p5 update (MaxCount 4 → 3): {:.1} s",
+        "pcluster-p5 update (MaxCount 4 → 3) across a kill -9: {:.1} s",
         started.elapsed().as_secs_f64()
     );
     assert_eq!(update.code, 0, "{}", update.all());
     let all = update.all();
-    for said in [
-        "stopping the compute fleet for the update",
-        "MaxCount \"4\" → \"3\"",
-        "starting the compute fleet again",
-    ] {
+    for said in ["MaxCount \"4\" → \"3\"", "starting the compute fleet again"] {
         assert!(all.contains(said), "{said:?} missing from\n{all}");
     }
+    assert_eq!(fleet(), "RUNNING");
+    assert_eq!(stack(), "UPDATE_COMPLETE");
     let updated = outputs("cluster");
     assert_eq!(updated["status"], "UPDATE_COMPLETE", "{updated}");
     assert_eq!(updated["compute_fleet_status"], "RUNNING", "{updated}");

@@ -11,7 +11,7 @@ use super::cli::Pcluster;
 use super::config;
 use super::efa_rules;
 use super::errors;
-use super::ops::{fleet_stopped, load, no_changes, rendered, settle};
+use super::ops::{fleet_starting, fleet_stopped, load, no_changes, rendered, settle};
 use super::wait;
 use crate::contract::{
     Applied, Capacity, ErrorKind, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
@@ -391,13 +391,18 @@ impl Provider for ParallelCluster {
                 change.get("requestedValue").unwrap_or(&Value::Null)
             ));
         }
-        let applied = settle(ctx, &pc, &name, &parsed).await?;
+        let mut applied = settle(ctx, &pc, &name, &parsed).await?;
         if stopped {
             ctx.reporter.event(&format!(
                 "cluster `{name}`: starting the compute fleet again"
             ));
             pc.set_fleet(&name, "START_REQUESTED").await?;
+        }
+        // Started here, or by a run killed after it asked: the outputs say
+        // what the fleet is once it runs, not what it was before.
+        if stopped || (stop && fleet_starting(&pc, &name).await?) {
             wait::until_fleet(ctx, &pc, &name, "RUNNING").await?;
+            applied = settle(ctx, &pc, &name, &parsed).await?;
         }
         Ok(applied)
     }

@@ -66,10 +66,19 @@ pub(super) fn no_changes(answer: &super::cli::Answer) -> bool {
 
 /// Whether the compute fleet of `name` is stopped or stopping.
 pub(super) async fn fleet_stopped(pc: &Pcluster, name: &str) -> Result<bool, ProviderError> {
+    fleet_in(pc, name, &["STOPPED", "STOPPING", "STOP_REQUESTED"]).await
+}
+
+/// Whether the compute fleet of `name` was asked to start and is not
+/// running yet.
+pub(super) async fn fleet_starting(pc: &Pcluster, name: &str) -> Result<bool, ProviderError> {
+    fleet_in(pc, name, &["START_REQUESTED", "STARTING"]).await
+}
+
+async fn fleet_in(pc: &Pcluster, name: &str, statuses: &[&str]) -> Result<bool, ProviderError> {
     Ok(pc.describe(name).await?.is_some_and(|c| {
-        matches!(
-            c.get("computeFleetStatus").and_then(Value::as_str),
-            Some("STOPPED" | "STOPPING" | "STOP_REQUESTED")
-        )
+        c.get("computeFleetStatus")
+            .and_then(Value::as_str)
+            .is_some_and(|s| statuses.contains(&s))
     }))
 }
