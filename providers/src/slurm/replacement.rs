@@ -87,6 +87,10 @@ impl Replacing {
     }
 }
 
+/// The old instance of a node the platform replaced on its own before flow
+/// looked (no longer listed, or no longer at the node's address).
+pub(super) const UNKNOWN: &str = "-";
+
 /// A replacement carried out: the node and the one now in its place.
 #[derive(Debug, Clone)]
 pub(super) struct Replaced {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Replaced, Replacing, all_sent, claim, now};
+use super::{Replaced, Replacing, UNKNOWN, all_sent, claim, now};
 use crate::aws::hyperpod::nodes::{self as cluster_nodes, Node};
 use crate::contract::{OpContext, ProviderError};
 use crate::slurm::nodes;
@@ -122,9 +122,6 @@ fn taken_by_hyperpod(
     };
     Some((r, seen))
 }
-
-/// The old instance of a node HyperPod replaced before flow looked.
-pub(super) const UNKNOWN: &str = "-";
 
 /// The nodes of `names` (a failed job's, which started at `started`)
 /// HyperPod is replacing or has replaced on its own

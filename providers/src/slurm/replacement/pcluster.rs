@@ -23,7 +23,7 @@ use std::time::Duration;
 use aws_sdk_ec2::types::Filter;
 use tokio::time::Instant;
 
-use super::{Replaced, Replacing, all_sent, claim, now};
+use super::{Replaced, Replacing, UNKNOWN, all_sent, claim, now};
 use crate::aws::config::sdk_config;
 use crate::aws::error;
 use crate::contract::{OpContext, ProviderError};
@@ -103,9 +103,6 @@ impl Fleet {
 fn at<'a>(fleet: &'a [Instance], address: &str) -> Option<&'a Instance> {
     fleet.iter().find(|i| i.ip == address && i.up())
 }
-
-/// The old instance of a node clustermgtd replaced before flow looked.
-pub(super) const UNKNOWN: &str = "-";
 
 /// Whether `i` was launched by `t` (seconds since the epoch, a second's
 /// slack), or either time is unknown.
