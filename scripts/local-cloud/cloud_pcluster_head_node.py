@@ -27,11 +27,13 @@ the fleet status on. Here:
 
 - the wait condition of a stack that has a `parallelcluster-STACK` table is
   complete once the head node "booted": the status RUNNING is written
-  first, as the cookbook writes it at first boot (a wait condition made by
-  a stack update leaves the status as it is: a fleet stopped for the
-  update stays stopped), then every function in
+  first, as the cookbook writes it at first boot, then every function in
   `HEAD_NODE_HOOKS` is called with (account, region, cluster name, head
-  node instance id). This is the seam for instances that are hosts: a host
+  node instance id). A wait condition made by a stack update (pcluster
+  names each update's `HeadNodeWaitCondition` after its time: the head node
+  signals it once cfn-hup has applied the update) leaves the status as it
+  is (a fleet stopped for the update stays stopped) and calls
+  `UPDATE_HOOKS` instead. This is the seam for instances that are hosts: a host
   layer (cloud_hosts.py) that backs the head node appends its own function,
   which starts the host (slurmctld) and returns when it is up. A wait
   condition of any other stack completes at once (moto's behaviour);
@@ -59,6 +61,11 @@ TABLE_PREFIX = "parallelcluster-"
 # Functions (account, region, cluster, head node instance id) run when a
 # head node has booted, before the stack's wait condition completes.
 HEAD_NODE_HOOKS = []
+# The same, run when the head node has applied a stack update (cfn-hup's
+# update recipes), before that update's wait condition completes: what
+# the update changes on the head node (slurm.conf for new queue sizes).
+# Static nodes are not relaunched by an update here.
+UPDATE_HOOKS = []
 _TRANSITIONS = {
     "STOP_REQUESTED": ("STOPPING", "STOPPED"),
     "START_REQUESTED": ("STARTING", "RUNNING"),
@@ -266,9 +273,10 @@ def _boot_head_node(account_id, region_name, stack_id, cluster):
     # after its time), which the head node signals once cfn-hup has applied
     # the update: the fleet keeps the status it has (a fleet stopped for
     # the update stays STOPPED until someone starts it).
-    if fleet_status(account_id, region_name, cluster) is None:
+    first_boot = fleet_status(account_id, region_name, cluster) is None
+    if first_boot:
         _write_status(account_id, region_name, cluster, "RUNNING")
-    for hook in list(HEAD_NODE_HOOKS):
+    for hook in list(HEAD_NODE_HOOKS if first_boot else UPDATE_HOOKS):
         hook(account_id, region_name, cluster, getattr(head, "id", None))
     return True
 

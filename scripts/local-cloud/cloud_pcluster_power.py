@@ -316,4 +316,6 @@ def install():
     hosts are enabled)."""
     if slurm.enabled():
         cloud_pcluster_head_node.HEAD_NODE_HOOKS.append(_on_head_node)
+        # An update's new queue sizes reach slurm.conf the same way.
+        cloud_pcluster_head_node.UPDATE_HOOKS.append(_on_head_node)
         cloud_hosts.on_boot(_boot_daemons)

@@ -90,6 +90,34 @@ fn the_head_node_is_a_host_running_slurmctld_with_its_static_node() {
         hosts.list()
     );
 
+    // An update (MaxCount 2 → 3, which pcluster takes with the fleet
+    // running): the head node applies it; the cluster keeps its one
+    // slurmctld and its static node, none launched again.
+    a.p.write(
+        "wf.toml",
+        &workflow(&values.replace(
+            r#"PLACEHOLDER_MAX_INSTANCES = "2""#,
+            r#"PLACEHOLDER_MAX_INSTANCES = "3""#,
+        )),
+    );
+    let update = a.p.run_env(&["apply", "--auto-approve", "wf.toml"], &env);
+    assert_eq!(update.code, 0, "{}", update.all());
+    assert!(update.all().contains("UPDATE_COMPLETE"), "{}", update.all());
+    let out = hosts.ssh(&head, &key, "sinfo -h -N -o '%N %T'; pgrep -c slurmctld");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [&format!("{node} idle"), "1"],
+        "after the update: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        hosts.list().len(),
+        2,
+        "head and static node after the update: {:?}",
+        hosts.list()
+    );
+
     a.p.run_env(&["destroy", "--auto-approve", "wf.toml"], &env)
         .expect(0);
     assert!(hosts.list().is_empty(), "destroy left {:?}", hosts.list());
