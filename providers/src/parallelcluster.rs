@@ -10,6 +10,7 @@ mod efa_rules;
 mod errors;
 mod ops;
 mod reservations;
+mod resize;
 mod wait;
 
 use std::sync::Arc;

@@ -103,6 +103,14 @@ fn the_head_node_is_a_host_running_slurmctld_with_its_static_node() {
     let update = a.p.run_env(&["apply", "--auto-approve", "wf.toml"], &env);
     assert_eq!(update.code, 0, "{}", update.all());
     assert!(update.all().contains("UPDATE_COMPLETE"), "{}", update.all());
+    // The plan said so: a MaxCount that grows needs no fleet stop.
+    assert!(
+        update
+            .stdout
+            .contains("queues grow: pcluster takes it with the compute fleet running"),
+        "{}",
+        update.stdout
+    );
     let out = hosts.ssh(&head, &key, "sinfo -h -N -o '%N %T'; pgrep -c slurmctld");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(

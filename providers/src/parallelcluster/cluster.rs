@@ -12,6 +12,7 @@ use super::config;
 use super::efa_rules;
 use super::errors;
 use super::ops::{fleet_starting, fleet_stopped, load, no_changes, rendered, settle};
+use super::resize;
 use super::wait;
 use crate::contract::{
     Applied, Capacity, ErrorKind, InputSpec, InputType, InputValue, OpContext, PlanDetail, Prior,
@@ -244,11 +245,15 @@ impl Provider for ParallelCluster {
                     .map(|(_, _, b)| config::summary(&b).queues)
             })
         });
-        if let Some(before) = before
-            && let Ok((_, _, after)) = load(&ctx.workdir, desired)
-            && before != config::summary(&after).queues
+        let after = load(&ctx.workdir, desired)
+            .ok()
+            .map(|(_, _, after)| config::summary(&after).queues);
+        if let (Some(before), Some(after)) = (before, after)
+            && before != after
         {
-            lines.push(if inputs::bool_or(desired, "stop_compute_fleet", false)? {
+            lines.push(if resize::grows_only(&before, &after) {
+                "queues grow: pcluster takes it with the compute fleet running".into()
+            } else if inputs::bool_or(desired, "stop_compute_fleet", false)? {
                 "queues change: flow stops the compute fleet, updates, and starts it again".into()
             } else {
                 "queues change: pcluster needs the compute fleet stopped first (set `stop_compute_fleet = true` to let flow do it)".into()
