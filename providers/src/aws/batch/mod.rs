@@ -11,8 +11,6 @@
 //! `success_pattern` and `capture` judge them and take outputs from them
 //! once it ends (see [`super::batch_logs`]); `run` follows one job to its end.
 
-use std::collections::{BTreeMap, HashMap};
-
 use async_trait::async_trait;
 use aws_sdk_batch::types::{JobTimeout, NodeOverrides, NodePropertyOverride};
 use serde_json::Value;
@@ -22,8 +20,8 @@ mod run;
 
 pub use node_check::BatchNodeCheck;
 
+use super::inputs;
 use super::poll::{Pace, Waiter};
-use super::{error, inputs, tags};
 use crate::capture::Matchers;
 use crate::contract::{
     Applied, InputSpec, InputType, InputValue, OpContext, Prior, Problem, Provider, ProviderError,
@@ -31,7 +29,7 @@ use crate::contract::{
 };
 use run::{
     client, container_overrides, describe, find_by_token, finish, finished, job_logs, matchers,
-    run_to_end, status, terminate, timeout_secs,
+    run_to_end, status, submit_once, terminate, timeout_secs,
 };
 
 /// The `batch.job` provider kind.
@@ -191,23 +189,12 @@ impl Provider for BatchJob {
         if let Some(secs) = timeout_secs(values)? {
             request = request.timeout(JobTimeout::builder().attempt_duration_seconds(secs).build());
         }
-        let all_tags: HashMap<String, String> = tags::with_token(&BTreeMap::new(), &ctx.token)
-            .into_iter()
-            .collect();
-        // SubmitJob has no idempotency token: an SDK retry after a lost
-        // answer would submit a second job. The engine retries instead, and
-        // this create looks for the token's job first.
-        let out = request
-            .set_tags(Some(all_tags))
-            .customize()
-            .config_override(
-                aws_sdk_batch::config::Builder::default()
-                    .retry_config(aws_config::retry::RetryConfig::disabled()),
-            )
-            .send()
-            .await
-            .map_err(|e| error::refused(&format!("submit job `{name}` to queue `{queue}`"), e))?;
-        let id = out.job_id().unwrap_or_default().to_string();
+        let id = submit_once(
+            request,
+            &ctx.token,
+            &format!("submit job `{name}` to queue `{queue}`"),
+        )
+        .await?;
         ctx.reporter
             .event(&format!("job `{name}` ({id}): submitted"));
         let job = run_to_end(ctx, &client, &mut logs, &name, &id).await?;

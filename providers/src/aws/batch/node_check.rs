@@ -16,17 +16,17 @@
 mod nodes;
 mod spec;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use aws_sdk_batch::types::{JobTimeout, NodeOverrides, NodePropertyOverride};
 use serde_json::{Value, json};
 
 use super::super::batch_logs::{self, JobLogs};
-use super::super::{config, error, inputs, tags};
+use super::super::{config, inputs};
 use super::run::{
-    client, container_overrides, describe, find_by_token, finished, run_to_end, status, terminate,
-    timeout_secs,
+    client, container_overrides, describe, find_by_token, finished, run_to_end, status,
+    submit_once, terminate, timeout_secs,
 };
 use crate::capture::Matchers;
 use crate::contract::{
@@ -153,27 +153,12 @@ async fn run_job(
     if let Some(secs) = timeout_secs(inputs)? {
         request = request.timeout(JobTimeout::builder().attempt_duration_seconds(secs).build());
     }
-    let all_tags: HashMap<String, String> = tags::with_token(&BTreeMap::new(), &ctx.token)
-        .into_iter()
-        .collect();
-    // No idempotency token: the engine retries, and a retry finds the
-    // token's job first (as batch.job does).
-    let out = request
-        .set_tags(Some(all_tags))
-        .customize()
-        .config_override(
-            aws_sdk_batch::config::Builder::default()
-                .retry_config(aws_config::retry::RetryConfig::disabled()),
-        )
-        .send()
-        .await
-        .map_err(|e| {
-            error::refused(
-                &format!("submit job `{name}` to queue `{}`", spec.job_queue),
-                e,
-            )
-        })?;
-    let id = out.job_id().unwrap_or_default().to_string();
+    let id = submit_once(
+        request,
+        &ctx.token,
+        &format!("submit job `{name}` to queue `{}`", spec.job_queue),
+    )
+    .await?;
     ctx.reporter.event(&format!(
         "job `{name}` ({id}): submitted, {} nodes checking",
         spec.num_nodes

@@ -295,6 +295,33 @@ pub(super) fn container_overrides(
 }
 
 /// Seconds of the `timeout` input, if set.
+/// Sends `request` tagged with the operation's `token`, once, and returns
+/// the job's id. SubmitJob has no idempotency token: an SDK retry after a
+/// lost answer would submit a second job. The engine retries instead, and
+/// a retried create looks for the token's job first (`find_by_token`).
+/// `what` names the request in the error.
+pub(super) async fn submit_once(
+    request: aws_sdk_batch::operation::submit_job::builders::SubmitJobFluentBuilder,
+    token: &str,
+    what: &str,
+) -> Result<String, ProviderError> {
+    let all_tags: std::collections::HashMap<String, String> =
+        tags::with_token(&std::collections::BTreeMap::new(), token)
+            .into_iter()
+            .collect();
+    let out = request
+        .set_tags(Some(all_tags))
+        .customize()
+        .config_override(
+            aws_sdk_batch::config::Builder::default()
+                .retry_config(aws_config::retry::RetryConfig::disabled()),
+        )
+        .send()
+        .await
+        .map_err(|e| error::refused(what, e))?;
+    Ok(out.job_id().unwrap_or_default().to_string())
+}
+
 pub(super) fn timeout_secs(values: &Values) -> Result<Option<i32>, ProviderError> {
     let Some(text) = inputs::opt_str(values, "timeout")? else {
         return Ok(None);
