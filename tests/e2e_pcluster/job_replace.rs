@@ -446,14 +446,23 @@ fn a_node_clustermgtd_replaced_while_flow_was_killed_is_named_and_the_training_r
         "{all}"
     );
     assert!(!all.contains(&format!("set node {dead} (")), "{all}");
+    let (log, _) = resumed_after_unknown_replacement(&c, &dead);
+    assert!(
+        log.contains(&format!("{dead}: set DOWN; terminating {old} ({old_ip})")),
+        "{log}"
+    );
+}
+
+/// What is true once clustermgtd replaced `dead` and the training went on:
+/// one launch for it in clustermgtd's log, attempt 1 NODE_FAIL naming it
+/// with its replacement recorded, its old instance unknown (`-`), attempt
+/// 2 completed and resumed from a checkpoint, one Slurm job per attempt.
+/// clustermgtd's log, and the new instance's id.
+pub(super) fn resumed_after_unknown_replacement(c: &Cluster, dead: &str) -> (String, String) {
     let log = c.clustermgtd_log();
     assert_eq!(
         log.matches(&format!("{dead}: launched i-")).count(),
         1,
-        "{log}"
-    );
-    assert!(
-        log.contains(&format!("{dead}: set DOWN; terminating {old} ({old_ip})")),
         "{log}"
     );
     let out =
@@ -471,14 +480,18 @@ fn a_node_clustermgtd_replaced_while_flow_was_killed_is_named_and_the_training_r
     let r = &attempts[0]["replaced"][0];
     assert_eq!(r["node"], dead, "{}", attempts[0]);
     assert_eq!(r["instance_id"], "-", "{}", attempts[0]);
-    let new = r["by_instance_id"].as_str().expect("by_instance_id");
+    let new = r["by_instance_id"]
+        .as_str()
+        .expect("by_instance_id")
+        .to_string();
     assert!(
         log.contains(&format!("{dead}: launched {new} at ")),
         "{log}"
     );
     assert_eq!(attempts[1]["state"], "COMPLETED", "{}", attempts[1]);
-    assert_eq!(training_jobs(&c).len(), 2, "one job per attempt");
+    assert_eq!(training_jobs(c).len(), 2, "one job per attempt");
     let text = c.a.run(&["logs", "wf.toml", "train"]).expect(0).stdout;
     assert!(text.contains("resumed from "), "{text}");
     assert!(text.contains("training done at epoch 5"), "{text}");
+    (log, new)
 }

@@ -14,9 +14,11 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::job_replace::{stop_a_node_mid_training, training_jobs, up_with};
+use super::job_replace::{
+    resumed_after_unknown_replacement, stop_a_node_mid_training, training_jobs, up_with,
+};
 use super::node_replace::Cluster;
 use super::support::{finish, signal, wait_until};
 
@@ -152,36 +154,7 @@ fn a_node_whose_instance_clustermgtd_terminated_before_flow_looked_is_waited_for
         1,
         "{log}"
     );
-    assert_eq!(
-        log.matches(&format!("{dead}: launched i-")).count(),
-        1,
-        "{log}"
-    );
-    let out =
-        c.a.run(&["output", "wf.toml", "train.attempts", "--json"])
-            .expect(0);
-    let attempts: Vec<Value> = serde_json::from_str(out.stdout.trim()).expect("JSON");
-    assert_eq!(attempts.len(), 2, "{attempts:?}");
-    assert_eq!(attempts[0]["state"], "NODE_FAIL", "{}", attempts[0]);
-    assert_eq!(
-        attempts[0]["suspect_nodes"],
-        json!([dead]),
-        "{}",
-        attempts[0]
-    );
-    let r = &attempts[0]["replaced"][0];
-    assert_eq!(r["node"], dead, "{}", attempts[0]);
-    assert_eq!(r["instance_id"], "-", "{}", attempts[0]);
-    let new = r["by_instance_id"].as_str().expect("by_instance_id");
-    assert!(
-        log.contains(&format!("{dead}: launched {new} at ")),
-        "{log}"
-    );
-    assert_eq!(attempts[1]["state"], "COMPLETED", "{}", attempts[1]);
-    assert_eq!(training_jobs(&c).len(), 2, "one job per attempt");
-    let text = c.a.run(&["logs", "wf.toml", "train"]).expect(0).stdout;
-    assert!(text.contains("resumed from "), "{text}");
-    assert!(text.contains("training done at epoch 5"), "{text}");
+    let (_, new) = resumed_after_unknown_replacement(&c, &dead);
     let runs = c.a.run(&["runs", "wf.toml", "train", "--json"]).expect(0);
     let runs: Value = serde_json::from_str(&runs.stdout).expect("JSON");
     let last = runs.as_array().and_then(|r| r.last()).expect("a run");
