@@ -29,7 +29,7 @@ use crate::contract::{
 };
 use run::{
     client, container_overrides, describe, find_by_token, finish, finished, job_logs, matchers,
-    run_to_end, status, submit_once, terminate, timeout_secs,
+    read_outcome, run_to_end, status, submit_once, terminate, timeout_secs,
 };
 
 /// The `batch.job` provider kind.
@@ -304,16 +304,10 @@ impl Provider for BatchJob {
             ));
             run_to_end(ctx, &client, &mut logs, &name, &id).await?
         };
-        // A job that failed, or whose logs do not show what the step asks
-        // for, ran to its end: the engine starts a new one under a new token.
-        match finish(ctx, &client, &mut logs, values, &name, &job).await {
-            Ok(applied) => Ok(ReadOutcome::Present(applied)),
-            Err(e) if e.is_retryable() => Err(e),
-            Err(e) => Ok(ReadOutcome::Failed {
-                id: Some(id),
-                reason: e.message,
-            }),
-        }
+        read_outcome(
+            &id,
+            finish(ctx, &client, &mut logs, values, &name, &job).await,
+        )
     }
 }
 

@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 use super::super::batch_logs::{self, JobLogs};
 use super::super::{config, inputs};
 use super::run::{
-    client, container_overrides, describe, find_by_token, finished, run_to_end, status,
-    submit_once, terminate, timeout_secs,
+    client, container_overrides, describe, find_by_token, finished, read_outcome, run_to_end,
+    status, submit_once, terminate, timeout_secs,
 };
 use crate::capture::Matchers;
 use crate::contract::{
@@ -373,14 +373,7 @@ impl Provider for BatchNodeCheck {
             let mut logs = JobLogs::new(&sdk, group_of(inputs)?);
             run_to_end(ctx, &batch, &mut logs, &spec.job_name, &id).await?
         };
-        match judge_job(ctx, inputs, &spec, &job).await {
-            Ok(applied) => Ok(ReadOutcome::Present(applied)),
-            Err(e) if e.is_retryable() => Err(e),
-            Err(e) => Ok(ReadOutcome::Failed {
-                id: Some(id),
-                reason: e.message,
-            }),
-        }
+        read_outcome(&id, judge_job(ctx, inputs, &spec, &job).await)
     }
 }
 

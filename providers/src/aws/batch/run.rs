@@ -295,6 +295,25 @@ pub(super) fn container_overrides(
 }
 
 /// Seconds of the `timeout` input, if set.
+/// What `read` answers for job `id` judged with `judged`: present, or,
+/// for a job that failed or whose output is not what the step asks for
+/// (it ran to its end), failed, so that the engine starts a new one under
+/// a new token; a retryable error stays an error.
+pub(super) fn read_outcome(
+    id: &str,
+    judged: Result<Applied, ProviderError>,
+) -> Result<crate::contract::ReadOutcome, ProviderError> {
+    use crate::contract::ReadOutcome;
+    match judged {
+        Ok(applied) => Ok(ReadOutcome::Present(applied)),
+        Err(e) if e.is_retryable() => Err(e),
+        Err(e) => Ok(ReadOutcome::Failed {
+            id: Some(id.to_string()),
+            reason: e.message,
+        }),
+    }
+}
+
 /// Sends `request` tagged with the operation's `token`, once, and returns
 /// the job's id. SubmitJob has no idempotency token: an SDK retry after a
 /// lost answer would submit a second job. The engine retries instead, and
