@@ -60,6 +60,13 @@ fn pcluster() -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Moves this thread into the hosts' sealed namespace, pcluster installed
+/// first: nothing inside can reach the package index.
+fn enter(hosts: &hosts::Hosts) -> hosts::Inside {
+    pcluster();
+    hosts.enter()
+}
+
 const CONFIG: &str = include_str!("fixtures/pcluster/cluster.yaml");
 
 /// The workflow: the p5 configuration with its placeholders filled.

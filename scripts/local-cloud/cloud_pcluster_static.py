@@ -53,8 +53,8 @@ node:
     HH:MM:SS N: launched i-NEW at 10.0.0.9 (ip-10-0-0-9.ec2.internal)
     HH:MM:SS N: resumed on i-NEW
 
-The loop's period and a held launch are set by FLOW_CLUSTERMGTD_LOOP_S and
-FLOW_CLUSTERMGTD_LAUNCH_S (above). Not modelled: EC2 health checks and scheduled events, Slurm nodes that
+The loop's period and a launch EC2 has no capacity for are set by
+FLOW_CLUSTERMGTD_LOOP_S and FLOW_CLUSTERMGTD_NO_CAPACITY (above). Not modelled: EC2 health checks and scheduled events, Slurm nodes that
 fail to register (node_replacement_timeout), the protected mode's count
 of failed launches, dynamic nodes (cloud_pcluster_power.py's).
 """
@@ -75,12 +75,13 @@ import cloud_slurm_hosts as slurm
 # cluster's clustermgtd configuration may set another, and so may a test
 # (FLOW_CLUSTERMGTD_LOOP_S).
 LOOP_S = float(os.environ.get("FLOW_CLUSTERMGTD_LOOP_S") or 60)
-# How long a replacement's new instance takes to launch after the old one is
-# terminated: none by default (AWS gives no figure); a test may hold it
-# (FLOW_CLUSTERMGTD_LAUNCH_S), as a launch clustermgtd retries after an
-# InsufficientInstanceCapacity would: the node DOWN at its old address, no
-# instance of the cluster there.
-LAUNCH_S = float(os.environ.get("FLOW_CLUSTERMGTD_LAUNCH_S") or 0)
+# EC2 out of capacity for a replacement's new instance: while the file that
+# FLOW_CLUSTERMGTD_NO_CAPACITY names exists, the launch is refused
+# (InsufficientInstanceCapacity) and clustermgtd tries it again on its next
+# loop, as it retries a failed launch: the node DOWN at its old address, no
+# instance of the cluster there. A test takes the capacity away and gives it
+# back by making and removing the file; by default there is capacity.
+NO_CAPACITY = os.environ.get("FLOW_CLUSTERMGTD_NO_CAPACITY")
 REASON = "Static node maintenance: unhealthy node is being replaced"
 
 
@@ -166,9 +167,10 @@ def _replace(account_id, region_name, cluster, name, why):
     _log(cluster, "%s: set DOWN; terminating %s (%s)" % (name, old["id"], old["ip"]))
     ec2.terminate_instances([old["id"]])
     _untag(ec2, old["id"])
-    if LAUNCH_S:
-        _log(cluster, "%s: launching its new instance (%.0f s)" % (name, LAUNCH_S))
-        time.sleep(LAUNCH_S)
+    if NO_CAPACITY and os.path.exists(NO_CAPACITY):
+        _log(cluster, "%s: InsufficientInstanceCapacity for its new instance; retried every loop" % name)
+        while os.path.exists(NO_CAPACITY):
+            time.sleep(min(LOOP_S, 1.0))
     (new,) = cloud_pcluster_slurm.launch(ec2, cluster["name"], queue, resource, subnet, 1)
     _record(account_id, region_name, cluster, name, new.id)
     _log(cluster, "%s: launched %s at %s (%s)" % (name, new.id, new.private_ip, new.private_dns_name))

@@ -2,8 +2,9 @@
 //! clustermgtd is replacing the dead node already as flow looks: its old
 //! instance terminated and gone from the cluster's listing in EC2 (EC2
 //! drops a terminated instance's tags: scripts/local-cloud/
-//! cloud_pcluster_static.py), its new one not launched yet (the launch held
-//! 12 s, FLOW_CLUSTERMGTD_LAUNCH_S), the node DOWN at its old address.
+//! cloud_pcluster_static.py), its new one not launched yet (EC2 has no
+//! capacity for it until the test gives it back,
+//! FLOW_CLUSTERMGTD_NO_CAPACITY), the node DOWN at its old address.
 //! flow must neither fail nor set the node DOWN again (a second
 //! replacement): it records the replacement (old instance `-`), waits for
 //! clustermgtd's new instance, and resumes the training; killed -9 in that
@@ -53,12 +54,20 @@ fn recorded(c: &Cluster, dead: &str) -> (bool, bool) {
 #[test]
 fn a_node_whose_instance_clustermgtd_terminated_before_flow_looked_is_waited_for_across_a_kill_9() {
     let began = Instant::now();
+    // EC2 has no capacity for the new instance until flow's second apply
+    // is killed: the kill lands in the wait, however slow the machine.
+    let capacity = tempfile::tempdir().expect("a temporary folder");
+    let no_capacity = capacity.path().join("no-capacity");
+    std::fs::write(&no_capacity, "").expect("take EC2's capacity away");
     let c = up_with(
         "",
         "",
         &[
             ("FLOW_CLUSTERMGTD_LOOP_S", "10"),
-            ("FLOW_CLUSTERMGTD_LAUNCH_S", "12"),
+            (
+                "FLOW_CLUSTERMGTD_NO_CAPACITY",
+                no_capacity.to_str().expect("a UTF-8 path"),
+            ),
         ],
     );
     let _log = super::live::LogOnFailure(&c.moto);
@@ -127,6 +136,7 @@ fn a_node_whose_instance_clustermgtd_terminated_before_flow_looked_is_waited_for
         killed.all()
     );
     assert_eq!(training_jobs(&c).len(), 1, "no attempt 2 yet");
+    std::fs::remove_file(&no_capacity).expect("give EC2's capacity back");
     let run = c.a.apply();
     assert_eq!(
         run.code,

@@ -197,7 +197,7 @@ pub(super) fn cluster_with(moto_env: &[(&str, &str)]) -> Cluster {
     ensure_installed("munged", "munge");
     ensure_installed("srun", "slurm-client");
     let hosts = Hosts::start();
-    let inside = hosts.enter();
+    let inside = super::enter(&hosts);
     let socket = hosts.socket.to_string_lossy().into_owned();
     let mut env = vec![("FLOW_LOCAL_HOSTS", socket.as_str())];
     env.extend_from_slice(moto_env);

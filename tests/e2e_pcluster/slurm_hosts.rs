@@ -23,7 +23,7 @@ fn the_head_node_is_a_host_running_slurmctld_with_its_static_node() {
     ensure_installed("munged", "munge");
     ensure_installed("srun", "slurm-client");
     let hosts = Hosts::start();
-    let _inside = hosts.enter();
+    let _inside = super::enter(&hosts);
     let moto = Cloud::start(&[("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy())]);
     let _log = super::live::LogOnFailure(&moto);
     let (pcluster, values) = prepared(&moto);

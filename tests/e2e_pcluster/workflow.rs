@@ -184,7 +184,7 @@ fn the_pcluster_p5_workflow_applies_whole_on_hosts() {
     let commit = test_case_repository(&repo);
 
     let hosts = Hosts::start();
-    let _inside = hosts.enter();
+    let _inside = super::enter(&hosts);
     let moto = Moto::start_with(&[
         ("FLOW_LOCAL_HOSTS", &hosts.socket.to_string_lossy()),
         ("FLOW_LOCAL_CLOUD_HTTPS", &format!("{https}:443")),

@@ -84,8 +84,11 @@ impl Hosts {
     }
 
     /// Moves the calling thread into the sealed namespace until the guard
-    /// drops (only this thread, and what it starts, is inside).
+    /// drops (only this thread, and what it starts, is inside). moto is
+    /// installed first: nothing inside can reach the package index, so a
+    /// first install from there fails on name resolution.
     pub fn enter(&self) -> Inside {
+        crate::support::moto::moto_server();
         let original = File::open("/proc/thread-self/ns/net").expect("this thread's netns");
         let sealed = File::open(self.netns()).expect("the sealed netns");
         // SAFETY: setns(2) on descriptors we own; no memory is touched.
