@@ -203,23 +203,7 @@ impl HostCluster {
             .join("slurm/ml-cluster/log/slurmctld.log");
         let log =
             std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
-        let mut reasons = Vec::new();
-        let mut drained = Vec::new();
-        for line in log.lines() {
-            let Some((_, rest)) = line.split_once("update_node: node ") else {
-                continue;
-            };
-            if let Some((node, reason)) = rest.split_once(" reason set to: ") {
-                reasons.push((node.to_string(), reason.to_string()));
-            } else if let Some((node, state)) = rest.split_once(" state set to ")
-                && state.starts_with("DRAIN")
-                && let Some(r) = reasons.iter().rev().find(|r| r.0 == node)
-                && !drained.contains(r)
-            {
-                drained.push(r.clone());
-            }
-        }
-        drained
+        crate::support::slurm::slurmctld_log::drained(&log)
     }
 
     /// The lifecycle output of `node` (its instance id and group) in the

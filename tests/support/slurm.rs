@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod slurmctld_log;
 pub mod sshd;
 
 /// The configuration `scripts/local-slurm` starts Slurm with too.
