@@ -79,26 +79,84 @@ pub(crate) fn xid(text: &str, nodes: &[String]) -> Vec<Pointed> {
     out
 }
 
+/// One NCCL warning or error line: the rank that printed it (the first
+/// word before `NCCL WARN`, `host:pid:tid`, "" when there is none), that
+/// rank's node when its host is one of the job's, and the peers it names.
+struct Warning {
+    reporter: String,
+    reporter_node: Option<String>,
+    named: Vec<Pointed>,
+}
+
 /// The peers NCCL's warnings and errors in `text` name: a node of `nodes`
 /// after `NCCL WARN` or `NCCL ERROR` (the host before it is the one that
-/// reports, not the peer).
+/// reports, not the peer), less a peer NCCL's later lines show alive (see
+/// [`heard_from`]).
 pub(crate) fn nccl(text: &str, nodes: &[String]) -> Vec<Pointed> {
-    let mut out = Vec::new();
+    let mut warnings = Vec::new();
     for line in text.lines() {
         let Some(at) = line.find("NCCL WARN").or_else(|| line.find("NCCL ERROR")) else {
             continue;
         };
         let rest = &line[at..];
-        for node in rest
+        let reporter = line[..at].split_whitespace().next().unwrap_or_default();
+        let named = rest
             .split_whitespace()
             .skip(2)
             .filter_map(|w| node_named(w, nodes))
-        {
-            let why = format!("NCCL names peer {node}: {}", quote(rest));
-            push(&mut out, Pointed { node, why });
+            .map(|node| Pointed {
+                why: format!("NCCL names peer {node}: {}", quote(rest)),
+                node,
+            })
+            .collect();
+        warnings.push(Warning {
+            reporter: reporter.to_string(),
+            reporter_node: node_named(reporter.split(':').next().unwrap_or_default(), nodes),
+            named,
+        });
+    }
+    let mut out = Vec::new();
+    for p in warnings.iter().flat_map(|w| &w.named) {
+        if !heard_from(&warnings, &p.node) {
+            push(&mut out, p.clone());
         }
     }
     out
+}
+
+/// Whether NCCL's lines show the rank on `node` alive after the warnings
+/// that named it: every rank that named it warned at least twice more
+/// without naming it (it stopped waiting on it, and went on waiting on
+/// another), and `node`'s own rank warned after the last line that named
+/// it (it joined the collective, and waits on another itself). So a peer
+/// that was only slower to join an all_reduce than the rank that named it
+/// is not taken for the one a hang waits on; a peer named to the end, or
+/// that says nothing after, still is.
+fn heard_from(warnings: &[Warning], node: &str) -> bool {
+    let naming: Vec<usize> = (0..warnings.len())
+        .filter(|&i| warnings[i].named.iter().any(|p| p.node == node))
+        .collect();
+    let Some(&last) = naming.last() else {
+        return false;
+    };
+    let spoke_after = warnings[last + 1..]
+        .iter()
+        .any(|w| w.reporter_node.as_deref() == Some(node));
+    spoke_after
+        && naming.iter().all(|&i| {
+            let reporter = &warnings[i].reporter;
+            let last_by = naming
+                .iter()
+                .rev()
+                .find(|&&j| &warnings[j].reporter == reporter)
+                .copied()
+                .unwrap_or(i);
+            warnings[last_by + 1..]
+                .iter()
+                .filter(|w| &w.reporter == reporter)
+                .count()
+                >= 2
+        })
 }
 
 /// Every node `text` points at: Xid lines first, then NCCL's peers.
@@ -184,6 +242,51 @@ mod tests {
         let names: Vec<&str> = all.iter().map(|p| p.node.as_str()).collect();
         assert_eq!(names, ["gpu-3", "gpu-1"]);
         assert!(all[0].why.starts_with("Xid 79"));
+    }
+
+    /// A rank's NCCL warning, in the form of the test fleet's stand-in
+    /// all_reduce rank (tests/fixtures/slurm/restarts/all-reduce-rank).
+    fn waits(reporter: &str, peer: &str, secs: u32) -> String {
+        format!(
+            "{reporter}:1:1 [0] NCCL WARN [Rank 0] AllReduce: no data from remote peer {peer}<45678> for {secs}s\n"
+        )
+    }
+
+    #[test]
+    fn a_peer_only_slower_to_join_is_not_named_with_the_one_a_hang_waits_on() {
+        let four: Vec<String> = ["gpu-1", "gpu-2", "gpu-3", "gpu-4"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // gpu-1 waits a moment on gpu-2 and gpu-3, which join and wait on
+        // gpu-4 with it, to the end.
+        let mut text = waits("gpu-1", "gpu-2", 0) + &waits("gpu-1", "gpu-3", 0);
+        text += &waits("gpu-1", "gpu-4", 0);
+        for secs in 1..4 {
+            for reporter in ["gpu-1", "gpu-2", "gpu-3"] {
+                text += &waits(reporter, "gpu-4", secs);
+            }
+        }
+        let names =
+            |text: &str| -> Vec<String> { nccl(text, &four).into_iter().map(|p| p.node).collect() };
+        assert_eq!(names(&text), ["gpu-4"]);
+        // Named to the end by a rank that warns on: still named.
+        let both = format!("{text}{}", waits("gpu-1", "gpu-2", 4));
+        assert_eq!(names(&both), ["gpu-2", "gpu-4"]);
+        // Named, then never heard from (a rank that died, or a flaky NIC
+        // the other way too): named.
+        let once = waits("gpu-1", "gpu-2", 0) + &waits("gpu-1", "gpu-3", 0);
+        assert_eq!(names(&once), ["gpu-2", "gpu-3"]);
+        let flaky = waits("gpu-1", "gpu-2", 0)
+            + &waits("gpu-2", "gpu-1", 0)
+            + &waits("gpu-1", "gpu-2", 1)
+            + &waits("gpu-2", "gpu-1", 1);
+        assert_eq!(names(&flaky), ["gpu-2", "gpu-1"]);
+        // Its rank spoke after, but the rank that named it warned once
+        // more only: named.
+        let short = waits("gpu-1", "gpu-2", 0) + &waits("gpu-2", "gpu-4", 0);
+        let short = short + &waits("gpu-1", "gpu-4", 0);
+        assert_eq!(names(&short), ["gpu-2", "gpu-4"]);
     }
 
     #[test]
