@@ -23,7 +23,7 @@ use super::support::{finish, signal, workspace_root};
 use super::{moto_config, prepared, workflow};
 
 /// The node check step, replacing through the cluster.
-fn node_check(head: &Value, faults: &Path, round: u32) -> String {
+pub(super) fn node_check(head: &Value, faults: &Path, round: u32) -> String {
     let fleet = workspace_root().join("tests/fixtures/slurm/fleet");
     format!(
         r#"
@@ -99,7 +99,7 @@ impl Cluster {
     }
 
     /// The cluster's log `name` (under the host manager's work folder).
-    fn log(&self, name: &str) -> String {
+    pub(super) fn log(&self, name: &str) -> String {
         let dir = Path::new(self.head["dir"].as_str().expect("dir"));
         let log = dir
             .parent()
@@ -169,13 +169,13 @@ impl Cluster {
         out
     }
 
-    fn write(&self, check: &str) {
+    pub(super) fn write(&self, check: &str) {
         self.a
             .p
             .write("wf.toml", &format!("{}{check}", workflow(&self.values)));
     }
 
-    fn output(&self, key: &str) -> Value {
+    pub(super) fn output(&self, key: &str) -> Value {
         let out = self
             .a
             .run(&["output", "wf.toml", &format!("fleet.{key}"), "--json"])
@@ -246,7 +246,7 @@ pub(super) fn cluster_with(moto_env: &[(&str, &str)]) -> Cluster {
 /// new compute instance at a new address, the node idle at that address,
 /// the `replaced` output naming the new instance, checked healthy. The
 /// new instance's id.
-fn replaced_once(c: &Cluster, node: &str, old: &str, old_ip: &str) -> String {
+pub(super) fn replaced_once(c: &Cluster, node: &str, old: &str, old_ip: &str) -> String {
     let log = c.clustermgtd_log();
     // One instance launched for the node, and only its old one terminated.
     // A launch the local cloud refused ("replacing N failed: …", e.g. an
