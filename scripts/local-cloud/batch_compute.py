@@ -365,6 +365,11 @@ def run_once(batch, logs, done, known, types):
     for start in range(0, len(fresh), 100):
         for job in batch.describe_jobs(jobs=fresh[start : start + 100])["jobs"]:
             done.add(job["jobId"])
+            kind = instance_type_of(batch, job, types)
+            if job.get("nodeProperties") and not job.get("container"):
+                # A multi-node job: its nodes ran the containers.
+                write_node_logs(batch, logs, job, known, kind)
+                continue
             stream = (job.get("container") or {}).get("logStreamName")
             if not stream:
                 continue
@@ -372,13 +377,11 @@ def run_once(batch, logs, done, known, types):
                 jobDefinitions=[job["jobDefinition"]]
             )["jobDefinitions"]
             command, env = container_of(job, defs[0] if defs else {})
-            kind = instance_type_of(batch, job, types)
             write_log(logs, stream, output_for(command, env, known, kind))
             print(
                 f"ran {job['jobName']} ({job['jobId']}): {' '.join(command)[:80]}",
                 flush=True,
             )
-            write_node_logs(batch, logs, job, known, kind)
 
 
 def write_node_logs(batch, logs, job, known, instance_type):

@@ -33,6 +33,9 @@ Here:
   groups when it has fewer, as Batch scales a managed environment up for a
   job; a later job reuses them, as Batch reuses an environment's
   instances).
+- The parent's DescribeJobs answer has no `container` (nor have its attempts: its
+  nodes run the containers), and DescribeJobDefinitions shows a multinode definition's
+  `nodeProperties` (moto left them out: cloud_batch_templates.py).
 - DescribeJobs answers `JOBID#N` with the node's own detail: its status
   (the parent's: moto ends a job at once), nodeDetails, and its container
   (the range's command and environment with the overrides, the variables
@@ -114,7 +117,9 @@ def _instances_for(backend, job, count):
             region_name=backend.region_name,
             subnet_id=subnets[len(running) % len(subnets)] if subnets else None,
             key_name=res.get("ec2KeyPair", "AWS_OWNED"),
-            security_group_ids=res.get("securityGroupIds") or [],
+            # The launch template's groups where the environment names none
+            # (cloud_batch_templates.py).
+            security_group_ids=res.get("securityGroupIds") or getattr(ce, "_flow_template_groups", None) or [],
             is_instance_type_default=False,
         )
         instance = reservation.instances[0]
@@ -244,6 +249,14 @@ def install():
         out = describe(self)
         if self._flow_nodes and "nodeProperties" in out:
             out["nodeProperties"] = dict(out["nodeProperties"], numNodes=len(self._flow_nodes))
+            # The parent of a multi-node job runs no container of its own:
+            # its nodes do (JobDetail's `container`: "If the details are
+            # for a multiple-node parallel job, this object doesn't apply",
+            # API_DescribeJobs above). What it printed is in its nodes'
+            # streams, the main node's first.
+            out.pop("container", None)
+            for attempt in out.get("attempts") or []:
+                attempt.pop("container", None)
         return out
 
     BatchResponse.submitjob = submitjob

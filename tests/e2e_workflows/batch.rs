@@ -318,9 +318,12 @@ fn write_compat_batch_p4d_fixture() {
 
 /// batch-p4d's state from before its steps moved into the batch-efa module
 /// (tests/fixtures/compat-batch-p4d, written by the earlier release): the
-/// module version plans the five moves its [[moved]] entries make and no
-/// change to any object; the NCCL test alone runs again, because its step
-/// now reads the table and gates it (`capture` became `parse` and `expect`).
+/// module version plans the five moves its [[moved]] entries make; the
+/// Batch stack is updated, its template having lost the conditions that
+/// were there for moto alone (false on AWS, so nothing there changes); and
+/// the NCCL test runs again, because its step now reads the table and gates
+/// it (`capture` became `parse` and `expect`) and its job definition and
+/// queue are the updated stack's.
 #[test]
 fn batch_p4d_state_from_before_the_module_plans_only_moves() {
     let p = Project::new();
@@ -341,14 +344,18 @@ fn batch_p4d_state_from_before_the_module_plans_only_moves() {
         assert!(text.contains(&format!("{step} → cluster.{step}")), "{text}");
     }
     assert!(
+        text.contains("~ cluster.batch  (cloudformation.stack)  update — inputs changed"),
+        "{text}"
+    );
+    assert!(
         text.contains(
-            "Plan: 5 to move, 0 to create, 0 to update, 1 to replace, 0 to delete, 4 unchanged."
+            "Plan: 5 to move, 0 to create, 1 to update, 1 to replace, 0 to delete, 3 unchanged."
         ),
         "{text}"
     );
     assert!(
         text.contains(
-            "cluster.nccl  (batch.job)  replace — forced by `capture`, `expect`, `parse`"
+            "cluster.nccl   (batch.job)  replace — forced by `capture`, `expect`, `job_definition`, `job_queue`, `parse`"
         ),
         "{text}"
     );
