@@ -22,11 +22,11 @@
 mod support;
 
 // This binary uses part of the hosts harness (e2e_hosts uses the rest).
+#[path = "e2e_pcluster/hang.rs"]
+mod hang;
 #[allow(dead_code)]
 #[path = "support/hosts.rs"]
 mod hosts;
-#[path = "e2e_pcluster/hang.rs"]
-mod hang;
 #[path = "e2e_pcluster/https.rs"]
 mod https;
 #[path = "e2e_pcluster/job_replace.rs"]
@@ -46,22 +46,12 @@ mod slurm_hosts;
 #[path = "e2e_pcluster/workflow.rs"]
 mod workflow;
 
-use std::process::Command;
-
 use support::Project;
 use support::moto::Moto;
 
 /// `scripts/install-pcluster`: pcluster's path (installing it once).
 fn pcluster() -> String {
-    let out = Command::new(support::workspace_root().join("scripts/install-pcluster"))
-        .output()
-        .expect("run scripts/install-pcluster");
-    assert!(
-        out.status.success(),
-        "install-pcluster failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    support::pcluster::install()
 }
 
 /// Moves this thread into the hosts' sealed namespace, pcluster installed
@@ -159,28 +149,13 @@ fn placeholders_left_unfilled_are_refused_before_anything_runs() {
 /// with (no capacity reservation and no existing FSx: moto cannot describe
 /// either).
 fn prepared(moto: &Moto) -> (String, String) {
-    let pcluster = pcluster();
-    let python = std::path::Path::new(&pcluster).with_file_name("python");
-    let mut cmd = Command::new(python);
-    cmd.arg(support::workspace_root().join("tests/fixtures/pcluster/prepare_moto.py"));
-    for (k, v) in moto.env() {
-        cmd.env(k, v);
-    }
-    // The boto3 pcluster pins reads AWS_DEFAULT_REGION, not AWS_REGION.
-    cmd.env("AWS_DEFAULT_REGION", "us-east-1");
-    let out = cmd.output().expect("run prepare_moto.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ids: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let ready = support::pcluster::prepare(moto);
     let values = format!(
         r#"PLACEHOLDER_AMI = "{ami}", PLACEHOLDER_PUBLIC_SUBNET = "{subnet}", PLACEHOLDER_PRIVATE_SUBNET = "{subnet}", PLACEHOLDER_SSH_KEY = "flow-test", PLACEHOLDER_MIN_INSTANCES = "0", PLACEHOLDER_MAX_INSTANCES = "2""#,
-        ami = ids["ami"].as_str().unwrap(),
-        subnet = ids["subnet"].as_str().unwrap(),
+        ami = ready.ami,
+        subnet = ready.subnet,
     );
-    (pcluster, values)
+    (ready.pcluster, values)
 }
 
 /// The p5 configuration without what moto cannot describe.

@@ -9,6 +9,7 @@ pub mod fault_answers;
 pub mod fault_proxy;
 pub mod kube;
 pub mod moto;
+pub mod pcluster;
 pub mod proc_sampler;
 pub mod secret_scan;
 pub mod slurm;
