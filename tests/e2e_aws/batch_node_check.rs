@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::support::aws::Aws;
 use crate::support::fault_proxy::FaultProxy;
-use crate::support::moto::{BatchCompute, Moto, between_all};
+use crate::support::moto::{BatchCompute, Moto};
 use crate::support::{finish, signal, wait_until};
 
 const NODES: usize = 8;
@@ -136,33 +136,6 @@ impl Fleet {
             .map(|r| r["values"].clone())
             .unwrap_or_else(|| panic!("no run of the check in {runs}"))
     }
-
-    /// The instance EC2 has at the address Batch gives node `index` of
-    /// `job`: found without flow.
-    fn instance_of_node(&self, job: &str, index: usize) -> String {
-        let (status, body) = self.moto.rest_call(
-            "batch",
-            "POST",
-            "/v1/describejobs",
-            &json!({"jobs": [format!("{job}#{index}")]}).to_string(),
-        );
-        assert_eq!(status, 200, "{body}");
-        let node: Value = serde_json::from_str(&body).unwrap();
-        let address = node["jobs"][0]["container"]["networkInterfaces"][0]["privateIpv4Address"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no address for node {index}: {body}"))
-            .to_string();
-        let xml = self.moto.query_call(
-            "ec2",
-            &format!(
-                "Action=DescribeNetworkInterfaces&Version=2016-11-15&Filter.1.Name=addresses.private-ip-address&Filter.1.Value.1={address}"
-            ),
-        );
-        between_all(&xml, "<instanceId>", "</instanceId>")
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| panic!("no instance at {address}: {xml}"))
-    }
 }
 
 /// The job a run of the check submitted, from its verdicts.
@@ -202,7 +175,7 @@ fn each_node_of_a_multi_node_job_is_checked_and_only_the_planted_one_is_named() 
     let v = f.last_verdicts();
     let job = job_of(&v);
     for index in [0, 5] {
-        let instance = f.instance_of_node(&job, index);
+        let instance = f.moto.instance_of_batch_node(&job, index);
         assert_eq!(v[&instance]["node_index"], json!(index), "{v}");
         assert_eq!(v[&instance]["status"], "healthy", "{v}");
         assert_eq!(v[&instance]["instance_type"], "p4d.24xlarge", "{v}");
@@ -216,7 +189,7 @@ fn each_node_of_a_multi_node_job_is_checked_and_only_the_planted_one_is_named() 
             .all();
     let v = f.last_verdicts();
     let job = job_of(&v);
-    let planted = f.instance_of_node(&job, 2);
+    let planted = f.moto.instance_of_batch_node(&job, 2);
     assert!(all.contains(&format!("bad node(s) {planted}: {planted}: nvidia-smi lists 7 GPUs, the GPUs of a p4d.24xlarge is 8 (line: `|   6  NVIDIA A100-SXM4-40GB")), "{all}");
     let bad: Vec<&String> = v
         .as_object()
@@ -279,7 +252,7 @@ fn each_node_of_a_multi_node_job_is_checked_and_only_the_planted_one_is_named() 
     let all = f.apply(1);
     let v = f.last_verdicts();
     let job = job_of(&v);
-    let [efa, slow, dcgm] = [3, 4, 6].map(|i| f.instance_of_node(&job, i));
+    let [efa, slow, dcgm] = [3, 4, 6].map(|i| f.moto.instance_of_batch_node(&job, i));
     let mut bad: Vec<&String> = v
         .as_object()
         .unwrap()
@@ -336,7 +309,7 @@ fn each_node_of_a_multi_node_job_is_checked_and_only_the_planted_one_is_named() 
     let all = f.apply(1);
     let v = f.last_verdicts();
     let job = job_of(&v);
-    let unknown = f.instance_of_node(&job, 5);
+    let unknown = f.moto.instance_of_batch_node(&job, 5);
     assert!(all.contains(&format!("node(s) {unknown} are unknown, not known healthy: {unknown}: its check's output lists no GPUs: it is not nvidia-smi's (line: `NVIDIA-SMI has failed")), "{all}");
     assert_eq!(v[&unknown]["status"], "unknown", "{v}");
     let not_healthy = v

@@ -37,11 +37,22 @@ pub(super) fn scanned_output(scan: &mut SecretScan, l: &Local, key: &str) -> Str
 /// A Batch workflow (p4d, p5, p6): VPC and Batch stacks, bucket, SSH key in
 /// Secrets Manager, and the NCCL test with its bus bandwidth captured from
 /// the job's CloudWatch log stream.
-fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops::Range<f64>) {
+fn batch_workflow_end_to_end(
+    kind: &str,
+    instance_type: &str,
+    efa_interfaces: usize,
+    busbw: std::ops::Range<f64>,
+) {
     let name = format!("batch-{kind}.toml");
     validates_and_plans_offline(&name);
     let moto = Moto::start();
-    let _compute: BatchCompute = moto.batch_compute();
+    // The nodes' faults (scripts/local-cloud/batch_nodes.py): node 1 of
+    // every multi-node job lacks an EFA device until the table is emptied.
+    let faults_dir = tempfile::tempdir().unwrap();
+    let faults = faults_dir.path().join("faults");
+    std::fs::write(&faults, format!("#1 efa {}\n", efa_interfaces - 1)).unwrap();
+    let _compute: BatchCompute =
+        moto.batch_compute_with(&[("FLOW_TEST_FAULTS", faults.to_str().unwrap())]);
     let l = Local::new(&name, moto.env());
     // Every command goes through the secret scan (see its end).
     let mut scan = SecretScan::new();
@@ -61,8 +72,37 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
         scanned(scan, &l, label, command, args)
     };
 
-    // A gate no fabric meets: the NCCL step fails, saying what it measured
-    // against what it was held to; everything before it is made.
+    // Every node is checked on its own instance before the fabric is
+    // measured: node 1, an EFA device short, is named by the instance EC2
+    // has at its address, with fi_info's line; node 0 passes; the NCCL
+    // test is not submitted.
+    let checked = flow(&mut scan, "checked apply", &["apply"], &["--auto-approve"]).expect(1);
+    let all = checked.all();
+    let job = all
+        .split("job `node-health-2node` (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no node check job in {all}"))
+        .to_string();
+    let (bad, good) = (
+        moto.instance_of_batch_node(&job, 1),
+        moto.instance_of_batch_node(&job, 0),
+    );
+    assert_ne!(bad, good);
+    assert!(
+        all.contains(&format!(
+            "{bad}: fi_info lists {} EFA devices, the EFA interfaces of a {instance_type} is {efa_interfaces}",
+            efa_interfaces - 1
+        )),
+        "{all}"
+    );
+    assert!(!all.contains(&format!("{good}: ")), "{all}");
+    assert!(all.contains("cluster.nccl    ↷ skipped"), "{all}");
+    assert!(!all.contains("job `nccl-test-2node` ("), "{all}");
+    std::fs::write(&faults, "").unwrap();
+
+    // A gate no fabric meets: the nodes pass their check now, the NCCL
+    // step fails, saying what it measured against what it was held to.
     let gated = flow(
         &mut scan,
         "gated apply",
@@ -70,7 +110,11 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
         &["--auto-approve", "--var", "min_busbw=99999"],
     )
     .expect(1);
-    assert!(gated.all().contains("4 created"), "{}", gated.all());
+    assert!(
+        gated.all().contains("1 created, 4 unchanged, 1 failed"),
+        "{}",
+        gated.all()
+    );
     assert!(
         gated
             .all()
@@ -83,7 +127,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
     // The failed run's intent is read first; the job then runs anew.
     let apply = flow(&mut scan, "apply", &["apply"], &["--auto-approve"]).expect(0);
     let all = apply.all();
-    assert!(all.contains("1 created, 4 unchanged, 0 failed"), "{all}");
+    assert!(all.contains("1 created, 5 unchanged, 0 failed"), "{all}");
     assert!(all.contains("captured busbw = "), "{all}");
 
     // The stacks, by the names the vars make.
@@ -191,7 +235,7 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
         scan.assert_clean(line);
     }
     assert!(body.len() > 20);
-    assert!(destroy.stdout.contains("5 deleted"), "{}", destroy.all());
+    assert!(destroy.stdout.contains("6 deleted"), "{}", destroy.all());
     for stack in ["vpc", "batch"] {
         assert_eq!(stack_status(&moto, &format!("batch-{kind}-{stack}")), None);
     }
@@ -209,18 +253,18 @@ fn batch_workflow_end_to_end(kind: &str, efa_interfaces: usize, busbw: std::ops:
 #[test]
 fn batch_p4d_end_to_end() {
     // The p4d table itself, ±3 %.
-    batch_workflow_end_to_end("p4d", 4, 17.3..18.5);
+    batch_workflow_end_to_end("p4d", "p4d.24xlarge", 4, 17.3..18.5);
 }
 
 #[test]
 fn batch_p5_end_to_end() {
     // p5's 3,200 Gb/s of EFA: the table × 10.8, ±3 %.
-    batch_workflow_end_to_end("p5", 32, 187.0..200.0);
+    batch_workflow_end_to_end("p5", "p5.48xlarge", 32, 187.0..200.0);
 }
 
 #[test]
 fn batch_p6_end_to_end() {
-    batch_workflow_end_to_end("p6", 8, 187.0..200.0);
+    batch_workflow_end_to_end("p6", "p6-b200.48xlarge", 8, 187.0..200.0);
 }
 
 /// The reference pair: the bucket and the one-AZ VPC stack, with the ids
@@ -323,7 +367,8 @@ fn write_compat_batch_p4d_fixture() {
 /// were there for moto alone (false on AWS, so nothing there changes); and
 /// the NCCL test runs again, because its step now reads the table and gates
 /// it (`capture` became `parse` and `expect`) and its job definition and
-/// queue are the updated stack's.
+/// queue are the updated stack's; each node is checked first, a new step
+/// (`cluster.health`).
 #[test]
 fn batch_p4d_state_from_before_the_module_plans_only_moves() {
     let p = Project::new();
@@ -344,18 +389,22 @@ fn batch_p4d_state_from_before_the_module_plans_only_moves() {
         assert!(text.contains(&format!("{step} → cluster.{step}")), "{text}");
     }
     assert!(
-        text.contains("~ cluster.batch  (cloudformation.stack)  update — inputs changed"),
+        text.contains("~ cluster.batch   (cloudformation.stack)  update — inputs changed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("+ cluster.health  (batch.node_check)  create — new step"),
         "{text}"
     );
     assert!(
         text.contains(
-            "Plan: 5 to move, 0 to create, 1 to update, 1 to replace, 0 to delete, 3 unchanged."
+            "Plan: 5 to move, 1 to create, 1 to update, 1 to replace, 0 to delete, 3 unchanged."
         ),
         "{text}"
     );
     assert!(
         text.contains(
-            "cluster.nccl   (batch.job)  replace — forced by `capture`, `expect`, `job_definition`, `job_queue`, `parse`"
+            "cluster.nccl    (batch.job)  replace — forced by `capture`, `expect`, `job_definition`, `job_queue`, `parse`"
         ),
         "{text}"
     );

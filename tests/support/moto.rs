@@ -320,6 +320,34 @@ impl Moto {
         assert!(xml.contains(id), "{xml}");
     }
 
+    /// The EC2 instance node `index` of multi-node job `job` ran on: the
+    /// node's interface address (DescribeJobs `JOBID#N`), then the
+    /// instance holding that address (DescribeNetworkInterfaces).
+    pub fn instance_of_batch_node(&self, job: &str, index: usize) -> String {
+        let (status, body) = self.rest_call(
+            "batch",
+            "POST",
+            "/v1/describejobs",
+            &serde_json::json!({"jobs": [format!("{job}#{index}")]}).to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let node: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let address = node["jobs"][0]["container"]["networkInterfaces"][0]["privateIpv4Address"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no address for node {index}: {body}"))
+            .to_string();
+        let xml = self.query_call(
+            "ec2",
+            &format!(
+                "Action=DescribeNetworkInterfaces&Version=2016-11-15&Filter.1.Name=addresses.private-ip-address&Filter.1.Value.1={address}"
+            ),
+        );
+        between_all(&xml, "<instanceId>", "</instanceId>")
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no instance at {address}: {xml}"))
+    }
+
     /// An AWS API call in the query protocol (CloudFormation), returning the XML.
     pub fn query_call(&self, service: &str, params: &str) -> String {
         let auth = authorization(service);
