@@ -42,6 +42,12 @@ pub(crate) struct Queue {
     pub placement_group: bool,
     /// `Networking.SubnetIds`.
     pub subnets: Vec<String>,
+    /// Its own `Image.CustomAmi`, if any: its nodes' image, which pcluster
+    /// updates only with the compute fleet stopped (or a
+    /// `QueueUpdateStrategy`). A record written before it was kept reads
+    /// as none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// Its compute resources.
     pub resources: Vec<ComputeResource>,
 }
@@ -148,6 +154,7 @@ pub(crate) fn summary(config: &Value) -> Summary {
                     .iter()
                     .filter_map(|s| text_at(s, ""))
                     .collect(),
+                image: text_at(q, "/Image/CustomAmi"),
                 resources: q
                     .get("ComputeResources")
                     .and_then(Value::as_array)
@@ -396,6 +403,19 @@ SharedStorage:
         assert_eq!(s.capacity(false), [head.clone(), queue(false)]);
         assert_eq!(s.capacity(true), [head, queue(true)]);
         assert_eq!(s.ssh_user(), "ec2-user");
+    }
+
+    #[test]
+    fn a_queues_own_image_is_read_and_an_older_record_without_it_reads_as_none() {
+        let text = "HeadNode:\n  InstanceType: t3.medium\nScheduling:\n  Scheduler: slurm\n  SlurmQueues:\n  - Name: cpu\n    Image:\n      CustomAmi: ami-0123\n    ComputeResources:\n    - Name: c5\n      InstanceType: c5.large\n  - Name: gpu\n    ComputeResources:\n    - Name: p5\n      InstanceType: p5.48xlarge\n";
+        let queues = summary(&parse(text).unwrap()).queues;
+        assert_eq!(queues[0].image.as_deref(), Some("ami-0123"));
+        assert_eq!(queues[1].image, None);
+        // Recorded as before: no `image` key.
+        let recorded = serde_json::to_value(&queues[1]).unwrap();
+        assert!(recorded.get("image").is_none(), "{recorded}");
+        let read: Queue = serde_json::from_value(recorded).unwrap();
+        assert_eq!(read, queues[1]);
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub(super) fn grows_only(before: &[Queue], after: &[Queue]) -> bool {
                 && b.capacity_type == a.capacity_type
                 && b.placement_group == a.placement_group
                 && b.subnets == a.subnets
+                && b.image == a.image
                 && b.resources.len() == a.resources.len()
                 && b.resources
                     .iter()
@@ -51,6 +52,7 @@ mod tests {
             capacity_type: "ONDEMAND".into(),
             placement_group: true,
             subnets: vec!["subnet-1".into()],
+            image: None,
             resources: vec![ComputeResource {
                 name: "p5".into(),
                 instance_types: vec!["p5.48xlarge".into()],
@@ -85,6 +87,10 @@ mod tests {
         assert!(!grows_only(&queue(0, 2), &other));
         let mut other = queue(0, 3);
         other[0].subnets.push("subnet-2".into());
+        assert!(!grows_only(&queue(0, 2), &other));
+        // A queue's own image (`Image.CustomAmi`): its nodes are replaced.
+        let mut other = queue(0, 3);
+        other[0].image = Some("ami-0b".into());
         assert!(!grows_only(&queue(0, 2), &other));
         let mut two = queue(0, 2);
         two.extend(queue(0, 2).into_iter().map(|q| Queue {
