@@ -44,6 +44,9 @@ the fleet status on. Here:
   each minute on AWS): STOPPING, the cluster's compute instances (tag
   `parallelcluster:node-type = Compute`) terminated, STOPPED; or STARTING,
   RUNNING. A status written meanwhile by someone else stops the thread.
+  Each status it writes is passed on to every function in `FLEET_HOOKS`
+  (account, region, cluster name, status): what else the daemons do at
+  that point (cloud_pcluster_fleet.py: Slurm's side of a stop and start).
 """
 
 import datetime
@@ -66,6 +69,10 @@ HEAD_NODE_HOOKS = []
 # the update changes on the head node (slurm.conf for new queue sizes).
 # Static nodes are not relaunched by an update here.
 UPDATE_HOOKS = []
+# Functions (account, region, cluster, status) run as clusterstatusmgtd
+# writes each fleet status it moves to (STOPPING, STOPPED, STARTING,
+# RUNNING), right after writing it.
+FLEET_HOOKS = []
 _TRANSITIONS = {
     "STOP_REQUESTED": ("STOPPING", "STOPPED"),
     "START_REQUESTED": ("STARTING", "RUNNING"),
@@ -135,6 +142,11 @@ def _carry_on(account_id, region_name, cluster, requested):
             if ids:
                 ec2_backends[account_id][region_name].terminate_instances(ids)
         _write_status(account_id, region_name, cluster, following)
+        for hook in list(FLEET_HOOKS):
+            try:
+                hook(account_id, region_name, cluster, following)
+            except Exception as e:  # the status moves on, as the daemons' do
+                print("fleet hook at %s of %s: %s" % (following, cluster, e), flush=True)
 
 
 def _watch(name):
