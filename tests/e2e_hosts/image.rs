@@ -59,23 +59,9 @@ pub(super) struct BuildCloud {
 }
 
 impl BuildCloud {
-    /// The snapshots whose layers the local cloud keeps (in the host
-    /// manager's work folder, `snapshots/ID`), sorted.
+    /// The snapshots whose layers the local cloud keeps, sorted.
     pub fn captured(&self) -> Vec<String> {
-        let work = self
-            .hosts
-            .socket
-            .parent()
-            .expect("the manager's work folder");
-        let mut found: Vec<String> = std::fs::read_dir(work.join("snapshots"))
-            .map(|entries| {
-                entries
-                    .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        found.sort();
-        found
+        captured(&self.hosts)
     }
 
     /// Installs `ansible` when missing, starts the hosts and moto.
@@ -90,6 +76,21 @@ impl BuildCloud {
             hosts,
         }
     }
+}
+
+/// The snapshots whose layers the local cloud keeps (in the host
+/// manager's work folder, `snapshots/ID`), sorted.
+pub(super) fn captured(hosts: &Hosts) -> Vec<String> {
+    let work = hosts.socket.parent().expect("the manager's work folder");
+    let mut found: Vec<String> = std::fs::read_dir(work.join("snapshots"))
+        .map(|entries| {
+            entries
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
 }
 
 /// `flow ARGS` in `p` against `moto`.

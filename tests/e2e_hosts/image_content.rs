@@ -14,8 +14,8 @@ use super::image::{BuildCloud, ec2, output, own_images, snapshots_of};
 use super::support::Project;
 use super::support::moto::between_all;
 
-const TOOL_1: &str = include_str!("../fixtures/ami/flow-tool-1.yml");
-const TOOL_2: &str = include_str!("../fixtures/ami/flow-tool-2.yml");
+pub(super) const TOOL_1: &str = include_str!("../fixtures/ami/flow-tool-1.yml");
+pub(super) const TOOL_2: &str = include_str!("../fixtures/ami/flow-tool-2.yml");
 const PLUGIN: &str = include_str!("../fixtures/ami/flow-tool-plugin.yml");
 const NODES: &str = include_str!("../fixtures/ami/nodes.yaml");
 
@@ -78,7 +78,8 @@ const INSTALLED: [&str; 3] = [
     "/etc/flow-tool.conf",
 ];
 
-fn on_this_machine() -> Vec<&'static str> {
+/// Which of the playbooks' paths this machine's own / has.
+pub(super) fn on_this_machine() -> Vec<&'static str> {
     INSTALLED
         .into_iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok())

@@ -10,7 +10,8 @@
 //! and TerminateInstances; an address two instances cannot share; a root
 //! volume of its own, kept over stop and start), `image` (`ec2.image` on a
 //! builder host), `image_content` (what an image holds on the instances
-//! launched from it), `slurm` (a cluster across hosts).
+//! launched from it), `image_cluster` (an image as a ParallelCluster
+//! queue's CustomAmi), `slurm` (a cluster across hosts).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -18,7 +19,11 @@ mod support;
 #[path = "../support/hosts.rs"]
 mod hosts;
 
+// The local cloud over HTTPS that pcluster needs (e2e_pcluster's).
+#[path = "../e2e_pcluster/https.rs"]
+mod https;
 mod image;
+mod image_cluster;
 mod image_content;
 mod instances;
 mod sealed;
