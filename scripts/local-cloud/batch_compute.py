@@ -28,7 +28,9 @@ as the run's `emulated` value and `flow report` shows.
 A multi-node parallel job's nodes (`JOBID#N`, which cloud_batch_mnp.py
 gives moto's jobs) each get their own stream: what the node's container
 prints (batch_nodes.py: each program its command names, in order, and the
-faults a test plants on node N in the table $FLOW_TEST_FAULTS names).
+faults a test plants on node N in the table $FLOW_TEST_FAULTS names; a
+`train EPOCHS` command's main node is batch_training.py's training, which
+puts its checkpoints in S3 and resumes from FLOW_RESUME_FROM).
 
 It changes nothing else: the job's status, its tags and its log stream's
 name are moto's. Run with the same endpoint and credentials as flow:
@@ -46,6 +48,7 @@ import sys
 import time
 
 import batch_nodes
+import batch_training
 
 OUTPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "outputs")
 LOG_GROUP = "/aws/batch/job"
@@ -359,7 +362,7 @@ def ended_jobs(batch):
                     yield summary["jobId"]
 
 
-def run_once(batch, logs, done, known, types):
+def run_once(batch, logs, done, known, types, s3=None):
     """Writes the logs of jobs that ended since the last pass."""
     fresh = [j for j in ended_jobs(batch) if j not in done]
     for start in range(0, len(fresh), 100):
@@ -368,7 +371,7 @@ def run_once(batch, logs, done, known, types):
             kind = instance_type_of(batch, job, types)
             if job.get("nodeProperties") and not job.get("container"):
                 # A multi-node job: its nodes ran the containers.
-                write_node_logs(batch, logs, job, known, kind)
+                write_node_logs(batch, logs, job, known, kind, s3)
                 continue
             stream = (job.get("container") or {}).get("logStreamName")
             if not stream:
@@ -384,15 +387,22 @@ def run_once(batch, logs, done, known, types):
             )
 
 
-def write_node_logs(batch, logs, job, known, instance_type):
+def write_node_logs(batch, logs, job, known, instance_type, s3=None):
     """Each node's stream of a multi-node parallel job (`JOBID#N`, as
     cloud_batch_mnp.py gives moto's jobs nodes): what its container prints
-    (batch_nodes.py, with the faults planted on node N as `#N`)."""
+    (batch_nodes.py, with the faults planted on node N as `#N`; a `train`
+    command's main node, batch_training.py)."""
     num = int((job.get("nodeProperties") or {}).get("numNodes") or 0)
     if num == 0:
         return
     ids = [f"{job['jobId']}#{i}" for i in range(num)]
-    for node in batch.describe_jobs(jobs=ids)["jobs"]:
+    nodes = batch.describe_jobs(jobs=ids)["jobs"]
+    lost = [
+        ((n.get("container") or {}).get("networkInterfaces") or [{}])[0].get("privateIpv4Address", "")
+        for n in nodes
+        if (n.get("statusReason") or "").startswith("Host EC2 (instance ")
+    ]
+    for node in nodes:
         container = node.get("container") or {}
         stream = container.get("logStreamName")
         index = (node.get("nodeDetails") or {}).get("nodeIndex")
@@ -400,6 +410,14 @@ def write_node_logs(batch, logs, job, known, instance_type):
             continue
         command = container.get("command") or []
         env = {e["name"]: e["value"] for e in container.get("environment") or []}
+        if batch_training.epochs_of(command) is not None and s3 is not None:
+            if (node.get("nodeDetails") or {}).get("isMainNode"):
+                text = batch_training.run(command, env, lost[0] if lost else None, s3)
+            else:
+                text = f"rank {index}: training with the main node\n"
+            write_log(logs, stream, text)
+            print(f"ran node {node['jobId']}: {' '.join(command)[:80]}", flush=True)
+            continue
         text = batch_nodes.node_output(
             command,
             env,
@@ -450,6 +468,7 @@ def main():
     )
     args = parser.parse_args()
     import boto3  # only the server needs it; --render does not
+    import botocore.config
 
     session = boto3.session.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing"
@@ -458,6 +477,14 @@ def main():
         (
             unmodelled(session.client("batch", endpoint_url=args.endpoint, region_name=r)),
             unmodelled(session.client("logs", endpoint_url=args.endpoint, region_name=r)),
+            unmodelled(
+                session.client(
+                    "s3",
+                    endpoint_url=args.endpoint,
+                    region_name=r,
+                    config=botocore.config.Config(s3={"addressing_style": "path"}),
+                )
+            ),
         )
         for r in args.regions.split(",")
         if r
@@ -466,9 +493,9 @@ def main():
     done = set()
     types = {}
     while True:
-        for batch, logs in clients:
+        for batch, logs, s3 in clients:
             try:
-                run_once(batch, logs, done, known, types)
+                run_once(batch, logs, done, known, types, s3)
             except Exception as e:  # the server restarting, a job deleted meanwhile
                 print(f"pass failed: {e}", file=sys.stderr, flush=True)
         time.sleep(0.2)

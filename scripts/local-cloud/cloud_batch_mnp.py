@@ -44,9 +44,31 @@ Here:
 
 The program a node's container runs is played by batch_compute.py (beside
 this file), which writes each node's stream.
+
+A node that dies mid-job (the fault table's `#N dies K`, read from the
+file $FLOW_TEST_FAULTS names in this server's environment, as
+batch_nodes.py reads it: node N dies in each of the next K multi-node
+jobs). An instance's failure or termination is one way a Batch job
+fails (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html);
+its statusReason is then ECS's for a task whose host went away, "Host
+EC2 (instance i-…) terminated." (the wording users' Batch jobs show and
+their tools match; not quoted on an AWS page). "The final job status ...
+is determined by the final job status of the main node", and "if a
+child node dies, AWS Batch doesn't take any action on the other nodes":
+the application must end the job (multi-node-parallel-jobs.html and
+job-lifecycle.html, https://docs.aws.amazon.com/batch/latest/userguide/job-lifecycle.html).
+A training does: its collectives fail on the lost peer, its main node's
+container exits non-zero. Here node N's own job is FAILED with the
+host's reason and its instance is terminated; the main node (and the
+others, stopped as the job ends) FAILED with "Essential container in
+task exited", the job's reason too (the host's when the main node is
+the one that died). A managed compute environment launches a new
+instance for the next job, as `_instances_for` does for an environment
+short of running instances.
 """
 
 import json
+import os
 import uuid
 
 from moto.batch.models import Job
@@ -153,9 +175,46 @@ def _place_nodes(backend, job):
                 "task": f"arn:aws:ecs:{backend.region_name}:{backend.account_id}:task/{cluster}/{task}",
                 "container_instance": f"arn:aws:ecs:{backend.region_name}:{backend.account_id}:container-instance/{cluster}/{container_instance}",
                 "ip": instance.private_ip if instance else "",
+                "instance": instance.id if instance else None,
             }
         )
     job._flow_nodes = nodes
+
+
+# How many jobs each `dies` line of the fault table has struck:
+# (table path, node key) -> count.
+_DEATHS = {}
+
+
+def _deaths(backend, job):
+    """Lets the nodes the fault table says die in this job die: each its
+    own job FAILED naming its instance, the instance terminated, the job
+    FAILED (see the module's doc)."""
+    import batch_nodes  # beside this file; reads $FLOW_TEST_FAULTS
+
+    path = os.environ.get("FLOW_TEST_FAULTS", "")
+    dead = []
+    for node in job._flow_nodes or []:
+        key = f"#{node['index']}"
+        times = batch_nodes.faults_for([key]).get("dies")
+        if not times or not times.isdigit() or _DEATHS.get((path, key), 0) >= int(times):
+            continue
+        _DEATHS[(path, key)] = _DEATHS.get((path, key), 0) + 1
+        dead.append(node)
+    if not dead:
+        return
+    ec2 = ec2_backends[backend.account_id][backend.region_name]
+    for node in dead:
+        instance = node.get("instance")
+        node["reason"] = f"Host EC2 (instance {instance}) terminated."
+        node["status"] = "FAILED"
+        if instance:
+            ec2.terminate_instances([instance])
+    from moto.batch.models import JobStatus
+
+    main = [n for n in dead if n["main"]]
+    job.status = JobStatus.FAILED
+    job.job_stopped_reason = main[0]["reason"] if main else "Essential container in task exited"
 
 
 def _node_detail(job, node):
@@ -183,8 +242,11 @@ def _node_detail(job, node):
             "attempts": [],
         }
     )
-    if parent.get("status") in ("SUCCEEDED", "FAILED"):
-        detail["container"]["exitCode"] = 0 if parent["status"] == "SUCCEEDED" else 1
+    if node.get("status"):
+        detail["status"] = node["status"]
+        detail["statusReason"] = node["reason"]
+    if detail.get("status") in ("SUCCEEDED", "FAILED"):
+        detail["container"]["exitCode"] = 0 if detail["status"] == "SUCCEEDED" else 1
     return detail
 
 
@@ -212,6 +274,7 @@ def install():
         if job is not None and job.job_definition.type == "multinode":
             job._flow_node_overrides = self._get_param("nodeOverrides") or {}
             _place_nodes(self.batch_backend, job)
+            _deaths(self.batch_backend, job)
         return answer
 
     def describejobs(self):
