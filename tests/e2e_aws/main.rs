@@ -8,7 +8,8 @@
 //!
 //! One test binary, a module per subject: `stacks` (CloudFormation: exports,
 //! change sets, replacement, parameter checks, rollback), `batch` (the Batch
-//! chain and an interrupted job), `fsx` (fsx.lustre), `s3_sync` (s3.sync),
+//! chain and an interrupted job), `batch_restarts` (a training that
+//! survives a node), `fsx` (fsx.lustre), `s3_sync` (s3.sync),
 //! `resume` (kill -9 mid-chain, then resume), `faults` (throttling and
 //! server errors injected), `secrets` (a secret made outside flow),
 //! `retried_job` (a job that failed its gate, applied again).
@@ -18,6 +19,7 @@ mod support;
 
 mod batch;
 mod batch_node_check;
+mod batch_restarts;
 mod faults;
 mod fsx;
 mod protected;

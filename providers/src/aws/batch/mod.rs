@@ -16,6 +16,7 @@ use aws_sdk_batch::types::{JobTimeout, NodeOverrides, NodePropertyOverride};
 use serde_json::Value;
 
 mod node_check;
+mod restart;
 mod run;
 
 pub use node_check::BatchNodeCheck;
@@ -82,6 +83,16 @@ impl BatchJob {
                         InputType::String,
                         "The CloudWatch log group of the job's logs (default /aws/batch/job)",
                     ),
+                    InputSpec::optional(
+                        "restarts",
+                        InputType::Integer,
+                        "How many times flow submits the job again (a new job, NAME-aN) after a failed attempt (default 0)",
+                    ),
+                    InputSpec::optional(
+                        "checkpoint_s3",
+                        InputType::String,
+                        "The s3:// prefix the training writes checkpoints under: each restart is told its newest entry as FLOW_RESUME_FROM",
+                    ),
                 ]
                 .into_iter()
                 .chain(crate::capture::input_specs())
@@ -108,19 +119,32 @@ impl Provider for BatchJob {
         true
     }
 
-    /// The gates `expect` will check.
+    /// The gates `expect` will check; with restarts, how many and from
+    /// where.
     fn plan_lines(&self, inputs: &Values, _ctx: &ValidateContext) -> Vec<String> {
-        crate::capture::plan_lines(inputs)
+        let mut lines = crate::capture::plan_lines(inputs);
+        if let Ok(Some(spec)) = restart::Spec::from_values(inputs) {
+            lines.push(spec.plan_line());
+        }
+        lines
     }
 
     /// `job_id`, `status`, `log_stream` (once Batch names it), each
-    /// `capture` name and what `parse` reads.
+    /// `capture` name and what `parse` reads; with restarts, `attempts`.
     fn declared_outputs(
         &self,
         inputs: &[(String, InputValue)],
         _ctx: &ValidateContext,
     ) -> Option<crate::contract::DeclaredOutputs> {
-        crate::capture::job_outputs("batch.job", &run::OUTPUT_KEYS, &run::SOMETIMES, inputs)
+        let declared =
+            crate::capture::job_outputs("batch.job", &run::OUTPUT_KEYS, &run::SOMETIMES, inputs)?;
+        let restarts = inputs
+            .iter()
+            .any(|(k, _)| restart::INPUTS.contains(&k.as_str()));
+        Some(match restarts {
+            true => declared.with_conditional(&[restart::ATTEMPTS]),
+            false => declared,
+        })
     }
 
     fn schema(&self) -> &Schema {
@@ -146,10 +170,14 @@ impl Provider for BatchJob {
             }
         }
         problems.extend(Matchers::problems(&crate::contract::known_inputs(inputs)));
+        problems.extend(restart::problems(inputs));
         problems
     }
 
     async fn create(&self, ctx: &OpContext, values: &Values) -> Result<Applied, ProviderError> {
+        if let Some(spec) = restart::Spec::from_values(values)? {
+            return restart::drive(ctx, values, &spec, None).await;
+        }
         let name = inputs::req_str(values, "job_name")?;
         let queue = inputs::req_str(values, "job_queue")?;
         matchers(values)?;
@@ -165,30 +193,7 @@ impl Provider for BatchJob {
             let job = run_to_end(ctx, &client, &mut logs, &name, &id).await?;
             return finish(ctx, &client, &mut logs, values, &name, &job).await;
         }
-        let mut request = client
-            .submit_job()
-            .job_name(&name)
-            .job_queue(&queue)
-            .job_definition(inputs::req_str(values, "job_definition")?);
-        let overrides = container_overrides(values)?;
-        match inputs::opt_int(values, "num_nodes")? {
-            Some(n) => {
-                let mut nodes = NodeOverrides::builder().num_nodes(n as i32);
-                if let Some(o) = overrides {
-                    nodes = nodes.node_property_overrides(
-                        NodePropertyOverride::builder()
-                            .target_nodes("0:")
-                            .container_overrides(o)
-                            .build(),
-                    );
-                }
-                request = request.node_overrides(nodes.build());
-            }
-            None => request = request.set_container_overrides(overrides),
-        }
-        if let Some(secs) = timeout_secs(values)? {
-            request = request.timeout(JobTimeout::builder().attempt_duration_seconds(secs).build());
-        }
+        let request = submit_request(&client, values, &name)?;
         let id = submit_once(
             request,
             &ctx.token,
@@ -215,7 +220,10 @@ impl Provider for BatchJob {
     /// Terminates the job if it is still running; a finished job has nothing
     /// to delete.
     async fn delete(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<(), ProviderError> {
-        let Some(id) = prior.id else { return Ok(()) };
+        let Some(id) = prior.id.and_then(restart::last_job) else {
+            return Ok(());
+        };
+        let id = id.as_str();
         let client = client(ctx).await?;
         let Some(job) = describe(&client, id).await? else {
             return Ok(());
@@ -256,11 +264,11 @@ impl Provider for BatchJob {
     /// longer lists (it forgets finished jobs after a while) is left as
     /// recorded: a task is judged by its run, and is not run again for it.
     async fn refresh(&self, ctx: &OpContext, prior: Prior<'_>) -> Result<Refreshed, ProviderError> {
-        let Some(id) = prior.id else {
+        let Some(id) = prior.id.and_then(restart::last_job) else {
             return Ok(Refreshed::unchanged());
         };
         let client = client(ctx).await?;
-        let Some(job) = describe(&client, id).await? else {
+        let Some(job) = describe(&client, &id).await? else {
             return Ok(Refreshed::unchanged());
         };
         let recorded = prior.outputs.get("status").cloned().unwrap_or(Value::Null);
@@ -280,6 +288,9 @@ impl Provider for BatchJob {
         id: Option<&str>,
         values: &Values,
     ) -> Result<ReadOutcome, ProviderError> {
+        if let Some(spec) = restart::Spec::from_values(values)? {
+            return restart::read(ctx, values, &spec, id).await;
+        }
         let name = inputs::req_str(values, "job_name")?;
         let queue = inputs::req_str(values, "job_queue")?;
         let client = client(ctx).await?;
@@ -309,6 +320,41 @@ impl Provider for BatchJob {
             finish(ctx, &client, &mut logs, values, &name, &job).await,
         )
     }
+}
+
+/// The SubmitJob request of job `name` as the inputs ask: the queue, the
+/// definition, the nodes with every node's container overrides (or the
+/// container's), the timeout. Its tags are [`submit_once`]'s.
+fn submit_request(
+    client: &aws_sdk_batch::Client,
+    values: &Values,
+    name: &str,
+) -> Result<aws_sdk_batch::operation::submit_job::builders::SubmitJobFluentBuilder, ProviderError> {
+    let mut request = client
+        .submit_job()
+        .job_name(name)
+        .job_queue(inputs::req_str(values, "job_queue")?)
+        .job_definition(inputs::req_str(values, "job_definition")?);
+    let overrides = container_overrides(values)?;
+    match inputs::opt_int(values, "num_nodes")? {
+        Some(n) => {
+            let mut nodes = NodeOverrides::builder().num_nodes(n as i32);
+            if let Some(o) = overrides {
+                nodes = nodes.node_property_overrides(
+                    NodePropertyOverride::builder()
+                        .target_nodes("0:")
+                        .container_overrides(o)
+                        .build(),
+                );
+            }
+            request = request.node_overrides(nodes.build());
+        }
+        None => request = request.set_container_overrides(overrides),
+    }
+    if let Some(secs) = timeout_secs(values)? {
+        request = request.timeout(JobTimeout::builder().attempt_duration_seconds(secs).build());
+    }
+    Ok(request)
 }
 
 #[cfg(test)]

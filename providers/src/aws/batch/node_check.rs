@@ -13,7 +13,7 @@
 //! policy is `fail`; `cordon`, `drain` and `replace` are refused at
 //! validate ([`spec::policy_problem`]).
 
-mod nodes;
+pub(super) mod nodes;
 mod spec;
 
 use std::collections::BTreeMap;

@@ -25,7 +25,7 @@ use crate::fleet::spec::Rules;
 
 /// One node of the job, as Batch and EC2 describe it.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct Node {
+pub(in crate::aws::batch) struct Node {
     /// Its index in the job.
     pub index: i32,
     /// Its own job (`JOBID#N`), as DescribeJobs answers it.
@@ -53,7 +53,7 @@ impl Node {
 }
 
 /// Each node of job `parent` (of `count` nodes), with its instance.
-pub(super) async fn describe(
+pub(in crate::aws::batch) async fn describe(
     config: &SdkConfig,
     batch: &aws_sdk_batch::Client,
     parent: &str,
