@@ -362,9 +362,21 @@ def ended_jobs(batch):
                     yield summary["jobId"]
 
 
+def hung_jobs(batch):
+    """The ids of the jobs moto shows RUNNING: it ends every other job at
+    once, so these are the multi-node jobs a node hangs in
+    (cloud_batch_mnp.py)."""
+    for queue in batch.describe_job_queues().get("jobQueues", []):
+        pages = batch.get_paginator("list_jobs").paginate(jobQueue=queue["jobQueueArn"], jobStatus="RUNNING")
+        for page in pages:
+            for summary in page.get("jobSummaryList", []):
+                yield summary["jobId"]
+
+
 def run_once(batch, logs, done, known, types, s3=None):
-    """Writes the logs of jobs that ended since the last pass."""
-    fresh = [j for j in ended_jobs(batch) if j not in done]
+    """Writes the logs of jobs that ended since the last pass, and of
+    the hung ones (what they printed before they hung)."""
+    fresh = [j for j in list(ended_jobs(batch)) + list(hung_jobs(batch)) if j not in done]
     for start in range(0, len(fresh), 100):
         for job in batch.describe_jobs(jobs=fresh[start : start + 100])["jobs"]:
             done.add(job["jobId"])
@@ -397,10 +409,15 @@ def write_node_logs(batch, logs, job, known, instance_type, s3=None):
         return
     ids = [f"{job['jobId']}#{i}" for i in range(num)]
     nodes = batch.describe_jobs(jobs=ids)["jobs"]
-    lost = [
-        ((n.get("container") or {}).get("networkInterfaces") or [{}])[0].get("privateIpv4Address", "")
+    def address(n):
+        return ((n.get("container") or {}).get("networkInterfaces") or [{}])[0].get("privateIpv4Address", "")
+
+    lost = [address(n) for n in nodes if (n.get("statusReason") or "").startswith("Host EC2 (instance ")]
+    hung = [
+        address(n)
         for n in nodes
-        if (n.get("statusReason") or "").startswith("Host EC2 (instance ")
+        if job.get("status") == "RUNNING"
+        and "hangs" in batch_nodes.faults_for([f"#{(n.get('nodeDetails') or {}).get('nodeIndex')}"])
     ]
     for node in nodes:
         container = node.get("container") or {}
@@ -412,7 +429,9 @@ def write_node_logs(batch, logs, job, known, instance_type, s3=None):
         env = {e["name"]: e["value"] for e in container.get("environment") or []}
         if batch_training.epochs_of(command) is not None and s3 is not None:
             if (node.get("nodeDetails") or {}).get("isMainNode"):
-                text = batch_training.run(command, env, lost[0] if lost else None, s3)
+                text = batch_training.run(
+                    command, env, lost[0] if lost else None, s3, hung[0] if hung else None
+                )
             else:
                 text = f"rank {index}: training with the main node\n"
             write_log(logs, stream, text)

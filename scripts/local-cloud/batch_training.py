@@ -19,6 +19,9 @@ written for it:
   the epochs it had left (rounded up) before the peer was lost, then
   prints NCCL's warning naming the lost peer's address and stops: the
   main node's container exits non-zero and the job FAILED;
+- when a node of its job hangs (`#N hangs`), it gets as far, then prints
+  NCCL's warning naming that node's address and nothing more: the job
+  stays RUNNING (cloud_batch_mnp.py) until it is terminated;
 - otherwise it runs to EPOCHS and prints "training done at epoch EPOCHS".
 
 Checkpoints are put before the log is written (batch_compute.py writes a
@@ -46,10 +49,10 @@ def split_uri(uri):
     return bucket, prefix
 
 
-def run(command, env, lost_peer, s3):
+def run(command, env, lost_peer, s3, hung_peer=None):
     """What the main node prints, with its checkpoints put through `s3`
     (a boto3 client). `lost_peer`: the address of a node that died, or
-    None."""
+    None; `hung_peer`: the address of one that hangs, or None."""
     epochs = epochs_of(command) or 1
     out = [f"training: {epochs} epochs, attempt {env.get('FLOW_ATTEMPT', '1')}"]
     start = 1
@@ -59,7 +62,7 @@ def run(command, env, lost_peer, s3):
         start = int(m.group(1)) + 1
         out.append(f"resumed from {resume} at epoch {start}")
     last = epochs
-    if lost_peer is not None:
+    if lost_peer is not None or hung_peer is not None:
         last = min(epochs, start - 1 + max(1, (epochs - start + 2) // 2))
     where = env.get("FLOW_CHECKPOINT_DIR", "")
     bucket, prefix = split_uri(where) if where.startswith("s3://") else (None, None)
@@ -68,7 +71,9 @@ def run(command, env, lost_peer, s3):
         if bucket:
             s3.put_object(Bucket=bucket, Key=f"{prefix}epoch-{epoch}.pt", Body=f"epoch {epoch}\n".encode())
             out.append(f"saved checkpoint s3://{bucket}/{prefix}epoch-{epoch}.pt")
-    if lost_peer is not None:
+    if hung_peer is not None:
+        out.append(f"NCCL WARN Timeout waiting for peer {hung_peer}<43512> in all_reduce")
+    elif lost_peer is not None:
         out.append(f"NCCL WARN NET/Socket : Connection closed by remote peer {lost_peer}<43512>")
         out.append(f"training stopped at epoch {last}: a peer is gone")
     else:

@@ -65,6 +65,16 @@ task exited", the job's reason too (the host's when the main node is
 the one that died). A managed compute environment launches a new
 instance for the next job, as `_instances_for` does for an environment
 short of running instances.
+
+A node that hangs (`#N hangs K`: in each of the next K multi-node jobs):
+its rank stops answering and the training on the main node waits on it
+in a collective, printing no more (batch_training.py). Batch sees every
+container running: the job stays RUNNING until it is terminated
+(TerminateJob: "Terminates a job in a job queue. Jobs that are in the
+STARTING or RUNNING state are terminated, which causes them to
+transition to FAILED",
+https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html),
+then FAILED with the reason given, as are its nodes.
 """
 
 import json
@@ -217,6 +227,27 @@ def _deaths(backend, job):
     job.job_stopped_reason = main[0]["reason"] if main else "Essential container in task exited"
 
 
+def _hangs(job):
+    """Keeps the job RUNNING when the fault table says one of its nodes
+    hangs (see the module's doc)."""
+    import batch_nodes
+
+    path = os.environ.get("FLOW_TEST_FAULTS", "")
+    for node in job._flow_nodes or []:
+        key = f"#{node['index']}"
+        times = batch_nodes.faults_for([key]).get("hangs")
+        if not times or not times.isdigit() or _DEATHS.get((path, key, "hangs"), 0) >= int(times):
+            continue
+        _DEATHS[(path, key, "hangs")] = _DEATHS.get((path, key, "hangs"), 0) + 1
+        from moto.batch.models import JobStatus
+
+        job.status = JobStatus.RUNNING
+        job.job_stopped = False
+        job.job_stopped_at = None
+        job._flow_hung = True
+        return
+
+
 def _node_detail(job, node):
     """DescribeJobs' answer for node `node` of `job`."""
     parent = job.describe()
@@ -263,6 +294,7 @@ def _node_of(backend, node_id):
 def install():
     Job._flow_node_overrides = None
     Job._flow_nodes = None
+    Job._flow_hung = False
     submit = BatchResponse.submitjob
     describe_jobs = BatchResponse.describejobs
     list_jobs = BatchResponse.listjobs
@@ -275,6 +307,7 @@ def install():
             job._flow_node_overrides = self._get_param("nodeOverrides") or {}
             _place_nodes(self.batch_backend, job)
             _deaths(self.batch_backend, job)
+            _hangs(job)
         return answer
 
     def describejobs(self):
@@ -322,6 +355,17 @@ def install():
                 attempt.pop("container", None)
         return out
 
+    terminate = BatchResponse.terminatejob
+
+    def terminatejob(self):
+        answer = terminate(self)
+        job = self.batch_backend.get_job_by_id(self._get_param("jobId"))
+        if job is not None and getattr(job, "_flow_hung", False) and not job.job_stopped:
+            job.job_stopped_reason = self._get_param("reason")
+            job._mark_stopped(success=False)
+        return answer
+
+    BatchResponse.terminatejob = terminatejob
     BatchResponse.submitjob = submitjob
     BatchResponse.describejobs = describejobs
     BatchResponse.listjobs = listjobs
