@@ -386,6 +386,109 @@ fn restarts_exhausted_name_every_attempt() {
     }
 }
 
+/// Node 1 hangs in the first attempt (its rank answers no more; the main
+/// node prints NCCL's warning naming it, then nothing): after
+/// `hang_after` flow terminates the job (Batch ends it FAILED with flow's
+/// reason), names node 1 and its instance from NCCL's line, and attempt 2
+/// resumes from the newest checkpoint attempt 1 saved.
+#[test]
+fn a_hung_attempt_is_terminated_and_the_training_resumes() {
+    let t = Trainer::start("#1 hangs 1\n", 1, false);
+    t.a.p.write(
+        "wf.toml",
+        &workflow(1).replace("success_pattern", "hang_after = \"3s\"\nsuccess_pattern"),
+    );
+    let out = t.a.apply().expect(0).all();
+    let first = t.jobs("train");
+    assert_eq!(first.len(), 1, "{first:?}");
+    let first_id = first[0]["jobId"].as_str().unwrap().to_string();
+    assert_eq!(first[0]["status"], "FAILED", "{}", first[0]);
+    let reason = first[0]["statusReason"].as_str().unwrap();
+    assert_eq!(reason, "flow: hung: no new line in its log for 3s", "{out}");
+    let hung_instance = t.moto.instance_of_batch_node(&first_id, 1);
+    let saved = last_saved(&t.main_log(&first_id));
+    let second = t.jobs("train-a2");
+    assert_eq!(second.len(), 1, "{second:?}");
+    let second_id = second[0]["jobId"].as_str().unwrap().to_string();
+    assert_eq!(second[0]["status"], "SUCCEEDED");
+    let main = t.describe(&format!("{second_id}#0"));
+    assert_eq!(
+        env_of(&main["container"], "FLOW_RESUME_FROM"),
+        Some(saved.clone())
+    );
+    assert!(
+        t.main_log(&second_id)
+            .contains(&format!("resumed from {saved}"))
+    );
+
+    let attempts: Value = serde_json::from_str(
+        &t.a.run(&["output", "wf.toml", "train.attempts", "--json"])
+            .expect(0)
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(attempts[0]["status"], "HUNG", "{attempts}");
+    assert_eq!(attempts[0]["cause"], "no new line in its log for 3s");
+    let suspects = attempts[0]["suspects"].as_array().unwrap();
+    assert_eq!(suspects.len(), 1, "{attempts}");
+    let s = suspects[0].as_str().unwrap();
+    assert!(
+        s.starts_with(&format!(
+            "suspect node 1 ({hung_instance}): NCCL names peer "
+        )),
+        "{attempts}"
+    );
+    assert_eq!(attempts[1]["status"], "SUCCEEDED");
+}
+
+/// kill -9 of flow while its TerminateJob of a hung attempt is answered
+/// (held after Batch took it): the intent had the attempt as hung before
+/// the call, so the next apply counts it HUNG, terminates nothing again
+/// and submits attempt 2 once.
+#[test]
+fn kill_9_while_terminating_a_hung_attempt_terminates_once() {
+    let t = Trainer::start("#1 hangs 1\n", 1, true);
+    let proxy = t.proxy.as_ref().unwrap();
+    t.a.p.write(
+        "wf.toml",
+        &workflow(1).replace("success_pattern", "hang_after = \"3s\"\nsuccess_pattern"),
+    );
+    proxy.hold("batch:terminatejob", Duration::from_secs(120));
+    let child = t.a.spawn(&["apply", "wf.toml", "--auto-approve"]);
+    wait_until(
+        Duration::from_secs(60),
+        "the hung job's TerminateJob",
+        || proxy.forwarded("batch:terminatejob") >= 1,
+    );
+    signal(&child, libc::SIGKILL);
+    finish(child);
+    let show = t.a.run(&["state", "show", "wf.toml", "train"]).expect(0);
+    let rec: Value = serde_json::from_str(&show.stdout).unwrap();
+    let id = rec["in_flight"]["id"].as_str().unwrap_or_default();
+    assert!(id.contains("~no new line in its log for 3s"), "{rec}");
+
+    proxy.calm();
+    t.a.apply().expect(0);
+    assert_eq!(
+        proxy.forwarded("batch:terminatejob"),
+        1,
+        "{:?}",
+        proxy.counts().forwarded
+    );
+    assert_eq!(t.jobs("train").len(), 1);
+    let second = t.jobs("train-a2");
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0]["status"], "SUCCEEDED");
+    let run = t.last_run();
+    assert!(
+        run["attempt_1"]
+            .as_str()
+            .unwrap()
+            .contains("HUNG: no new line"),
+        "{run}"
+    );
+}
+
 /// `checkpoint_s3` that is not an s3:// URI, without `restarts`, and
 /// `restarts` out of range: refused by validate at their lines.
 #[test]

@@ -89,6 +89,16 @@ impl BatchJob {
                         "How many times flow submits the job again (a new job, NAME-aN) after a failed attempt (default 0)",
                     ),
                     InputSpec::optional(
+                        "hang_after",
+                        InputType::Duration,
+                        "With restarts: no new line in the job's log (the main node's) for this long is a hang: the job is terminated and restarted",
+                    ),
+                    InputSpec::optional(
+                        "hang_without_loss",
+                        InputType::Duration,
+                        "With restarts: no new loss (as `parse` reads losses) for this long is a hang",
+                    ),
+                    InputSpec::optional(
                         "checkpoint_s3",
                         InputType::String,
                         "The s3:// prefix the training writes checkpoints under: each restart is told its newest entry as FLOW_RESUME_FROM",

@@ -27,6 +27,7 @@
 
 mod record;
 mod spec;
+mod watch;
 
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ use super::super::batch_logs::JobLogs;
 use super::super::{config, inputs};
 use super::node_check::nodes;
 use super::run::{
-    client, describe, find_by_token, finish, job_logs, matchers, run_to_end, status, submit_once,
+    client, describe, find_by_token, finish, job_logs, matchers, status, submit_once,
 };
 use crate::contract::{Applied, OpContext, ProviderError, ReadOutcome, Values};
 use crate::fleet::restarts::Keep;
@@ -143,50 +144,73 @@ impl Driver<'_> {
         Ok(id)
     }
 
-    /// Each node of `job` that failed, with its instance and reason.
-    async fn failed_nodes(&self, job: &JobDetail) -> Result<Vec<String>, ProviderError> {
+    /// Each node of `job` that failed, with its instance and reason; and
+    /// the nodes NCCL's warnings in `text` (the main node's log) name as
+    /// a lost peer, by their interface's address.
+    async fn nodes_named(
+        &self,
+        job: &JobDetail,
+        text: &str,
+    ) -> Result<(Vec<String>, Vec<String>), ProviderError> {
         let (Some(id), Some(count)) = (
             job.job_id(),
             job.node_properties().and_then(|p| p.num_nodes()),
         ) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         };
         let all = nodes::describe(&self.config, &self.client, id, count).await?;
         let parent_reason = job.status_reason().unwrap_or_default();
-        let failed: Vec<(i32, String, Option<String>)> = all
+        let reason_of = |n: &nodes::Node| {
+            n.job
+                .as_ref()
+                .and_then(|j| j.status_reason())
+                .unwrap_or("no reason given")
+                .to_string()
+        };
+        let instance_of = |n: &nodes::Node| {
+            instance_in(&reason_of(n))
+                .map(str::to_string)
+                .or_else(|| n.instance.as_ref().map(|(i, _)| i.clone()))
+        };
+        let label = |n: &nodes::Node| match instance_of(n) {
+            Some(i) => format!("node {} ({i})", n.index),
+            None => format!("node {}", n.index),
+        };
+        let failed: Vec<&nodes::Node> = all
             .iter()
-            .filter_map(|n| {
-                let j = n.job.as_ref()?;
-                (status(j) == "FAILED").then(|| {
-                    let reason = j.status_reason().unwrap_or("no reason given").to_string();
-                    let instance = instance_in(&reason)
-                        .map(str::to_string)
-                        .or_else(|| n.instance.as_ref().map(|(i, _)| i.clone()));
-                    (n.index, reason, instance)
-                })
-            })
+            .filter(|n| n.job.as_ref().is_some_and(|j| status(j) == "FAILED"))
             .collect();
         // A node whose host was lost is the cause; the others were stopped
         // with the job. Without one, each failed node whose reason is its
         // own (not the job's).
-        let lost: Vec<_> = failed
+        let lost: Vec<&nodes::Node> = failed
             .iter()
-            .filter(|(_, r, _)| instance_in(r).is_some())
+            .copied()
+            .filter(|n| instance_in(&reason_of(n)).is_some())
             .collect();
-        let named: Vec<_> = match lost.is_empty() {
+        let named: Vec<&nodes::Node> = match lost.is_empty() {
             false => lost,
             true => failed
-                .iter()
-                .filter(|(_, r, _)| r != parent_reason)
+                .into_iter()
+                .filter(|n| reason_of(n) != parent_reason)
                 .collect(),
         };
-        Ok(named
+        let addresses: Vec<String> = all.iter().filter_map(|n| n.address.clone()).collect();
+        let suspects = crate::fleet::suspects::nccl(text, &addresses)
             .into_iter()
-            .map(|(i, r, inst)| match inst {
-                Some(inst) => format!("node {i} ({inst}): {r}"),
-                None => format!("node {i}: {r}"),
+            .filter_map(|p| {
+                let n = all
+                    .iter()
+                    .find(|n| n.address.as_deref() == Some(p.node.as_str()))?;
+                (!named.iter().any(|m| m.index == n.index))
+                    .then(|| format!("suspect {}: {}", label(n), p.why))
             })
-            .collect())
+            .collect();
+        let failed = named
+            .into_iter()
+            .map(|n| format!("{}: {}", label(n), reason_of(n)))
+            .collect();
+        Ok((failed, suspects))
     }
 
     /// The newest checkpoint for attempt `n`, if `checkpoint_s3` is set.
@@ -230,9 +254,32 @@ impl Driver<'_> {
             let name = attempt_name(&self.base, n);
             let id = self.start(n).await?;
             let mut logs: JobLogs = job_logs(self.ctx, self.values).await?;
-            let job = run_to_end(self.ctx, &self.client, &mut logs, &name, &id).await?;
+            let (job, hung) = match self.recorded[at].hung.clone() {
+                // Found hung by an interrupted run: terminated (again).
+                Some(why) => (
+                    watch::stop(self.ctx, &self.client, &id, &why).await?,
+                    Some(why),
+                ),
+                None => {
+                    match watch::follow(self.ctx, &self.client, &mut logs, self.spec, &name, &id)
+                        .await?
+                    {
+                        (job, None) => (job, None),
+                        (_, Some(why)) => {
+                            // Durable before the terminate: a resume knows
+                            // the attempt is hung though its job ended FAILED.
+                            self.recorded[at].hung = Some(why.clone());
+                            self.record().await?;
+                            (
+                                watch::stop(self.ctx, &self.client, &id, &why).await?,
+                                Some(why),
+                            )
+                        }
+                    }
+                }
+            };
             let resumed_from = self.recorded[at].resumed_from.clone();
-            if status(&job) == "SUCCEEDED" {
+            if hung.is_none() && status(&job) == "SUCCEEDED" {
                 self.attempts.push(Attempt {
                     number: n,
                     job: name.clone(),
@@ -266,18 +313,25 @@ impl Driver<'_> {
                     .reporter
                     .log(&format!("logs not read: {}", e.message));
             }
+            let (failed_nodes, suspects) = self.nodes_named(&job, logs.text()).await?;
             let attempt = Attempt {
                 number: n,
                 job: name.clone(),
                 job_id: id.clone(),
-                status: status(&job).to_string(),
-                cause: Some(
-                    job.status_reason()
+                status: match &hung {
+                    Some(_) => "HUNG".into(),
+                    None => status(&job).to_string(),
+                },
+                cause: Some(match &hung {
+                    Some(why) => why.clone(),
+                    None => job
+                        .status_reason()
                         .filter(|r| !r.is_empty())
                         .unwrap_or("no reason given")
                         .to_string(),
-                ),
-                failed_nodes: self.failed_nodes(&job).await?,
+                }),
+                failed_nodes,
+                suspects,
                 resumed_from,
                 earlier: None,
             };

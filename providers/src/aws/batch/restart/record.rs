@@ -3,9 +3,10 @@
 //!
 //! The id lists each attempt, comma-joined: its job's id (`-` while the
 //! attempt is being submitted), `@` and the checkpoint it was told to
-//! resume from, then, once it ended, `!` and its line
-//! (`a1b2!job train FAILED: …,c3d4@s3://b/ckpt/epoch-3.pt`); `%`, `,`, `@`
-//! and `!` escaped. The attempt being submitted is recorded before its
+//! resume from, `~` and why it is hung once found so (before its job is
+//! terminated), then, once it ended, `!` and its line
+//! (`a1b2!job train FAILED: …,c3d4@s3://b/ckpt/epoch-3.pt`); `%`, `,`, `@`,
+//! `~` and `!` escaped. The attempt being submitted is recorded before its
 //! SubmitJob, with its checkpoint, and its job's id after: a resume finds
 //! a job whose answer was lost by its token tag, never submitting a second.
 
@@ -18,6 +19,8 @@ pub(crate) struct Recorded {
     pub job_id: Option<String>,
     /// FLOW_RESUME_FROM, when it was given one.
     pub resumed_from: Option<String>,
+    /// Why it is hung, recorded before its job is terminated.
+    pub hung: Option<String>,
     /// Its line, once it ended.
     pub line: Option<String>,
 }
@@ -26,11 +29,13 @@ fn escape(s: &str) -> String {
     s.replace('%', "%25")
         .replace(',', "%2C")
         .replace('@', "%40")
+        .replace('~', "%7E")
         .replace('!', "%21")
 }
 
 fn unescape(s: &str) -> String {
     s.replace("%21", "!")
+        .replace("%7E", "~")
         .replace("%40", "@")
         .replace("%2C", ",")
         .replace("%25", "%")
@@ -45,6 +50,10 @@ pub(crate) fn encode(attempts: &[Recorded]) -> String {
             if let Some(r) = &a.resumed_from {
                 s.push('@');
                 s.push_str(&escape(r));
+            }
+            if let Some(h) = &a.hung {
+                s.push('~');
+                s.push_str(&escape(h));
             }
             if let Some(l) = &a.line {
                 s.push('!');
@@ -66,6 +75,10 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
                 Some((h, l)) => (h, Some(unescape(l))),
                 None => (p, None),
             };
+            let (head, hung) = match head.split_once('~') {
+                Some((h, w)) => (h, Some(unescape(w))),
+                None => (head, None),
+            };
             let (job, resumed_from) = match head.split_once('@') {
                 Some((j, r)) => (j, Some(unescape(r))),
                 None => (head, None),
@@ -73,6 +86,7 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
             Recorded {
                 job_id: (job != "-" && !job.is_empty()).then(|| job.to_string()),
                 resumed_from,
+                hung,
                 line,
             }
         })
@@ -103,13 +117,16 @@ pub(crate) struct Attempt {
     pub job: String,
     /// Its job's id.
     pub job_id: String,
-    /// `SUCCEEDED` or `FAILED`.
+    /// `SUCCEEDED`, `FAILED` or `HUNG` (terminated by flow).
     pub status: String,
     /// Why it failed: the job's status reason.
     pub cause: Option<String>,
     /// Its nodes that failed, each with its instance and Batch's reason
     /// (`node 1 (i-0abc): Host EC2 (instance i-0abc) terminated.`).
     pub failed_nodes: Vec<String>,
+    /// The nodes NCCL's warnings in the main node's log name as the peer
+    /// lost, each with its instance and the line.
+    pub suspects: Vec<String>,
     /// The checkpoint it was told to resume from (FLOW_RESUME_FROM).
     pub resumed_from: Option<String>,
     /// An attempt an earlier run of this operation ended: only its line is
@@ -130,6 +147,7 @@ impl Attempt {
             "status": self.status,
             "cause": self.cause,
             "failed_nodes": self.failed_nodes,
+            "suspects": self.suspects,
             "resumed_from": self.resumed_from,
         })
     }
@@ -144,8 +162,11 @@ impl Attempt {
         if let Some(c) = &self.cause {
             s.push_str(&format!(": {c}"));
             match self.failed_nodes.is_empty() {
-                true => s.push_str("; no node named as failed"),
+                true => s.push_str("; no node failed"),
                 false => s.push_str(&format!("; {}", self.failed_nodes.join("; "))),
+            }
+            for n in &self.suspects {
+                s.push_str(&format!("; {n}"));
             }
         }
         if let Some(r) = &self.resumed_from {
@@ -174,11 +195,13 @@ mod tests {
             Recorded {
                 job_id: Some("j-1".into()),
                 resumed_from: None,
-                line: Some("job t (j-1) FAILED: a, b @ c! 100%".into()),
+                hung: Some("no new line in 5s ~ quiet".into()),
+                line: Some("job t (j-1) HUNG: a, b @ c! 100%".into()),
             },
             Recorded {
                 job_id: None,
                 resumed_from: Some("s3://b/ck/epoch-3.pt".into()),
+                hung: None,
                 line: None,
             },
         ];
@@ -206,6 +229,7 @@ mod tests {
             status: "FAILED".into(),
             cause: Some("Host EC2 (instance i-1) terminated.".into()),
             failed_nodes: vec!["node 1 (i-1): Host EC2 (instance i-1) terminated.".into()],
+            suspects: Vec::new(),
             resumed_from: Some("s3://b/ck/epoch-3.pt".into()),
             earlier: None,
         };
@@ -213,6 +237,9 @@ mod tests {
             a.line(),
             "job train-a2 (j-2) FAILED: Host EC2 (instance i-1) terminated.; node 1 (i-1): Host EC2 (instance i-1) terminated. (resumed from s3://b/ck/epoch-3.pt)"
         );
-        assert_eq!(every(std::slice::from_ref(&a)), format!("attempt 2: {}", a.line()));
+        assert_eq!(
+            every(std::slice::from_ref(&a)),
+            format!("attempt 2: {}", a.line())
+        );
     }
 }

@@ -9,7 +9,12 @@ use crate::contract::{InputValue, Problem, ProviderError, Values};
 use crate::fleet::restarts::{Bounds, bound_problems};
 
 /// The inputs that make a job restart.
-pub(crate) const INPUTS: [&str; 2] = ["restarts", "checkpoint_s3"];
+pub(crate) const INPUTS: [&str; 4] = [
+    "restarts",
+    "checkpoint_s3",
+    "hang_after",
+    "hang_without_loss",
+];
 
 /// Where the training writes its checkpoints: `s3://BUCKET/PREFIX`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +59,8 @@ pub(crate) struct Spec {
     /// Where its checkpoints are, if flow is to tell each restart the
     /// newest.
     pub checkpoint: Option<S3Prefix>,
+    /// When a running attempt is hung (`hang_after`, `hang_without_loss`).
+    pub bounds: Bounds,
 }
 
 impl Spec {
@@ -73,12 +80,31 @@ impl Spec {
         Ok(Some(Spec {
             restarts: bounds.restarts,
             checkpoint,
+            bounds,
         }))
     }
 
-    /// The plan's line: how many restarts, resuming from where.
+    /// The plan's line: how many restarts, resuming from where, and when
+    /// an attempt is hung.
     pub fn plan_line(&self) -> String {
-        match &self.checkpoint {
+        let mut hung = Vec::new();
+        if self.bounds.hang_after.is_some() {
+            hung.push(format!("no new line for {}", self.bounds.hang_text));
+        }
+        if let Some((d, _)) = &self.bounds.no_loss {
+            hung.push(format!(
+                "no new loss for {}",
+                humantime::format_duration(*d)
+            ));
+        }
+        let hung = match hung.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; an attempt with {} is hung: terminated and restarted",
+                hung.join(" or ")
+            ),
+        };
+        let line = match &self.checkpoint {
             Some(c) => format!(
                 "up to {} restarts, each a new job resuming from the newest checkpoint under {} (FLOW_RESUME_FROM)",
                 self.restarts,
@@ -88,7 +114,8 @@ impl Spec {
                 "up to {} restarts, each a new job (no checkpoint_s3: each starts from the beginning)",
                 self.restarts
             ),
-        }
+        };
+        line + &hung
     }
 }
 
