@@ -1,5 +1,7 @@
 //! The pairwise search (see `fleet`): round 1 tests disjoint pairs; later
-//! rounds test each suspect with a node already known healthy.
+//! rounds test each suspect with a node already known healthy. While none
+//! is known healthy, the node round 1 left out (an odd count) is tried with
+//! the bad pairs' nodes, one at a time, until a pair of them measures well.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -24,6 +26,12 @@ pub struct Search {
     healthy: Vec<String>,
     /// Nodes to test with a healthy partner.
     suspects: VecDeque<String>,
+    /// The node round 1 left out (an odd count), until measured well.
+    unmeasured: Option<String>,
+    /// The pair tried while no node is known healthy, in the round handed
+    /// out; the pairs tried so, which measured badly or not at all.
+    probe: Option<(String, String)>,
+    probed: Vec<(String, String)>,
     finding: Option<Finding>,
 }
 
@@ -45,6 +53,9 @@ impl Search {
             healthy: Vec::new(),
             // An odd node out waits for a healthy partner.
             suspects: nodes.chunks_exact(2).remainder().iter().cloned().collect(),
+            unmeasured: nodes.chunks_exact(2).remainder().first().cloned(),
+            probe: None,
+            probed: Vec::new(),
             finding: None,
         };
         if search.size < 2 {
@@ -63,6 +74,12 @@ impl Search {
         }
         let pairs = if self.rounds == 0 {
             std::mem::take(&mut self.first)
+        } else if self.healthy.is_empty() {
+            let probe = self
+                .next_probe()
+                .expect("conclude ends a search without one");
+            self.probe = Some(probe.clone());
+            vec![probe]
         } else {
             let n = self.suspects.len().min(self.healthy.len());
             (0..n)
@@ -154,7 +171,44 @@ impl Search {
         }
     }
 
+    /// The next pair to try while no node is known healthy: the node no
+    /// pair measured with a suspect it was not tried with yet.
+    fn next_probe(&self) -> Option<(String, String)> {
+        let out = self.unmeasured.as_ref()?;
+        self.suspects
+            .iter()
+            .filter(|s| *s != out)
+            .map(|s| (out.clone(), s.clone()))
+            .find(|pair| !self.probed.contains(pair))
+    }
+
+    /// A tried pair's result: measured well, both nodes are healthy (and
+    /// partners for the suspects); else neither is judged yet.
+    fn judge_probe(&mut self, pair: (String, String), measured: Measured) {
+        let (threshold, _) = self.threshold();
+        match measured.value {
+            Some(v) if v >= threshold => {
+                for n in [&pair.0, &pair.1] {
+                    self.suspects.retain(|s| s != n);
+                    self.verdicts
+                        .insert(n.clone(), Verdict::Healthy { value: v });
+                    self.healthy.push(n.clone());
+                }
+                self.unmeasured = None;
+            }
+            _ => self.probed.push(pair),
+        }
+    }
+
     fn judge_later(&mut self, pairs: &[(String, String)], measured: Vec<Measured>) {
+        if let Some(probe) = self.probe.take() {
+            let measured = measured
+                .into_iter()
+                .next()
+                .expect("one pair, one measurement");
+            self.judge_probe(probe, measured);
+            return;
+        }
         let (threshold, against) = self.threshold();
         for ((suspect, partner), m) in pairs.iter().zip(measured) {
             let verdict = match m.value {
@@ -196,7 +250,7 @@ impl Search {
                 verdicts: std::mem::take(&mut self.verdicts),
                 rounds: self.rounds,
             });
-        } else if self.healthy.is_empty() {
+        } else if self.healthy.is_empty() && self.next_probe().is_none() {
             self.finding = Some(Finding::NoHealthyNode {
                 rounds: self.rounds,
             });

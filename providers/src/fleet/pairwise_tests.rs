@@ -215,6 +215,52 @@ fn more_bad_nodes_than_the_rule_allows_stops_without_naming_half_the_fleet() {
 }
 
 #[test]
+fn the_node_an_odd_count_leaves_out_finds_a_healthy_partner_when_the_only_pair_is_slow() {
+    // 3 nodes: round 1 pairs (0,1), slow; node 2 was left out. It is tried
+    // with 0, then (0 the slow one) with 1; the healthy pair found is the
+    // partner that names the slow node with its evidence.
+    let rule = Rule {
+        floor: Some(100.0),
+        max_bad_fraction: 0.5,
+        ..Rule::default()
+    };
+    for slow in [0, 1] {
+        let mut fleet = Fleet::new(3, &[(slow, 45.0)]);
+        let found = fleet.search(rule.clone());
+        assert_eq!(found.bad(), vec![name(slow)], "{found:?}");
+        let Finding::Named { verdicts, .. } = &found else {
+            panic!("{found:?}")
+        };
+        let Verdict::Bad(evidence) = &verdicts[&name(slow)] else {
+            panic!("{verdicts:?}")
+        };
+        assert_eq!((evidence.value, evidence.threshold), (45.0, 100.0));
+        assert!(matches!(verdicts[&name(2)], Verdict::Healthy { .. }));
+        assert_eq!(fleet.tested[0], vec![(name(0), name(1))]);
+        assert_eq!(fleet.tested[1], vec![(name(2), name(0))]);
+        if slow == 0 {
+            // 2 with the slow 0 measures badly: 2 is tried with 1 next.
+            assert_eq!(fleet.tested[2], vec![(name(2), name(1))]);
+        }
+        assert_eq!(
+            fleet.tested.len(),
+            if slow == 0 { 4 } else { 3 },
+            "{:?}",
+            fleet.tested
+        );
+    }
+    // Node 2 slow too: no pair measures well, nothing is named.
+    let mut fleet = Fleet::new(3, &[(0, 45.0), (2, 45.0)]);
+    assert_eq!(
+        fleet.search(rule.clone()),
+        Finding::NoHealthyNode { rounds: 3 }
+    );
+    // An even count leaves no node out: nothing to try.
+    let mut fleet = Fleet::new(2, &[(1, 60.0)]);
+    assert_eq!(fleet.search(rule), Finding::NoHealthyNode { rounds: 1 });
+}
+
+#[test]
 fn a_fabric_fault_on_every_node_finds_no_healthy_partner() {
     let rule = Rule {
         floor: Some(100.0),
