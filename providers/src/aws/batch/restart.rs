@@ -298,16 +298,18 @@ impl Driver<'_> {
                 applied.outputs.insert(ATTEMPTS.into(), Value::Array(list));
                 return Ok(applied);
             }
-            // The failed attempt's log, for the step log and its tail.
-            if let Err(e) = logs
-                .settle_until(
-                    &self.client,
-                    &job,
-                    |t: &str| !t.is_empty(),
-                    self.ctx.reporter.as_ref(),
-                    &self.ctx.cancel,
-                )
-                .await
+            // The failed attempt's log, for the step log and its tail
+            // (one that never ran has none to wait for).
+            if job.started_at().is_some()
+                && let Err(e) = logs
+                    .settle_until(
+                        &self.client,
+                        &job,
+                        |t: &str| !t.is_empty(),
+                        self.ctx.reporter.as_ref(),
+                        &self.ctx.cancel,
+                    )
+                    .await
             {
                 self.ctx
                     .reporter
