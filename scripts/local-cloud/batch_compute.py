@@ -373,9 +373,32 @@ def hung_jobs(batch):
                 yield summary["jobId"]
 
 
+# Stalled jobs (`#N stalls`): (region, id) -> (main node's stream, the
+# warning, when it was last appended).
+STALLED = {}
+
+
+def append_stalled(batch, logs):
+    """Appends NCCL's warning to each stalled job of `batch`'s region to
+    its main stream about every second while the job runs
+    (batch_training.py)."""
+    region = batch.meta.region_name
+    for key, (stream, line, last) in list(STALLED.items()):
+        if key[0] != region:
+            continue
+        job_id = key[1]
+        jobs = batch.describe_jobs(jobs=[job_id])["jobs"]
+        if not jobs or jobs[0].get("status") != "RUNNING":
+            del STALLED[key]
+        elif time.time() - last >= 1.0:
+            write_log(logs, stream, line + "\n")
+            STALLED[key] = (stream, line, time.time())
+
+
 def run_once(batch, logs, done, known, types, s3=None):
     """Writes the logs of jobs that ended since the last pass, and of
     the hung ones (what they printed before they hung)."""
+    append_stalled(batch, logs)
     fresh = [j for j in list(ended_jobs(batch)) + list(hung_jobs(batch)) if j not in done]
     for start in range(0, len(fresh), 100):
         for job in batch.describe_jobs(jobs=fresh[start : start + 100])["jobs"]:
@@ -413,12 +436,11 @@ def write_node_logs(batch, logs, job, known, instance_type, s3=None):
         return ((n.get("container") or {}).get("networkInterfaces") or [{}])[0].get("privateIpv4Address", "")
 
     lost = [address(n) for n in nodes if (n.get("statusReason") or "").startswith("Host EC2 (instance ")]
-    hung = [
-        address(n)
-        for n in nodes
-        if job.get("status") == "RUNNING"
-        and "hangs" in batch_nodes.faults_for([f"#{(n.get('nodeDetails') or {}).get('nodeIndex')}"])
-    ]
+    def hangs(n):
+        faults = batch_nodes.faults_for([f"#{(n.get('nodeDetails') or {}).get('nodeIndex')}"])
+        return "hangs" in faults or "stalls" in faults
+
+    hung = [address(n) for n in nodes if job.get("status") == "RUNNING" and hangs(n)]
     for node in nodes:
         container = node.get("container") or {}
         stream = container.get("logStreamName")
@@ -432,6 +454,15 @@ def write_node_logs(batch, logs, job, known, instance_type, s3=None):
                 text = batch_training.run(
                     command, env, lost[0] if lost else None, s3, hung[0] if hung else None
                 )
+                stalls = [
+                    n for n in nodes if "stalls" in batch_nodes.faults_for([f"#{(n.get('nodeDetails') or {}).get('nodeIndex')}"])
+                ]
+                if job.get("status") == "RUNNING" and stalls:
+                    STALLED[(batch.meta.region_name, job["jobId"])] = (
+                        stream,
+                        batch_training.stalled_line(hung[0]),
+                        time.time(),
+                    )
             else:
                 text = f"rank {index}: training with the main node\n"
             write_log(logs, stream, text)

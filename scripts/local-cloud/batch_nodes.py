@@ -28,8 +28,9 @@ prints FILE instead), `efa N` (fi_info lists N devices; 0 prints
 libfabric's "no data" answer), `dcgm TEST` (that test's row fails, TEST a
 name with `_` for ` `, e.g. GPU_Memory), `busbw F` (an NCCL test's
 figures, all_reduce_perf's, times F: a slow node). `dies K` (node N's
-host is lost in each of the next K multi-node jobs) and `hangs K` (its
-rank stops answering: the job stays RUNNING) are read by the server,
+host is lost in each of the next K multi-node jobs), `hangs K` (its
+rank stops answering: the job stays RUNNING) and `stalls K` (the same,
+NCCL's warnings printed on) are read by the server,
 cloud_batch_mnp.py, started with the same $FLOW_TEST_FAULTS.
 """
 

@@ -12,8 +12,10 @@ written for it:
   from epoch K+1), printing "resumed from URI at epoch K+1", else starts
   at epoch 1;
 - after each epoch it puts `PREFIX/epoch-K.pt` under FLOW_CHECKPOINT_DIR
-  (PutObject, as torch.save to S3 through a client does) and prints
-  "epoch K/EPOCHS loss L";
+  (PutObject, as torch.save to S3 through a client does) and prints its
+  loss as the PyTorch DDP tutorial's torchrun script does (`[RANK 0]
+  Epoch K | Batchsize: 32 | Steps: 100 | Loss: L`, what flow's
+  `parse = "torchrun"` reads);
 - when a node of its job died (batch_compute.py tells it which: the
   fault table's `#N dies`, cloud_batch_mnp.py), it got through half of
   the epochs it had left (rounded up) before the peer was lost, then
@@ -21,7 +23,10 @@ written for it:
   main node's container exits non-zero and the job FAILED;
 - when a node of its job hangs (`#N hangs`), it gets as far, then prints
   NCCL's warning naming that node's address and nothing more: the job
-  stays RUNNING (cloud_batch_mnp.py) until it is terminated;
+  stays RUNNING (cloud_batch_mnp.py) until it is terminated; when it
+  stalls (`#N stalls`), the same, but the warning comes again about
+  every second (batch_compute.py appends it: `stalled_line`) while no
+  loss does;
 - otherwise it runs to EPOCHS and prints "training done at epoch EPOCHS".
 
 Checkpoints are put before the log is written (batch_compute.py writes a
@@ -67,15 +72,20 @@ def run(command, env, lost_peer, s3, hung_peer=None):
     where = env.get("FLOW_CHECKPOINT_DIR", "")
     bucket, prefix = split_uri(where) if where.startswith("s3://") else (None, None)
     for epoch in range(start, last + 1):
-        out.append(f"epoch {epoch}/{epochs} loss {2.0 / epoch:.4f}")
+        out.append(f"[RANK 0] Epoch {epoch} | Batchsize: 32 | Steps: 100 | Loss: {2.0 / epoch:.4f}")
         if bucket:
             s3.put_object(Bucket=bucket, Key=f"{prefix}epoch-{epoch}.pt", Body=f"epoch {epoch}\n".encode())
             out.append(f"saved checkpoint s3://{bucket}/{prefix}epoch-{epoch}.pt")
     if hung_peer is not None:
-        out.append(f"NCCL WARN Timeout waiting for peer {hung_peer}<43512> in all_reduce")
+        out.append(stalled_line(hung_peer))
     elif lost_peer is not None:
         out.append(f"NCCL WARN NET/Socket : Connection closed by remote peer {lost_peer}<43512>")
         out.append(f"training stopped at epoch {last}: a peer is gone")
     else:
         out.append(f"training done at epoch {epochs}")
     return "\n".join(out) + "\n"
+
+
+def stalled_line(peer):
+    """NCCL's warning of a collective waiting on `peer`."""
+    return f"NCCL WARN Timeout waiting for peer {peer}<43512> in all_reduce"

@@ -66,7 +66,8 @@ the one that died). A managed compute environment launches a new
 instance for the next job, as `_instances_for` does for an environment
 short of running instances.
 
-A node that hangs (`#N hangs K`: in each of the next K multi-node jobs):
+A node that hangs (`#N hangs K`: in each of the next K multi-node jobs;
+`#N stalls K` the same, the training printing NCCL's warnings on):
 its rank stops answering and the training on the main node waits on it
 in a collective, printing no more (batch_training.py). Batch sees every
 container running: the job stays RUNNING until it is terminated
@@ -235,10 +236,12 @@ def _hangs(job):
     path = os.environ.get("FLOW_TEST_FAULTS", "")
     for node in job._flow_nodes or []:
         key = f"#{node['index']}"
-        times = batch_nodes.faults_for([key]).get("hangs")
-        if not times or not times.isdigit() or _DEATHS.get((path, key, "hangs"), 0) >= int(times):
+        faults = batch_nodes.faults_for([key])
+        kind = "hangs" if "hangs" in faults else "stalls"
+        times = faults.get(kind)
+        if not times or not times.isdigit() or _DEATHS.get((path, key, kind), 0) >= int(times):
             continue
-        _DEATHS[(path, key, "hangs")] = _DEATHS.get((path, key, "hangs"), 0) + 1
+        _DEATHS[(path, key, kind)] = _DEATHS.get((path, key, kind), 0) + 1
         from moto.batch.models import JobStatus
 
         job.status = JobStatus.RUNNING

@@ -441,6 +441,47 @@ fn a_hung_attempt_is_terminated_and_the_training_resumes() {
     assert_eq!(attempts[1]["status"], "SUCCEEDED");
 }
 
+/// Node 1 stalls the collective while the main node goes on printing
+/// NCCL's warnings (so no quiet log for `hang_after`): with
+/// `hang_without_loss` and `parse = "torchrun"`, no new loss for 3 s is a
+/// hang; the job is terminated, and attempt 2 resumes and succeeds.
+#[test]
+fn a_training_that_prints_but_logs_no_loss_is_hung() {
+    let t = Trainer::start("#1 stalls 1\n", 1, false);
+    t.a.p.write(
+        "wf.toml",
+        &workflow(1).replace(
+            "success_pattern",
+            "hang_without_loss = \"3s\"\nparse = \"torchrun\"\nsuccess_pattern",
+        ),
+    );
+    t.a.apply().expect(0);
+    let first = t.jobs("train");
+    let first_id = first[0]["jobId"].as_str().unwrap().to_string();
+    assert_eq!(first[0]["status"], "FAILED", "{}", first[0]);
+    let reason = first[0]["statusReason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("flow: hung: no new loss for 3s (after "),
+        "{reason}"
+    );
+    // The log went on after the last loss: a quiet-log rule would not
+    // have seen a hang yet.
+    let log = t.main_log(&first_id);
+    let last_loss = log.rfind("| Loss: ").unwrap();
+    assert!(log[last_loss..].matches("NCCL WARN").count() >= 2, "{log}");
+    let second = t.jobs("train-a2");
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0]["status"], "SUCCEEDED");
+    let attempts: Value = serde_json::from_str(
+        &t.a.run(&["output", "wf.toml", "train.attempts", "--json"])
+            .expect(0)
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(attempts[0]["status"], "HUNG", "{attempts}");
+    assert_eq!(attempts[1]["resumed_from"], last_saved(&log).as_str());
+}
+
 /// kill -9 of flow while its TerminateJob of a hung attempt is answered
 /// (held after Batch took it): the intent had the attempt as hung before
 /// the call, so the next apply counts it HUNG, terminates nothing again
