@@ -204,11 +204,14 @@ fn a_cluster_of_hosts_runs_srun_and_mpirun_across_four_nodes_submitted_over_ssh(
 
     // The job's output, as flow read it over SSH on the head node.
     let out = p.run_env(&["logs", "wf.toml", "hostname"], &env).expect(0);
-    // Each line of the step's log is "TIMESTAMP TEXT".
+    // Each line of the step's log is "TIMESTAMP TEXT"; flow's own lines
+    // (`[event] …`, `[flow] …`) fall between the job's as they happen (the
+    // job's end may be seen while its last lines are still being read).
     let text: Vec<&str> = out
         .stdout
         .lines()
         .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest))
+        .filter(|l| !l.starts_with("[event] ") && !l.starts_with("[flow] "))
         .collect();
     let section = |name: &str| -> Vec<String> {
         text.iter()
