@@ -26,6 +26,7 @@ pub mod check;
 pub mod dcgm;
 pub mod efa_devices;
 pub mod gpus;
+pub(crate) mod id_text;
 pub mod loss_watch;
 pub mod pairwise;
 pub mod report;

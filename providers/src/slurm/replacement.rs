@@ -104,37 +104,10 @@ pub(super) struct Replaced {
 
 /// `text` with the ids' separators (`%|,=@+`) escaped as `%XX`.
 pub(super) fn escape(text: &str) -> String {
-    text.chars()
-        .map(|c| match c {
-            '%' | '|' | ',' | '=' | '@' | '+' => format!("%{:02X}", c as u32),
-            c => c.to_string(),
-        })
-        .collect()
+    crate::fleet::id_text::escape(text, &['|', ',', '=', '@', '+'])
 }
 
-/// What [`escape`] made, back.
-pub(super) fn unescape(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('%') {
-        out.push_str(&rest[..at]);
-        let code = rest
-            .get(at + 1..at + 3)
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match code {
-            Some(b) => {
-                out.push(b as char);
-                rest = &rest[at + 3..];
-            }
-            None => {
-                out.push('%');
-                rest = &rest[at + 1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
+pub(super) use crate::fleet::id_text::unescape;
 
 /// Seconds since the epoch.
 pub(super) fn now() -> u64 {

@@ -6,6 +6,7 @@
 //! the plan's lines; and the step's id while it restarts, which records
 //! every attempt and the nodes replaced after it.
 
+use crate::fleet::id_text::{self, unescape};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -236,18 +237,7 @@ pub(crate) struct Recorded {
 
 /// `,`, `@` and `|` (the id's separators) and `%` escaped.
 fn escape(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace(',', "%2C")
-        .replace('@', "%40")
-        .replace('|', "%7C")
-}
-
-/// [`escape`] undone.
-fn unescape(s: &str) -> String {
-    s.replace("%7C", "|")
-        .replace("%40", "@")
-        .replace("%2C", ",")
-        .replace("%25", "%")
+    id_text::escape(s, &[',', '@', '|'])
 }
 
 /// The step's id for `attempts`: each attempt's job id (`-` for one being

@@ -10,6 +10,7 @@
 //! SubmitJob, with its checkpoint, and its job's id after: a resume finds
 //! a job whose answer was lost by its token tag, never submitting a second.
 
+use crate::fleet::id_text::{self, unescape};
 use serde_json::{Value, json};
 
 /// One attempt as the step's id keeps it.
@@ -25,20 +26,11 @@ pub(crate) struct Recorded {
     pub line: Option<String>,
 }
 
-fn escape(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace(',', "%2C")
-        .replace('@', "%40")
-        .replace('~', "%7E")
-        .replace('!', "%21")
-}
+/// The id's separators, escaped in the text between them.
+const SEPARATORS: [char; 4] = [',', '@', '~', '!'];
 
-fn unescape(s: &str) -> String {
-    s.replace("%21", "!")
-        .replace("%7E", "~")
-        .replace("%40", "@")
-        .replace("%2C", ",")
-        .replace("%25", "%")
+fn escape(s: &str) -> String {
+    id_text::escape(s, &SEPARATORS)
 }
 
 /// The step's id for `attempts`.

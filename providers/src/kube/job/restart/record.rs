@@ -16,6 +16,7 @@
 //! first without one is followed or created, and one with a pending
 //! replacement has it carried out (never terminating twice) and recorded.
 
+use crate::fleet::id_text::{self, unescape};
 use serde_json::{Value, json};
 
 use crate::kube::node_check::for_job::Replacement;
@@ -91,26 +92,11 @@ impl Pending {
     }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace(',', "%2C")
-        .replace('@', "%40")
-        .replace('#', "%23")
-        .replace(';', "%3B")
-        .replace('~', "%7E")
-        .replace('^', "%5E")
-        .replace('!', "%21")
-}
+/// The id's separators, escaped in the text between them.
+const SEPARATORS: [char; 7] = [',', '@', '#', ';', '~', '^', '!'];
 
-fn unescape(s: &str) -> String {
-    s.replace("%21", "!")
-        .replace("%5E", "^")
-        .replace("%7E", "~")
-        .replace("%3B", ";")
-        .replace("%23", "#")
-        .replace("%40", "@")
-        .replace("%2C", ",")
-        .replace("%25", "%")
+fn escape(s: &str) -> String {
+    id_text::escape(s, &SEPARATORS)
 }
 
 /// The step's id for `attempts`.
