@@ -13,50 +13,10 @@ use crate::support::kube::KubeServer;
 use crate::{fixture, log};
 
 /// The check each node runs: the runbook's nvidia-smi Job.
-pub(super) const CHECK: &str = r#"apiVersion: batch/v1
-kind: Job
-metadata:
-  name: gpu-check
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-        - name: nvidia-smi
-          image: nvidia/cuda:12.2.0-base-ubuntu22.04
-          command: ["nvidia-smi"]
-          env:
-            - name: NODE
-              value: "${NODE}"
-"#;
+pub(super) const CHECK: &str = include_str!("../fixtures/kube/node-check.yaml");
 
 /// The test each pair runs: all_reduce_perf across the two nodes.
-pub(super) const PAIR: &str = r#"apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata:
-  name: nccl-pair
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: public.ecr.aws/hpc-cloud/nccl-tests:latest
-              command: ["/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "2G", "-f", "2", "-g", "8"]
-              env:
-                - name: PAIR
-                  value: "${NODE_A} ${NODE_B}"
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: public.ecr.aws/hpc-cloud/nccl-tests:latest
-"#;
+pub(super) const PAIR: &str = include_str!("../fixtures/kube/nccl-pair.yaml");
 
 const NODES: usize = 8;
 
