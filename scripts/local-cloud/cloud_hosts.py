@@ -245,12 +245,15 @@ def _run_instances_as_hosts(self, *args, **kwargs):
 
 def _terminate_host(self):
     was = self._state.name
-    answer = _terminate(self)
     if enabled() and was != "terminated":
-        # A stopped instance has no host, but it still has its volume.
+        # The host goes before EC2 lets its address go: moto hands a
+        # released address to the next RunInstances at once, and one in
+        # another request that started its host first found the address
+        # still on the bridge ("already a host's"). A stopped instance has
+        # no host, but it still has its volume.
         with _LOCK:
             _stop([self.id])
-    return answer
+    return _terminate(self)
 
 
 def _stop_host(self):
