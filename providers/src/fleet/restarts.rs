@@ -14,6 +14,24 @@ use crate::metrics::Program;
 /// The most restarts a step may ask for.
 pub(crate) const MAX_RESTARTS: i64 = 100;
 
+/// The name of attempt `n`'s job (kube.job, batch.job): the step's for
+/// the first, `NAME-aN` after.
+pub(crate) fn attempt_name(base: &str, n: u32) -> String {
+    match n {
+        1 => base.to_string(),
+        n => format!("{base}-a{n}"),
+    }
+}
+
+/// The token attempt `n`'s job is tagged with (kube.job, batch.job): the
+/// operation's for the first, `TOKEN-aN` after.
+pub(crate) fn attempt_token(token: &str, n: u32) -> String {
+    match n {
+        1 => token.to_string(),
+        n => format!("{token}-a{n}"),
+    }
+}
+
 /// `hang_after` (or `hang_without_loss`, `key`) read: a duration of at
 /// least a second.
 pub(crate) fn hang_of(key: &str, text: &str) -> Result<Duration, String> {

@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 
 use crate::kube::node_check::for_job::Replacement;
 
+pub(crate) use crate::fleet::restarts::{attempt_name, attempt_token};
+
 /// One attempt as the step's id keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Recorded {
@@ -188,23 +190,6 @@ pub(crate) fn decode(id: &str) -> Vec<Recorded> {
             }
         })
         .collect()
-}
-
-/// The name of attempt `n`'s job: the manifest's for the first, `NAME-aN`
-/// after.
-pub(crate) fn attempt_name(base: &str, n: u32) -> String {
-    match n {
-        1 => base.to_string(),
-        n => format!("{base}-a{n}"),
-    }
-}
-
-/// The token annotation of attempt `n`: the operation's for the first.
-pub(crate) fn attempt_token(token: &str, n: u32) -> String {
-    match n {
-        1 => token.to_string(),
-        n => format!("{token}-a{n}"),
-    }
 }
 
 /// One attempt as the step's outputs and messages tell it.
